@@ -1,0 +1,231 @@
+"""The `bpe` command: train, encode, decode, demo (and, for the pipeline, versions and cluster).
+
+Errors are one line on stderr (`bpe: error: ...`) and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+EXIT_ERROR = 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from bpe.count import use_system_allocator
+
+    use_system_allocator()
+    try:
+        return args.run(args) or 0
+    except KeyboardInterrupt:
+        print("bpe: interrupted; nothing was written", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if not _expected(exc):
+            raise
+        print(f"bpe: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _expected(exc: Exception) -> bool:
+    from bpe.export import ExportError
+    from bpe.shards import InputError
+    from bpe.tokenizer import SpecialTokenError
+
+    return isinstance(exc, (InputError, ExportError, SpecialTokenError, ValueError, FileExistsError, FileNotFoundError))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bpe", description="Train and use byte-level BPE tokenizers.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("train", help="train a tokenizer on .parquet/.txt/.jsonl files, directories, globs or URLs")
+    t.add_argument("inputs", nargs="+", help="files, directories, globs or fsspec URLs")
+    add_training_options(t)
+    t.add_argument("--out", required=True, type=Path, help="output directory (must not hold a tokenizer)")
+    t.add_argument("--force", action="store_true", help="replace a tokenizer already in --out")
+    t.set_defaults(run=run_train)
+
+    e = sub.add_parser("encode", help="print the token ids of text (arguments, or stdin)")
+    e.add_argument("tokenizer", type=Path, help="a tokenizer directory")
+    e.add_argument("text", nargs="*", help="text to encode; read from stdin when absent (one trailing newline dropped)")
+    e.add_argument("--special-as-text", action="store_true", help="encode special tokens in the text as ordinary text")
+    e.add_argument("--pattern", help="split pattern for a directory holding only vocab.json + merges.txt")
+    e.set_defaults(run=run_encode)
+
+    d = sub.add_parser("decode", help="print the text of token ids (arguments, or stdin)")
+    d.add_argument("tokenizer", type=Path, help="a tokenizer directory")
+    d.add_argument("ids", nargs="*", type=int, help="token ids; read from stdin when absent")
+    d.set_defaults(run=run_decode)
+
+    demo = sub.add_parser("demo", help="train a tokenizer on the demo corpus (the standard library's docstrings)")
+    demo.add_argument("--data", type=Path, default=Path("demo-data"), help="where to write the demo corpus")
+    demo.add_argument("--out", type=Path, default=Path("demo-tokenizer"), help="output directory")
+    demo.add_argument("--vocab-size", type=int, default=4096)
+    demo.add_argument("--force", action="store_true", help="replace an earlier demo tokenizer")
+    demo.set_defaults(run=run_demo)
+    return parser
+
+
+def add_training_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--vocab-size", type=int, required=True, help="tokens in all: 256 bytes + merges + special tokens")
+    p.add_argument("--pattern", default="cl100k", help="gpt2, cl100k, o200k, whitespace, or a regex (default: cl100k)")
+    p.add_argument("--special-token", action="append", default=[], dest="special_tokens", metavar="TOKEN")
+    p.add_argument("--text-column", default="text", help="Parquet column / JSON field holding the text")
+    p.add_argument("--min-frequency", type=int, default=1, help="stop when the best pair occurs fewer times")
+    p.add_argument("--tie-break", choices=("bytes", "ids"), default="bytes", help="order of pairs with equal counts")
+    p.add_argument("--threads", type=int, default=None, help="counting threads (default: one per core)")
+    p.add_argument("--engine", choices=("local", "dask"), default="local")
+    p.add_argument("--scheduler", help="Dask scheduler address (engine dask); a local cluster is started without it")
+    p.add_argument("--workers", type=int, default=None, help="workers of the local Dask cluster (engine dask)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from bpe.export import atomic_write_dir  # noqa: F401  (checks below mirror it)
+    from bpe.progress import TerminalProgress
+    from bpe.shards import check_parquet, discover
+    from bpe.train import train
+
+    _check_out(args.out, args.force)
+    shards = discover(args.inputs)
+    for shard in shards:
+        if shard.kind == "parquet":
+            check_parquet(shard, args.text_column)
+    progress = None if args.quiet else TerminalProgress()
+    engine_options = {}
+    if args.engine == "dask":
+        engine_options = {"scheduler": args.scheduler, "workers": args.workers}
+        if progress is not None:
+            engine_options["log"] = lambda line: print(line, file=sys.stderr)
+    elif args.scheduler or args.workers:
+        raise ValueError("--scheduler and --workers need --engine dask")
+    started = time.perf_counter()
+    tokenizer = train(
+        files=[s.path for s in shards],
+        vocab_size=args.vocab_size,
+        pattern=args.pattern,
+        special_tokens=args.special_tokens,
+        min_frequency=args.min_frequency,
+        tie_break=args.tie_break,
+        text_column=args.text_column,
+        threads=args.threads,
+        engine=args.engine,
+        progress=progress,
+        **engine_options,
+    )
+    if progress is not None:
+        progress.finish()
+    export_started = time.perf_counter()
+    tokenizer.manifest["seconds"]["export"] = 0.0
+    tokenizer.save(args.out, force=args.force)
+    tokenizer.manifest["seconds"]["export"] = round(time.perf_counter() - export_started, 3)
+    tokenizer.manifest["seconds"]["total"] = round(time.perf_counter() - started, 3)
+    print(summary(tokenizer.manifest, args.out))
+    return 0
+
+
+def _check_out(out: Path, force: bool) -> None:
+    from bpe.export import TOKENIZER_FILES
+
+    if out.exists():
+        if not out.is_dir():
+            raise FileExistsError(f"{out}: exists and is not a directory")
+        if any((out / name).exists() for name in TOKENIZER_FILES):
+            if not force:
+                raise FileExistsError(f"{out}: already holds a tokenizer (use --force to replace it)")
+        elif any(out.iterdir()):
+            raise FileExistsError(f"{out}: exists and holds other files; choose an empty or new directory")
+
+
+def summary(manifest: dict, out: Path) -> str:
+    """The short report printed after training."""
+    c, r, s = manifest["counts"], manifest["result"], manifest["seconds"]
+    shards = manifest["data"]["shards"]
+    n_files = len(shards) if isinstance(shards, list) else 0
+    count_s, merge_s = s.get("count", 0.0), s.get("merge", 0.0)
+    mb = c["bytes"] / 1e6
+    n_special = len(manifest["settings"]["special_tokens"])
+    stopped = STOP_REASONS.get(r["stop_reason"], r["stop_reason"])
+    lines = [
+        f"trained {out}/ in {s.get('total', 0):.1f} s",
+        f"  data      {n_files} file(s), {c['documents']:,} documents ({c['null_rows']:,} null rows skipped), "
+        f"{mb:,.1f} MB, {c['pretokens']:,} pre-tokens, {c['unique_words']:,} unique words",
+        f"  merges    {r['merges']:,} (vocabulary {r['vocab_size']:,} with {n_special} special token(s)); "
+        f"stopped: {stopped}",
+        f"  compress  {r['bytes_per_token'] or 0:.3f} bytes per token on the training text",
+        f"  time      count {count_s:.2f} s ({mb / count_s if count_s else 0:,.0f} MB/s), merge {merge_s:.2f} s "
+        f"({r['merges'] / merge_s if merge_s else 0:,.0f} merges/s), export {s.get('export', 0):.2f} s",
+    ]
+    if r["stop_reason"] == "no_pairs":
+        lines.append(f"warning: pairs ran out after {r['merges']:,} merges; the vocabulary is smaller than asked")
+    return "\n".join(lines)
+
+
+STOP_REASONS = {
+    "vocab_size": "vocabulary size reached",
+    "min_frequency": "best pair below --min-frequency",
+    "no_pairs": "no pairs left",
+}
+
+
+def run_encode(args: argparse.Namespace) -> int:
+    from bpe.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.load(args.tokenizer, pattern=args.pattern)
+    if args.text:
+        text = " ".join(args.text)
+    else:
+        text = sys.stdin.read()
+        if text.endswith("\n"):
+            text = text[:-1]
+    ids = tokenizer.encode(text, special_as_text=args.special_as_text)
+    print(" ".join(map(str, ids)))
+    return 0
+
+
+def run_decode(args: argparse.Namespace) -> int:
+    from bpe.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.load(args.tokenizer)
+    ids = args.ids
+    if not ids:
+        try:
+            ids = [int(x) for x in sys.stdin.read().split()]
+        except ValueError as exc:
+            raise ValueError(f"stdin: expected token ids ({exc})") from None
+    sys.stdout.write(tokenizer.decode(ids) + "\n")
+    return 0
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from bpe.demo import write_demo_corpus
+
+    paths = write_demo_corpus(args.data)
+    print(f"demo corpus: {len(paths)} Parquet shards in {args.data}/", file=sys.stderr)
+    return run_train(
+        argparse.Namespace(
+            inputs=[str(args.data)],
+            out=args.out,
+            force=args.force,
+            vocab_size=args.vocab_size,
+            pattern="cl100k",
+            special_tokens=["<|endoftext|>"],
+            text_column="text",
+            min_frequency=1,
+            tie_break="bytes",
+            threads=None,
+            engine="local",
+            scheduler=None,
+            workers=None,
+            quiet=False,
+        )
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

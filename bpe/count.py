@@ -1,0 +1,476 @@
+"""Counting pre-tokens: the unique words of a corpus with their frequencies.
+
+Memory grows with the number of unique words, not with the corpus: documents stream through a
+`WordCounter` batch by batch. For the named patterns the counter scans UTF-8 bytes with the
+compiled scanners in `bpe.scanner` and counts in a compiled hash table; other patterns use the
+`regex` module. Both give the counts of running the pattern over every document.
+
+>>> counter = WordCounter(Pretokenizer("gpt2"))
+>>> counter.add_texts(["the cat", "the hat"])
+>>> sorted(counter.result().to_dict().items())
+[(b' cat', 1), (b' hat', 1), (b'the', 2)]
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numba import njit
+
+from bpe.pretokenize import Pretokenizer
+from bpe.scanner import SCANNER_IDS, decode_utf8, next_piece_end, unicode_tables
+from bpe.shards import Shard, read_batches
+
+
+@dataclass
+class WordCounts:
+    """Unique words as concatenated UTF-8 bytes (`data`, `offsets`) with their `counts`."""
+
+    data: np.ndarray  # uint8
+    offsets: np.ndarray  # int64, len(counts) + 1
+    counts: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def word(self, i: int) -> bytes:
+        return self.data[self.offsets[i] : self.offsets[i + 1]].tobytes()
+
+    def to_dict(self) -> dict[bytes, int]:
+        return {self.word(i): int(self.counts[i]) for i in range(len(self))}
+
+    @property
+    def total(self) -> int:
+        """Number of pre-tokens counted (the sum of frequencies)."""
+        return int(self.counts.sum())
+
+    @classmethod
+    def empty(cls) -> WordCounts:
+        return cls(np.zeros(0, np.uint8), np.zeros(1, np.int64), np.zeros(0, np.int64))
+
+    @classmethod
+    def from_dict(cls, counts: dict[bytes, int] | Counter) -> WordCounts:
+        words = list(counts)
+        lengths = np.fromiter((len(w) for w in words), dtype=np.int64, count=len(words))
+        offsets = np.zeros(len(words) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        data = np.frombuffer(b"".join(words), dtype=np.uint8).copy()
+        values = np.fromiter((counts[w] for w in words), dtype=np.int64, count=len(words))
+        return cls(data, offsets, values)
+
+    def to_arrow(self) -> pa.Table:
+        """A two-column table (`word` binary, `count` int64), for Parquet and for moving between workers."""
+        words = pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(), len(self), [None, pa.py_buffer(self.offsets), pa.py_buffer(self.data)]
+        )
+        return pa.table({"word": words, "count": pa.array(self.counts, pa.int64())})
+
+    @classmethod
+    def from_arrow(cls, table: pa.Table) -> WordCounts:
+        words = table.column("word").combine_chunks().cast(pa.large_binary())
+        _, offsets_buf, data_buf = words.buffers()
+        offsets = np.frombuffer(offsets_buf, dtype=np.int64)[words.offset : words.offset + len(words) + 1]
+        data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+        data = data[offsets[0] : offsets[-1]].copy()
+        offsets = offsets - offsets[0]
+        counts = table.column("count").to_numpy().astype(np.int64, copy=True)
+        return cls(data, offsets.copy(), counts)
+
+    @staticmethod
+    def combine(parts: Sequence[WordCounts]) -> WordCounts:
+        """Sum several counts into one (words unique again)."""
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return WordCounts.empty()
+        if len(parts) == 1:
+            return parts[0]
+        # Sized for the largest part: the parts share most words, and the table grows if they do not.
+        table = _table_new(max(len(p) for p in parts), max(len(p.data) for p in parts))
+        for part in parts:
+            table = _table_add_words(table, part.data, part.offsets, part.counts)
+        return _table_result(table)
+
+    def sorted(self) -> WordCounts:
+        """The same counts with words in byte order: a canonical form that is independent of input order."""
+        order = np.argsort(np.array([self.word(i) for i in range(len(self))], dtype=object), kind="stable")
+        lengths = np.diff(self.offsets)[order]
+        offsets = np.zeros(len(order) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        data = (
+            np.concatenate([self.data[self.offsets[i] : self.offsets[i + 1]] for i in order])
+            if len(order)
+            else self.data
+        )
+        return WordCounts(data.astype(np.uint8), offsets, self.counts[order].copy())
+
+
+@dataclass
+class CountStats:
+    """What a counter has seen: documents and bytes read, null rows skipped, special tokens met."""
+
+    documents: int = 0
+    bytes: int = 0
+    null_rows: int = 0
+    pretokens: int = 0
+    special_tokens: dict[str, int] = field(default_factory=dict)
+
+    def add(self, other: CountStats) -> None:
+        self.documents += other.documents
+        self.bytes += other.bytes
+        self.null_rows += other.null_rows
+        self.pretokens += other.pretokens
+        for token, n in other.special_tokens.items():
+            self.special_tokens[token] = self.special_tokens.get(token, 0) + n
+
+
+class WordCounter:
+    """Accumulates word counts over batches of documents (lists of str or Arrow string arrays)."""
+
+    def __init__(self, pretokenizer: Pretokenizer) -> None:
+        self.pretokenizer = pretokenizer
+        self.stats = CountStats()
+        self._scanner = SCANNER_IDS.get(pretokenizer.name)
+        self._table = _table_new(1 << 12, 1 << 16)
+        self._python_counts: Counter[str] = Counter()
+
+    def add_texts(self, texts: Iterable[str | None]) -> None:
+        self.add_arrow(pa.array(list(texts), pa.large_string()))
+
+    def add_arrow(self, array: pa.Array | pa.ChunkedArray) -> None:
+        """Count a batch of documents; nulls are skipped (and counted in `stats.null_rows`)."""
+        if isinstance(array, pa.ChunkedArray):
+            for chunk in array.chunks:
+                self.add_arrow(chunk)
+            return
+        self.stats.null_rows += array.null_count
+        if array.null_count:
+            array = array.drop_null()
+        if not pa.types.is_large_string(array.type):
+            array = array.cast(pa.large_string())
+        self.stats.documents += len(array)
+        ordinary = self._cut_special_tokens(array)
+        if self._scanner is None:
+            split = self.pretokenizer.split_ordinary
+            before = self._python_counts.total()
+            for text in ordinary.to_pylist():
+                self._python_counts.update(split(text))
+            self.stats.pretokens += self._python_counts.total() - before
+            return
+        _, offsets_buf, data_buf = ordinary.buffers()
+        offsets = np.frombuffer(offsets_buf, dtype=np.int64)[ordinary.offset : ordinary.offset + len(ordinary) + 1]
+        data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(1, np.uint8)
+        classes, folds = unicode_tables()
+        self._table, pieces = _count_pieces(data, offsets, self._scanner, classes, folds, self._table)
+        self.stats.pretokens += pieces
+
+    def _cut_special_tokens(self, array: pa.LargeStringArray) -> pa.LargeStringArray:
+        """Count the bytes, and replace documents holding special tokens by their ordinary segments."""
+        self.stats.bytes += int(pc.sum(pc.binary_length(array)).as_py() or 0)
+        if not self.pretokenizer.special_tokens:
+            return array
+        has_special = pc.match_substring(array, self.pretokenizer.special_tokens[0])
+        for token in self.pretokenizer.special_tokens[1:]:
+            has_special = pc.or_(has_special, pc.match_substring(array, token))
+        if not pc.any(has_special).as_py():
+            return array
+        plain = array.filter(pc.invert(has_special))
+        segments: list[str] = []
+        for text in array.filter(has_special).to_pylist():
+            for segment, is_special in self.pretokenizer.segments(text):
+                if is_special:
+                    self.stats.special_tokens[segment] = self.stats.special_tokens.get(segment, 0) + 1
+                else:
+                    segments.append(segment)
+        return pa.concat_arrays([plain, pa.array(segments, pa.large_string())])
+
+    def absorb(self, other: WordCounter) -> None:
+        """Add another counter's counts and stats into this one (and empty the other)."""
+        part = other.result()
+        other._table = _table_new(1, 1)
+        self._table = _table_add_words(self._table, part.data, part.offsets, part.counts)
+        self.stats.add(other.stats)
+
+    def result(self) -> WordCounts:
+        counts = _table_result(self._table)
+        if self._python_counts:
+            counts = WordCounts.combine(
+                [counts, WordCounts.from_dict({w.encode(): n for w, n in self._python_counts.items()})]
+            )
+        return counts
+
+
+def release_memory() -> None:
+    """Hand freed memory back to the operating system (glibc keeps it otherwise), so that peak
+    memory is the largest phase, not the sum of phases."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def use_system_allocator() -> None:
+    """Arrow's default pool (jemalloc) keeps freed batches around; the system pool returns them."""
+    pa.set_memory_pool(pa.system_memory_pool())
+
+
+def count_words(texts: Iterable[str], pattern: str = "gpt2", special_tokens: Sequence[str] = ()) -> WordCounts:
+    """Word counts of an iterable of documents (convenience for small inputs)."""
+    counter = WordCounter(Pretokenizer(pattern, special_tokens))
+    batch: list[str] = []
+    for text in texts:
+        batch.append(text)
+        if len(batch) >= 4096:
+            counter.add_texts(batch)
+            batch = []
+    if batch:
+        counter.add_texts(batch)
+    return counter.result()
+
+
+def count_shards(
+    shards: Sequence[Shard],
+    pretokenizer: Pretokenizer,
+    text_column: str = "text",
+    threads: int | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> tuple[WordCounts, CountStats, list[dict]]:
+    """Count every shard: one thread reads batches, `threads` threads count them (the compiled
+    scanner releases the GIL). Returns the counts, what was seen, and each shard's fingerprint."""
+    threads = max(1, threads or min(os.cpu_count() or 1, 8))
+    batches: queue.Queue = queue.Queue(maxsize=2 * threads)
+    fingerprints: list[dict] = []
+    failures: list[BaseException] = []
+    done_bytes = [0]
+    total_bytes = sum(s.size for s in shards)
+    lock = threading.Lock()
+    stop = threading.Event()
+    finished = object()
+
+    def read() -> None:
+        try:
+            for shard in shards:
+                fingerprints.append(shard.fingerprint())
+                for batch in read_batches(shard, text_column):
+                    if stop.is_set():
+                        return
+                    batches.put(batch)
+        except BaseException as exc:  # handed to the caller below
+            failures.append(exc)
+            stop.set()
+        finally:
+            for _ in range(threads):
+                batches.put(finished)
+
+    def count(counter: WordCounter) -> None:
+        while True:  # keeps draining after a failure so that the reader never blocks
+            item = batches.get()
+            if item is finished:
+                return
+            if stop.is_set():
+                continue
+            try:
+                array, share = item
+                counter.add_arrow(array)
+                with lock:
+                    done_bytes[0] += share
+                    if progress is not None:
+                        progress("count", done_bytes[0], total_bytes)
+            except BaseException as exc:
+                failures.append(exc)
+                stop.set()
+
+    counters = [WordCounter(pretokenizer) for _ in range(threads)]
+    workers = [threading.Thread(target=read, daemon=True)]
+    workers += [threading.Thread(target=count, args=(c,), daemon=True) for c in counters]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    if failures:
+        raise failures[0]
+    for other in counters[1:]:
+        counters[0].absorb(other)
+    if progress is not None:
+        progress("count", total_bytes, total_bytes)
+    return counters[0].result(), counters[0].stats, fingerprints
+
+
+# ---------------------------------------------------------------------------------------------
+# A compiled hash table from byte strings to counts: a tuple (slots, starts, store, meta).
+# Each slot is one row of four uint64: [hash, first 8 bytes, (entry + 1) | length << 32, count], so
+# a lookup of a short word touches a single cache line. Entry e's bytes are
+# store[starts[e]:starts[e] + length], appended in insertion order; meta = [entries, bytes used].
+
+_HASH, _PREFIX, _ENTRY, _COUNT = 0, 1, 2, 3
+
+
+@njit(cache=True)
+def _table_new(expected_entries, expected_bytes):
+    capacity = 1 << 10
+    while capacity < 2 * expected_entries:
+        capacity *= 2
+    return (
+        np.zeros((capacity, 4), dtype=np.uint64),
+        np.empty(capacity // 2 + 1, dtype=np.int64),
+        np.empty(max(expected_bytes, 1024), dtype=np.uint8),
+        np.zeros(2, dtype=np.int64),
+    )
+
+
+@njit(inline="always")
+def _hash_and_prefix(data, start, end):
+    """FNV-1a hash of data[start:end] and its first 8 bytes packed little-endian."""
+    h = np.uint64(14695981039346656037)
+    prefix = np.uint64(0)
+    for i in range(start, end):
+        b = np.uint64(data[i])
+        h = (h ^ b) * np.uint64(1099511628211)
+        if i - start < 8:
+            prefix |= b << np.uint64(8 * (i - start))
+    return h, prefix
+
+
+@njit(inline="always")
+def _table_insert(slots, starts, store, meta, data, start, end, weight):
+    """Add `weight` to the count of data[start:end]. Returns False, changing nothing, if the table is full."""
+    length = end - start
+    entries = meta[0]
+    used = meta[1]
+    if entries >= len(starts) - 1 or used + length > len(store):
+        return False
+    h, prefix = _hash_and_prefix(data, start, end)
+    tag = np.uint64(length) << np.uint64(32)
+    mask = np.uint64(len(slots) - 1)
+    i = h & mask
+    while True:
+        m = slots[i, _ENTRY]
+        if m == 0:
+            break
+        if slots[i, _HASH] == h and slots[i, _PREFIX] == prefix and (m & ~np.uint64(0xFFFFFFFF)) == tag:
+            same = True
+            if length > 8:
+                s = starts[np.int64(m & np.uint64(0xFFFFFFFF)) - 1]
+                for j in range(8, length):
+                    if store[s + j] != data[start + j]:
+                        same = False
+                        break
+            if same:
+                slots[i, _COUNT] += np.uint64(weight)
+                return True
+        i = (i + np.uint64(1)) & mask
+    store[used : used + length] = data[start:end]
+    starts[entries] = used
+    slots[i, _HASH] = h
+    slots[i, _PREFIX] = prefix
+    slots[i, _ENTRY] = np.uint64(entries + 1) | tag
+    slots[i, _COUNT] = np.uint64(weight)
+    meta[0] = entries + 1
+    meta[1] = used + length
+    return True
+
+
+@njit(cache=True)
+def _table_make_room(table, length):
+    """A table with room for one more entry of `length` bytes (doubling what is short)."""
+    slots, starts, store, meta = table
+    if meta[0] >= len(starts) - 1:
+        capacity = 2 * len(slots)
+        bigger = np.zeros((capacity, 4), dtype=np.uint64)
+        mask = np.uint64(capacity - 1)
+        for r in range(len(slots)):
+            if slots[r, _ENTRY] != 0:
+                i = slots[r, _HASH] & mask
+                while bigger[i, _ENTRY] != 0:
+                    i = (i + np.uint64(1)) & mask
+                bigger[i] = slots[r]
+        slots = bigger
+        more_starts = np.empty(capacity // 2 + 1, dtype=np.int64)
+        more_starts[: meta[0]] = starts[: meta[0]]
+        starts = more_starts
+    used = meta[1]
+    if used + length > len(store):
+        more_store = np.empty(max(2 * len(store), used + length), dtype=np.uint8)
+        more_store[:used] = store[:used]
+        store = more_store
+    return (slots, starts, store, meta)
+
+
+@njit(cache=True)
+def _table_add_words(table, data, offsets, weights):
+    slots, starts, store, meta = table
+    for i in range(len(weights)):
+        while not _table_insert(slots, starts, store, meta, data, offsets[i], offsets[i + 1], weights[i]):
+            table = _table_make_room(table, offsets[i + 1] - offsets[i])
+            slots, starts, store, meta = table
+    return table
+
+
+@njit(nogil=True, cache=True)
+def _count_pieces(data, doc_offsets, scanner_id, classes, folds, table):
+    """Scan every document with the named pattern's scanner and count its pieces."""
+    longest = 0
+    for d in range(len(doc_offsets) - 1):
+        longest = max(longest, doc_offsets[d + 1] - doc_offsets[d])
+    cps = np.empty(longest + 1, dtype=np.int32)
+    byte_pos = np.empty(longest + 2, dtype=np.int64)
+    doc, position, pieces = 0, 0, 0
+    while True:
+        slots, starts, store, meta = table
+        doc, position, more = _count_until_full(
+            data, doc_offsets, doc, position, scanner_id, classes, folds, slots, starts, store, meta, cps, byte_pos
+        )
+        pieces += more
+        if doc == len(doc_offsets) - 1:
+            return table, pieces
+        table = _table_make_room(table, longest)
+
+
+@njit(nogil=True, cache=True)
+def _count_until_full(
+    data, doc_offsets, doc, position, scanner_id, classes, folds, slots, starts, store, meta, cps, byte_pos
+):
+    """Count pieces from code point `position` of document `doc` on; stop where the table is full.
+
+    Returns (doc, position, pieces counted); doc == number of documents when all are done.
+    The arrays stay fixed inside this loop, which keeps it fast.
+    """
+    pieces = 0
+    for d in range(doc, len(doc_offsets) - 1):
+        n = decode_utf8(data, doc_offsets[d], doc_offsets[d + 1], cps, byte_pos)
+        p = position if d == doc else 0
+        while p < n:
+            e = next_piece_end(cps, n, p, scanner_id, classes, folds)
+            if not _table_insert(slots, starts, store, meta, data, byte_pos[p], byte_pos[e], 1):
+                return d, p, pieces
+            pieces += 1
+            p = e
+    return len(doc_offsets) - 1, 0, pieces
+
+
+@njit(cache=True)
+def _table_counts(slots, entries):
+    counts = np.zeros(entries, dtype=np.int64)
+    for r in range(len(slots)):
+        m = slots[r, _ENTRY]
+        if m != 0:
+            counts[np.int64(m & np.uint64(0xFFFFFFFF)) - 1] = np.int64(slots[r, _COUNT])
+    return counts
+
+
+def _table_result(table) -> WordCounts:
+    slots, starts, store, meta = table
+    n, used = int(meta[0]), int(meta[1])
+    offsets = np.empty(n + 1, dtype=np.int64)
+    offsets[:n] = starts[:n]
+    offsets[n] = used
+    return WordCounts(store[:used].copy(), offsets, _table_counts(slots, n))

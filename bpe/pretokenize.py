@@ -1,0 +1,124 @@
+"""Pre-tokenization: split text into pieces ("words") that merges never cross.
+
+Named patterns are exactly the released tokenizers' regexes; `whitespace` is the textbook
+`str.split()`. Special tokens are cut out first and never reach the pattern:
+
+>>> Pretokenizer("gpt2", ["<|endoftext|>"]).split("Hi there<|endoftext|>!")
+['Hi', ' there', '<|endoftext|>', '!']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import regex
+
+# As tiktoken spells them today (tiktoken_ext/openai_public.py).
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+CL100K_PATTERN = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+# `str.split()` splits on exactly these characters: regex's \s plus the four ASCII separators.
+WHITESPACE_PATTERN = r"""[^\s\x1c-\x1f]+"""
+
+NAMED_PATTERNS = {
+    "gpt2": GPT2_PATTERN,
+    "cl100k": CL100K_PATTERN,
+    "o200k": O200K_PATTERN,
+    "whitespace": WHITESPACE_PATTERN,
+}
+
+
+def resolve_pattern(pattern: str) -> tuple[str, str]:
+    """(name, regex) for a pattern name or a user regex; a bad regex raises ValueError."""
+    if pattern in NAMED_PATTERNS:
+        return pattern, NAMED_PATTERNS[pattern]
+    try:
+        regex.compile(pattern)
+    except regex.error as exc:
+        raise ValueError(
+            f"--pattern: not a known name ({', '.join(NAMED_PATTERNS)}) nor a valid regex: {exc}"
+        ) from None
+    for name, known in NAMED_PATTERNS.items():
+        if pattern == known:
+            return name, known
+    return "custom", pattern
+
+
+@dataclass(frozen=True)
+class Pretokenizer:
+    """A split pattern plus the special tokens that are cut out before it applies."""
+
+    pattern: str = "gpt2"
+    special_tokens: Sequence[str] = ()
+    name: str = field(init=False)
+    regex: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        name, pattern_regex = resolve_pattern(self.pattern)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "regex", pattern_regex)
+        object.__setattr__(self, "special_tokens", tuple(self.special_tokens))
+        for token in self.special_tokens:
+            if not token:
+                raise ValueError("--special-token: a special token cannot be empty")
+        if len(set(self.special_tokens)) != len(self.special_tokens):
+            raise ValueError("--special-token: the same special token is given twice")
+
+    @property
+    def compiled(self) -> regex.Pattern:
+        return _compile(self.regex)
+
+    @property
+    def special_regex(self) -> regex.Pattern | None:
+        """Matches any special token, longest first, so `<|a|>` never hides `<|a|>b`."""
+        if not self.special_tokens:
+            return None
+        ordered = sorted(self.special_tokens, key=len, reverse=True)
+        return _compile("(" + "|".join(regex.escape(t) for t in ordered) + ")")
+
+    def segments(self, text: str) -> Iterator[tuple[str, bool]]:
+        """(segment, is_special) in order; ordinary segments are pre-tokenized independently."""
+        special = self.special_regex
+        if special is None:
+            if text:
+                yield text, False
+            return
+        for i, part in enumerate(special.split(text)):
+            if part:
+                yield part, i % 2 == 1
+
+    def split_ordinary(self, text: str) -> list[str]:
+        """Pieces of text that holds no special token."""
+        if self.name == "whitespace":
+            return text.split()
+        return self.compiled.findall(text)
+
+    def split(self, text: str) -> list[str]:
+        """All pieces of text, special tokens included as pieces of their own."""
+        pieces: list[str] = []
+        for segment, is_special in self.segments(text):
+            if is_special:
+                pieces.append(segment)
+            else:
+                pieces.extend(self.split_ordinary(segment))
+        return pieces
+
+
+_COMPILED: dict[str, regex.Pattern] = {}
+
+
+def _compile(pattern: str) -> regex.Pattern:
+    if pattern not in _COMPILED:
+        _COMPILED[pattern] = regex.compile(pattern)
+    return _COMPILED[pattern]

@@ -1,0 +1,308 @@
+"""Compiled scanners that split text exactly as the GPT-2, cl100k and o200k regexes do.
+
+Running the `regex` module over a large corpus costs seconds per 10 MB; these scanners walk UTF-8 bytes
+in numba and produce the very same pieces (property-tested against `regex` in tests/test_pretokenize.py).
+Character classes (\\p{L}, \\p{N}, \\s, ...) are read off the `regex` module itself, so both sides agree on
+the Unicode version. Each scanner mirrors its pattern's alternatives in order, including the
+backtracking the regex engine would do.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import regex
+from numba import njit
+
+# Bits of the per-code-point class table.
+LETTER = 1  # \p{L}
+NUMBER = 2  # \p{N}
+SPACE = 4  # \s
+UPPERISH = 8  # [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]  (o200k)
+LOWERISH = 16  # [\p{Ll}\p{Lm}\p{Lo}\p{M}]  (o200k)
+
+# Bits of the case-folding table: which contraction letter a code point matches under (?i).
+FOLD_S, FOLD_D, FOLD_M, FOLD_T, FOLD_L, FOLD_V, FOLD_R, FOLD_E = 1, 2, 4, 8, 16, 32, 64, 128
+_FOLD_LETTERS = "sdmtlvre"
+
+SCANNER_IDS = {"gpt2": 0, "cl100k": 1, "o200k": 2}
+
+
+@lru_cache(maxsize=1)
+def unicode_tables() -> tuple[np.ndarray, np.ndarray]:
+    """(classes, folds): uint8 tables over all code points, read off the `regex` module."""
+    codepoints = np.arange(0x110000, dtype=np.uint32)
+    codepoints[0xD800:0xE000] = 0  # surrogates never occur in decoded UTF-8
+    every_char = codepoints.tobytes().decode("utf-32-le")
+    classes = np.zeros(0x110000, dtype=np.uint8)
+    for bit, char_class in (
+        (LETTER, r"\p{L}"),
+        (NUMBER, r"\p{N}"),
+        (SPACE, r"\s"),
+        (UPPERISH, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"),
+        (LOWERISH, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"),
+    ):
+        for run in regex.finditer(char_class + "+", every_char):
+            classes[run.start() : run.end()] |= bit
+    folds = np.zeros(0x110000, dtype=np.uint8)
+    for i, letter in enumerate(_FOLD_LETTERS):
+        for match in regex.finditer(f"(?i:{letter})", every_char):
+            folds[match.start()] |= 1 << i
+    classes[0xD800:0xE000] = 0
+    return classes, folds
+
+
+# ---------------------------------------------------------------------------------------------
+# Small helpers. `cps` holds one document's code points; `n` is its length.
+
+
+@njit(inline="always")
+def _run(cps, n, i, classes, bits):
+    while i < n and classes[cps[i]] & bits:
+        i += 1
+    return i
+
+
+@njit(inline="always")
+def _run_other(cps, n, i, classes):
+    """Extend over [^\\s\\p{L}\\p{N}]."""
+    while i < n and not classes[cps[i]] & (LETTER | NUMBER | SPACE):
+        i += 1
+    return i
+
+
+@njit(inline="always")
+def _is_other(k):
+    return not k & (LETTER | NUMBER | SPACE)
+
+
+@njit(inline="always")
+def _whitespace_run(cps, n, p, classes, end_rule, newline_rule):
+    """The whitespace alternatives for a run starting at p, in order:
+    [\\s++$] | [\\s*[\\r\\n]] | \\s+(?!\\S) | \\s (the bracketed ones only where the pattern has them)."""
+    e = _run(cps, n, p, classes, SPACE)
+    if end_rule and e == n:
+        return e
+    if newline_rule:
+        k = e - 1
+        while k >= p and cps[k] != 13 and cps[k] != 10:
+            k -= 1
+        if k >= p:
+            return k + 1
+    if e == n or e - p == 1:
+        return e
+    return e - 1
+
+
+@njit(inline="always")
+def _contraction_len(cps, n, i, folds):
+    """Length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at i, or 0."""
+    if i + 1 >= n or cps[i] != 39:
+        return 0
+    f1 = folds[cps[i + 1]]
+    if f1 & (FOLD_S | FOLD_T | FOLD_M | FOLD_D):
+        return 2
+    if i + 2 < n:
+        f2 = folds[cps[i + 2]]
+        if (f1 & FOLD_R and f2 & FOLD_E) or (f1 & FOLD_V and f2 & FOLD_E) or (f1 & FOLD_L and f2 & FOLD_L):
+            return 3
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# One function per pattern: the end of the piece that starts at p.
+
+
+@njit(inline="always")
+def _next_gpt2(cps, n, p, classes):
+    # '(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s
+    c = cps[p]
+    if c == 39 and p + 1 < n:
+        c1 = cps[p + 1]
+        if c1 == 115 or c1 == 100 or c1 == 109 or c1 == 116:
+            return p + 2
+        if p + 2 < n:
+            c2 = cps[p + 2]
+            if (c1 == 108 and c2 == 108) or (c1 == 118 and c2 == 101) or (c1 == 114 and c2 == 101):
+                return p + 3
+    s = p + 1 if (c == 32 and p + 1 < n) else p
+    k = classes[cps[s]]
+    if k & LETTER:
+        return _run(cps, n, s + 1, classes, LETTER)
+    if k & NUMBER:
+        return _run(cps, n, s + 1, classes, NUMBER)
+    if _is_other(k):
+        return _run_other(cps, n, s + 1, classes)
+    return _whitespace_run(cps, n, p, classes, False, False)
+
+
+@njit(inline="always")
+def _next_cl100k(cps, n, p, classes, folds):
+    # '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s
+    c = cps[p]
+    if c == 39 and p + 1 < n:
+        f1 = folds[cps[p + 1]]
+        if f1 & (FOLD_S | FOLD_D | FOLD_M | FOLD_T):
+            return p + 2
+        if p + 2 < n:
+            f2 = folds[cps[p + 2]]
+            if (f1 & FOLD_L and f2 & FOLD_L) or (f1 & FOLD_V and f2 & FOLD_E) or (f1 & FOLD_R and f2 & FOLD_E):
+                return p + 3
+    k = classes[c]
+    if k & LETTER:
+        return _run(cps, n, p + 1, classes, LETTER)
+    if c != 13 and c != 10 and not k & NUMBER:
+        if p + 1 < n and classes[cps[p + 1]] & LETTER:
+            return _run(cps, n, p + 2, classes, LETTER)
+    if k & NUMBER:
+        e = p + 1
+        while e < n and e < p + 3 and classes[cps[e]] & NUMBER:
+            e += 1
+        return e
+    s = -1
+    if c == 32 and p + 1 < n and _is_other(classes[cps[p + 1]]):
+        s = p + 1
+    elif _is_other(k):
+        s = p
+    if s >= 0:
+        e = _run_other(cps, n, s + 1, classes)
+        while e < n and (cps[e] == 13 or cps[e] == 10):
+            e += 1
+        return e
+    return _whitespace_run(cps, n, p, classes, True, True)
+
+
+@njit(inline="always")
+def _o200k_lower_word(cps, n, s, classes, folds):
+    """[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+ and a contraction from s, or -1."""
+    u = _run(cps, n, s, classes, UPPERISH)
+    if u < n and classes[cps[u]] & LOWERISH:
+        e = _run(cps, n, u + 1, classes, LOWERISH)
+    else:
+        # Greedy U* gives back characters until W+ can match: the last W-class char in the U-run.
+        r = u - 1
+        while r >= s and not classes[cps[r]] & LOWERISH:
+            r -= 1
+        if r < s:
+            return -1
+        e = r + 1
+    return e + _contraction_len(cps, n, e, folds)
+
+
+@njit(inline="always")
+def _o200k_upper_word(cps, n, s, classes, folds):
+    """[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]* and a contraction from s, or -1."""
+    if s >= n or not classes[cps[s]] & UPPERISH:
+        return -1
+    u = _run(cps, n, s + 1, classes, UPPERISH)
+    e = _run(cps, n, u, classes, LOWERISH)
+    return e + _contraction_len(cps, n, e, folds)
+
+
+@njit(inline="always")
+def _next_o200k(cps, n, p, classes, folds):
+    c = cps[p]
+    k = classes[c]
+    prefix = c != 13 and c != 10 and not k & (LETTER | NUMBER)  # [^\r\n\p{L}\p{N}]
+    if prefix:
+        e = _o200k_lower_word(cps, n, p + 1, classes, folds)
+        if e >= 0:
+            return e
+    e = _o200k_lower_word(cps, n, p, classes, folds)
+    if e >= 0:
+        return e
+    if prefix:
+        e = _o200k_upper_word(cps, n, p + 1, classes, folds)
+        if e >= 0:
+            return e
+    e = _o200k_upper_word(cps, n, p, classes, folds)
+    if e >= 0:
+        return e
+    if k & NUMBER:
+        e = p + 1
+        while e < n and e < p + 3 and classes[cps[e]] & NUMBER:
+            e += 1
+        return e
+    s = -1
+    if c == 32 and p + 1 < n and _is_other(classes[cps[p + 1]]):
+        s = p + 1
+    elif _is_other(k):
+        s = p
+    if s >= 0:
+        e = _run_other(cps, n, s + 1, classes)
+        while e < n and (cps[e] == 13 or cps[e] == 10 or cps[e] == 47):
+            e += 1
+        return e
+    return _whitespace_run(cps, n, p, classes, False, True)
+
+
+@njit(inline="always")
+def next_piece_end(cps, n, p, scanner_id, classes, folds):
+    if scanner_id == 0:
+        return _next_gpt2(cps, n, p, classes)
+    if scanner_id == 1:
+        return _next_cl100k(cps, n, p, classes, folds)
+    return _next_o200k(cps, n, p, classes, folds)
+
+
+@njit(inline="always")
+def decode_utf8(data, start, end, cps, byte_pos):
+    """Decode data[start:end] into cps; byte_pos[i] is where code point i starts. Returns the count."""
+    i = start
+    n = 0
+    while i < end:
+        byte_pos[n] = i
+        b = np.int32(data[i])
+        if b < 0x80:
+            cp = b
+            i += 1
+        elif b < 0xE0:
+            cp = ((b & 0x1F) << 6) | (np.int32(data[i + 1]) & 0x3F)
+            i += 2
+        elif b < 0xF0:
+            cp = ((b & 0x0F) << 12) | ((np.int32(data[i + 1]) & 0x3F) << 6) | (np.int32(data[i + 2]) & 0x3F)
+            i += 3
+        else:
+            cp = (
+                ((b & 0x07) << 18)
+                | ((np.int32(data[i + 1]) & 0x3F) << 12)
+                | ((np.int32(data[i + 2]) & 0x3F) << 6)
+                | (np.int32(data[i + 3]) & 0x3F)
+            )
+            i += 4
+        cps[n] = cp
+        n += 1
+    byte_pos[n] = end
+    return n
+
+
+@njit(nogil=True, cache=True)
+def split_offsets(data, doc_offsets, scanner_id, classes, folds):
+    """Byte offsets where pieces end, for every document (used by tests and small inputs).
+
+    Returns (cuts, doc_of_cut): piece i of the whole batch spans data[cuts[i]:cuts[i+1]] unless
+    cuts[i+1] starts a new document.
+    """
+    n_docs = len(doc_offsets) - 1
+    longest = 0
+    for d in range(n_docs):
+        longest = max(longest, doc_offsets[d + 1] - doc_offsets[d])
+    cps = np.empty(longest + 1, dtype=np.int32)
+    byte_pos = np.empty(longest + 2, dtype=np.int64)
+    starts = []
+    ends = []
+    for d in range(n_docs):
+        n = decode_utf8(data, doc_offsets[d], doc_offsets[d + 1], cps, byte_pos)
+        p = 0
+        while p < n:
+            e = next_piece_end(cps, n, p, scanner_id, classes, folds)
+            starts.append(byte_pos[p])
+            ends.append(byte_pos[e])
+            p = e
+    out_starts = np.empty(len(starts), dtype=np.int64)
+    out_ends = np.empty(len(ends), dtype=np.int64)
+    for i in range(len(starts)):
+        out_starts[i] = starts[i]
+        out_ends[i] = ends[i]
+    return out_starts, out_ends

@@ -1,0 +1,288 @@
+"""A trained tokenizer: merges + pattern + special tokens, with encode/decode, save and load.
+
+Encoding runs on tiktoken (ranks = merge order), the fast and widely trusted encoder. Where
+tiktoken cannot take the tokenizer (a user regex it cannot compile, or a vocabulary holding two
+tokens with the same bytes) a plain Python encoder applies the merges in order instead.
+
+>>> tok = Tokenizer([(104, 105)], pattern="gpt2")   # one merge: b"h" + b"i" -> 256
+>>> tok.encode("hi hi")
+[256, 32, 256]
+>>> tok.decode([256, 32, 256])
+'hi hi'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterable, Sequence
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from bpe import export
+from bpe.pretokenize import Pretokenizer
+
+
+class SpecialTokenError(ValueError):
+    """The text holds a special token the caller did not allow."""
+
+
+class Tokenizer:
+    """Byte-level BPE: token i < 256 is byte i; merge k makes token 256 + k; special tokens follow."""
+
+    def __init__(
+        self,
+        merges: Sequence[tuple[int, int]] | np.ndarray,
+        pattern: str = "gpt2",
+        special_tokens: Sequence[str] | dict[str, int] = (),
+        *,
+        manifest: dict | None = None,
+        ids: dict[int, int] | None = None,
+    ) -> None:
+        self.merges: list[tuple[int, int]] = [(int(a), int(b)) for a, b in np.asarray(merges).reshape(-1, 2)]
+        self.vocab: list[bytes] = [bytes([b]) for b in range(256)]
+        for a, b in self.merges:
+            if not (a < len(self.vocab) and b < len(self.vocab)):
+                raise ValueError(f"merge {len(self.vocab) - 256} uses token {max(a, b)} before it exists")
+            self.vocab.append(self.vocab[a] + self.vocab[b])
+        if isinstance(special_tokens, dict):
+            self.special_tokens = dict(special_tokens)
+        else:
+            self.special_tokens = {t: len(self.vocab) + i for i, t in enumerate(special_tokens)}
+        self.pretokenizer = Pretokenizer(pattern, list(self.special_tokens))
+        self.manifest = manifest or {}
+        # Internally special token i is len(vocab) + i. `ids` renumbers the other tokens for
+        # vocabularies made elsewhere (GPT-2's files): our id -> the file's id.
+        n = len(self.vocab)
+        table = np.arange(n + len(self.special_tokens), dtype=np.int64)
+        if ids is not None:
+            table[:n] = [ids[i] for i in range(n)]
+        table[n:] = list(self.special_tokens.values())
+        self._foreign_ids = ids is not None
+        self._to_ids = table
+        self._from_ids = {int(external): internal for internal, external in enumerate(table)}
+        self._encoding = None
+        self._python_ranks: dict[tuple[int, int], int] | None = None
+
+    # -- sizes and names ---------------------------------------------------------------------
+
+    @property
+    def pattern(self) -> str:
+        return self.pretokenizer.name if self.pretokenizer.name != "custom" else self.pretokenizer.regex
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab) + len(self.special_tokens)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        internal = self._from_ids.get(token_id)
+        if internal is None:
+            raise ValueError(f"token id {token_id} is not in this tokenizer's vocabulary")
+        if internal >= len(self.vocab):
+            return list(self.special_tokens)[internal - len(self.vocab)].encode("utf-8")
+        return self.vocab[internal]
+
+    # -- encode / decode ---------------------------------------------------------------------
+
+    def encode(
+        self,
+        text: str,
+        *,
+        allowed_special: Collection[str] | Literal["all"] = "all",
+        special_as_text: bool = False,
+    ) -> list[int]:
+        """Token ids of `text`. Special tokens in `allowed_special` become their ids; any other
+        special token in the text raises SpecialTokenError, unless `special_as_text` encodes it as text."""
+        allowed = set(self.special_tokens) if allowed_special == "all" else set(allowed_special)
+        unknown = allowed - set(self.special_tokens)
+        if unknown:
+            raise ValueError(f"not special tokens of this tokenizer: {', '.join(sorted(unknown))}")
+        if not special_as_text:
+            for token in self.special_tokens:
+                if token not in allowed and token in text:
+                    raise SpecialTokenError(
+                        f"text holds special token {token!r}, which is not allowed here; allow it, or pass "
+                        "special_as_text=True to encode it as ordinary text"
+                    )
+        encoding = self._tiktoken()
+        if encoding is not None:
+            ids = encoding.encode(text, allowed_special=allowed, disallowed_special=())
+        else:
+            ids = self._encode_python(text, allowed)
+        return self._to_external(ids)
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Token ids of `text`, treating special tokens as ordinary text."""
+        return self.encode(text, allowed_special=(), special_as_text=True)
+
+    def encode_batch(self, texts: Iterable[str], **kwargs) -> list[list[int]]:
+        return [self.encode(t, **kwargs) for t in texts]
+
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        return b"".join(self.token_bytes(int(i)) for i in ids)
+
+    def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
+        """Text of token ids; byte sequences that are not UTF-8 become U+FFFD unless `errors` says otherwise."""
+        return self.decode_bytes(ids).decode("utf-8", errors=errors)
+
+    # -- encoders ----------------------------------------------------------------------------
+
+    def _to_external(self, ids: list[int]) -> list[int]:
+        if not self._foreign_ids and self.special_tokens == self._natural_special_ids():
+            return ids
+        return self._to_ids[np.asarray(ids, dtype=np.int64)].tolist()
+
+    def _natural_special_ids(self) -> dict[str, int]:
+        return {t: len(self.vocab) + i for i, t in enumerate(self.special_tokens)}
+
+    def _tiktoken(self):
+        if self._encoding is None:
+            self._encoding = _build_tiktoken(self) or False
+        return self._encoding or None
+
+    def _encode_python(self, text: str, allowed: set[str]) -> list[int]:
+        """Apply the merges in order to each piece (the plain algorithm; slow but always available)."""
+        if self._python_ranks is None:
+            self._python_ranks = {pair: rank for rank, pair in enumerate(self.merges)}
+        ranks = self._python_ranks
+        cache: dict[str, list[int]] = {}
+        ids: list[int] = []
+        for segment, is_special in self.pretokenizer.segments(text):
+            if is_special:
+                if segment in allowed:
+                    ids.append(self._internal_special(segment))
+                    continue
+                pieces = self.pretokenizer.split_ordinary(segment)
+            else:
+                pieces = self.pretokenizer.split_ordinary(segment)
+            for piece in pieces:
+                if piece not in cache:
+                    cache[piece] = _bpe(list(piece.encode("utf-8")), ranks)
+                ids.extend(cache[piece])
+        return ids
+
+    def _internal_special(self, token: str) -> int:
+        return len(self.vocab) + list(self.special_tokens).index(token)
+
+    # -- files -------------------------------------------------------------------------------
+
+    def save(self, directory: str | Path, *, force: bool = False, manifest: dict | None = None) -> Path:
+        """Write all formats into `directory` (via a temporary directory renamed into place)."""
+        if self._foreign_ids:
+            raise ValueError("this tokenizer was loaded from another tool's files; save is for tokenizers trained here")
+        export.check_unique(self.vocab)
+        record = dict(manifest or self.manifest)
+        record["tokenizer"] = self.describe()
+
+        def write(tmp: Path) -> None:
+            export.write_merges(tmp / export.MERGES_FILE, self.vocab, self.merges)
+            export.write_vocab(tmp / export.VOCAB_FILE, self.vocab, self.special_tokens)
+            export.write_tokenizer_json(
+                tmp / export.HF_FILE,
+                self.vocab,
+                self.merges,
+                self.special_tokens,
+                self.pretokenizer.name,
+                self.pretokenizer.regex,
+            )
+            export.write_tiktoken(tmp / export.TIKTOKEN_FILE, self.vocab)
+            (tmp / export.MANIFEST_FILE).write_text(
+                json.dumps(record, indent=2, sort_keys=False) + "\n", encoding="utf-8"
+            )
+
+        export.atomic_write_dir(Path(directory), write, force=force)
+        self.manifest = record
+        return Path(directory)
+
+    def describe(self) -> dict:
+        return {
+            "pattern": self.pretokenizer.name,
+            "regex": self.pretokenizer.regex,
+            "special_tokens": self.special_tokens,
+            "vocab_size": self.vocab_size,
+            "merges": len(self.merges),
+        }
+
+    @classmethod
+    def load(cls, directory: str | Path, pattern: str | None = None) -> Tokenizer:
+        """Load a directory written by `save`, or one holding only GPT-2-style vocab.json + merges.txt
+        (pattern `gpt2` unless `pattern` says otherwise)."""
+        directory = Path(directory)
+        manifest_path = directory / export.MANIFEST_FILE
+        if manifest_path.exists():
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+            info = manifest["tokenizer"]
+            vocab, merges = export.read_gpt2_files(directory)
+            spelled = {s: i for s, i in vocab.items() if s not in info["special_tokens"]}
+            merge_ids = [(spelled[a], spelled[b]) for a, b in merges]
+            regex = info["regex"] if info["pattern"] == "custom" else info["pattern"]
+            return cls(merge_ids, pattern or regex, info["special_tokens"], manifest=manifest)
+        if not (directory / export.VOCAB_FILE).exists() or not (directory / export.MERGES_FILE).exists():
+            raise FileNotFoundError(
+                f"{directory}: holds no tokenizer (expected manifest.json, or vocab.json and merges.txt)"
+            )
+        return cls._from_gpt2_files(directory, pattern or "gpt2")
+
+    @classmethod
+    def _from_gpt2_files(cls, directory: Path, pattern: str) -> Tokenizer:
+        vocab, merges = export.read_gpt2_files(directory)
+        file_id_of_bytes = {}
+        specials = {}
+        for spelling, file_id in vocab.items():
+            try:
+                file_id_of_bytes[export.unspell(spelling)] = file_id
+            except export.ExportError:
+                specials[spelling] = file_id
+        ours: dict[int, int] = {b: file_id_of_bytes[bytes([b])] for b in range(256)}
+        vocab_bytes = [bytes([b]) for b in range(256)]
+        our_id = {bytes([b]): b for b in range(256)}
+        merge_ids = []
+        for a, b in merges:
+            left, right = export.unspell(a), export.unspell(b)
+            merge_ids.append((our_id[left], our_id[right]))
+            merged = left + right
+            our_id.setdefault(merged, len(vocab_bytes))
+            ours[len(vocab_bytes)] = file_id_of_bytes[merged]
+            vocab_bytes.append(merged)
+        made = set(vocab_bytes)
+        for token, file_id in file_id_of_bytes.items():
+            if token not in made:
+                specials[token.decode("utf-8", errors="replace")] = file_id
+        return cls(merge_ids, pattern, specials, ids=ours)
+
+
+def _bpe(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:
+    """Merge the lowest-ranked adjacent pair until none is left: [1, 2, 3] with (1, 2) ranked 0 gives [256, 3]."""
+    while len(ids) > 1:
+        best = min(zip(ids, ids[1:]), key=lambda p: ranks.get(p, 1 << 62))
+        rank = ranks.get(best)
+        if rank is None:
+            break
+        out, i = [], 0
+        while i < len(ids):
+            if i + 1 < len(ids) and (ids[i], ids[i + 1]) == best:
+                out.append(256 + rank)
+                i += 2
+            else:
+                out.append(ids[i])
+                i += 1
+        ids = out
+    return ids
+
+
+def _build_tiktoken(tok: Tokenizer):
+    """A tiktoken Encoding for the tokenizer, or None when tiktoken cannot represent it."""
+    if len(set(tok.vocab)) != len(tok.vocab):
+        return None
+    try:
+        import tiktoken
+    except ImportError:
+        return None
+    pattern = export.WHITESPACE_WORD if tok.pretokenizer.name == "whitespace" else tok.pretokenizer.regex
+    ranks = {token: rank for rank, token in enumerate(tok.vocab)}
+    specials = {text: len(tok.vocab) + i for i, text in enumerate(tok.special_tokens)}
+    try:
+        return tiktoken.Encoding(name="bpe", pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
+    except Exception:
+        return None

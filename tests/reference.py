@@ -1,0 +1,51 @@
+"""The obviously correct BPE trainer: recount every pair of every word each round.
+
+It is slow on purpose and short enough to check by eye; tests use it as the oracle.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+
+def merge_ids(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
+    """[1, 2, 3, 1, 2] with (1, 2) -> 256 gives [256, 3, 256]."""
+    out = []
+    i = 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def train_reference(
+    word_counts: dict[bytes, int],
+    n_merges: int,
+    tie_break: str = "bytes",
+    min_frequency: int = 1,
+) -> list[tuple[int, int]]:
+    """Merges (pairs of token ids, new ids 256, 257, ...) of plain one-merge-per-round BPE."""
+    words = [(list(word), count) for word, count in word_counts.items()]
+    vocab = {i: bytes([i]) for i in range(256)}
+    merges: list[tuple[int, int]] = []
+    for new_id in range(256, 256 + n_merges):
+        stats: Counter[tuple[int, int]] = Counter()
+        for ids, count in words:
+            for pair in zip(ids, ids[1:]):
+                stats[pair] += count
+        if not stats:
+            break
+        if tie_break == "bytes":
+            best = max(stats, key=lambda p: (stats[p], vocab[p[0]], vocab[p[1]]))
+        else:
+            best = max(stats, key=lambda p: (stats[p], p))
+        if stats[best] < min_frequency:
+            break
+        merges.append(best)
+        vocab[new_id] = vocab[best[0]] + vocab[best[1]]
+        words = [(merge_ids(ids, best, new_id), count) for ids, count in words]
+    return merges

@@ -1,0 +1,212 @@
+"""The `bpe` command: inputs of every kind, the outputs, and a clear one-line error for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import regex
+
+from bpe import Tokenizer
+from bpe.cli import main
+from bpe.export import TOKENIZER_FILES
+from bpe.pretokenize import NAMED_PATTERNS
+from tests.conftest import write_parquet
+from tests.reference import train_reference
+
+TEXTS = ["the cat sat on the mat", "the dog sat on the log", "cats and dogs, 1234 of them!", "naïve café 中文"] * 5
+
+
+def run(*args: str) -> int:
+    return main([str(a) for a in args])
+
+
+def error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("bpe: error: "), err
+    return err[0]
+
+
+@pytest.fixture
+def shards(tmp_path) -> Path:
+    data = tmp_path / "data"
+    write_parquet(data / "a.parquet", TEXTS[:10])
+    write_parquet(data / "b.parquet", TEXTS[10:] + [None])
+    return data
+
+
+def test_train_writes_every_format_and_a_manifest(shards, tmp_path, capsys):
+    out = tmp_path / "tok"
+    assert run("train", shards, "--vocab-size", 300, "--special-token", "<|endoftext|>", "--out", out, "--quiet") == 0
+    printed = capsys.readouterr().out
+    assert "merges" in printed and "bytes per token" in printed and "1 null rows skipped" in printed
+    assert sorted(p.name for p in out.iterdir()) == sorted(TOKENIZER_FILES)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["counts"]["documents"] == len(TEXTS) and manifest["counts"]["null_rows"] == 1
+    assert manifest["counts"]["bytes"] == sum(len(t.encode()) for t in TEXTS)
+    assert [s["path"] for s in manifest["data"]["shards"]] == [str(shards / "a.parquet"), str(shards / "b.parquet")]
+    assert all(len(s["sha256"]) == 64 and s["size"] > 0 for s in manifest["data"]["shards"])
+    assert manifest["settings"]["pattern"] == "cl100k" and manifest["settings"]["special_tokens"] == ["<|endoftext|>"]
+    assert set(manifest["seconds"]) >= {"count", "merge", "export", "total"}
+    assert "numpy" in manifest["versions"]
+    tok = Tokenizer.load(out)
+    words = Counter(p.encode() for t in TEXTS for p in regex.findall(NAMED_PATTERNS["cl100k"], t))
+    assert tok.merges == train_reference(dict(words), 300 - 256 - 1)
+    n = len(tok.merges)
+    assert tok.special_tokens == {"<|endoftext|>": 256 + n} and tok.vocab_size == 257 + n
+    assert manifest["result"]["merges"] == n and manifest["result"]["vocab_size"] == 257 + n
+
+
+def test_txt_jsonl_globs_and_file_urls_count_the_same(tmp_path, capsys):
+    data = tmp_path / "mixed"
+    data.mkdir()
+    (data / "one.txt").write_text(TEXTS[0])
+    (data / "two.txt").write_text(TEXTS[1])
+    (data / "rest.jsonl").write_text("".join(json.dumps({"text": t, "id": i}) + "\n" for i, t in enumerate(TEXTS[2:])))
+    write_parquet(tmp_path / "all.parquet", TEXTS)
+    run("train", tmp_path / "all.parquet", "--vocab-size", 290, "--out", tmp_path / "p", "--quiet")
+    run("train", f"{data}/*.txt", f"file://{data}/rest.jsonl", "--vocab-size", 290, "--out", tmp_path / "m", "--quiet")
+    assert Tokenizer.load(tmp_path / "p").merges == Tokenizer.load(tmp_path / "m").merges
+
+
+def test_encode_and_decode_commands(shards, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "tok"
+    run("train", shards, "--vocab-size", 300, "--out", out, "--quiet")
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "stdin", __import__("io").StringIO("the cat sat\n"))
+    assert run("encode", out) == 0
+    ids = capsys.readouterr().out.split()
+    assert [int(i) for i in ids] == Tokenizer.load(out).encode("the cat sat")
+    assert run("decode", out, *ids) == 0
+    assert capsys.readouterr().out == "the cat sat\n"
+
+
+def test_the_installed_command_runs(shards, tmp_path):
+    out = tmp_path / "tok"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    subprocess.run(
+        [sys.executable, "-m", "bpe.cli", "train", str(shards), "--vocab-size", "280", "--out", str(out)],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
+    encoded = subprocess.run(
+        [sys.executable, "-m", "bpe.cli", "encode", str(out)],
+        input="the dog\n",
+        text=True,
+        check=True,
+        env=env,
+        capture_output=True,
+    ).stdout
+    decoded = subprocess.run(
+        [sys.executable, "-m", "bpe.cli", "decode", str(out), *encoded.split()],
+        text=True,
+        check=True,
+        env=env,
+        capture_output=True,
+    ).stdout
+    assert decoded == "the dog\n"
+
+
+def test_existing_tokenizer_is_never_overwritten_without_force(shards, tmp_path, capsys):
+    out = tmp_path / "tok"
+    run("train", shards, "--vocab-size", 270, "--out", out, "--quiet")
+    before = (out / "merges.txt").read_text()
+    assert run("train", shards, "--vocab-size", 280, "--out", out, "--quiet") == 1
+    assert "already holds a tokenizer" in error_line(capsys)
+    assert (out / "merges.txt").read_text() == before
+    assert run("train", shards, "--vocab-size", 280, "--out", out, "--force", "--quiet") == 0
+    assert len((out / "merges.txt").read_text().splitlines()) == 1 + 280 - 256
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_failed_export_leaves_nothing_behind(shards, tmp_path, capsys, monkeypatch):
+    import bpe.export
+
+    def broken(*args, **kwargs):
+        raise bpe.export.ExportError("disk full (simulated)")
+
+    monkeypatch.setattr(bpe.export, "write_tiktoken", broken)
+    assert run("train", shards, "--vocab-size", 280, "--out", tmp_path / "tok", "--quiet") == 1
+    assert "disk full" in error_line(capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+def file_with(name: str, content: bytes | str):
+    def make(d: Path) -> Path:
+        path = d / name
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+        return path
+
+    return make
+
+
+def parquet_with(name: str, table: pa.Table):
+    def make(d: Path) -> Path:
+        pq.write_table(table, d / name)
+        return d / name
+
+    return make
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda d: d / "missing.parquet", "missing.parquet: no such file or directory"),
+        (file_with("fake.parquet", "not parquet"), "fake.parquet: not a readable Parquet file"),
+        (parquet_with("other.parquet", pa.table({"body": ["x"]})), "other.parquet: no column 'text' (columns: body)"),
+        (parquet_with("ints.parquet", pa.table({"text": [1, 2]})), "ints.parquet: column 'text' holds int64"),
+        (file_with("bad.txt", b"good text \xff\xfe more"), "bad.txt: invalid UTF-8 at byte 10"),
+        (file_with("bad.jsonl", b'{"text": "ok"}\n{"text": "\xc3("}\n'), "bad.jsonl: invalid UTF-8 at byte 25"),
+        (file_with("json.jsonl", '{"text": "ok"}\n{"text": \n'), "json.jsonl:2: invalid JSON"),
+        (file_with("nofield.jsonl", '{"body": "ok"}\n'), "nofield.jsonl:1: no field 'text'"),
+        (file_with("notes.md", "x"), "notes.md: unsupported file type"),
+    ],
+)
+def test_bad_input_gives_one_clear_line(tmp_path, capsys, make, message):
+    path = make(tmp_path)
+    assert run("train", path, "--vocab-size", 300, "--out", tmp_path / "tok", "--quiet") == 1
+    assert message in error_line(capsys)
+    assert not (tmp_path / "tok").exists()
+
+
+def test_bad_settings_give_one_clear_line(shards, tmp_path, capsys):
+    assert (
+        run(
+            "train",
+            shards,
+            "--vocab-size",
+            257,
+            "--special-token",
+            "<a>",
+            "--special-token",
+            "<b>",
+            "--out",
+            tmp_path / "t",
+        )
+        == 1
+    )
+    assert "--vocab-size 257 is too small" in error_line(capsys)
+    assert run("train", shards, "--vocab-size", 300, "--pattern", "(unclosed", "--out", tmp_path / "t") == 1
+    assert "--pattern" in error_line(capsys)
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "keep.txt").write_text("mine")
+    assert run("train", shards, "--vocab-size", 300, "--out", tmp_path / "busy") == 1
+    assert "holds other files" in error_line(capsys)
+    assert (tmp_path / "busy" / "keep.txt").read_text() == "mine"
+
+
+def test_running_out_of_pairs_warns_and_writes_a_smaller_tokenizer(tmp_path, capsys):
+    path = tmp_path / "tiny.txt"
+    path.write_text("abcd")
+    assert run("train", path, "--vocab-size", 1000, "--out", tmp_path / "tok", "--quiet") == 0
+    assert "warning: pairs ran out after 3 merges" in capsys.readouterr().out
+    tok = Tokenizer.load(tmp_path / "tok")
+    assert tok.vocab_size == 259 and tok.encode("abcd") == [258]

@@ -1,0 +1,112 @@
+"""The local merge engine makes exactly the merges of the reference trainer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bpe.count import WordCounts, count_words
+from bpe.merge import learn_merges
+from bpe.pair_queue import PairQueue
+from bpe.word_table import WordTable, pair_key
+from tests.reference import train_reference
+
+# Words over few symbols give many equal counts (ties) and long runs like "aaaa".
+SYMBOLS = ["a", "b", "c", "aa", "é", "中", "🙂", " ", "x", "\n"]
+word = st.lists(st.sampled_from(SYMBOLS), min_size=1, max_size=8).map(lambda s: "".join(s).encode())
+single_byte = st.integers(0, 255).map(lambda b: bytes([b]))
+corpora = st.dictionaries(st.one_of(word, single_byte), st.integers(1, 6), max_size=25)
+
+
+def merges_of(counts: dict[bytes, int], n: int, **kwargs) -> list[tuple[int, int]]:
+    result = learn_merges(WordCounts.from_dict(counts), n, **kwargs)
+    return [tuple(p) for p in result.merges.tolist()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(corpora, st.integers(0, 40), st.sampled_from(["bytes", "ids"]), st.integers(1, 3), st.booleans())
+def test_merges_equal_the_reference(counts, n, tie_break, min_frequency, one_per_round):
+    expected = train_reference(counts, n, tie_break, min_frequency)
+    assert (
+        merges_of(counts, n, tie_break=tie_break, min_frequency=min_frequency, one_per_round=one_per_round) == expected
+    )
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.text(st.sampled_from("ab c\n'sé中🙂1"), max_size=30), max_size=8),
+    st.sampled_from(["gpt2", "cl100k", "o200k"]),
+)
+def test_merges_from_text_equal_the_reference(texts, pattern):
+    counts = count_words(texts, pattern).to_dict()
+    assert merges_of(counts, 30) == train_reference(counts, 30)
+
+
+def test_empty_input_gives_no_merges():
+    result = learn_merges(WordCounts.empty(), 10)
+    assert len(result) == 0 and result.stop_reason == "no_pairs"
+
+
+def test_merges_on_real_text_equal_the_reference(corpus_rows):
+    counts = count_words(corpus_rows[:1500], "cl100k").to_dict()
+    for tie_break in ("bytes", "ids"):
+        assert merges_of(counts, 150, tie_break=tie_break) == train_reference(counts, 150, tie_break)
+
+
+def test_ties_go_to_the_greatest_byte_strings():
+    # (b'a', b'b') and (b'c', b'd') both occur twice: bytes order picks c d; ids order picks it too,
+    # but (b'z', b'a') vs (b'a', b'z') differ by first token.
+    counts = {b"ab": 2, b"cd": 2, b"za": 1, b"az": 1}
+    assert merges_of(counts, 1) == [(ord("c"), ord("d"))]
+    assert merges_of({b"za": 1, b"az": 1}, 1) == [(ord("z"), ord("a"))]
+
+
+def test_bytes_and_ids_tie_breaks_differ_when_token_ids_disagree_with_bytes():
+    # After merging (b, b) -> 256 = b'bb', pairs (256, a) = b'bb'+b'a' and (c, a) = b'c'+b'a' tie.
+    # By bytes b'c' > b'bb', by ids 256 > 99.
+    counts = {b"bb": 5, b"bba": 1, b"ca": 1}
+    assert merges_of(counts, 2, tie_break="bytes")[1] == (ord("c"), ord("a"))
+    assert merges_of(counts, 2, tie_break="ids")[1] == (256, ord("a"))
+
+
+def test_min_frequency_stops_early():
+    result = learn_merges(WordCounts.from_dict({b"ab": 5, b"cd": 2}), 10, min_frequency=3)
+    assert result.merges.tolist() == [[97, 98]] and result.stop_reason == "min_frequency"
+
+
+def test_running_out_of_pairs_stops_with_a_reason():
+    result = learn_merges(WordCounts.from_dict({b"abc": 1}), 10)
+    assert len(result) == 2 and result.stop_reason == "no_pairs"
+
+
+def test_word_table_reports_deltas_next_to_merge_sites():
+    table = WordTable(WordCounts.from_dict({bytes([1, 2, 3, 1, 2]): 1}))
+    initial = dict(zip(*table.take_deltas()))
+    assert initial == {pair_key(1, 2): 2, pair_key(2, 3): 1, pair_key(3, 1): 1}
+    table.apply(np.array([[1, 2, 256]]))
+    assert table.words() == [[256, 3, 256]]
+    deltas = dict(zip(*table.take_deltas()))
+    assert deltas == {
+        pair_key(1, 2): -2,
+        pair_key(2, 3): -1,
+        pair_key(3, 1): -1,
+        pair_key(256, 3): 1,
+        pair_key(3, 256): 1,
+    }
+
+
+def test_overlapping_runs_merge_left_to_right():
+    table = WordTable(WordCounts.from_dict({b"aaaaa": 1}))
+    table.take_deltas()
+    table.apply(np.array([[97, 97, 256]]))
+    assert table.words() == [[256, 256, 97]]
+    assert dict(zip(*table.take_deltas())) == {pair_key(97, 97): -4, pair_key(256, 256): 1, pair_key(256, 97): 1}
+
+
+def test_queue_refuses_deltas_that_do_not_match():
+    queue = PairQueue()
+    queue.add(np.array([pair_key(1, 2)]), np.array([3]))
+    with pytest.raises(ValueError, match="negative"):
+        queue.add(np.array([pair_key(1, 2)]), np.array([-4]))

@@ -1,0 +1,133 @@
+"""Pre-tokenization: the compiled scanners and the counter give exactly what the regexes give."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bpe.count import WordCounter, count_words
+from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
+from bpe.scanner import SCANNER_IDS, split_offsets, unicode_tables
+
+# Characters where the patterns disagree with each other or with naive splitting: every kind of
+# whitespace (including the four separators str.split() knows and regex does not), apostrophes
+# and contraction letters (with the long s that case-folds to s), letters of each case class,
+# marks, digits of several scripts, CJK, emoji with skin tones and joiners, slashes, punctuation.
+TRICKY = list(
+    " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+    "'’sStTdDmMlLvVrReEſ/.,!?-_#\"()[]"
+    "aBcXyZéÉßÆǅʰ中文日本語한국어ÀÖøДжЖ"
+    "0123456789٣²½Ⅻ"
+    "\u0301\u0308\u20dd"
+    "🙂👍🏽👨‍👩‍👧\u200d"
+)
+tricky_text = st.text(alphabet=st.sampled_from(TRICKY), max_size=40)
+any_text = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
+mixed_text = st.one_of(
+    tricky_text, any_text, st.lists(st.sampled_from(["aaaa", " ", "\n", "'s", "123", "ab"])).map("".join)
+)
+
+# GPT-2 as released (and as Hugging Face spells it): tiktoken's possessive spelling must agree.
+GPT2_RELEASED = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def scan(texts: list[str], name: str) -> list[list[str]]:
+    """Pieces per document as the compiled scanner cuts them."""
+    encoded = [t.encode() for t in texts]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(b) for b in encoded])
+    raw = b"".join(encoded)
+    data = np.frombuffer(raw + b"\0", dtype=np.uint8)
+    classes, folds = unicode_tables()
+    starts, ends = split_offsets(data, offsets, SCANNER_IDS[name], classes, folds)
+    pieces: list[list[str]] = [[] for _ in texts]
+    doc = 0
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        while s >= offsets[doc + 1]:
+            doc += 1
+        pieces[doc].append(raw[s:e].decode())
+    return pieces
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(mixed_text, max_size=4))
+def test_scanners_cut_exactly_where_the_regexes_do(texts):
+    for name in SCANNER_IDS:
+        expected = [regex.findall(NAMED_PATTERNS[name], t) for t in texts]
+        assert scan(texts, name) == expected, name
+
+
+def test_named_patterns_are_tiktokens_own():
+    import inspect
+
+    from tiktoken_ext import openai_public
+
+    source = inspect.getsource(openai_public)
+    for name in ("gpt2", "cl100k"):
+        assert NAMED_PATTERNS[name] in source, name
+    for part in NAMED_PATTERNS["o200k"].split("|"):
+        assert part in source
+
+
+@settings(max_examples=200, deadline=None)
+@given(mixed_text)
+def test_gpt2_pattern_equals_the_released_spelling(text):
+    assert regex.findall(NAMED_PATTERNS["gpt2"], text) == regex.findall(GPT2_RELEASED, text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(mixed_text, st.none()), max_size=6))
+def test_counts_equal_running_the_pattern_on_every_document(texts):
+    for name in [*SCANNER_IDS, "whitespace", r"\w+|[^\w\s]+"]:
+        pre = Pretokenizer(name)
+        expected = Counter()
+        for t in texts:
+            if t is not None:
+                expected.update(p.encode() for p in pre.compiled.findall(t))
+        counter = WordCounter(pre)
+        counter.add_texts(texts)
+        assert counter.result().to_dict() == dict(expected), name
+        assert counter.stats.null_rows == sum(t is None for t in texts)
+        assert counter.stats.pretokens == sum(expected.values())
+
+
+@settings(max_examples=200, deadline=None)
+@given(any_text)
+def test_whitespace_pattern_is_str_split(text):
+    assert regex.findall(NAMED_PATTERNS["whitespace"], text) == text.split()
+
+
+def test_counts_on_real_text_equal_the_regex(corpus_rows):
+    for name in SCANNER_IDS:
+        expected = Counter(p.encode() for t in corpus_rows for p in regex.findall(NAMED_PATTERNS[name], t))
+        assert count_words(corpus_rows, name).to_dict() == dict(expected)
+
+
+def test_special_tokens_are_cut_out_first_and_counted_apart():
+    pre = Pretokenizer("gpt2", ["<|endoftext|>", "<|end|>"])
+    assert pre.split("a<|endoftext|>b<|end|>") == ["a", "<|endoftext|>", "b", "<|end|>"]
+    counter = WordCounter(pre)
+    counter.add_texts(["hello<|endoftext|> world", "<|end|><|end|>x", None])
+    assert counter.result().to_dict() == {b"hello": 1, b" world": 1, b"x": 1}
+    assert counter.stats.special_tokens == {"<|endoftext|>": 1, "<|end|>": 2}
+    assert counter.stats.null_rows == 1
+
+
+def test_longest_special_token_wins():
+    pre = Pretokenizer("gpt2", ["<|a|>", "<|a|>b"])
+    assert pre.split("x<|a|>by") == ["x", "<|a|>b", "y"]
+
+
+def test_bad_pattern_and_bad_special_tokens_are_refused():
+    import pytest
+
+    with pytest.raises(ValueError, match="--pattern"):
+        Pretokenizer("([unclosed")
+    with pytest.raises(ValueError, match="empty"):
+        Pretokenizer("gpt2", [""])
+    with pytest.raises(ValueError, match="twice"):
+        Pretokenizer("gpt2", ["<s>", "<s>"])
