@@ -120,10 +120,7 @@ def run_train(args: argparse.Namespace) -> int:
     )
     if progress is not None:
         progress.finish()
-    export_started = time.perf_counter()
-    tokenizer.manifest["seconds"]["export"] = 0.0
     tokenizer.save(args.out, force=args.force)
-    tokenizer.manifest["seconds"]["export"] = round(time.perf_counter() - export_started, 3)
     tokenizer.manifest["seconds"]["total"] = round(time.perf_counter() - started, 3)
     print(summary(tokenizer.manifest, args.out))
     return 0

@@ -14,6 +14,7 @@ tokens with the same bytes) a plain Python encoder applies the merges in order i
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Literal
@@ -172,10 +173,11 @@ class Tokenizer:
         if self._foreign_ids:
             raise ValueError("this tokenizer was loaded from another tool's files; save is for tokenizers trained here")
         export.check_unique(self.vocab)
-        record = dict(manifest or self.manifest)
+        record = json.loads(json.dumps(manifest or self.manifest))
         record["tokenizer"] = self.describe()
 
         def write(tmp: Path) -> None:
+            started = time.perf_counter()
             export.write_merges(tmp / export.MERGES_FILE, self.vocab, self.merges)
             export.write_vocab(tmp / export.VOCAB_FILE, self.vocab, self.special_tokens)
             export.write_tokenizer_json(
@@ -187,9 +189,10 @@ class Tokenizer:
                 self.pretokenizer.regex,
             )
             export.write_tiktoken(tmp / export.TIKTOKEN_FILE, self.vocab)
-            (tmp / export.MANIFEST_FILE).write_text(
-                json.dumps(record, indent=2, sort_keys=False) + "\n", encoding="utf-8"
-            )
+            if "seconds" in record:  # the manifest, written last, records how long the rest took
+                record["seconds"]["export"] = round(time.perf_counter() - started, 3)
+                record["seconds"]["total"] = round(record["seconds"].get("total", 0) + record["seconds"]["export"], 3)
+            (tmp / export.MANIFEST_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
         export.atomic_write_dir(Path(directory), write, force=force)
         self.manifest = record

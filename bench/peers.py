@@ -1,0 +1,79 @@
+"""Peer trainers run on the same rows as `bpe train`: Hugging Face `tokenizers` and `rustbpe`.
+
+Run as a process of its own so that its wall time and peak memory can be measured from outside:
+    python -m bench.peers hf DATA_DIR --vocab-size 32768 --pattern cl100k
+It prints one JSON line: {"trainer", "vocab_size", "seconds"}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import time
+from collections.abc import Iterator
+
+import pyarrow.parquet as pq
+
+from bpe.export import hf_split_regex
+from bpe.pretokenize import resolve_pattern
+
+
+def parquet_texts(data: str, text_column: str = "text") -> Iterator[str]:
+    """Every non-null row of every Parquet file in `data`, in path order (as `bpe train` reads them)."""
+    files = sorted(glob.glob(os.path.join(data, "**", "*.parquet"), recursive=True)) if os.path.isdir(data) else [data]
+    for path in files:
+        for batch in pq.ParquetFile(path).iter_batches(columns=[text_column], batch_size=16384):
+            for text in batch.column(0).to_pylist():
+                if text is not None:
+                    yield text
+
+
+def train_hf(data: str, vocab_size: int, pattern: str) -> int:
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
+
+    name, regex = resolve_pattern(pattern)
+    split, behavior, _ = hf_split_regex(name, regex)
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(split), behavior=behavior.lower()),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
+    tokenizer.train_from_iterator(parquet_texts(data), trainer)
+    return tokenizer.get_vocab_size()
+
+
+def train_rustbpe(data: str, vocab_size: int, pattern: str) -> int:
+    import rustbpe
+
+    name, regex = resolve_pattern(pattern)
+    split, _, _ = hf_split_regex(name, regex)  # the spelling Rust regex engines read like Python's
+    tokenizer = rustbpe.Tokenizer()
+    tokenizer.train_from_iterator(parquet_texts(data), vocab_size, pattern=split)
+    return tokenizer.vocab_size
+
+
+TRAINERS = {"hf": train_hf, "rustbpe": train_rustbpe}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("trainer", choices=sorted(TRAINERS))
+    parser.add_argument("data")
+    parser.add_argument("--vocab-size", type=int, default=32768)
+    parser.add_argument("--pattern", default="cl100k")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    vocab = TRAINERS[args.trainer](args.data, args.vocab_size, args.pattern)
+    seconds = time.perf_counter() - started
+    print(json.dumps({"trainer": args.trainer, "vocab_size": vocab, "seconds": round(seconds, 3)}))
+
+
+if __name__ == "__main__":
+    main()
