@@ -1,70 +1,45 @@
-"""Benchmark: the whole `bpe train` process against Hugging Face `tokenizers` and `rustbpe`, in one run.
+"""Benchmark: whole `bpe train` runs (local engine, and Dask engine on a local 2-worker cluster)
+against Hugging Face `tokenizers` and `rustbpe`, on the same Parquet rows, in one run.
 
     python -m bench.train [--data ../shared/corpora/en] [--vocab-size 32768] [--pattern cl100k] [--repeat 3]
 
-Every trainer runs as its own process on the same Parquet rows; wall time is measured from
-start to exit, peak memory is the process's (and its children's) maximum resident set. Our
-numba kernels are compiled once before timing (a first run compiles them; later runs load them
-from the cache, which is what users see after the first run). Machines are noisy: read the
-ratios, which are measured in the same run, more than the seconds.
+Every trainer runs as its own process; wall time is from start to exit (the Dask run includes
+starting its cluster), peak memory covers the process and all its children (bench/measure.py).
+Our numba kernels are compiled once before timing: a first run compiles them, later runs load
+them from the cache, which is what users see after their first run. The machines are noisy: the
+runs are interleaved and the ratios, measured in the same run, matter more than the seconds.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from bench.measure import REPO, python, run
+
 DEFAULT_DATA = REPO.parent / "shared" / "corpora" / "en"
 
 
-def run_isolated(command: list[str]) -> dict:
-    """Measure in a fresh helper process, so RUSAGE_CHILDREN holds only this command's peak."""
-    helper = [sys.executable, "-c", _HELPER, json.dumps(command)]
-    done = subprocess.run(helper, capture_output=True, text=True, cwd=REPO)
-    if done.returncode != 0:
-        raise RuntimeError(done.stderr[-3000:])
-    return json.loads(done.stdout.splitlines()[-1])
+def bpe_train(data: Path, vocab_size: int, pattern: str, out: Path, *extra: str) -> list[str]:
+    return python("-m", "bpe.cli", "train", str(data), "--vocab-size", str(vocab_size), "--pattern", pattern,
+                  "--out", str(out), "--force", "--quiet", *extra)  # fmt: skip
 
 
-_HELPER = """
-import json, resource, subprocess, sys, time
-command = json.loads(sys.argv[1])
-started = time.perf_counter()
-done = subprocess.run(command, capture_output=True, text=True)
-wall = time.perf_counter() - started
-if done.returncode != 0:
-    sys.stderr.write(done.stderr[-3000:]); sys.exit(1)
-peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-print(json.dumps({"wall": wall, "peak_mb": peak, "stdout": done.stdout}))
-"""
+def peer(trainer: str, data: Path, vocab_size: int, pattern: str) -> list[str]:
+    return python("-m", "bench.peers", trainer, str(data), "--vocab-size", str(vocab_size), "--pattern", pattern)
 
 
-def bpe_command(data: Path, vocab_size: int, pattern: str, out: Path, extra: list[str] = ()) -> list[str]:
-    return [
-        sys.executable, "-m", "bpe.cli", "train", str(data), "--vocab-size", str(vocab_size),
-        "--pattern", pattern, "--out", str(out), "--force", "--quiet", *extra,
-    ]  # fmt: skip
+def with_manifest(result: dict, out: Path) -> dict:
+    result["manifest"] = json.loads((out / "manifest.json").read_text())
+    return result
 
 
-def peer_command(trainer: str, data: Path, vocab_size: int, pattern: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "bench.peers",
-        trainer,
-        str(data),
-        "--vocab-size",
-        str(vocab_size),
-        "--pattern",
-        pattern,
-    ]
+def median(runs: list[dict]) -> dict:
+    return sorted(runs, key=lambda r: r["wall"])[len(runs) // 2]
 
 
 def main() -> None:
@@ -73,58 +48,71 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=32768)
     parser.add_argument("--pattern", default="cl100k")
     parser.add_argument("--repeat", type=int, default=3, help="runs per trainer; the median is reported")
-    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--no-dask", action="store_true", help="skip the Dask engine")
+    parser.add_argument("--json", type=Path, help="also write the measurements here")
     args = parser.parse_args()
     if not args.data.exists():
         sys.exit(f"no corpus at {args.data} (give --data)")
-
     work = Path(tempfile.mkdtemp(prefix="bpe-bench-"))
     try:
-        # Compile the kernels once, outside the timing.
-        run_isolated(bpe_command(args.data, 300, args.pattern, work / "warm"))
-        runs: dict[str, list[dict]] = {"bpe (local)": [], "hf tokenizers": [], "rustbpe": []}
-        for _ in range(args.repeat):  # interleaved, so that drifts in machine load hit all alike
-            r = run_isolated(bpe_command(args.data, args.vocab_size, args.pattern, work / "tok"))
-            r["manifest"] = json.loads((work / "tok" / "manifest.json").read_text())
-            runs["bpe (local)"].append(r)
-            runs["hf tokenizers"].append(run_isolated(peer_command("hf", args.data, args.vocab_size, args.pattern)))
-            runs["rustbpe"].append(run_isolated(peer_command("rustbpe", args.data, args.vocab_size, args.pattern)))
+        run(bpe_train(args.data, 300, args.pattern, work / "warm"))  # compile once, outside the timing
+        if not args.no_dask:
+            run(bpe_train(args.data, 300, args.pattern, work / "warm", "--engine", "dask", "--workers", "2"))
+        runs: dict[str, list[dict]] = {"local": [], "dask": [], "dask1": [], "hf": [], "rustbpe": []}
+        for _ in range(args.repeat):  # interleaved, so that drifts in machine load hit every trainer
+            out = work / "tok"
+            runs["local"].append(with_manifest(run(bpe_train(args.data, args.vocab_size, args.pattern, out)), out))
+            if not args.no_dask:
+                cmd = bpe_train(args.data, args.vocab_size, args.pattern, out, "--engine", "dask", "--workers", "2")
+                runs["dask"].append(with_manifest(run(cmd), out))
+                cmd = bpe_train(args.data, 1000, args.pattern, out, "--engine", "dask", "--workers", "1")
+                runs["dask1"].append(with_manifest(run(cmd), out))
+            runs["hf"].append(run(peer("hf", args.data, args.vocab_size, args.pattern)))
+            runs["rustbpe"].append(run(peer("rustbpe", args.data, args.vocab_size, args.pattern)))
         report(args, runs)
+        if args.json:
+            keep = ("wall", "peak_mb")
+            args.json.write_text(json.dumps({k: [{x: r[x] for x in keep} for r in v] for k, v in runs.items()}))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def median_run(rs: list[dict]) -> dict:
-    return sorted(rs, key=lambda r: r["wall"])[len(rs) // 2]
-
-
 def report(args, runs: dict[str, list[dict]]) -> None:
-    ours = median_run(runs["bpe (local)"])
-    hf, rust = median_run(runs["hf tokenizers"]), median_run(runs["rustbpe"])
-    m = ours["manifest"]
+    local, hf, rust = median(runs["local"]), median(runs["hf"]), median(runs["rustbpe"])
+    m = local["manifest"]
     mb = m["counts"]["bytes"] / 1e6
-    print(f"corpus {args.data}: {mb:,.1f} MB, {m['counts']['documents']:,} documents; vocabulary {args.vocab_size:,}, "
-          f"pattern {args.pattern}; median of {args.repeat} run(s) each, interleaved")  # fmt: skip
+    print(f"corpus {args.data}: {mb:,.1f} MB, {m['counts']['documents']:,} documents, "
+          f"{m['counts']['unique_words']:,} unique words; vocabulary {args.vocab_size:,}, pattern {args.pattern}; "
+          f"median of {args.repeat} interleaved run(s)")  # fmt: skip
     print()
-    print("| trainer | wall (s) | peak memory (MB) | wall vs rustbpe | wall vs HF | memory vs HF |")
+    print("| trainer | wall (s) | peak memory (MB) | wall / rustbpe | wall / HF | memory / HF |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for name, r in (("bpe train (local engine)", ours), ("Hugging Face tokenizers", hf), ("rustbpe", rust)):
+    rows = [("bpe train, local engine", local)]
+    if runs["dask"]:
+        rows.append(("bpe train, Dask engine, 2 local workers (cluster start included)", median(runs["dask"])))
+    rows += [("Hugging Face tokenizers", hf), ("rustbpe", rust)]
+    for name, r in rows:
         print(f"| {name} | {r['wall']:.2f} | {r['peak_mb']:.0f} | {r['wall'] / rust['wall']:.2f}x | "
               f"{r['wall'] / hf['wall']:.2f}x | {r['peak_mb'] / hf['peak_mb']:.2f}x |")  # fmt: skip
-    s = m["seconds"]
     print()
-    print(f"bpe phases: count {s['count']:.2f} s ({mb / s['count']:,.1f} MB/s), "
-          f"merge {s['merge']:.2f} s ({m['result']['merges'] / s['merge']:,.0f} merges/s, "
-          f"{m['engine']['rounds']:,} rounds), export {s.get('export', 0):.2f} s; "
-          f"{m['counts']['unique_words']:,} unique words")  # fmt: skip
-    walls = {k: [round(r["wall"], 2) for r in v] for k, v in runs.items()}
-    print(f"all walls: {walls}")
-    if args.json:
-        args.json.write_text(
-            json.dumps({k: [{x: r[x] for x in ("wall", "peak_mb")} for r in v] for k, v in runs.items()})
-        )
+    s = m["seconds"]
+    print(f"local engine: count {s['count']:.2f} s ({mb / s['count']:,.1f} MB/s), merge {s['merge']:.2f} s "
+          f"({m['result']['merges'] / s['merge']:,.0f} merges/s, {m['engine']['rounds']:,} rounds), "
+          f"export {s.get('export', 0):.2f} s")  # fmt: skip
+    if runs["dask"]:
+        d = median(runs["dask"])["manifest"]
+        ds, de = d["seconds"], d["engine"]
+        one = median(runs["dask1"])["manifest"]["seconds"]["count"]
+        print(f"Dask engine, 2 workers: cluster start {ds['cluster']:.2f} s, count {ds['count']:.2f} s, "
+              f"build shards {ds['build']:.2f} s, merge loop {ds['merge']:.2f} s "
+              f"({d['result']['merges'] / ds['merge']:,.0f} merges/s; {de['rounds']:,} rounds for "
+              f"{d['result']['merges']:,} merges = {de['rounds'] / d['result']['merges']:.2f} rounds per merge), "
+              f"export {ds.get('export', 0):.2f} s; shard holders' peak memory {de['shard_peak_mb']} MB")  # fmt: skip
+        print(f"Dask counting: 1 worker {one:.2f} s ({mb / one:,.1f} MB/s), 2 workers {ds['count']:.2f} s "
+              f"({mb / ds['count']:,.1f} MB/s): {one / ds['count']:.2f}x faster on 2 workers")  # fmt: skip
+    walls = {k: [round(r["wall"], 2) for r in v] for k, v in runs.items() if v}
+    print(f"every wall time (s): {walls}")
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONPATH", str(REPO))
     main()

@@ -32,11 +32,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _expected(exc: Exception) -> bool:
-    from bpe.export import ExportError
-    from bpe.shards import InputError
-    from bpe.tokenizer import SpecialTokenError
+    from bpe.errors import BpeError
 
-    return isinstance(exc, (InputError, ExportError, SpecialTokenError, ValueError, FileExistsError, FileNotFoundError))
+    return isinstance(exc, (BpeError, FileExistsError, FileNotFoundError))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,7 +101,9 @@ def run_train(args: argparse.Namespace) -> int:
         if progress is not None:
             engine_options["log"] = lambda line: print(line, file=sys.stderr)
     elif args.scheduler or args.workers:
-        raise ValueError("--scheduler and --workers need --engine dask")
+        from bpe.errors import SettingsError
+
+        raise SettingsError("--scheduler and --workers need --engine dask")
     started = time.perf_counter()
     tokenizer = train(
         files=[s.path for s in shards],
@@ -194,7 +194,9 @@ def run_decode(args: argparse.Namespace) -> int:
         try:
             ids = [int(x) for x in sys.stdin.read().split()]
         except ValueError as exc:
-            raise ValueError(f"stdin: expected token ids ({exc})") from None
+            from bpe.errors import InputError
+
+            raise InputError(f"stdin: expected token ids ({exc})") from None
     sys.stdout.write(tokenizer.decode(ids) + "\n")
     return 0
 

@@ -14,16 +14,14 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
+from bpe.errors import ExportError
+
 MERGES_FILE = "merges.txt"
 VOCAB_FILE = "vocab.json"
 HF_FILE = "tokenizer.json"
 TIKTOKEN_FILE = "tokenizer.tiktoken"
 MANIFEST_FILE = "manifest.json"
 TOKENIZER_FILES = (MERGES_FILE, VOCAB_FILE, HF_FILE, TIKTOKEN_FILE, MANIFEST_FILE)
-
-
-class ExportError(Exception):
-    """A tokenizer that a file format cannot represent, or a file that cannot be read."""
 
 
 @lru_cache(maxsize=1)

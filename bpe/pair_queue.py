@@ -6,18 +6,24 @@ pushed whenever its count grows; an entry whose count went stale is fixed when i
 Order: highest count first; ties go to the greatest pair of token byte strings (`tie_break="bytes"`,
 comparing the first tokens' bytes, then the second's) or of token ids (`tie_break="ids"`).
 
-A round may take several merges when that provably equals merging one at a time: walk the pairs
-in order, keep taking pairs that share no token with a pair taken before, stop at the first that
-does, and give back the taken pairs whose count is not strictly above the stopping pair's. Merging
-(a, b) only lowers counts of pairs that hold a or b, and every pair it creates counts at most as
-much as such a pair; those all rank at or below the stopping pair, so none can overtake a pair
-that was kept.
+A round may take several merges when that provably equals merging one at a time. Merging (a, b)
+changes the count of a pair only if the pair ends with a or starts with b (or holds a at all, when
+a == b): call those the pairs it touches. Walk the pairs in order; keep taking pairs that no pair
+taken before touches; stop at the first one that is touched, and give back the taken pairs
+(except the first) whose count is not strictly above the stopping pair's. A kept pair's count is
+unchanged by the merges before it, pairs that rank above it are all taken, and every pair a merge
+creates counts at most as much as a pair that merge touches, which ranks at or below the stopping
+pair - strictly below the kept pair - so none can overtake it. The one exception: the pairs that
+(a, a) creates are bounded only by (a, a) itself ("a a a" becomes "X a"), so a round ends after a
+pair (a, a), and the next pair in order is its stopping pair.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from bpe.errors import SettingsError
 
 TIE_BREAKS = {"bytes": 0, "ids": 1}
 LOW32 = np.int64(0xFFFFFFFF)
@@ -28,7 +34,7 @@ class PairQueue:
 
     def __init__(self, tie_break: str = "bytes") -> None:
         if tie_break not in TIE_BREAKS:
-            raise ValueError(f"--tie-break: expected one of {', '.join(TIE_BREAKS)}, got {tie_break!r}")
+            raise SettingsError(f"--tie-break: expected one of {', '.join(TIE_BREAKS)}, got {tie_break!r}")
         self._state = _new(TIE_BREAKS[tie_break])
 
     def add(self, keys: np.ndarray, deltas: np.ndarray) -> None:
@@ -63,19 +69,19 @@ class PairQueue:
 
 # ---------------------------------------------------------------------------------------------
 # Kernels. State: (counts, heap_count, heap_key, tok_start, tok_len, tok_data, marks, meta) with
-# counts an (capacity, 2) table of [key + 1, count] and meta = [pairs, heap size, tokens,
-# token bytes used, round number, tie-break].
+# counts an (capacity, 3) table of [key + 1, count, last call that changed it] and meta = [pairs,
+# heap size, tokens, token bytes used, round number, tie-break, calls of _add].
 
 
 @njit(cache=True)
 def _new(tie_break):
-    counts = np.zeros((1 << 16, 2), dtype=np.int64)
+    counts = np.zeros((1 << 16, 3), dtype=np.int64)
     heap_count = np.empty(1 << 16, dtype=np.int64)
     heap_key = np.empty(1 << 16, dtype=np.int64)
     tok_start = np.empty(1 << 12, dtype=np.int64)
     tok_len = np.empty(1 << 12, dtype=np.int64)
     tok_data = np.empty(1 << 16, dtype=np.uint8)
-    marks = np.zeros(1 << 12, dtype=np.int64)
+    marks = np.zeros((1 << 12, 2), dtype=np.int64)
     for t in range(256):
         tok_start[t] = t
         tok_len[t] = 1
@@ -181,7 +187,7 @@ def _grow(state, new_pairs, new_heap, new_tokens, new_bytes):
         capacity = len(counts)
         while meta[0] + new_pairs >= capacity // 2:
             capacity *= 2
-        bigger = np.zeros((capacity, 2), dtype=np.int64)
+        bigger = np.zeros((capacity, 3), dtype=np.int64)
         for r in range(len(counts)):
             if counts[r, 0] != 0:
                 bigger[_slot_of(bigger, counts[r, 0] - 1)] = counts[r]
@@ -197,7 +203,7 @@ def _grow(state, new_pairs, new_heap, new_tokens, new_bytes):
         size = max(2 * len(tok_start), meta[2] + new_tokens)
         more_start = np.empty(size, dtype=np.int64)
         more_len = np.empty(size, dtype=np.int64)
-        more_marks = np.zeros(size, dtype=np.int64)
+        more_marks = np.zeros((size, 2), dtype=np.int64)
         more_start[: meta[2]] = tok_start[: meta[2]]
         more_len[: meta[2]] = tok_len[: meta[2]]
         more_marks[: meta[2]] = marks[: meta[2]]
@@ -211,20 +217,31 @@ def _grow(state, new_pairs, new_heap, new_tokens, new_bytes):
 
 @njit(cache=True)
 def _add(state, keys, deltas):
+    """Add deltas (a key may come several times, from several word tables); push each pair whose
+    count went up once, with its final count."""
     state = _grow(state, len(keys), len(keys), 0, 0)
     counts, meta = state[0], state[7]
+    meta[6] += 1
+    call = meta[6]
+    slots = np.empty(len(keys), dtype=np.int64)
+    before = np.full(len(keys), -1, dtype=np.int64)
     for i in range(len(keys)):
-        key = keys[i]
-        slot = _slot_of(counts, key)
+        slot = _slot_of(counts, keys[i])
         if counts[slot, 0] == 0:
-            counts[slot, 0] = key + 1
+            counts[slot, 0] = keys[i] + 1
             meta[0] += 1
-        count = counts[slot, 1] + deltas[i]
-        if count < 0:
-            raise ValueError("a pair count went negative: the deltas do not match the counts")
-        counts[slot, 1] = count
-        if deltas[i] > 0:
-            _push(state, count, key)
+        if counts[slot, 2] != call:
+            counts[slot, 2] = call
+            before[i] = counts[slot, 1]
+        counts[slot, 1] += deltas[i]
+        slots[i] = slot
+    for i in range(len(keys)):
+        if before[i] >= 0:
+            count = counts[slots[i], 1]
+            if count < 0:
+                raise ValueError("a pair count went negative: the deltas do not match the counts")
+            if count > before[i]:
+                _push(state, count, keys[i])
     return state
 
 
@@ -252,6 +269,7 @@ def _peek(state):
 
 
 MAX_ROUND = 256  # merges per round at most; a cap keeps the round's scratch arrays small
+ENDS_WITH, STARTS_WITH = 0, 1  # marks[t, ENDS_WITH] == round: pairs ending with t are touched
 
 
 @njit(cache=True)
@@ -274,20 +292,22 @@ def _next_round(state, max_merges, min_frequency):
             _push(state, count, key)
             stop_count = count
             break
-        if marks[a] == this_round or marks[b] == this_round:
-            duplicate = False
-            for t in range(k):
-                duplicate = duplicate or taken_key[t] == key
-            if duplicate:
-                continue
+        if marks[b, ENDS_WITH] == this_round or marks[a, STARTS_WITH] == this_round:
             _push(state, count, key)
             stop_count = count
             break
+        duplicate = False  # a second heap entry of a pair taken this round
+        for t in range(k):
+            duplicate = duplicate or taken_key[t] == key
+        if duplicate:
+            continue
         taken_key[k] = key
         taken_count[k] = count
-        marks[a] = this_round
-        marks[b] = this_round
+        marks[a, ENDS_WITH] = this_round
+        marks[b, STARTS_WITH] = this_round
         k += 1
+        if a == b:
+            max_merges = k  # pairs that (a, a) creates are bounded only by (a, a): the round ends here
     while k > 1 and taken_count[k - 1] <= stop_count:
         k -= 1
         _push(state, taken_count[k], taken_key[k])

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import regex
 
+from bpe.errors import SettingsError
+
 # As tiktoken spells them today (tiktoken_ext/openai_public.py).
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
 CL100K_PATTERN = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
@@ -46,7 +48,7 @@ def resolve_pattern(pattern: str) -> tuple[str, str]:
     try:
         regex.compile(pattern)
     except regex.error as exc:
-        raise ValueError(
+        raise SettingsError(
             f"--pattern: not a known name ({', '.join(NAMED_PATTERNS)}) nor a valid regex: {exc}"
         ) from None
     for name, known in NAMED_PATTERNS.items():
@@ -71,9 +73,9 @@ class Pretokenizer:
         object.__setattr__(self, "special_tokens", tuple(self.special_tokens))
         for token in self.special_tokens:
             if not token:
-                raise ValueError("--special-token: a special token cannot be empty")
+                raise SettingsError("--special-token: a special token cannot be empty")
         if len(set(self.special_tokens)) != len(self.special_tokens):
-            raise ValueError("--special-token: the same special token is given twice")
+            raise SettingsError("--special-token: the same special token is given twice")
 
     @property
     def compiled(self) -> regex.Pattern:

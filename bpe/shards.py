@@ -17,13 +17,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bpe.errors import InputError
+
 KINDS = {".parquet": "parquet", ".pq": "parquet", ".txt": "txt", ".jsonl": "jsonl"}
 BATCH_ROWS = 16384
 JSONL_BATCH_BYTES = 8 << 20
-
-
-class InputError(Exception):
-    """Bad input: the message is one line naming the file and what is wrong with it."""
 
 
 @dataclass(frozen=True)

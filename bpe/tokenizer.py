@@ -22,11 +22,8 @@ from typing import Literal
 import numpy as np
 
 from bpe import export
+from bpe.errors import InputError, SettingsError, SpecialTokenError
 from bpe.pretokenize import Pretokenizer
-
-
-class SpecialTokenError(ValueError):
-    """The text holds a special token the caller did not allow."""
 
 
 class Tokenizer:
@@ -79,7 +76,7 @@ class Tokenizer:
     def token_bytes(self, token_id: int) -> bytes:
         internal = self._from_ids.get(token_id)
         if internal is None:
-            raise ValueError(f"token id {token_id} is not in this tokenizer's vocabulary")
+            raise InputError(f"token id {token_id} is not in this tokenizer's vocabulary")
         if internal >= len(self.vocab):
             return list(self.special_tokens)[internal - len(self.vocab)].encode("utf-8")
         return self.vocab[internal]
@@ -98,7 +95,7 @@ class Tokenizer:
         allowed = set(self.special_tokens) if allowed_special == "all" else set(allowed_special)
         unknown = allowed - set(self.special_tokens)
         if unknown:
-            raise ValueError(f"not special tokens of this tokenizer: {', '.join(sorted(unknown))}")
+            raise SettingsError(f"not special tokens of this tokenizer: {', '.join(sorted(unknown))}")
         if not special_as_text:
             for token in self.special_tokens:
                 if token not in allowed and token in text:

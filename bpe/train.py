@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bpe.count import CountStats, WordCounter, WordCounts, count_shards, release_memory
+from bpe.errors import SettingsError
 from bpe.merge import MergeResult, learn_merges
 from bpe.pretokenize import Pretokenizer
 from bpe.progress import ProgressFn
@@ -41,7 +42,7 @@ class Settings:
         """Merges to learn: the vocabulary minus the 256 bytes and the special tokens."""
         n = self.vocab_size - 256 - len(self.special_tokens)
         if n < 0:
-            raise ValueError(
+            raise SettingsError(
                 f"--vocab-size {self.vocab_size} is too small: the 256 byte tokens and "
                 f"{len(self.special_tokens)} special token(s) need at least {256 + len(self.special_tokens)}"
             )
@@ -51,9 +52,9 @@ class Settings:
         """Validate the settings; returns the pre-tokenizer they describe."""
         self.n_merges()
         if self.min_frequency < 1:
-            raise ValueError(f"--min-frequency must be at least 1, got {self.min_frequency}")
+            raise SettingsError(f"--min-frequency must be at least 1, got {self.min_frequency}")
         if self.tie_break not in ("bytes", "ids"):
-            raise ValueError(f"--tie-break: expected bytes or ids, got {self.tie_break!r}")
+            raise SettingsError(f"--tie-break: expected bytes or ids, got {self.tie_break!r}")
         return Pretokenizer(self.pattern, self.special_tokens)
 
     def record(self, pretokenizer: Pretokenizer) -> dict:
@@ -88,7 +89,7 @@ def train(
     settings = Settings(vocab_size, pattern, tuple(special_tokens), min_frequency, tie_break, text_column)
     pretokenizer = settings.check()
     if engine not in ENGINES:
-        raise ValueError(f"--engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
+        raise SettingsError(f"--engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
     started = time.perf_counter()
     if files is not None:
         specs = [files] if isinstance(files, (str, Path)) else list(files)
@@ -96,12 +97,12 @@ def train(
         inputs = {"files": None, "shards": shards}
     else:
         if texts is None:
-            raise ValueError("give texts or files to train on")
+            raise SettingsError("give texts or files to train on")
         inputs = {"texts": texts}
     if engine == "dask":
         from bpe.dask_engine import train_on_dask
 
-        counts, stats, fingerprints, merged, timings, engine_record = train_on_dask(
+        unique_words, stats, fingerprints, merged, timings, engine_record = train_on_dask(
             settings, pretokenizer, inputs, progress=progress, threads=threads, **engine_options
         )
     else:
@@ -120,9 +121,10 @@ def train(
         )
         timings = {"count": t1 - t0, "merge": merged.seconds}
         engine_record = {"engine": "local", "threads": threads or "auto", "rounds": merged.rounds}
+        unique_words = len(counts)
     tokenizer = Tokenizer(merged.merges, pattern, list(settings.special_tokens))
     tokenizer.manifest = build_manifest(
-        settings, pretokenizer, stats, counts, merged, fingerprints, timings, engine_record
+        settings, pretokenizer, stats, unique_words, merged, fingerprints, timings, engine_record
     )
     tokenizer.manifest["seconds"]["total"] = round(time.perf_counter() - started, 3)
     return tokenizer
@@ -177,7 +179,7 @@ def build_manifest(
     settings: Settings,
     pretokenizer: Pretokenizer,
     stats: CountStats,
-    counts: WordCounts,
+    unique_words: int,
     merged: MergeResult,
     fingerprints: list[dict] | None,
     timings: dict[str, float],
@@ -198,7 +200,7 @@ def build_manifest(
             "bytes": stats.bytes,
             "null_rows": stats.null_rows,
             "pretokens": stats.pretokens,
-            "unique_words": len(counts),
+            "unique_words": unique_words,
             "special_tokens": stats.special_tokens,
         },
         "result": {

@@ -36,8 +36,27 @@ class WordTable:
     def __init__(self, counts: WordCounts) -> None:
         tokens = counts.data.astype(np.int32)
         lengths = np.diff(counts.offsets).astype(np.int32)
-        self.n_words = len(counts)
         self._state = _build(tokens, counts.offsets[:-1].astype(np.int64), lengths, counts.counts.astype(np.int64))
+
+    @classmethod
+    def from_words(cls, tokens: np.ndarray, lengths: np.ndarray, freqs: np.ndarray) -> WordTable:
+        """A table over words given as token ids (flat, with each word's length): a checkpoint."""
+        table = cls.__new__(cls)
+        starts = np.zeros(len(lengths), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        table._state = _build(tokens.astype(np.int32), starts, lengths.astype(np.int32), freqs.astype(np.int64))
+        table.take_deltas()
+        return table
+
+    def to_words(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(tokens, lengths, freqs) of the words as they stand, compacted: what a checkpoint keeps."""
+        tokens, starts, lengths, freqs = self._state[:4]
+        keep = np.repeat(starts, lengths) + _ranges(lengths)
+        return tokens[keep].copy(), lengths.copy(), freqs.copy()
+
+    @property
+    def n_words(self) -> int:
+        return len(self._state[1])
 
     def take_deltas(self) -> tuple[np.ndarray, np.ndarray]:
         """(pair keys, count deltas) accumulated since the last call; the first call gives the initial counts."""
@@ -60,6 +79,13 @@ class WordTable:
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in self._state)
+
+
+def _ranges(lengths: np.ndarray) -> np.ndarray:
+    """[2, 3] -> [0, 1, 0, 1, 2]: the position of every token inside its word."""
+    total = int(lengths.sum())
+    ends = np.cumsum(lengths)
+    return np.arange(total, dtype=np.int64) - np.repeat(ends - lengths, lengths)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,7 +146,7 @@ def _link(pairs, node_word, node_next, meta, slot, word):
     pairs[slot, _HEAD] = node
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _build(tokens, starts, lengths, freqs):
     total_pairs = 0
     for w in range(len(starts)):
@@ -148,7 +174,7 @@ def _build(tokens, starts, lengths, freqs):
     return state
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _make_room(state, new_pairs, new_nodes):
     """Grow the pair table and node pool so that `new_pairs` pairs and `new_nodes` nodes fit."""
     tokens, starts, lengths, freqs, pairs, node_word, node_next, touched, meta = state
@@ -177,7 +203,7 @@ def _make_room(state, new_pairs, new_nodes):
     return (tokens, starts, lengths, freqs, pairs, node_word, node_next, touched, meta)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _apply_merges(state, merges):
     for m in range(len(merges)):
         a, b, new = merges[m, 0], merges[m, 1], merges[m, 2]
@@ -197,7 +223,7 @@ def _apply_merges(state, merges):
     return state
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _merge_words(tokens, starts, lengths, freqs, pairs, node_word, node_next, touched, meta, node, a, b, new):
     """Rewrite the words listed from `node` on, recording deltas and linking words to new pairs.
 
@@ -245,7 +271,7 @@ def _merge_words(tokens, starts, lengths, freqs, pairs, node_word, node_next, to
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _take_deltas(state):
     pairs, touched, meta = state[4], state[7], state[8]
     n = meta[3]

@@ -44,6 +44,27 @@ def test_merges_from_text_equal_the_reference(texts, pattern):
     assert merges_of(counts, 30) == train_reference(counts, 30)
 
 
+# Few symbols and long runs: many ties, many pairs (a, a), many merges per round.
+runs = st.dictionaries(
+    st.lists(st.sampled_from(["a", "b", "aa", "ab", "c"]), min_size=1, max_size=10).map(lambda s: "".join(s).encode()),
+    st.integers(1, 9),
+    max_size=12,
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(runs, st.integers(1, 30), st.sampled_from(["bytes", "ids"]))
+def test_rounds_of_several_merges_equal_one_merge_at_a_time(counts, n, tie_break):
+    assert merges_of(counts, n, tie_break=tie_break) == merges_of(counts, n, tie_break=tie_break, one_per_round=True)
+    assert merges_of(counts, n, tie_break=tie_break) == train_reference(counts, n, tie_break)
+
+
+def test_a_round_ends_after_a_pair_of_equal_tokens():
+    # (a, a) makes (X, a) twice; (c3, a9) counts once and must not join (a, a)'s round.
+    counts = {b"aaaaa": 1, "é".encode(): 1, b"aaa": 1}
+    assert merges_of(counts, 2) == [(97, 97), (256, 97)] == train_reference(counts, 2)
+
+
 def test_empty_input_gives_no_merges():
     result = learn_merges(WordCounts.empty(), 10)
     assert len(result) == 0 and result.stop_reason == "no_pairs"

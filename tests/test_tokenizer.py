@@ -11,8 +11,8 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers
 
 from bpe import Tokenizer, train
+from bpe.errors import SpecialTokenError
 from bpe.export import TIKTOKEN_FILE, bytes_to_unicode, spell, unspell
-from bpe.tokenizer import SpecialTokenError
 from tests.conftest import GPT2
 
 any_text = st.text(st.characters(exclude_categories=("Cs",)), max_size=60)

@@ -1,0 +1,181 @@
+"""The worker side of the distributed merge loop: one shard of the word table, served over a socket.
+
+A `ShardHolder` is a Dask actor. Dask places it (next to its words) and keeps it alive; the merge
+loop itself runs over a plain TCP connection from the driver (`bpe.channel`):
+
+    driver -> holder   MRGE  merges of the round as (a, b, new id) triples
+    holder -> driver   DLTA  pair keys and count deltas, only for pairs that changed
+    driver -> holder   CHKP  write a checkpoint of the words after `n` merges (reply DONE)
+    driver -> holder   STAT  reply with sizes and peak memory (JSON)
+    driver -> holder   STOP  close
+
+The shard's words are persisted in the scratch directory when the holder starts, and checkpoints
+are written there on request, so a holder lost with its worker can be rebuilt elsewhere: load the
+latest checkpoint and replay the rest of the merge log, discarding the deltas it produces (the
+driver counted them already).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bpe import channel
+from bpe.count import WordCounts
+from bpe.word_table import WordTable
+
+
+def shard_dir(scratch: str, shard: int) -> Path:
+    return Path(scratch) / f"shard-{shard:04d}"
+
+
+def peak_memory_mb() -> float:
+    """This process's peak resident memory (VmHWM; ru_maxrss would report the parent's in workers)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class ShardHolder:
+    """Holds shard `shard` of the words on a Dask worker and serves the merge loop."""
+
+    def __init__(
+        self,
+        counts: WordCounts | None,
+        scratch: str,
+        shard: int,
+        secret: str,
+        merge_log: np.ndarray | None = None,
+    ) -> None:
+        started = time.perf_counter()
+        self.shard = shard
+        self.secret = secret
+        self.directory = shard_dir(scratch, shard)
+        self.merges_applied = 0
+        if counts is not None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._write_words(counts)
+            self.table = WordTable(counts)
+            self.initial = self.table.take_deltas()
+        else:
+            self.table = self._restore(merge_log if merge_log is not None else np.zeros((0, 3), np.int64))
+            self.initial = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        self.build_seconds = time.perf_counter() - started
+        self.server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.server.bind((self._host(), 0))
+        self.server.listen(1)
+        self.thread = threading.Thread(target=self._serve, name=f"bpe-shard-{shard}", daemon=True)
+        self.thread.start()
+
+    # -- called through Dask -----------------------------------------------------------------
+
+    def address(self) -> dict:
+        host, port = self.server.getsockname()
+        return {"host": host, "port": port, "pid": os.getpid(), "build_seconds": self.build_seconds}
+
+    # -- persistence -------------------------------------------------------------------------
+
+    def _write_words(self, counts: WordCounts) -> None:
+        import pyarrow.parquet as pq
+
+        path = self.directory / "words.parquet"
+        tmp = path.with_suffix(".tmp")
+        pq.write_table(counts.to_arrow(), tmp)
+        os.replace(tmp, path)
+
+    def _checkpoint(self) -> None:
+        tokens, lengths, freqs = self.table.to_words()
+        path = self.directory / "checkpoint.npz"
+        tmp = self.directory / "checkpoint.tmp.npz"
+        np.savez(tmp, tokens=tokens, lengths=lengths, freqs=freqs, merges=np.array([self.merges_applied]))
+        os.replace(tmp, path)
+
+    def _restore(self, merge_log: np.ndarray) -> WordTable:
+        checkpoint = self.directory / "checkpoint.npz"
+        if checkpoint.exists():
+            with np.load(checkpoint) as saved:
+                table = WordTable.from_words(saved["tokens"], saved["lengths"], saved["freqs"])
+                done = int(saved["merges"][0])
+        else:
+            import pyarrow.parquet as pq
+
+            words = self.directory / "words.parquet"
+            if not words.exists():
+                raise FileNotFoundError(
+                    f"{words}: the shard's words are gone; the scratch directory must be shared by all workers"
+                )
+            table = WordTable(WordCounts.from_arrow(pq.read_table(words)))
+            table.take_deltas()
+            done = 0
+        if done > len(merge_log):
+            raise ValueError(f"checkpoint of shard {self.shard} is ahead of the merge log ({done} > {len(merge_log)})")
+        table.apply(merge_log[done:])
+        table.take_deltas()  # the driver counted these already
+        self.merges_applied = len(merge_log)
+        return table
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _host() -> str:
+        try:
+            from distributed import get_worker
+
+            address = get_worker().address
+            return address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+        except (ImportError, ValueError):
+            return "127.0.0.1"
+
+    def _serve(self) -> None:
+        self.server.settimeout(600)
+        try:
+            conn, _ = self.server.accept()
+        except OSError:
+            return
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn.settimeout(None)
+        try:
+            kind, arrays = channel.receive(conn)
+            if kind != b"HELO" or not secrets.compare_digest(arrays[0].tobytes(), self.secret.encode()):
+                return
+            channel.send(conn, b"DLTA", *self.initial)
+            self.initial = None
+            while True:
+                kind, arrays = channel.receive(conn)
+                if kind == b"MRGE":
+                    merges = arrays[0].reshape(-1, 3)
+                    self.table.apply(merges)
+                    self.merges_applied += len(merges)
+                    channel.send(conn, b"DLTA", *self.table.take_deltas())
+                elif kind == b"CHKP":
+                    self._checkpoint()
+                    channel.send(conn, b"DONE")
+                elif kind == b"STAT":
+                    stats = {
+                        "shard": self.shard,
+                        "words": self.table.n_words,
+                        "tokens": self.table.token_count(),
+                        "table_mb": self.table.nbytes / 1e6,
+                        "peak_mb": peak_memory_mb(),
+                        "merges_applied": self.merges_applied,
+                    }
+                    channel.send(conn, b"JSON", np.frombuffer(json.dumps(stats).encode(), np.uint8))
+                else:  # STOP, or anything unexpected
+                    return
+        except (channel.ChannelClosed, TimeoutError, OSError):
+            return
+        finally:
+            conn.close()
+            self.server.close()

@@ -1,0 +1,210 @@
+"""The Dask engine on real local clusters: the same merges as the local engine for any number of
+workers, partitioning and input order; worker loss recovered; scheduler loss reported."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bpe import train
+from bpe.cli import main
+from bpe.count import WordCounts, count_words
+from bpe.demo import stdlib_paragraphs
+from tests.conftest import write_parquet
+
+distributed = pytest.importorskip("distributed")
+
+VOCAB = 900
+
+
+@pytest.fixture(scope="module")
+def texts() -> list[str]:
+    """Real prose every machine has: the standard library's docstrings."""
+    return stdlib_paragraphs()[:2500]
+
+
+@pytest.fixture(scope="module")
+def local_merges(texts) -> list:
+    return train(texts, vocab_size=VOCAB, pattern="cl100k").merges
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    cluster = distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    )
+    client = distributed.Client(cluster)
+    yield cluster, client
+    client.close()
+    cluster.close()
+
+
+def scale(cluster, client, n: int) -> None:
+    cluster.scale(n)
+    deadline = time.monotonic() + 60
+    while len(client.scheduler_info()["workers"]) != n:
+        assert time.monotonic() < deadline, "cluster did not scale"
+        time.sleep(0.1)
+
+
+def layouts(texts, root: Path) -> dict[str, list[str]]:
+    """The same documents as one file of many row groups, as shuffled files, and as txt + jsonl."""
+    one = write_parquet(root / "one" / "all.parquet", texts)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": texts}), one, row_group_size=300)
+    shuffled = texts[:]
+    random.Random(7).shuffle(shuffled)
+    for i in range(3):
+        write_parquet(root / "three" / f"part-{i}.parquet", shuffled[i::3])
+    (root / "mixed").mkdir()
+    for i, t in enumerate(texts[:40]):
+        (root / "mixed" / f"doc-{i:03d}.txt").write_text(t)
+    with open(root / "mixed" / "rest.jsonl", "w") as f:
+        for t in reversed(texts[40:]):
+            f.write(json.dumps({"text": t}) + "\n")
+    return {
+        "row groups": [str(one)],
+        "shuffled files": [str(root / "three")],
+        "txt+jsonl": [f"file://{root / 'mixed'}"],
+    }
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 4])
+def test_same_merges_as_the_local_engine(cluster, texts, local_merges, tmp_path, workers):
+    scale(*cluster, workers)
+    for name, files in layouts(texts, tmp_path).items():
+        tok = train(files=files, vocab_size=VOCAB, pattern="cl100k", engine="dask", client=cluster[1])
+        assert tok.merges == local_merges, f"{workers} workers, {name}"
+        engine = tok.manifest["engine"]
+        assert engine["workers"] == workers and engine["word_shards"] == workers
+        assert engine["rounds"] < len(tok.merges)
+    assert tok.manifest["counts"]["documents"] == len(texts)
+
+
+def test_counts_are_summed_on_the_workers_by_stable_hash(cluster, texts, tmp_path):
+    from bpe.dask_engine import _word_buckets, count_on_dask, split_by_bucket
+    from bpe.pretokenize import Pretokenizer
+    from bpe.shards import discover
+
+    cluster, client = cluster
+    scale(cluster, client, 2)
+    files = layouts(texts, tmp_path)["row groups"]
+    futures, stats, fingerprints = count_on_dask(
+        client, {"shards": discover(files)}, Pretokenizer("cl100k"), "text", 3, None
+    )
+    assert all(isinstance(f, distributed.Future) for f in futures)  # results stay on the workers
+    buckets = client.gather(futures)
+    expected = count_words(texts, "cl100k")
+    assert WordCounts.combine(buckets).to_dict() == expected.to_dict()
+    assert stats.documents == len(texts) and stats.pretokens == expected.total
+    mine = split_by_bucket(expected, 3)
+    for b in range(3):
+        assert buckets[b].to_dict() == mine[b].to_dict()
+    remote = client.submit(_word_buckets, expected.data, expected.offsets, 3).result()
+    assert np.array_equal(remote, _word_buckets(expected.data, expected.offsets, 3))
+
+
+@pytest.mark.parametrize("checkpoint_seconds", [0.0, 0.02])
+def test_a_killed_worker_is_rebuilt_and_merges_stay_exact(cluster, texts, local_merges, checkpoint_seconds):
+    cluster, client = cluster
+    scale(cluster, client, 2)
+    pids = list(client.run(os.getpid).values())
+    killed: list[int] = []
+    log: list[str] = []
+
+    def kill_once(phase: str, done: int, total: int) -> None:
+        if phase == "merge" and done >= total // 3 and not killed:
+            os.kill(pids[0], signal.SIGKILL)
+            killed.append(pids[0])
+
+    tok = train(
+        texts, vocab_size=VOCAB, pattern="cl100k", engine="dask", client=client, progress=kill_once,
+        checkpoint_seconds=checkpoint_seconds, log=log.append, call_timeout=20,
+    )  # fmt: skip
+    assert killed and tok.merges == local_merges
+    assert tok.manifest["engine"]["recoveries"] >= 1
+    assert any("lost; rebuilt" in line for line in log)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def process_cluster(tmp_path):
+    """`dask scheduler` and two `dask worker` processes on 127.0.0.1, stopped workers-first."""
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    scheduler = subprocess.Popen(
+        ["dask", "scheduler", "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0", "--no-show"],
+        **quiet,
+    )
+    workers = [
+        subprocess.Popen(["dask", "worker", address, "--nthreads", "1", "--host", "127.0.0.1"], **quiet)
+        for _ in range(2)
+    ]
+    client = distributed.Client(address, timeout="30s")
+    client.wait_for_workers(2, timeout=60)
+    client.close()
+    yield address, scheduler
+    for p in workers + [scheduler]:
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def test_cli_against_a_running_scheduler(process_cluster, texts, local_merges, tmp_path, capsys):
+    address, _ = process_cluster
+    data = write_parquet(tmp_path / "data" / "d.parquet", texts)
+    out = tmp_path / "tok"
+    code = main(["train", str(data), "--vocab-size", str(VOCAB), "--engine", "dask", "--scheduler", address,
+                 "--out", str(out), "--quiet"])  # fmt: skip
+    assert code == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["engine"]["scheduler"] == address and manifest["engine"]["workers"] == 2
+    from bpe import Tokenizer
+
+    assert Tokenizer.load(out).merges == local_merges
+
+
+def test_losing_the_scheduler_stops_with_a_clear_error(process_cluster, texts):
+    from bpe.dask_engine import SchedulerLost
+
+    address, scheduler = process_cluster
+
+    def kill_scheduler(phase: str, done: int, total: int) -> None:
+        if phase == "merge" and scheduler.poll() is None:
+            scheduler.kill()
+
+    started = time.monotonic()
+    with pytest.raises(SchedulerLost, match="lost the Dask scheduler"):
+        train(texts * 3, vocab_size=6000, pattern="cl100k", engine="dask", scheduler=address, progress=kill_scheduler)
+    assert time.monotonic() - started < 60
+
+
+def test_an_unreachable_scheduler_is_one_line_and_writes_nothing(tmp_path, capsys, texts):
+    data = write_parquet(tmp_path / "d.parquet", texts[:10])
+    dead = f"tcp://127.0.0.1:{_free_port()}"
+    code = main(["train", str(data), "--vocab-size", "300", "--engine", "dask", "--scheduler", dead,
+                 "--out", str(tmp_path / "tok"), "--quiet"])  # fmt: skip
+    assert code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("bpe: error: cannot reach the Dask scheduler")
+    assert not (tmp_path / "tok").exists()
