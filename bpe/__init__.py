@@ -10,6 +10,8 @@ import hashlib
 import os
 from pathlib import Path
 
+KERNEL_MODULES = ("scanner.py", "count.py", "word_table.py", "pair_queue.py", "merge.py")
+
 
 def _use_kernel_cache() -> None:
     """Cache compiled kernels per version of this package's source. numba keys a cached kernel by
@@ -20,8 +22,8 @@ def _use_kernel_cache() -> None:
 
     here = Path(__file__).parent
     digest = hashlib.sha256()
-    for path in sorted(here.glob("*.py")):
-        digest.update(path.name.encode() + path.read_bytes())
+    for name in KERNEL_MODULES:
+        digest.update(name.encode() + (here / name).read_bytes())
     cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     base = os.environ.get("BPE_KERNEL_CACHE") or os.path.join(cache_home, "bpe", "kernels")
     numba.config.CACHE_DIR = os.path.join(base, f"{numba.__version__}-{digest.hexdigest()[:16]}")

@@ -60,12 +60,23 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("ids", nargs="*", type=int, help="token ids; read from stdin when absent")
     d.set_defaults(run=run_decode)
 
-    demo = sub.add_parser("demo", help="train a tokenizer on the demo corpus (the standard library's docstrings)")
+    demo = sub.add_parser(
+        "demo", help="run the train-bpe flow on the demo corpus (no server needed: Prefect's ephemeral mode)"
+    )
     demo.add_argument("--data", type=Path, default=Path("demo-data"), help="where to write the demo corpus")
-    demo.add_argument("--out", type=Path, default=Path("demo-tokenizer"), help="output directory")
-    demo.add_argument("--vocab-size", type=int, default=4096)
-    demo.add_argument("--force", action="store_true", help="replace an earlier demo tokenizer")
+    demo.add_argument("--config", type=Path, default=None, help="configuration (default: conf/demo.yaml)")
+    demo.add_argument("--artifacts", type=Path, default=None, help="artifact root (default: the config's)")
+    demo.add_argument("--vocab-size", type=int, default=None, help="override the config's vocabulary size")
     demo.set_defaults(run=run_demo)
+
+    v = sub.add_parser("versions", help="list the versions in an artifact store: bpe versions <root>/<name>")
+    v.add_argument("store", help="<artifact root>/<tokenizer name>, a path or an fsspec URL")
+    v.set_defaults(run=run_versions)
+
+    dep = sub.add_parser("deploy", help="register the train-bpe deployments (one per conf/*.yaml) on a Prefect server")
+    dep.add_argument("--conf", type=Path, default=None, help="directory of configurations (default: conf/)")
+    dep.add_argument("--pool", default="bpe", help="process work pool (created if missing)")
+    dep.set_defaults(run=run_deploy)
     return parser
 
 
@@ -201,29 +212,60 @@ def run_decode(args: argparse.Namespace) -> int:
     return 0
 
 
+REPO = Path(__file__).resolve().parent.parent
+
+
 def run_demo(args: argparse.Namespace) -> int:
+    """Write the demo corpus, then run the train-bpe flow on it in this process."""
     from bpe.demo import write_demo_corpus
 
     paths = write_demo_corpus(args.data)
     print(f"demo corpus: {len(paths)} Parquet shards in {args.data}/", file=sys.stderr)
-    return run_train(
-        argparse.Namespace(
-            inputs=[str(args.data)],
-            out=args.out,
-            force=args.force,
-            vocab_size=args.vocab_size,
-            pattern="cl100k",
-            special_tokens=["<|endoftext|>"],
-            text_column="text",
-            min_frequency=1,
-            tie_break="bytes",
-            threads=None,
-            engine="local",
-            scheduler=None,
-            workers=None,
-            quiet=False,
-        )
+    from flows.train_bpe import train_bpe  # imports Prefect: only this command pays for it
+
+    config = args.config or REPO / "conf" / "demo.yaml"
+    result = train_bpe(
+        config=str(config),
+        data=[str(args.data)],
+        artifact_root=str(args.artifacts) if args.artifacts else None,
+        vocab_size=args.vocab_size,
     )
+    if result["trained"]:
+        print(
+            f"{result['name']} {result['version']} written to {result['location']}: "
+            f"{result['bytes_per_token']:.3f} bytes per token on held-out text"
+        )
+    else:
+        print(f"no new data since {result['version']}: the latest version is {result['location']}")
+    print(f"try: echo 'Hello world' | bpe encode {result['location']}")
+    return 0
+
+
+def run_versions(args: argparse.Namespace) -> int:
+    from bpe.store import VersionStore, describe_versions
+
+    root, _, name = args.store.rstrip("/").rpartition("/")
+    rows = describe_versions(VersionStore(root or ".", name))
+    if not rows:
+        print(f"{args.store}: no versions")
+        return 0
+    print(f"{'version':<9} {'created':<26} {'vocabulary':>10} {'shards':>6} {'data':>10} {'bytes/token':>11}")
+    for r in rows:
+        data = f"{r['data_bytes'] / 1e6:,.1f} MB" if r["data_bytes"] else ""
+        bpt = f"{r['bytes_per_token']:.3f}" if r["bytes_per_token"] else ""
+        print(
+            f"{r['version']:<9} {r['created']:<26} {r['vocab_size'] or 0:>10,} {r['shards']:>6} {data:>10} "
+            f"{bpt:>11}" + ("  (latest)" if r["latest"] else "")
+        )
+    return 0
+
+
+def run_deploy(args: argparse.Namespace) -> int:
+    from flows.deploy import deploy_all
+
+    for name in deploy_all(args.conf or REPO / "conf", args.pool):
+        print(f"deployed {name} on work pool {args.pool}")
+    return 0
 
 
 if __name__ == "__main__":

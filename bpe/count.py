@@ -121,22 +121,33 @@ class CountStats:
     null_rows: int = 0
     pretokens: int = 0
     special_tokens: dict[str, int] = field(default_factory=dict)
+    held_out_rows: int = 0  # rows set aside for evaluation (not counted above)
 
     def add(self, other: CountStats) -> None:
         self.documents += other.documents
         self.bytes += other.bytes
         self.null_rows += other.null_rows
         self.pretokens += other.pretokens
+        self.held_out_rows += other.held_out_rows
         for token, n in other.special_tokens.items():
             self.special_tokens[token] = self.special_tokens.get(token, 0) + n
 
 
 class WordCounter:
-    """Accumulates word counts over batches of documents (lists of str or Arrow string arrays)."""
+    """Accumulates word counts over batches of documents (lists of str or Arrow string arrays).
 
-    def __init__(self, pretokenizer: Pretokenizer) -> None:
+    With `holdout` > 0, that fraction of rows (chosen by a hash of each row's text, so the same
+    row is always on the same side) is not counted; up to `sample_bytes` of them are kept in
+    `held_out` for evaluation.
+    """
+
+    def __init__(self, pretokenizer: Pretokenizer, holdout: float = 0.0, sample_bytes: int = 1 << 20) -> None:
         self.pretokenizer = pretokenizer
         self.stats = CountStats()
+        self.holdout = holdout
+        self.sample_bytes = sample_bytes
+        self.held_out: list[str] = []
+        self._held_out_bytes = 0
         self._scanner = SCANNER_IDS.get(pretokenizer.name)
         self._table = _table_new(1 << 12, 1 << 16)
         self._python_counts: Counter[str] = Counter()
@@ -155,6 +166,8 @@ class WordCounter:
             array = array.drop_null()
         if not pa.types.is_large_string(array.type):
             array = array.cast(pa.large_string())
+        if self.holdout > 0:
+            array = self._set_aside(array)
         self.stats.documents += len(array)
         ordinary = self._cut_special_tokens(array)
         if self._scanner is None:
@@ -170,6 +183,17 @@ class WordCounter:
         classes, folds = unicode_tables()
         self._table, pieces = _count_pieces(data, offsets, self._scanner, classes, folds, self._table)
         self.stats.pretokens += pieces
+
+    def _set_aside(self, array: pa.LargeStringArray) -> pa.LargeStringArray:
+        mask = pa.array(holdout_mask(array, self.holdout))
+        held = array.filter(mask)
+        self.stats.held_out_rows += len(held)
+        for text in held.to_pylist() if self._held_out_bytes < self.sample_bytes else ():
+            if self._held_out_bytes >= self.sample_bytes:
+                break
+            self.held_out.append(text)
+            self._held_out_bytes += len(text)
+        return array.filter(pc.invert(mask))
 
     def _cut_special_tokens(self, array: pa.LargeStringArray) -> pa.LargeStringArray:
         """Count the bytes, and replace documents holding special tokens by their ordinary segments."""
@@ -192,11 +216,12 @@ class WordCounter:
         return pa.concat_arrays([plain, pa.array(segments, pa.large_string())])
 
     def absorb(self, other: WordCounter) -> None:
-        """Add another counter's counts and stats into this one (and empty the other)."""
+        """Add another counter's counts, stats and held-out rows into this one (and empty the other)."""
         part = other.result()
         other._table = _table_new(1, 1)
         self._table = _table_add_words(self._table, part.data, part.offsets, part.counts)
         self.stats.add(other.stats)
+        self.held_out.extend(other.held_out)
 
     def result(self) -> WordCounts:
         counts = _table_result(self._table)
@@ -205,6 +230,46 @@ class WordCounter:
                 [counts, WordCounts.from_dict({w.encode(): n for w, n in self._python_counts.items()})]
             )
         return counts
+
+
+HOLDOUT_BUCKETS = 1_000_000
+
+
+def holdout_mask(array: pa.LargeStringArray, fraction: float) -> np.ndarray:
+    """Which rows are held out: FNV-1a of the row's UTF-8 bytes, modulo a million, below
+    fraction x a million. Deterministic, and independent of where the row sits."""
+    _, offsets_buf, data_buf = array.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64)[array.offset : array.offset + len(array) + 1]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(1, np.uint8)
+    return hash_buckets(data, offsets, HOLDOUT_BUCKETS) < int(round(fraction * HOLDOUT_BUCKETS))
+
+
+@njit(cache=True)
+def hash_buckets(data, offsets, n):
+    """FNV-1a of each byte string data[offsets[i]:offsets[i + 1]], modulo n: a stable hash, the same
+    in every process (Python's own hash is salted per process)."""
+    out = np.empty(len(offsets) - 1, dtype=np.int64)
+    for r in range(len(offsets) - 1):
+        h = np.uint64(14695981039346656037)
+        for i in range(offsets[r], offsets[r + 1]):
+            h = (h ^ np.uint64(data[i])) * np.uint64(1099511628211)
+        out[r] = np.int64(h % np.uint64(n))
+    return out
+
+
+COUNTING_MODULES = ("count.py", "scanner.py", "pretokenize.py", "shards.py", "dask_count.py")
+
+
+def counting_code_version() -> str:
+    """A hash of the code that decides counts: cached counts are reused only while it is unchanged."""
+    import hashlib
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    digest = hashlib.sha256()
+    for name in COUNTING_MODULES:
+        digest.update(name.encode() + (here / name).read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def release_memory() -> None:

@@ -18,120 +18,26 @@ word tables are the same code.
 
 from __future__ import annotations
 
-import operator
 import os
 import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import asdict
 
 import numpy as np
-from numba import njit
 
 from bpe import channel
-from bpe.count import CountStats, WordCounter, WordCounts, release_memory, use_system_allocator
+from bpe.count import WordCounter, WordCounts, release_memory, use_system_allocator
+from bpe.dask_count import count_on_dask, split_by_bucket
 from bpe.errors import SchedulerLost
 from bpe.merge import MergeResult, finish, stop_reason
 from bpe.pair_queue import PairQueue
 from bpe.pretokenize import Pretokenizer
 from bpe.progress import ProgressFn
-from bpe.shards import InputError, Shard, check_parquet
 
 Log = Callable[[str], None]
-
-
-# ---------------------------------------------------------------------------------------------
-# Tasks that run on workers (plain functions of importable modules, so workers can run them).
-
-
-def count_partition(shard: Shard, row_group: int | None, pretokenizer: Pretokenizer, text_column: str, n_buckets: int):
-    """Count one partition; returns (stats, one WordCounts per bucket)."""
-    use_system_allocator()
-    counter = WordCounter(pretokenizer)
-    for batch in _partition_batches(shard, row_group, text_column):
-        counter.add_arrow(batch)
-    counts = counter.result()
-    return asdict(counter.stats), split_by_bucket(counts, n_buckets)
-
-
-def _partition_batches(shard: Shard, row_group: int | None, text_column: str):
-    from bpe.shards import read_batches
-
-    if row_group is None:
-        for batch, _ in read_batches(shard, text_column):
-            yield batch
-        return
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    with shard.open() as f:
-        try:
-            column = pq.ParquetFile(f).read_row_group(row_group, columns=[text_column]).column(0)
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise InputError(f"{shard.path}: row group {row_group} unreadable ({exc})") from None
-        for chunk in column.chunks:
-            try:
-                chunk.validate(full=True)
-            except pa.ArrowInvalid as exc:
-                raise InputError(f"{shard.path}: row group {row_group}: {exc}") from None
-            yield chunk.cast(pa.large_string())
-
-
-def warm_up() -> float:
-    """Load the compiled kernels in this worker (from numba's cache), so that the first real task
-    does not pay for it; returns the seconds it took."""
-    started = time.perf_counter()
-    from bpe.word_table import WordTable
-
-    use_system_allocator()
-    for name in ("gpt2", "cl100k", "o200k"):
-        counter = WordCounter(Pretokenizer(name))
-        counter.add_texts(["warm up, 1 2 3"])
-    counts = counter.result()
-    split_by_bucket(WordCounts.combine([counts, counts]), 2)
-    table = WordTable(counts)
-    table.take_deltas()
-    table.apply(np.array([[119, 97, 256]], dtype=np.int64))
-    table.take_deltas()
-    return time.perf_counter() - started
-
-
-def combine_counts(*parts: WordCounts) -> WordCounts:
-    return WordCounts.combine(parts)
-
-
-def fingerprint_shard(shard: Shard) -> dict:
-    return shard.fingerprint()
-
-
-def split_by_bucket(counts: WordCounts, n_buckets: int) -> list[WordCounts]:
-    """Words go to bucket stable_hash(word) % n (FNV-1a over the bytes, the same in every process)."""
-    if n_buckets == 1:
-        return [counts]
-    buckets = _word_buckets(counts.data, counts.offsets, n_buckets)
-    parts = []
-    for b in range(n_buckets):
-        keep = np.flatnonzero(buckets == b)
-        lengths = np.diff(counts.offsets)[keep]
-        offsets = np.zeros(len(keep) + 1, np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        index = np.repeat(counts.offsets[keep], lengths) + (np.arange(offsets[-1]) - np.repeat(offsets[:-1], lengths))
-        parts.append(WordCounts(counts.data[index], offsets, counts.counts[keep]))
-    return parts
-
-
-@njit(cache=True)
-def _word_buckets(data, offsets, n_buckets):
-    out = np.empty(len(offsets) - 1, dtype=np.int64)
-    for w in range(len(offsets) - 1):
-        h = np.uint64(14695981039346656037)
-        for i in range(offsets[w], offsets[w + 1]):
-            h = (h ^ np.uint64(data[i])) * np.uint64(1099511628211)
-        out[w] = np.int64(h % np.uint64(n_buckets))
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -159,6 +65,7 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, client
         return
     import logging
 
+    logging.getLogger("distributed").setLevel(logging.WARNING)  # the cluster's chatter stays out of our logs
     n = workers or os.cpu_count() or 1
     cluster = LocalCluster(
         n_workers=n, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
@@ -172,6 +79,26 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, client
     finally:
         c.close(timeout=5)
         cluster.close()
+
+
+_CLIENTS: dict = {}
+
+
+def client_for(address: str):
+    """One client per scheduler address in this process, shared by the pipeline's tasks."""
+    from distributed import Client
+
+    client = _CLIENTS.get(address)
+    if client is None or client.status != "running":
+        _check_reachable(address)
+        client = _CLIENTS[address] = Client(address, timeout="30s", set_as_default=False)
+    return client
+
+
+def share_client(client) -> str:
+    """Make `client` the one `client_for` returns for its scheduler; returns the address."""
+    _CLIENTS[client.scheduler.address] = client
+    return client.scheduler.address
 
 
 def _check_reachable(address: str) -> None:
@@ -199,75 +126,23 @@ def _check_scheduler(client, ping: bool = False) -> None:
         raise SchedulerLost("lost the Dask scheduler; training stopped and nothing was written")
 
 
-# ---------------------------------------------------------------------------------------------
-# Counting.
+def warm_up() -> float:
+    """Load the compiled kernels in this worker (from numba's cache), so that the first real task
+    does not pay for it; returns the seconds it took."""
+    started = time.perf_counter()
+    from bpe.word_table import WordTable
 
-
-def partitions(shards: Sequence[Shard], text_column: str) -> list[tuple[Shard, int | None, int]]:
-    """(shard, row group or None for a whole file, weight in bytes), largest first."""
-    import pyarrow.parquet as pq
-
-    parts = []
-    for shard in shards:
-        if shard.kind == "parquet":
-            check_parquet(shard, text_column)
-            with shard.open() as f:
-                meta = pq.ParquetFile(f).metadata
-            for rg in range(meta.num_row_groups):
-                parts.append((shard, rg, max(meta.row_group(rg).total_byte_size, 1)))
-        else:
-            parts.append((shard, None, max(shard.size, 1)))
-    parts.sort(key=lambda p: -p[2])  # largest first balances the workers' load
-    return parts
-
-
-def count_on_dask(client, inputs: dict, pretokenizer: Pretokenizer, text_column: str, n_buckets: int, progress):
-    """Count on the workers; returns (futures of the summed counts per bucket, stats, fingerprints)."""
-    from distributed import as_completed
-
-    stats = CountStats()
-    if "texts" in inputs:  # in-memory texts: count here, then place the buckets on the workers
-        counter = WordCounter(pretokenizer)
-        counter.add_texts(list(inputs["texts"]))
-        buckets = split_by_bucket(counter.result(), n_buckets)
-        return client.scatter(buckets), counter.stats, None
-    parts = partitions(inputs["shards"], text_column)
-    total = sum(p[2] for p in parts)
-    tasks = [
-        client.submit(count_partition, shard, rg, pretokenizer, text_column, n_buckets, pure=False)
-        for shard, rg, _ in parts
-    ]
-    fingerprints = [client.submit(fingerprint_shard, shard, pure=False) for shard in inputs["shards"]]
-    weight = {t.key: p[2] for t, p in zip(tasks, parts)}
-    done = 0
-    for future in as_completed(tasks):
-        if future.status == "error":
-            for t in tasks + fingerprints:
-                t.cancel()
-            raise future.exception()
-        done += weight[future.key]
-        if progress is not None:
-            progress("count", done, total)
-    for part_stats in client.gather([client.submit(operator.itemgetter(0), t) for t in tasks]):
-        stats.add(CountStats(**part_stats))
-    per_bucket = [[client.submit(_bucket, t, b) for t in tasks] for b in range(n_buckets)]
-    del tasks
-    reduced = [tree_reduce(client, futures) for futures in per_bucket]
-    return reduced, stats, client.gather(fingerprints)
-
-
-def _bucket(result, b: int) -> WordCounts:
-    return result[1][b]
-
-
-def tree_reduce(client, futures: list, fan_in: int = 4):
-    """Sum counts pairwise-ish on the workers (fan-in 4), never gathering partials here."""
-    level = list(futures)
-    while len(level) > 1:
-        level = [
-            client.submit(combine_counts, *level[i : i + fan_in], pure=False) for i in range(0, len(level), fan_in)
-        ]
-    return level[0]
+    use_system_allocator()
+    for name in ("gpt2", "cl100k", "o200k"):
+        counter = WordCounter(Pretokenizer(name))
+        counter.add_texts(["warm up, 1 2 3"])
+    counts = counter.result()
+    split_by_bucket(WordCounts.combine([counts, counts]), 2)
+    table = WordTable(counts)
+    table.take_deltas()
+    table.apply(np.array([[119, 97, 256]], dtype=np.int64))
+    table.take_deltas()
+    return time.perf_counter() - started
 
 
 # ---------------------------------------------------------------------------------------------
@@ -454,6 +329,56 @@ def merge_on_dask(
     return finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), started)
 
 
+def merge_on_workers(
+    client,
+    buckets: list,
+    settings,
+    scratch: str,
+    progress: ProgressFn | None = None,
+    log: Log | None = None,
+    call_timeout: float = 60.0,
+    checkpoint_seconds: float = 30.0,
+) -> tuple[MergeResult, dict, float]:
+    """Start a holder per word shard (`buckets`: futures of WordCounts, or Parquet paths), run the
+    merge loop, and stop the holders. Returns the merges, the engine's record and the seconds spent
+    building the shards."""
+    started = time.perf_counter()
+    holders = Holders(client, scratch, call_timeout, log)
+    try:
+        initial = holders.start(buckets)
+        del buckets
+        release_memory()
+        build_seconds = time.perf_counter() - started
+        merged = merge_on_dask(
+            holders, initial, settings.n_merges(), settings.tie_break, settings.min_frequency,
+            progress, checkpoint_seconds,
+        )  # fmt: skip
+        shard_stats = holders.stats()
+    finally:
+        holders.close()
+    merged.tokens_after = sum(s["tokens"] for s in shard_stats)
+    record = {
+        "engine": "dask",
+        "workers": len(client.scheduler_info()["workers"]),
+        "word_shards": len(shard_stats),
+        "unique_words": sum(s["words"] for s in shard_stats),
+        "rounds": merged.rounds,
+        "merges_per_round": round(len(merged.merges) / merged.rounds, 2) if merged.rounds else None,
+        "recoveries": holders.recoveries,
+        "seconds_waiting_for_shards": round(holders.wait_seconds, 3),
+        "shard_peak_mb": [round(s["peak_mb"]) for s in shard_stats],
+    }
+    return merged, record, build_seconds
+
+
+def ready_workers(client) -> int:
+    """Wait for at least one worker, load the kernels on all of them; returns how many there are."""
+    if not client.scheduler_info()["workers"]:
+        client.wait_for_workers(1, timeout=60)
+    client.run(warm_up)
+    return len(client.scheduler_info()["workers"])
+
+
 def train_on_dask(
     settings,
     pretokenizer: Pretokenizer,
@@ -475,45 +400,17 @@ def train_on_dask(
     scratch = scratch or tempfile.mkdtemp(prefix="bpe-scratch-")
     try:
         with dask_client(scheduler, workers, client, log) as (c, cluster):
-            timings["cluster"] = time.perf_counter() - t0
-            n = len(c.scheduler_info()["workers"])
-            if n == 0:
-                c.wait_for_workers(1, timeout=60)
-                n = len(c.scheduler_info()["workers"])
-            c.run(warm_up)
+            n = ready_workers(c)
             timings["cluster"] = time.perf_counter() - t0
             t1 = time.perf_counter()
             buckets, stats, fingerprints = count_on_dask(c, inputs, pretokenizer, settings.text_column, n, progress)
             timings["count"] = time.perf_counter() - t1
-            t2 = time.perf_counter()
-            holders = Holders(c, scratch, call_timeout, log)
-            try:
-                initial = holders.start(buckets)
-                del buckets
-                release_memory()
-                timings["build"] = time.perf_counter() - t2
-                merged = merge_on_dask(
-                    holders, initial, settings.n_merges(), settings.tie_break, settings.min_frequency,
-                    progress, checkpoint_seconds,
-                )  # fmt: skip
-                shard_stats = holders.stats()
-            finally:
-                holders.close()
+            merged, record, timings["build"] = merge_on_workers(
+                c, buckets, settings, scratch, progress, log, call_timeout, checkpoint_seconds
+            )
+            del buckets
             timings["merge"] = merged.seconds
-            merged.tokens_after = sum(s["tokens"] for s in shard_stats)
-            unique_words = sum(s["words"] for s in shard_stats)
-            record = {
-                "engine": "dask",
-                "scheduler": cluster["scheduler"],
-                "cluster_started_here": cluster["started_here"],
-                "workers": n,
-                "word_shards": len(shard_stats),
-                "rounds": merged.rounds,
-                "merges_per_round": round(len(merged.merges) / merged.rounds, 2) if merged.rounds else None,
-                "recoveries": holders.recoveries,
-                "seconds_waiting_for_shards": round(holders.wait_seconds, 3),
-                "shard_peak_mb": [round(s["peak_mb"]) for s in shard_stats],
-            }
+            record = {"scheduler": cluster["scheduler"], "cluster_started_here": cluster["started_here"], **record}
     except OSError as exc:
         if "scheduler" in str(exc).lower() or (client is None and scheduler):
             raise SchedulerLost(f"lost the Dask scheduler: {exc}") from None
@@ -521,4 +418,4 @@ def train_on_dask(
     finally:
         if own_scratch:
             shutil.rmtree(scratch, ignore_errors=True)
-    return unique_words, stats, fingerprints, merged, timings, record
+    return record.pop("unique_words"), stats, fingerprints, merged, timings, record

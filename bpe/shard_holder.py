@@ -53,20 +53,25 @@ class ShardHolder:
 
     def __init__(
         self,
-        counts: WordCounts | None,
+        counts: WordCounts | str | None,
         scratch: str,
         shard: int,
         secret: str,
         merge_log: np.ndarray | None = None,
     ) -> None:
+        """`counts` is the shard's words (written to the scratch directory), the path of a Parquet
+        file that already holds them, or None to rebuild from the scratch directory + `merge_log`."""
         started = time.perf_counter()
         self.shard = shard
         self.secret = secret
         self.directory = shard_dir(scratch, shard)
+        self.directory.mkdir(parents=True, exist_ok=True)
         self.merges_applied = 0
+        if isinstance(counts, str):
+            counts = self._link_words(counts)
         if counts is not None:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._write_words(counts)
+            if not (self.directory / "words.parquet").exists():
+                self._write_words(counts)
             self.table = WordTable(counts)
             self.initial = self.table.take_deltas()
         else:
@@ -86,6 +91,18 @@ class ShardHolder:
         return {"host": host, "port": port, "pid": os.getpid(), "build_seconds": self.build_seconds}
 
     # -- persistence -------------------------------------------------------------------------
+
+    def _link_words(self, path: str) -> WordCounts:
+        """Use a Parquet file that already holds the shard's words (the pipeline writes one)."""
+        from bpe.dask_count import read_counts
+
+        link = self.directory / "words.parquet"
+        if not link.exists():
+            try:
+                os.symlink(os.path.abspath(path), link)
+            except OSError:
+                pass
+        return read_counts(path)
 
     def _write_words(self, counts: WordCounts) -> None:
         import pyarrow.parquet as pq

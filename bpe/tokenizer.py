@@ -167,33 +167,36 @@ class Tokenizer:
 
     def save(self, directory: str | Path, *, force: bool = False, manifest: dict | None = None) -> Path:
         """Write all formats into `directory` (via a temporary directory renamed into place)."""
+        record = json.loads(json.dumps(manifest or self.manifest))
+        export.atomic_write_dir(Path(directory), lambda tmp: self.write_files(tmp, record), force=force)
+        self.manifest = record
+        return Path(directory)
+
+    def write_files(self, directory: Path, manifest: dict | None = None) -> None:
+        """Write every format into an existing directory; `manifest` (updated with this tokenizer's
+        description and the export time) is written last. Used by `save` and the artifact store."""
         if self._foreign_ids:
             raise ValueError("this tokenizer was loaded from another tool's files; save is for tokenizers trained here")
         export.check_unique(self.vocab)
-        record = json.loads(json.dumps(manifest or self.manifest))
-        record["tokenizer"] = self.describe()
-
-        def write(tmp: Path) -> None:
-            started = time.perf_counter()
-            export.write_merges(tmp / export.MERGES_FILE, self.vocab, self.merges)
-            export.write_vocab(tmp / export.VOCAB_FILE, self.vocab, self.special_tokens)
-            export.write_tokenizer_json(
-                tmp / export.HF_FILE,
-                self.vocab,
-                self.merges,
-                self.special_tokens,
-                self.pretokenizer.name,
-                self.pretokenizer.regex,
-            )
-            export.write_tiktoken(tmp / export.TIKTOKEN_FILE, self.vocab)
-            if "seconds" in record:  # the manifest, written last, records how long the rest took
-                record["seconds"]["export"] = round(time.perf_counter() - started, 3)
-                record["seconds"]["total"] = round(record["seconds"].get("total", 0) + record["seconds"]["export"], 3)
-            (tmp / export.MANIFEST_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-
-        export.atomic_write_dir(Path(directory), write, force=force)
-        self.manifest = record
-        return Path(directory)
+        started = time.perf_counter()
+        export.write_merges(directory / export.MERGES_FILE, self.vocab, self.merges)
+        export.write_vocab(directory / export.VOCAB_FILE, self.vocab, self.special_tokens)
+        export.write_tokenizer_json(
+            directory / export.HF_FILE,
+            self.vocab,
+            self.merges,
+            self.special_tokens,
+            self.pretokenizer.name,
+            self.pretokenizer.regex,
+        )
+        export.write_tiktoken(directory / export.TIKTOKEN_FILE, self.vocab)
+        if manifest is None:
+            return
+        manifest["tokenizer"] = self.describe()
+        if "seconds" in manifest:
+            manifest["seconds"]["export"] = round(time.perf_counter() - started, 3)
+            manifest["seconds"]["total"] = round(manifest["seconds"].get("total", 0) + manifest["seconds"]["export"], 3)
+        write_manifest(directory, manifest)
 
     def describe(self) -> dict:
         return {
@@ -250,6 +253,10 @@ class Tokenizer:
             if token not in made:
                 specials[token.decode("utf-8", errors="replace")] = file_id
         return cls(merge_ids, pattern, specials, ids=ours)
+
+
+def write_manifest(directory: Path, manifest: dict) -> None:
+    (Path(directory) / export.MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
 
 def _bpe(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:

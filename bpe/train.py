@@ -201,6 +201,7 @@ def build_manifest(
             "null_rows": stats.null_rows,
             "pretokens": stats.pretokens,
             "unique_words": unique_words,
+            "held_out_rows": stats.held_out_rows,
             "special_tokens": stats.special_tokens,
         },
         "result": {

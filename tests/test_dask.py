@@ -93,7 +93,8 @@ def test_same_merges_as_the_local_engine(cluster, texts, local_merges, tmp_path,
 
 
 def test_counts_are_summed_on_the_workers_by_stable_hash(cluster, texts, tmp_path):
-    from bpe.dask_engine import _word_buckets, count_on_dask, split_by_bucket
+    from bpe.count import hash_buckets
+    from bpe.dask_count import count_on_dask, split_by_bucket
     from bpe.pretokenize import Pretokenizer
     from bpe.shards import discover
 
@@ -111,8 +112,8 @@ def test_counts_are_summed_on_the_workers_by_stable_hash(cluster, texts, tmp_pat
     mine = split_by_bucket(expected, 3)
     for b in range(3):
         assert buckets[b].to_dict() == mine[b].to_dict()
-    remote = client.submit(_word_buckets, expected.data, expected.offsets, 3).result()
-    assert np.array_equal(remote, _word_buckets(expected.data, expected.offsets, 3))
+    remote = client.submit(hash_buckets, expected.data, expected.offsets, 3).result()
+    assert np.array_equal(remote, hash_buckets(expected.data, expected.offsets, 3))
 
 
 @pytest.mark.parametrize("checkpoint_seconds", [0.0, 0.02])
@@ -185,7 +186,7 @@ def test_cli_against_a_running_scheduler(process_cluster, texts, local_merges, t
 
 
 def test_losing_the_scheduler_stops_with_a_clear_error(process_cluster, texts):
-    from bpe.dask_engine import SchedulerLost
+    from bpe.errors import SchedulerLost
 
     address, scheduler = process_cluster
 

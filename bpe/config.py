@@ -1,0 +1,172 @@
+"""Tokenizer configurations: one YAML file per tokenizer in `conf/`, validated on load.
+
+Every key can be overridden from the environment as BPE_<KEY> (for example BPE_DASK_SCHEDULER or
+BPE_ARTIFACT_ROOT), and by the flow's parameters, which win over both. Errors name the file and
+the key:
+
+    conf/en.yaml: vocab_size: expected an integer >= 256, got 'big'
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import yaml
+
+from bpe.errors import SettingsError
+
+ENV_PREFIX = "BPE_"
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    """Where the data is, what to train, where versions go, and when to retrain."""
+
+    name: str
+    data: list[str]
+    vocab_size: int
+    text_column: str = "text"
+    pattern: str = "cl100k"
+    special_tokens: list[str] = field(default_factory=list)
+    min_frequency: int = 1
+    tie_break: str = "bytes"
+    holdout_fraction: float = 0.01
+    artifact_root: str = "artifacts"
+    cache_dir: str | None = None  # shard counts persist here; default <artifact_root>/.cache
+    dask_scheduler: str | None = None  # tcp://host:8786; none: start a local cluster
+    dask_workers: int | None = None  # size of that local cluster (default: one per core)
+    schedule: str | None = None  # cron of the scheduled deployment; none: no schedule
+    eval_sizes: list[int] = field(default_factory=list)  # vocabulary sizes to report compression at
+    source: str = ""  # the file it came from (set on load)
+
+    def training_settings(self) -> dict:
+        """What decides the merges (a change here means retraining even if the data is the same)."""
+        return {
+            "vocab_size": self.vocab_size,
+            "pattern": self.pattern,
+            "special_tokens": list(self.special_tokens),
+            "min_frequency": self.min_frequency,
+            "tie_break": self.tie_break,
+            "text_column": self.text_column,
+            "holdout_fraction": self.holdout_fraction,
+        }
+
+    @property
+    def counts_cache(self) -> str:
+        return self.cache_dir or os.path.join(self.artifact_root, ".cache")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+_TYPES = {f.name: f.type for f in fields(TokenizerConfig)}
+_REQUIRED = ("name", "data", "vocab_size")
+
+
+def load_config(path: str | Path, overrides: dict | None = None, environ: dict | None = None) -> TokenizerConfig:
+    """Read, override (environment, then `overrides`), and validate one configuration file."""
+    path = Path(path)
+    where = str(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise SettingsError(f"{where}: no such configuration file") from None
+    except yaml.YAMLError as exc:
+        raise SettingsError(f"{where}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(raw, dict):
+        raise SettingsError(f"{where}: expected a mapping of keys to values")
+    unknown = sorted(set(raw) - (set(_TYPES) - {"source"}))
+    if unknown:
+        known = ", ".join(k for k in _TYPES if k != "source")
+        raise SettingsError(f"{where}: unknown key {unknown[0]!r} (known: {known})")
+    values = dict(raw)
+    env = os.environ if environ is None else environ
+    for key in _TYPES:
+        if ENV_PREFIX + key.upper() in env:
+            values[key] = yaml.safe_load(env[ENV_PREFIX + key.upper()])
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            if key not in _TYPES:
+                raise SettingsError(f"{where}: unknown parameter {key!r}")
+            values[key] = value
+    for key in _REQUIRED:
+        if values.get(key) in (None, "", []):
+            raise SettingsError(f"{where}: {key}: required")
+    values["source"] = where
+    return TokenizerConfig(**{k: _check(where, k, v) for k, v in values.items()})
+
+
+def _check(where: str, key: str, value):
+    def fail(expected: str):
+        raise SettingsError(f"{where}: {key}: expected {expected}, got {value!r}")
+
+    if key in ("name",):
+        if not isinstance(value, str) or not value or not all(c.isalnum() or c in "-_." for c in value):
+            fail("a name of letters, digits, '-', '_' or '.'")
+        return value
+    if key == "data":
+        value = [value] if isinstance(value, str) else value
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+            fail("a path, glob or URL, or a list of them")
+        return [str(v) for v in value]
+    if key == "vocab_size":
+        if not isinstance(value, int) or isinstance(value, bool) or value < 256:
+            fail("an integer >= 256")
+        return value
+    if key in ("min_frequency",):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            fail("an integer >= 1")
+        return value
+    if key == "dask_workers":
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            fail("an integer >= 1 or null")
+        return value
+    if key == "holdout_fraction":
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < 0.5:
+            fail("a number in [0, 0.5)")
+        return float(value)
+    if key == "tie_break":
+        if value not in ("bytes", "ids"):
+            fail("bytes or ids")
+        return value
+    if key == "special_tokens":
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            fail("a list of non-empty strings")
+        return list(value)
+    if key == "eval_sizes":
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(isinstance(v, int) and v >= 256 for v in value):
+            fail("a list of integers >= 256")
+        return list(value)
+    if key == "schedule":
+        if value is None:
+            return None
+        if not isinstance(value, str) or len(value.split()) not in (5, 6):
+            fail("a cron expression such as '0 3 * * *', or null")
+        return value
+    if key in ("pattern", "text_column", "artifact_root"):
+        if not isinstance(value, str) or not value:
+            fail("a non-empty string")
+        if key == "pattern":
+            from bpe.pretokenize import resolve_pattern
+
+            try:
+                resolve_pattern(value)
+            except SettingsError as exc:
+                raise SettingsError(f"{where}: pattern: {exc}") from None
+        return value
+    if key in ("cache_dir", "dask_scheduler"):
+        if value is not None and (not isinstance(value, str) or not value):
+            fail("a non-empty string or null")
+        return value
+    return value
+
+
+def find_configs(directory: str | Path = "conf") -> list[TokenizerConfig]:
+    """Every configuration in a directory, validated."""
+    return [load_config(p) for p in sorted(Path(directory).glob("*.yaml"))]

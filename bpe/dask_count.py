@@ -1,0 +1,238 @@
+"""Counting on a Dask cluster: one task per Parquet row group (or whole .txt/.jsonl file), summed
+on the workers by a tree reduction, and split into word shards by a stable hash.
+
+Nothing but small statistics comes back to the client: partial counts move between workers, and
+the pipeline's per-shard counts are written by workers straight to Parquet files.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+from collections.abc import Sequence
+from dataclasses import asdict
+
+import numpy as np
+
+from bpe.count import CountStats, WordCounter, WordCounts, hash_buckets, use_system_allocator
+from bpe.pretokenize import Pretokenizer
+from bpe.shards import InputError, Shard, check_parquet
+
+# ---------------------------------------------------------------------------------------------
+# Tasks that run on workers (plain functions of an importable module, so workers can run them).
+
+
+def count_partition(
+    shard: Shard,
+    row_group: int | None,
+    pretokenizer: Pretokenizer,
+    text_column: str,
+    n_buckets: int,
+    holdout: float = 0.0,
+) -> dict:
+    """Count one partition: {"stats", "buckets" (one WordCounts per word shard), "held_out" rows}."""
+    use_system_allocator()
+    counter = WordCounter(pretokenizer, holdout=holdout)
+    for batch in _partition_batches(shard, row_group, text_column):
+        counter.add_arrow(batch)
+    return {
+        "stats": asdict(counter.stats),
+        "buckets": split_by_bucket(counter.result(), n_buckets),
+        "held_out": counter.held_out,
+    }
+
+
+def _partition_batches(shard: Shard, row_group: int | None, text_column: str):
+    from bpe.shards import read_batches
+
+    if row_group is None:
+        for batch, _ in read_batches(shard, text_column):
+            yield batch
+        return
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with shard.open() as f:
+        try:
+            column = pq.ParquetFile(f).read_row_group(row_group, columns=[text_column]).column(0)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise InputError(f"{shard.path}: row group {row_group} unreadable ({exc})") from None
+        for chunk in column.chunks:
+            try:
+                chunk.validate(full=True)
+            except pa.ArrowInvalid as exc:
+                raise InputError(f"{shard.path}: row group {row_group}: {exc}") from None
+            yield chunk.cast(pa.large_string())
+
+
+def combine_counts(*parts: WordCounts) -> WordCounts:
+    return WordCounts.combine(parts)
+
+
+def fingerprint_shard(shard: Shard) -> dict:
+    return shard.fingerprint()
+
+
+def split_by_bucket(counts: WordCounts, n_buckets: int) -> list[WordCounts]:
+    """Words go to bucket stable_hash(word) % n (FNV-1a over the bytes, the same in every process)."""
+    if n_buckets == 1:
+        return [counts]
+    buckets = hash_buckets(counts.data, counts.offsets, n_buckets)
+    parts = []
+    for b in range(n_buckets):
+        keep = np.flatnonzero(buckets == b)
+        lengths = np.diff(counts.offsets)[keep]
+        offsets = np.zeros(len(keep) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        index = np.repeat(counts.offsets[keep], lengths) + (np.arange(offsets[-1]) - np.repeat(offsets[:-1], lengths))
+        parts.append(WordCounts(counts.data[index], offsets, counts.counts[keep]))
+    return parts
+
+
+def write_counts(counts: WordCounts, path: str) -> str:
+    """Write counts as Parquet (to a temporary name, then renamed into place); returns the path."""
+    import pyarrow.parquet as pq
+
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    pq.write_table(counts.to_arrow(), tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def read_counts(path: str) -> WordCounts:
+    import pyarrow.parquet as pq
+
+    if not os.path.exists(path):
+        raise InputError(f"{path}: counts file is gone (was the cache directory cleaned?)")
+    return WordCounts.from_arrow(pq.read_table(path))
+
+
+def read_split(path: str, n_buckets: int) -> list[WordCounts]:
+    return split_by_bucket(read_counts(path), n_buckets)
+
+
+def _item(result, *keys):
+    for key in keys:
+        result = result[key]
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# The client side.
+
+
+def partitions(shards: Sequence[Shard], text_column: str) -> list[tuple[Shard, int | None, int]]:
+    """(shard, row group or None for a whole file, weight in bytes), largest first."""
+    import pyarrow.parquet as pq
+
+    parts = []
+    for shard in shards:
+        if shard.kind == "parquet":
+            check_parquet(shard, text_column)
+            with shard.open() as f:
+                meta = pq.ParquetFile(f).metadata
+            for rg in range(meta.num_row_groups):
+                parts.append((shard, rg, max(meta.row_group(rg).total_byte_size, 1)))
+        else:
+            parts.append((shard, None, max(shard.size, 1)))
+    parts.sort(key=lambda p: -p[2])  # largest first balances the workers' load
+    return parts
+
+
+def submit_counts(client, shards, pretokenizer, text_column, n_buckets, holdout, progress=None):
+    """Count every partition of `shards` on the workers; wait for all (failing fast on bad input).
+    Returns the partition futures and the summed statistics."""
+    from distributed import as_completed
+
+    parts = partitions(shards, text_column)
+    total = sum(p[2] for p in parts)
+    tasks = [
+        client.submit(count_partition, shard, rg, pretokenizer, text_column, n_buckets, holdout, pure=False)
+        for shard, rg, _ in parts
+    ]
+    weight = {t.key: p[2] for t, p in zip(tasks, parts)}
+    done = 0
+    for future in as_completed(tasks):
+        if future.status == "error":
+            for t in tasks:
+                t.cancel()
+            raise future.exception()
+        done += weight[future.key]
+        if progress is not None:
+            progress("count", done, total)
+    stats = CountStats()
+    for part in client.gather([client.submit(_item, t, "stats") for t in tasks]):
+        stats.add(CountStats(**part))
+    return tasks, stats
+
+
+def count_on_dask(client, inputs: dict, pretokenizer: Pretokenizer, text_column: str, n_buckets: int, progress):
+    """Count on the workers; returns (futures of the summed counts per bucket, stats, fingerprints)."""
+    if "texts" in inputs:  # in-memory texts: count here, then place the buckets on the workers
+        counter = WordCounter(pretokenizer)
+        counter.add_texts(list(inputs["texts"]))
+        buckets = split_by_bucket(counter.result(), n_buckets)
+        return client.scatter(buckets), counter.stats, None
+    fingerprints = [client.submit(fingerprint_shard, shard, pure=False) for shard in inputs["shards"]]
+    tasks, stats = submit_counts(client, inputs["shards"], pretokenizer, text_column, n_buckets, 0.0, progress)
+    per_bucket = [[client.submit(_item, t, "buckets", b) for t in tasks] for b in range(n_buckets)]
+    del tasks
+    reduced = [tree_reduce(client, futures) for futures in per_bucket]
+    return reduced, stats, client.gather(fingerprints)
+
+
+def tree_reduce(client, futures: list, fan_in: int = 4):
+    """Sum counts on the workers, a few at a time, never gathering partials here."""
+    level = list(futures)
+    while len(level) > 1:
+        groups = [level[i : i + fan_in] for i in range(0, len(level), fan_in)]
+        level = [client.submit(combine_counts, *group, pure=False) for group in groups]
+    return level[0]
+
+
+def count_shard_to_files(
+    client,
+    shard: Shard,
+    pretokenizer: Pretokenizer,
+    text_column: str,
+    holdout: float,
+    counts_path: str,
+    held_out_path: str,
+) -> dict:
+    """Count one shard on the workers and have a worker write its counts (and its held-out rows)
+    to Parquet; returns the statistics."""
+    tasks, stats = submit_counts(client, [shard], pretokenizer, text_column, 1, holdout)
+    total = tree_reduce(client, [client.submit(_item, t, "buckets", 0) for t in tasks])
+    written = client.submit(write_counts, total, counts_path, pure=False)
+    held = client.submit(_write_held_out, [client.submit(_item, t, "held_out") for t in tasks], held_out_path)
+    written.result()
+    held.result()
+    return asdict(stats)
+
+
+def _write_held_out(parts: list[list[str]], path: str) -> str:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [text for part in parts for text in part]
+    tmp = f"{path}.tmp-{os.getpid()}"
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    pq.write_table(pa.table({"text": pa.array(rows, pa.string())}), tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def bucket_files(client, counts_paths: Sequence[str], n_buckets: int, directory: str) -> list[str]:
+    """Sum per-shard counts files into `n_buckets` word shards by stable hash, on the workers, and
+    write each shard to `directory`/bucket-NNNN.parquet; returns their paths."""
+    split = [client.submit(read_split, p, n_buckets, pure=False) for p in counts_paths]
+    paths = []
+    writes = []
+    for b in range(n_buckets):
+        total = tree_reduce(client, [client.submit(operator.itemgetter(b), s) for s in split])
+        path = os.path.join(directory, f"bucket-{b:04d}.parquet")
+        writes.append(client.submit(write_counts, total, path, pure=False))
+        paths.append(path)
+    client.gather(writes)
+    return paths

@@ -1,0 +1,191 @@
+"""Starting and stopping the pipeline's services as local processes on 127.0.0.1: the Prefect
+server, Prefect workers, the Dask scheduler and Dask workers.
+
+Each start function returns a `Service` (name, process, URL) once the service answers; `stop`
+ends it by PID, gently first. Workers must stop before the server or scheduler they talk to.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+
+@dataclass
+class Service:
+    name: str
+    process: subprocess.Popen
+    url: str
+    log: Path | None = None
+    env: dict = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        return s.connect_ex((host, port)) == 0
+
+
+def _command(tool: str) -> str:
+    path = BIN / tool
+    return str(path) if path.exists() else tool
+
+
+def _spawn(name: str, args: list[str], env: dict, log: Path | None) -> subprocess.Popen:
+    out = open(log, "ab") if log else subprocess.DEVNULL
+    try:
+        return subprocess.Popen(
+            args, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+    finally:
+        if log:
+            out.close()
+
+
+def _wait(check, service: str, process: subprocess.Popen, timeout: float, log: Path | None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            tail = log.read_text(errors="replace")[-1500:] if log and log.exists() else ""
+            raise RuntimeError(f"{service} exited with code {process.returncode} while starting\n{tail}")
+        if check():
+            return
+        time.sleep(0.2)
+    stop(process)
+    raise TimeoutError(f"{service} did not answer within {timeout:.0f} s")
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
+def prefect_env(api_url: str, home: Path) -> dict:
+    """The settings a process needs to talk to our server quietly and quickly."""
+    return {
+        "PREFECT_API_URL": api_url,
+        "PREFECT_HOME": str(home),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_WORKER_QUERY_SECONDS": os.environ.get("PREFECT_WORKER_QUERY_SECONDS", "2"),
+    }
+
+
+def start_prefect_server(home: Path, port: int, database_url: str | None = None, log: Path | None = None,
+                         ui: bool = True, timeout: float = 60) -> Service:  # fmt: skip
+    """`prefect server start` on 127.0.0.1:port with its own PREFECT_HOME (SQLite there, or
+    `database_url`, e.g. PostgreSQL)."""
+    if port_in_use(port):
+        raise OSError(f"port {port} on 127.0.0.1 is in use (Prefect server); choose another")
+    home.mkdir(parents=True, exist_ok=True)
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        "PREFECT_HOME": str(home),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_SERVER_UI_ENABLED": "true" if ui else "false",
+        "PREFECT_API_URL": f"{url}/api",
+    }
+    if database_url:
+        env["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = database_url
+    args = [_command("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    process = _spawn("prefect server", args, env, log)
+    _wait(lambda: _http_ok(f"{url}/api/health"), "prefect server", process, timeout, log)
+    return Service("prefect-server", process, url, log, env)
+
+
+def start_prefect_worker(api_url: str, home: Path, pool: str, log: Path | None = None, env: dict | None = None,
+                         timeout: float = 60) -> Service:  # fmt: skip
+    """`prefect worker start` on a process work pool; it runs flow runs as subprocesses."""
+    worker_env = {**prefect_env(api_url, home), **(env or {})}
+    args = [_command("prefect"), "worker", "start", "--pool", pool, "--type", "process"]
+    process = _spawn("prefect worker", args, worker_env, log)
+    _wait(lambda: _worker_online(log), "prefect worker", process, timeout, log)
+    return Service(f"prefect-worker ({pool})", process, api_url, log, worker_env)
+
+
+def _worker_online(log: Path | None) -> bool:
+    return log is None or (log.exists() and b"started!" in log.read_bytes())
+
+
+def start_dask_scheduler(port: int, dashboard_port: int | None = None, log: Path | None = None,
+                         timeout: float = 60) -> Service:  # fmt: skip
+    if port_in_use(port):
+        raise OSError(f"port {port} on 127.0.0.1 is in use (Dask scheduler); choose another")
+    dashboard = f"127.0.0.1:{dashboard_port}" if dashboard_port else ":0"
+    args = [_command("dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+            "--dashboard-address", dashboard, "--no-show"]  # fmt: skip
+    process = _spawn("dask scheduler", args, {}, log)
+    _wait(lambda: port_in_use(port), "dask scheduler", process, timeout, log)
+    return Service("dask-scheduler", process, f"tcp://127.0.0.1:{port}", log)
+
+
+def start_dask_worker(scheduler: str, log: Path | None = None, nthreads: int = 1, timeout: float = 60) -> Service:
+    args = [_command("dask"), "worker", scheduler, "--nthreads", str(nthreads), "--host", "127.0.0.1"]
+    process = _spawn("dask worker", args, {}, log)
+    _wait(lambda: _dask_worker_online(log), "dask worker", process, timeout, log)
+    return Service("dask-worker", process, scheduler, log)
+
+
+def _dask_worker_online(log: Path | None) -> bool:
+    return log is None or (log.exists() and b"Registered to:" in log.read_bytes())
+
+
+def stop(process: subprocess.Popen | int, timeout: float = 10) -> None:
+    """SIGINT (what Prefect and Dask shut down cleanly on), then SIGTERM, then SIGKILL, to the
+    process group the service was started in."""
+    pid = process if isinstance(process, int) else process.pid
+    for sig, wait in ((signal.SIGINT, timeout), (signal.SIGTERM, timeout / 2), (signal.SIGKILL, timeout / 2)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            break
+        except PermissionError:
+            os.kill(pid, sig)
+        if _wait_gone(process, pid, wait):
+            break
+
+
+def _wait_gone(process, pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if isinstance(process, subprocess.Popen):
+            if process.poll() is not None:
+                return True
+        else:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            if _is_zombie(pid):
+                return True
+        time.sleep(0.1)
+    return False
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True

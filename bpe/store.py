@@ -1,0 +1,198 @@
+"""The versioned artifact store: `<root>/<name>/v0001/`, `v0002/`, ... and `<root>/<name>/latest`.
+
+A version is staged in a local temporary directory and moved into place whole: on a local
+filesystem by one rename; elsewhere (any fsspec URL) by an upload followed by a `COMPLETE` marker,
+which readers require. Version numbers are reserved with an exclusive-create lock file, so two
+concurrent runs never get the same one, and `latest` is moved last, and only forward.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+VERSION = re.compile(r"^v(\d{4,})$")
+COMPLETE = "COMPLETE"
+
+
+@dataclass
+class Staged:
+    """A version being written: fill `directory`, then `VersionStore.commit` it (or `abort`)."""
+
+    version: str
+    directory: Path
+
+
+class VersionStore:
+    """Versions of one tokenizer under `root` (a local path or an fsspec URL)."""
+
+    def __init__(self, root: str, name: str) -> None:
+        import fsspec
+
+        self.url = f"{str(root).rstrip('/')}/{name}"
+        self.fs, self.base = fsspec.core.url_to_fs(self.url)
+        self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
+        self.name = name
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def versions(self) -> list[str]:
+        """Complete versions, oldest first."""
+        if not self.fs.exists(self.base):
+            return []
+        found = []
+        for entry in self.fs.ls(self.base, detail=False):
+            name = entry.rstrip("/").rsplit("/", 1)[-1]
+            if VERSION.match(name) and self.fs.exists(f"{self.base}/{name}/{COMPLETE}"):
+                found.append(name)
+        return sorted(found, key=lambda v: int(v[1:]))
+
+    def latest(self) -> str | None:
+        """The version `latest` names (falling back to the newest complete one)."""
+        pointed = self._pointer()
+        if pointed:
+            return pointed
+        versions = self.versions()
+        return versions[-1] if versions else None
+
+    def _pointer(self) -> str | None:
+        pointer = f"{self.base}/latest"
+        if self.local and os.path.islink(pointer):
+            return os.path.basename(os.readlink(pointer))
+        if self.fs.exists(pointer) and self.fs.isfile(pointer):
+            return self.fs.cat_file(pointer).decode().strip() or None
+        return None
+
+    def path(self, version: str) -> str:
+        return f"{self.base}/{version}"
+
+    def manifest(self, version: str) -> dict:
+        return json.loads(self.fs.cat_file(f"{self.base}/{version}/manifest.json"))
+
+    def local_copy(self, version: str) -> Path:
+        """A local directory holding the version (the directory itself on a local filesystem)."""
+        if self.local:
+            return Path(self.path(version))
+        target = Path(tempfile.mkdtemp(prefix=f"bpe-{self.name}-{version}-"))
+        self.fs.get(self.path(version) + "/", str(target), recursive=True)
+        return target
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def stage(self) -> Staged:
+        """Reserve the next version number and a local directory to write it in."""
+        self.fs.makedirs(self.base, exist_ok=True)
+        while True:
+            taken = [int(v[1:]) for v in self._names() if VERSION.match(v)]
+            taken += [int(m.group(1)) for v in self._names() if (m := re.match(r"^\.v(\d+)\.lock$", v))]
+            number = max(taken, default=0) + 1
+            version = f"v{number:04d}"
+            try:
+                with self.fs.open(f"{self.base}/.{version}.lock", "xb") as f:
+                    f.write(f"{os.getpid()} {time.time()}\n".encode())
+            except FileExistsError:
+                continue  # another run took this number first
+            if self.local:
+                directory = Path(self.base) / f".{version}.tmp-{uuid.uuid4().hex[:8]}"
+                directory.mkdir()
+            else:
+                directory = Path(tempfile.mkdtemp(prefix=f"bpe-{self.name}-{version}-"))
+            return Staged(version, directory)
+
+    def commit(self, staged: Staged) -> str:
+        """Move the staged version into place, then move `latest` to it if it is the newest."""
+        (staged.directory / COMPLETE).write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
+        final = self.path(staged.version)
+        if self.local:
+            os.chmod(staged.directory, 0o755)
+            os.rename(staged.directory, final)
+        else:
+            marker = staged.directory / COMPLETE
+            files = [p for p in staged.directory.iterdir() if p != marker]
+            for p in files:
+                self.fs.put_file(str(p), f"{final}/{p.name}")
+            self.fs.put_file(str(marker), f"{final}/{COMPLETE}")
+            shutil.rmtree(staged.directory, ignore_errors=True)
+        self._advance_latest(staged.version)
+        self.fs.rm(f"{self.base}/.{staged.version}.lock")
+        return final
+
+    def abort(self, staged: Staged) -> None:
+        """Forget a staged version: nothing of it stays, and `latest` does not move."""
+        shutil.rmtree(staged.directory, ignore_errors=True)
+        try:
+            self.fs.rm(f"{self.base}/.{staged.version}.lock")
+        except FileNotFoundError:
+            pass
+
+    def _names(self) -> list[str]:
+        return [e.rstrip("/").rsplit("/", 1)[-1] for e in self.fs.ls(self.base, detail=False)]
+
+    def _advance_latest(self, version: str) -> None:
+        with self._lock(".latest.lock"):
+            current = self._pointer()
+            if current and VERSION.match(current) and int(current[1:]) >= int(version[1:]):
+                return
+            pointer = f"{self.base}/latest"
+            if self.local:
+                tmp = f"{pointer}.tmp-{uuid.uuid4().hex[:8]}"
+                os.symlink(version, tmp)
+                os.replace(tmp, pointer)
+            else:
+                self.fs.pipe_file(pointer, f"{version}\n".encode())
+
+    @contextmanager
+    def _lock(self, name: str, stale_after: float = 60.0):
+        path = f"{self.base}/{name}"
+        deadline = time.monotonic() + 2 * stale_after
+        while True:
+            try:
+                with self.fs.open(path, "xb") as f:
+                    f.write(str(time.time()).encode())
+                break
+            except FileExistsError:
+                try:
+                    if time.time() - float(self.fs.cat_file(path).decode() or 0) > stale_after:
+                        self.fs.rm(path)  # left by a run that died holding it
+                        continue
+                except (FileNotFoundError, ValueError):
+                    continue
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{path}: lock held too long") from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            self.fs.rm(path)
+
+
+def describe_versions(store: VersionStore) -> list[dict]:
+    """One row per version for `bpe versions`: date, vocabulary, data, compression."""
+    latest = store.latest()
+    rows = []
+    for version in store.versions():
+        try:
+            m = store.manifest(version)
+        except (FileNotFoundError, json.JSONDecodeError):
+            continue
+        evaluation = m.get("evaluation") or {}
+        rows.append(
+            {
+                "version": version,
+                "latest": version == latest,
+                "created": m.get("created", ""),
+                "vocab_size": m.get("result", {}).get("vocab_size"),
+                "shards": len(m.get("data", {}).get("shards") or []),
+                "data_bytes": m.get("counts", {}).get("bytes"),
+                "bytes_per_token": evaluation.get("bytes_per_token"),
+            }
+        )
+    return rows

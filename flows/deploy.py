@@ -1,0 +1,78 @@
+"""Register the `train-bpe` deployments on a Prefect server: one per configuration in `conf/`, on a
+process work pool, each with the cron schedule its configuration gives.
+
+    python -m flows.deploy            # or: bpe deploy
+    prefect worker start --pool bpe   # runs the flow runs (as the docker-compose prefect-worker does)
+    prefect deployment run 'train-bpe/demo' --param vocab_size=8192
+
+Deployments are declared here in Python rather than in a static prefect.yaml because their
+schedules and parameters come from conf/*.yaml, the single place a tokenizer is described; they
+target a process work pool rather than `flow.serve` so that the same topology runs everywhere: a
+server, any number of workers, and a Dask cluster the flow runs point at.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+POOL = "bpe"
+
+
+def ensure_pool(name: str = POOL) -> None:
+    """Create the process work pool unless it exists."""
+    from prefect import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.exceptions import ObjectAlreadyExists
+
+    with get_client(sync_client=True) as client:
+        try:
+            client.create_work_pool(WorkPoolCreate(name=name, type="process"))
+        except ObjectAlreadyExists:
+            pass
+
+
+def deploy_all(conf_dir: Path = REPO / "conf", pool: str = POOL, source: Path = REPO) -> list[str]:
+    """Register a deployment per configuration file; returns their names (train-bpe/<name>)."""
+    from bpe.config import load_config
+    from flows.train_bpe import train_bpe
+
+    ensure_pool(pool)
+    names = []
+    for path in sorted(Path(conf_dir).glob("*.yaml")):
+        cfg = load_config(path)
+        flow = train_bpe.from_source(source=str(source), entrypoint="flows/train_bpe.py:train_bpe")
+        flow.deploy(
+            name=cfg.name,
+            work_pool_name=pool,
+            cron=cfg.schedule,
+            parameters={"config": _relative_to(path, source)},
+            description=f"Train the {cfg.name} tokenizer from {path.name}; retrains on its schedule when data changed.",
+            tags=["bpe", cfg.name],
+            build=False,
+            push=False,
+            print_next_steps=False,
+        )
+        names.append(f"train-bpe/{cfg.name}")
+    return names
+
+
+def _relative_to(path: Path, source: Path) -> str:
+    """The config's path as the flow run sees it: relative to the source directory when inside it."""
+    path, source = Path(path).resolve(), Path(source).resolve()
+    return str(path.relative_to(source)) if path.is_relative_to(source) else str(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conf", type=Path, default=REPO / "conf", help="directory of tokenizer configurations")
+    parser.add_argument("--pool", default=POOL, help="process work pool (created if missing)")
+    args = parser.parse_args(argv)
+    for name in deploy_all(args.conf, args.pool):
+        print(f"deployed {name} on work pool {args.pool}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

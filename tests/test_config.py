@@ -1,0 +1,68 @@
+"""Configurations: the files in conf/ load; bad values are refused with the file and the key named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bpe.config import find_configs, load_config
+from bpe.errors import SettingsError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_every_configuration_in_the_repository_loads():
+    configs = find_configs(REPO / "conf")
+    assert {c.name for c in configs} >= {"demo", "en"}
+    for c in configs:
+        assert c.vocab_size >= 256 and c.schedule and c.data
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "tok.yaml"
+    path.write_text(text)
+    return path
+
+
+BASE = "name: tok\ndata: data/\nvocab_size: 1000\n"
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ("vocab_size: big\n", "vocab_size: expected an integer >= 256, got 'big'"),
+        ("holdout_fraction: 0.7\n", "holdout_fraction: expected a number in [0, 0.5)"),
+        ("pattern: '(unclosed'\n", "pattern:"),
+        ("special_tokens: [1, 2]\n", "special_tokens: expected a list of non-empty strings"),
+        ("schedule: every day\n", "schedule: expected a cron expression"),
+        ("tie_break: random\n", "tie_break: expected bytes or ids"),
+        ("vocab: 5\n", "unknown key 'vocab'"),
+        ("name: 'a b'\n", "name: expected a name of letters"),
+    ],
+)
+def test_bad_values_name_the_file_and_the_key(tmp_path, extra, message):
+    path = write(tmp_path, BASE + extra)
+    with pytest.raises(SettingsError) as raised:
+        load_config(path)
+    assert str(raised.value).startswith(f"{path}: ") and message in str(raised.value)
+
+
+def test_missing_required_key_and_missing_file(tmp_path):
+    with pytest.raises(SettingsError, match="vocab_size: required"):
+        load_config(write(tmp_path, "name: tok\ndata: x\n"))
+    with pytest.raises(SettingsError, match="no such configuration file"):
+        load_config(tmp_path / "absent.yaml")
+    with pytest.raises(SettingsError, match="not valid YAML"):
+        load_config(write(tmp_path, "name: [unclosed\n"))
+
+
+def test_environment_then_parameters_override(tmp_path):
+    path = write(tmp_path, BASE + "dask_scheduler: null\n")
+    env = {"BPE_DASK_SCHEDULER": "tcp://10.0.0.1:8786", "BPE_VOCAB_SIZE": "2000"}
+    cfg = load_config(path, environ=env)
+    assert cfg.dask_scheduler == "tcp://10.0.0.1:8786" and cfg.vocab_size == 2000
+    cfg = load_config(path, overrides={"vocab_size": 3000, "pattern": None}, environ=env)
+    assert cfg.vocab_size == 3000 and cfg.pattern == "cl100k"
+    with pytest.raises(SettingsError, match="BPE_|vocab_size"):
+        load_config(path, environ={"BPE_VOCAB_SIZE": "12"})

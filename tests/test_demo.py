@@ -1,0 +1,35 @@
+"""The README's first command: `bpe demo` runs the train-bpe flow with no server started by hand
+(Prefect's ephemeral mode, a local Dask cluster) and says where the new version is."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bpe import Tokenizer
+from bpe.store import VersionStore
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_demo_runs_the_flow_in_ephemeral_mode(tmp_path):
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")},
+        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    }
+    bpe = Path(sys.executable).parent / "bpe"
+    done = subprocess.run(
+        [str(bpe), "demo", "--data", str(tmp_path / "demo-data"), "--artifacts", str(tmp_path / "artifacts"),
+         "--vocab-size", "1024"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    location = tmp_path / "artifacts" / "demo" / "v0001"
+    assert f"demo v0001 written to {location}:" in done.stdout and "bytes per token on held-out text" in done.stdout
+    assert VersionStore(str(tmp_path / "artifacts"), "demo").latest() == "v0001"
+    tok = Tokenizer.load(location)
+    assert tok.vocab_size == 1024 and "<|endoftext|>" in tok.special_tokens
+    assert (location / "compression.png").exists()

@@ -1,0 +1,216 @@
+"""The train-bpe pipeline against real services: a Prefect server, a process worker, and a Dask
+scheduler with two workers, all started here on 127.0.0.1 and stopped at the end (workers first).
+
+The tests run in order, as a team would: first run, no new data, a new shard, a parameter
+override, a broken shard.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from bpe.demo import stdlib_paragraphs
+from bpe.services import (
+    free_port,
+    prefect_env,
+    start_dask_scheduler,
+    start_dask_worker,
+    start_prefect_server,
+    start_prefect_worker,
+    stop,
+)
+from bpe.store import VersionStore
+from bpe.tokenizer import Tokenizer
+
+REPO = Path(__file__).resolve().parent.parent
+POOL = "bpe-test"
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pipeline")
+    logs = root / "logs"
+    logs.mkdir()
+    started = []
+    try:
+        server = start_prefect_server(root / "prefect-home", free_port(), log=logs / "server.log", ui=False)
+        started.append(server)
+        scheduler = start_dask_scheduler(free_port(), log=logs / "dask-scheduler.log")
+        started.append(scheduler)
+        for i in range(2):
+            started.append(start_dask_worker(scheduler.url, log=logs / f"dask-worker-{i}.log"))
+        api = f"{server.url}/api"
+        env = {**prefect_env(api, root / "prefect-home"), "PREFECT_WORKER_QUERY_SECONDS": "1"}
+        started.append(start_prefect_worker(api, root / "prefect-home", POOL, log=logs / "worker.log", env=env))
+        yield {"root": root, "env": env, "scheduler": scheduler.url, "logs": logs}
+    finally:
+        for service in reversed(started):  # the Prefect worker, Dask workers, then scheduler and server
+            stop(service.process)
+
+
+@pytest.fixture(scope="module")
+def tokenizer_config(services) -> dict:
+    """A configuration whose data is three Parquet shards, deployed on the server."""
+    root = services["root"]
+    paragraphs = stdlib_paragraphs()
+    data = root / "shards"
+    for i in range(3):
+        write_shard(data / f"part-{i:05d}.parquet", paragraphs[i * 900 : (i + 1) * 900])
+    cfg = {
+        "name": "tiny",
+        "data": str(data),
+        "vocab_size": 600,
+        "pattern": "cl100k",
+        "special_tokens": ["<|endoftext|>"],
+        "holdout_fraction": 0.05,
+        "artifact_root": str(root / "artifacts"),
+        "dask_scheduler": services["scheduler"],
+        "schedule": "17 4 * * *",
+    }
+    conf = root / "conf"
+    conf.mkdir()
+    (conf / "tiny.yaml").write_text(yaml.safe_dump(cfg))
+    deployed = subprocess.run(
+        [str(Path(os.sys.executable).parent / "bpe"), "deploy", "--conf", str(conf), "--pool", POOL],
+        env={**os.environ, **services["env"]}, capture_output=True, text=True, cwd=REPO, timeout=120,
+    )  # fmt: skip
+    assert deployed.returncode == 0, deployed.stderr[-3000:]
+    assert "deployed train-bpe/tiny" in deployed.stdout
+    return {**cfg, "paragraphs": paragraphs, "data_dir": data}
+
+
+def write_shard(path: Path, rows: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"text": pa.array(rows, pa.string())}), path)
+
+
+def run_deployment(services, *args: str, timeout: float = 240) -> dict:
+    """`prefect deployment run 'train-bpe/tiny' ...`, then wait for the run to end; returns its state,
+    logs and artifacts."""
+    done = subprocess.run(
+        ["prefect", "deployment", "run", "train-bpe/tiny", *args],
+        env={**os.environ, **services["env"]}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_id = uuid.UUID(re.search(r"UUID: ([0-9a-f-]{36})", done.stdout).group(1))
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, LogFilter, LogFilterFlowRunId
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: services["env"]["PREFECT_API_URL"]}):
+        with get_client(sync_client=True) as client:
+            deadline = time.monotonic() + timeout
+            while True:
+                run = client.read_flow_run(run_id)
+                if run.state and run.state.is_final():
+                    break
+                assert time.monotonic() < deadline, f"flow run {run_id} still {run.state.name if run.state else None}"
+                time.sleep(0.5)
+            log_filter = LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id]))
+            while True:  # log lines arrive in batches, the last ones when the run's process exits
+                logs = client.read_logs(log_filter=log_filter)
+                if any(log.message.startswith("Finished in state") and log.task_run_id is None for log in logs):
+                    break
+                assert time.monotonic() < deadline + 30, "the run's last log lines never arrived"
+                time.sleep(0.5)
+            artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["bpe-tiny"])))
+            deployment = client.read_deployment_by_name("train-bpe/tiny")
+    return {
+        "id": str(run_id),
+        "state": run.state.type.value,
+        "message": run.state.message or "",
+        "logs": "\n".join(log.message for log in logs),
+        "artifacts": artifacts,
+        "deployment": deployment,
+    }
+
+
+def store(cfg) -> VersionStore:
+    return VersionStore(cfg["artifact_root"], cfg["name"])
+
+
+def test_first_run_publishes_v0001(services, tokenizer_config):
+    cfg = tokenizer_config
+    result = run_deployment(services)
+    assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]
+    assert [s.schedule.cron for s in result["deployment"].schedules] == [cfg["schedule"]]
+    versions = store(cfg)
+    assert versions.versions() == ["v0001"] and versions.latest() == "v0001"
+    version = Path(versions.path("v0001"))
+    assert {p.name for p in version.iterdir()} >= {
+        "merges.txt", "vocab.json", "tokenizer.json", "tokenizer.tiktoken", "manifest.json", "compression.png"
+    }  # fmt: skip
+    manifest = json.loads((version / "manifest.json").read_text())
+    assert manifest["prefect"]["flow_run_id"] == result["id"]
+    assert manifest["config"]["vocab_size"] == 600 and manifest["engine"]["engine"] == "dask"
+    assert manifest["engine"]["scheduler"] == services["scheduler"] and manifest["engine"]["workers"] == 2
+    assert sorted(s["path"] for s in manifest["data"]["shards"]) == sorted(
+        str(p) for p in cfg["data_dir"].glob("*.parquet")
+    )
+    assert manifest["data"]["counted_shards"] == 3 and manifest["data"]["cached_shards"] == 0
+    assert manifest["counts"]["held_out_rows"] > 0 and manifest["evaluation"]["bytes_per_token"] > 1.5
+    assert manifest["evaluation"]["previous_version"] is None
+    assert {"numpy", "prefect", "dask"} <= set(manifest["versions"])
+    tok = Tokenizer.load(version)
+    assert tok.vocab_size == 600 and tok.decode(tok.encode("Return the value.")) == "Return the value."
+    [artifact] = [a for a in result["artifacts"] if a.type == "markdown"]
+    assert "# tiny v0001" in artifact.data and "bytes per token" in artifact.data
+    assert "count" in result["logs"] and "merge" in result["logs"]
+
+
+def test_no_new_data_skips_training(services, tokenizer_config):
+    result = run_deployment(services)
+    assert result["state"] == "COMPLETED", result["message"]
+    assert "no new data since v0001" in result["logs"]
+    assert store(tokenizer_config).versions() == ["v0001"]
+
+
+def test_a_new_shard_is_the_only_one_counted(services, tokenizer_config):
+    cfg = tokenizer_config
+    write_shard(cfg["data_dir"] / "part-00003.parquet", cfg["paragraphs"][2700:3600])
+    result = run_deployment(services)
+    assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]
+    versions = store(cfg)
+    assert versions.versions() == ["v0001", "v0002"] and versions.latest() == "v0002"
+    manifest = versions.manifest("v0002")
+    assert manifest["data"]["counted_shards"] == 1 and manifest["data"]["cached_shards"] == 3
+    assert len(manifest["data"]["shards"]) == 4
+    assert manifest["evaluation"]["previous_version"] == "v0001"
+    assert manifest["evaluation"]["previous_bytes_per_token"] > 0
+    markdown = [a for a in result["artifacts"] if a.type == "markdown"]
+    assert len(markdown) == 2  # the artifact history keeps both versions
+    assert "counted 1 shard(s), 3 unchanged shard(s) from the cache" in result["logs"]
+
+
+def test_parameters_override_the_configuration(services, tokenizer_config):
+    result = run_deployment(services, "--param", "vocab_size=700")
+    assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]
+    manifest = store(tokenizer_config).manifest("v0003")
+    assert manifest["result"]["vocab_size"] == 700
+    assert manifest["data"]["counted_shards"] == 0  # same data, same pre-tokenization: all cached
+
+
+def test_a_broken_shard_fails_the_run_and_moves_nothing(services, tokenizer_config):
+    cfg = tokenizer_config
+    broken = cfg["data_dir"] / "part-00004.parquet"
+    pq.write_table(pa.table({"body": ["no text column here"]}), broken)
+    try:
+        result = run_deployment(services)
+    finally:
+        broken.unlink()
+    assert result["state"] == "FAILED"
+    assert "part-00004.parquet: no column 'text'" in result["message"] + result["logs"]
+    versions = store(cfg)
+    assert versions.versions() == ["v0001", "v0002", "v0003"] and versions.latest() == "v0003"
+    assert not [p for p in Path(versions.base).iterdir() if p.name.startswith(".v")]

@@ -1,0 +1,90 @@
+"""The versioned artifact store: numbered versions, moved into place whole, `latest` moved last."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+
+import pytest
+
+from bpe.store import COMPLETE, VersionStore, describe_versions
+
+
+def publish(root: str, name: str = "tok", payload: str = "x") -> str:
+    store = VersionStore(root, name)
+    staged = store.stage()
+    (staged.directory / "manifest.json").write_text(json.dumps({"payload": payload, "created": "now"}))
+    store.commit(staged)
+    return staged.version
+
+
+def test_versions_are_numbered_and_latest_follows(tmp_path):
+    root = str(tmp_path)
+    assert publish(root) == "v0001"
+    assert publish(root) == "v0002"
+    store = VersionStore(root, "tok")
+    assert store.versions() == ["v0001", "v0002"] and store.latest() == "v0002"
+    assert os.readlink(tmp_path / "tok" / "latest") == "v0002"
+    assert (tmp_path / "tok" / "latest" / COMPLETE).exists()
+    assert [r["version"] for r in describe_versions(store)] == ["v0001", "v0002"]
+
+
+def test_an_aborted_version_leaves_nothing_and_latest_stays(tmp_path):
+    root = str(tmp_path)
+    publish(root)
+    store = VersionStore(root, "tok")
+    staged = store.stage()
+    (staged.directory / "merges.txt").write_text("half")
+    store.abort(staged)
+    assert sorted(p.name for p in (tmp_path / "tok").iterdir()) == ["latest", "v0001"]
+    assert store.latest() == "v0001"
+    assert publish(root) == "v0002"
+
+
+def test_latest_never_moves_back(tmp_path):
+    store = VersionStore(str(tmp_path), "tok")
+    first, second = store.stage(), store.stage()
+    assert (first.version, second.version) == ("v0001", "v0002")
+    for staged in (second, first):  # the later number finishes first
+        (staged.directory / "manifest.json").write_text("{}")
+        store.commit(staged)
+    assert store.latest() == "v0002" and store.versions() == ["v0001", "v0002"]
+
+
+def _stage_and_commit(root: str, queue) -> None:
+    queue.put(publish(root, payload=str(os.getpid())))
+
+
+def test_concurrent_runs_never_collide(tmp_path):
+    queue = multiprocessing.get_context("spawn").Queue()
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_stage_and_commit, args=(str(tmp_path), queue)) for _ in range(6)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    got = sorted(queue.get(timeout=5) for _ in procs)
+    assert got == [f"v{i:04d}" for i in range(1, 7)]
+    store = VersionStore(str(tmp_path), "tok")
+    assert store.versions() == got and store.latest() == "v0006"
+    assert not [p for p in (tmp_path / "tok").iterdir() if p.name.startswith(".")]
+
+
+def test_any_fsspec_filesystem(tmp_path):
+    url = "memory://bpe-store-test"
+    assert publish(url) == "v0001" and publish(url) == "v0002"
+    store = VersionStore(url, "tok")
+    assert store.latest() == "v0002" and store.versions() == ["v0001", "v0002"]
+    assert json.loads((store.local_copy("v0002") / "manifest.json").read_text())["payload"] == "x"
+
+
+def test_incomplete_uploads_are_not_versions():
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/bpe-half/tok/v0007/manifest.json", b"{}")  # no COMPLETE marker: an interrupted upload
+    store = VersionStore("memory://bpe-half", "tok")
+    assert store.versions() == [] and store.latest() is None
+    with pytest.raises(FileNotFoundError):
+        store.manifest("v0008")
