@@ -10,7 +10,7 @@ import hashlib
 import os
 from pathlib import Path
 
-KERNEL_MODULES = ("scanner.py", "count.py", "word_table.py", "pair_queue.py", "merge.py")
+KERNEL_MODULES = ("scanner.py", "count.py", "pair_keys.py", "word_table.py", "pair_queue.py", "merge.py")
 
 
 def _use_kernel_cache() -> None:

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from bpe.pretokenize import Pretokenizer
-from bpe.scanner import SCANNER_IDS, decode_utf8, next_piece_end, unicode_tables
+from bpe.scanner import SCANNER_IDS, decode_utf8, is_gap, next_piece_end, unicode_tables
 from bpe.shards import Shard, read_batches
 
 
@@ -192,7 +192,7 @@ class WordCounter:
             if self._held_out_bytes >= self.sample_bytes:
                 break
             self.held_out.append(text)
-            self._held_out_bytes += len(text)
+            self._held_out_bytes += len(text.encode("utf-8"))
         return array.filter(pc.invert(mask))
 
     def _cut_special_tokens(self, array: pa.LargeStringArray) -> pa.LargeStringArray:
@@ -515,6 +515,9 @@ def _count_until_full(
         p = position if d == doc else 0
         while p < n:
             e = next_piece_end(cps, n, p, scanner_id, classes, folds)
+            if is_gap(cps, p, scanner_id, classes):
+                p = e
+                continue
             if not _table_insert(slots, starts, store, meta, data, byte_pos[p], byte_pos[e], 1):
                 return d, p, pieces
             pieces += 1

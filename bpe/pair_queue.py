@@ -24,6 +24,7 @@ import numpy as np
 from numba import njit
 
 from bpe.errors import SettingsError
+from bpe.pair_keys import slot_of
 
 TIE_BREAKS = {"bytes": 0, "ids": 1}
 LOW32 = np.int64(0xFFFFFFFF)
@@ -75,9 +76,9 @@ class PairQueue:
 
 @njit(cache=True)
 def _new(tie_break):
-    counts = np.zeros((1 << 16, 3), dtype=np.int64)
-    heap_count = np.empty(1 << 16, dtype=np.int64)
-    heap_key = np.empty(1 << 16, dtype=np.int64)
+    counts = np.zeros((1 << 12, 3), dtype=np.int64)  # every table grows by doubling as pairs arrive
+    heap_count = np.empty(1 << 12, dtype=np.int64)
+    heap_key = np.empty(1 << 12, dtype=np.int64)
     tok_start = np.empty(1 << 12, dtype=np.int64)
     tok_len = np.empty(1 << 12, dtype=np.int64)
     tok_data = np.empty(1 << 16, dtype=np.uint8)
@@ -93,19 +94,9 @@ def _new(tie_break):
     return (counts, heap_count, heap_key, tok_start, tok_len, tok_data, marks, meta)
 
 
-@njit(inline="always")
-def _slot_of(counts, key):
-    mask = np.uint64(len(counts) - 1)
-    i = (np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(20) & mask
-    stored = key + 1
-    while counts[i, 0] != 0 and counts[i, 0] != stored:
-        i = (i + np.uint64(1)) & mask
-    return np.int64(i)
-
-
 @njit(cache=True)
 def _count_of(counts, key):
-    return counts[_slot_of(counts, key), 1]
+    return counts[slot_of(counts, key), 1]
 
 
 @njit(inline="always")
@@ -190,7 +181,7 @@ def _grow(state, new_pairs, new_heap, new_tokens, new_bytes):
         bigger = np.zeros((capacity, 3), dtype=np.int64)
         for r in range(len(counts)):
             if counts[r, 0] != 0:
-                bigger[_slot_of(bigger, counts[r, 0] - 1)] = counts[r]
+                bigger[slot_of(bigger, counts[r, 0] - 1)] = counts[r]
         counts = bigger
     if meta[1] + new_heap > len(heap_count):
         size = max(2 * len(heap_count), meta[1] + new_heap)
@@ -226,7 +217,7 @@ def _add(state, keys, deltas):
     slots = np.empty(len(keys), dtype=np.int64)
     before = np.full(len(keys), -1, dtype=np.int64)
     for i in range(len(keys)):
-        slot = _slot_of(counts, keys[i])
+        slot = slot_of(counts, keys[i])
         if counts[slot, 0] == 0:
             counts[slot, 0] = keys[i] + 1
             meta[0] += 1
@@ -251,7 +242,7 @@ def _pop_valid(state):
     counts, meta = state[0], state[7]
     while meta[1] > 0:
         stored, key = _pop(state)
-        current = counts[_slot_of(counts, key), 1]
+        current = counts[slot_of(counts, key), 1]
         if current == stored:
             return stored, key
         if 0 < current < stored:

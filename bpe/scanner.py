@@ -21,12 +21,13 @@ NUMBER = 2  # \p{N}
 SPACE = 4  # \s
 UPPERISH = 8  # [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]  (o200k)
 LOWERISH = 16  # [\p{Ll}\p{Lm}\p{Lo}\p{M}]  (o200k)
+SPLIT_SPACE = 32  # what str.split() splits on: \s and \x1c-\x1f  (whitespace)
 
 # Bits of the case-folding table: which contraction letter a code point matches under (?i).
 FOLD_S, FOLD_D, FOLD_M, FOLD_T, FOLD_L, FOLD_V, FOLD_R, FOLD_E = 1, 2, 4, 8, 16, 32, 64, 128
 _FOLD_LETTERS = "sdmtlvre"
 
-SCANNER_IDS = {"gpt2": 0, "cl100k": 1, "o200k": 2}
+SCANNER_IDS = {"gpt2": 0, "cl100k": 1, "o200k": 2, "whitespace": 3}
 
 
 @lru_cache(maxsize=1)
@@ -42,6 +43,7 @@ def unicode_tables() -> tuple[np.ndarray, np.ndarray]:
         (SPACE, r"\s"),
         (UPPERISH, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"),
         (LOWERISH, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"),
+        (SPLIT_SPACE, r"[\s\x1c-\x1f]"),
     ):
         for run in regex.finditer(char_class + "+", every_char):
             classes[run.start() : run.end()] |= bit
@@ -238,12 +240,31 @@ def _next_o200k(cps, n, p, classes, folds):
 
 
 @njit(inline="always")
+def _next_whitespace(cps, n, p, classes):
+    """A run of non-whitespace (a word) or of whitespace (a gap, which `is_gap` tells apart)."""
+    if classes[cps[p]] & SPLIT_SPACE:
+        return _run(cps, n, p + 1, classes, SPLIT_SPACE)
+    e = p + 1
+    while e < n and not classes[cps[e]] & SPLIT_SPACE:
+        e += 1
+    return e
+
+
+@njit(inline="always")
 def next_piece_end(cps, n, p, scanner_id, classes, folds):
     if scanner_id == 0:
         return _next_gpt2(cps, n, p, classes)
     if scanner_id == 1:
         return _next_cl100k(cps, n, p, classes, folds)
-    return _next_o200k(cps, n, p, classes, folds)
+    if scanner_id == 2:
+        return _next_o200k(cps, n, p, classes, folds)
+    return _next_whitespace(cps, n, p, classes)
+
+
+@njit(inline="always")
+def is_gap(cps, p, scanner_id, classes):
+    """Whether the piece starting at p is whitespace that `str.split()` drops (never a piece)."""
+    return scanner_id == 3 and classes[cps[p]] & SPLIT_SPACE != 0
 
 
 @njit(inline="always")
@@ -297,8 +318,9 @@ def split_offsets(data, doc_offsets, scanner_id, classes, folds):
         p = 0
         while p < n:
             e = next_piece_end(cps, n, p, scanner_id, classes, folds)
-            starts.append(byte_pos[p])
-            ends.append(byte_pos[e])
+            if not is_gap(cps, p, scanner_id, classes):
+                starts.append(byte_pos[p])
+                ends.append(byte_pos[e])
             p = e
     out_starts = np.empty(len(starts), dtype=np.int64)
     out_ends = np.empty(len(ends), dtype=np.int64)

@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit
 
 from bpe.count import WordCounts
+from bpe.pair_keys import slot_of
 
 PAIR_SHIFT = np.int64(32)
 LOW32 = np.int64(0xFFFFFFFF)
@@ -23,11 +24,6 @@ TOUCHED = np.int64(1) << np.int64(40)
 # Columns of the pair table: key + 1 (0 = empty slot), head of the list of words holding the
 # pair, delta accumulated since the last report, and (last word linked + 1) | TOUCHED.
 _KEY, _HEAD, _DELTA, _FLAGS = 0, 1, 2, 3
-
-
-def pair_key(a: int, b: int) -> int:
-    """Pairs travel as one int64: a << 32 | b."""
-    return (a << 32) | b
 
 
 class WordTable:
@@ -96,20 +92,9 @@ def _ranges(lengths: np.ndarray) -> np.ndarray:
 
 
 @njit(inline="always")
-def _slot_of(pairs, key):
-    """The slot holding `key`, or the empty slot where it would go."""
-    mask = np.uint64(len(pairs) - 1)
-    i = (np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(20) & mask
-    stored = key + 1
-    while pairs[i, _KEY] != 0 and pairs[i, _KEY] != stored:
-        i = (i + np.uint64(1)) & mask
-    return np.int64(i)
-
-
-@njit(inline="always")
 def _slot_for(pairs, meta, key):
     """The slot of `key`, inserting it if new (the caller guarantees room)."""
-    i = _slot_of(pairs, key)
+    i = slot_of(pairs, key)
     if pairs[i, _KEY] == 0:
         pairs[i, _KEY] = key + 1
         pairs[i, _HEAD] = -1
@@ -151,7 +136,9 @@ def _build(tokens, starts, lengths, freqs):
     total_pairs = 0
     for w in range(len(starts)):
         total_pairs += max(lengths[w] - 1, 0)
-    capacity = 1 << 16
+    capacity = 1 << 10  # sized for the input (it grows as merges create pairs)
+    while capacity < 4 * min(total_pairs, 1 << 15):
+        capacity *= 2
     pairs = np.zeros((capacity, 4), dtype=np.int64)
     n_nodes = total_pairs + 1024
     node_word = np.empty(n_nodes, dtype=np.int32)
@@ -188,7 +175,7 @@ def _make_room(state, new_pairs, new_nodes):
         meta[3] = 0
         for r in range(len(old)):
             if old[r, _KEY] != 0:
-                i = _slot_of(pairs, old[r, _KEY] - 1)
+                i = slot_of(pairs, old[r, _KEY] - 1)
                 pairs[i] = old[r]
                 if old[r, _FLAGS] & TOUCHED:
                     touched[meta[3]] = i
@@ -208,7 +195,7 @@ def _apply_merges(state, merges):
     for m in range(len(merges)):
         a, b, new = merges[m, 0], merges[m, 1], merges[m, 2]
         pairs = state[4]
-        merged = _slot_of(pairs, (a << PAIR_SHIFT) | b)
+        merged = slot_of(pairs, (a << PAIR_SHIFT) | b)
         if pairs[merged, _KEY] == 0:
             continue  # no word of this shard holds the pair
         node = pairs[merged, _HEAD]
@@ -230,7 +217,7 @@ def _merge_words(tokens, starts, lengths, freqs, pairs, node_word, node_next, to
     Returns -1 when the list is done, or the node to resume from when the tables need room first
     (a word of length n adds at most n pairs and n nodes).
     """
-    merged = _slot_of(pairs, (a << PAIR_SHIFT) | b)
+    merged = slot_of(pairs, (a << PAIR_SHIFT) | b)
     while node >= 0:
         w = node_word[node]
         length = lengths[w]
@@ -251,13 +238,13 @@ def _merge_words(tokens, starts, lengths, freqs, pairs, node_word, node_next, to
                 _add_delta(pairs, touched, meta, merged, -f)
                 if j > 0:
                     before = np.int64(tokens[s + j - 1])
-                    _add_delta(pairs, touched, meta, _slot_of(pairs, (before << PAIR_SHIFT) | a), -f)
+                    _add_delta(pairs, touched, meta, slot_of(pairs, (before << PAIR_SHIFT) | a), -f)
                     slot = _slot_for(pairs, meta, (before << PAIR_SHIFT) | new)
                     _add_delta(pairs, touched, meta, slot, f)
                     _link(pairs, node_word, node_next, meta, slot, w)
                 if i + 2 < length:
                     after = np.int64(tokens[s + i + 2])
-                    _add_delta(pairs, touched, meta, _slot_of(pairs, (b << PAIR_SHIFT) | after), -f)
+                    _add_delta(pairs, touched, meta, slot_of(pairs, (b << PAIR_SHIFT) | after), -f)
                     slot = _slot_for(pairs, meta, (new << PAIR_SHIFT) | after)
                     _add_delta(pairs, touched, meta, slot, f)
                     _link(pairs, node_word, node_next, meta, slot, w)

@@ -38,7 +38,7 @@ def held_out_texts(counted: list[dict], limit: int = HELD_OUT_SAMPLE_BYTES) -> l
             if size >= limit:
                 return texts
             texts.append(text)
-            size += len(text)
+            size += len(text.encode("utf-8"))
     return texts
 
 

@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 
 from bpe.count import WordCounts, count_words
 from bpe.merge import learn_merges
+from bpe.pair_keys import pair_key
 from bpe.pair_queue import PairQueue
-from bpe.word_table import WordTable, pair_key
+from bpe.word_table import WordTable
 from tests.reference import train_reference
 
 # Words over few symbols give many equal counts (ties) and long runs like "aaaa".

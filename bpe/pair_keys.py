@@ -1,0 +1,30 @@
+"""Pairs of token ids as single int64 keys, and the open-addressing lookup both pair tables use.
+
+A pair (a, b) travels and is stored as a << 32 | b. A table is an (capacity, k) int64 array whose
+first column holds key + 1 (0 marks an empty slot); capacity is a power of two.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+def pair_key(a: int, b: int) -> int:
+    """(1, 2) -> 4294967298."""
+    return (a << 32) | b
+
+
+@njit(inline="always")
+def slot_of(table, key):
+    """The slot holding `key`, or the empty slot where it would go (linear probing). The key is
+    mixed first, so that pairs differing only in high bits do not start at the same slot."""
+    mask = np.uint64(len(table) - 1)
+    h = np.uint64(key)
+    h = (h ^ (h >> np.uint64(29))) * np.uint64(0x9E3779B97F4A7C15)
+    h ^= h >> np.uint64(32)
+    i = h & mask
+    stored = key + 1
+    while table[i, 0] != 0 and table[i, 0] != stored:
+        i = (i + np.uint64(1)) & mask
+    return np.int64(i)
