@@ -73,6 +73,23 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("store", help="<artifact root>/<tokenizer name>, a path or an fsspec URL")
     v.set_defaults(run=run_versions)
 
+    cl = sub.add_parser("cluster", help="run the docker-compose topology as local processes on 127.0.0.1")
+    cl_sub = cl.add_subparsers(dest="action", required=True)
+    cl_up = cl_sub.add_parser("up", help="start Prefect server + worker and a Dask scheduler + workers")
+    cl_up.add_argument("--workers", type=int, default=2, help="Dask workers (default 2)")
+    cl_up.add_argument("--prefect-port", type=int, default=4200)
+    cl_up.add_argument("--dask-port", type=int, default=8786)
+    cl_up.add_argument("--dashboard-port", type=int, default=8787)
+    cl_up.add_argument("--database-url", help="PostgreSQL URL for the Prefect server (default: SQLite)")
+    cl_up.add_argument("--conf", type=Path, default=None, help="configurations to deploy (default: conf/)")
+    for p in (
+        cl_up,
+        cl_sub.add_parser("status", help="show the processes"),
+        cl_sub.add_parser("down", help="stop them"),
+    ):
+        p.add_argument("--state-dir", type=Path, default=Path(".bpe-cluster"), help="where PIDs and logs are kept")
+    cl.set_defaults(run=run_cluster)
+
     dep = sub.add_parser("deploy", help="register the train-bpe deployments (one per conf/*.yaml) on a Prefect server")
     dep.add_argument("--conf", type=Path, default=None, help="directory of configurations (default: conf/)")
     dep.add_argument("--pool", default="bpe", help="process work pool (created if missing)")
@@ -258,6 +275,35 @@ def run_versions(args: argparse.Namespace) -> int:
             f"{bpt:>11}" + ("  (latest)" if r["latest"] else "")
         )
     return 0
+
+
+def run_cluster(args: argparse.Namespace) -> int:
+    from bpe import cluster
+
+    if args.action == "up":
+        state = cluster.up(
+            args.state_dir, args.workers, args.prefect_port, args.dask_port, args.dashboard_port,
+            args.database_url, args.conf,
+        )  # fmt: skip
+        urls = state["urls"]
+        print(f"Prefect UI      {urls['prefect_ui']}  (database: {state['database']})")
+        print(f"Prefect API     {urls['prefect_api']}")
+        print(f"Dask scheduler  {urls['dask_scheduler']}  ({args.workers} worker(s))")
+        print(f"Dask dashboard  {urls['dask_dashboard']}")
+        print(f"logs in {args.state_dir}/logs; run: PREFECT_API_URL={urls['prefect_api']} "
+              "prefect deployment run 'train-bpe/demo'; stop: bpe cluster down")  # fmt: skip
+        return 0
+    if args.action == "status":
+        state = cluster.status(args.state_dir)
+        for p in state["processes"]:
+            print(f"{p['name']:<24} pid {p['pid']:<8} {'running' if p['alive'] else 'stopped'}")
+        for name, url in state.get("urls", {}).items():
+            print(f"{name:<24} {url}")
+        return 0 if all(p["alive"] for p in state["processes"]) else 1
+    stopped = cluster.down(args.state_dir)
+    left = [p for p in stopped if p["alive"]]
+    print(f"stopped {len(stopped) - len(left)} process(es)" + (f"; still running: {left}" if left else ""))
+    return 1 if left else 0
 
 
 def run_deploy(args: argparse.Namespace) -> int:

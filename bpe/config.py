@@ -1,8 +1,8 @@
 """Tokenizer configurations: one YAML file per tokenizer in `conf/`, validated on load.
 
-Every key can be overridden from the environment as BPE_<KEY> (for example BPE_DASK_SCHEDULER or
-BPE_ARTIFACT_ROOT), and by the flow's parameters, which win over both. Errors name the file and
-the key:
+Every key can be overridden from the environment: BPE_<KEY> for every tokenizer (for example
+BPE_DASK_SCHEDULER or BPE_ARTIFACT_ROOT), BPE_<NAME>_<KEY> for one (BPE_EN_DATA=/data/en); the
+flow's parameters win over both. Errors name the file and the key:
 
     conf/en.yaml: vocab_size: expected an integer >= 256, got 'big'
 """
@@ -55,7 +55,10 @@ class TokenizerConfig:
 
     @property
     def counts_cache(self) -> str:
-        return self.cache_dir or os.path.join(self.artifact_root, ".cache")
+        """Where shard counts persist, as an absolute path: Dask workers (other processes, maybe
+        other machines with the same mount) read and write it too."""
+        path = self.cache_dir or os.path.join(self.artifact_root, ".cache")
+        return path if "://" in path else os.path.abspath(path)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -83,9 +86,11 @@ def load_config(path: str | Path, overrides: dict | None = None, environ: dict |
         raise SettingsError(f"{where}: unknown key {unknown[0]!r} (known: {known})")
     values = dict(raw)
     env = os.environ if environ is None else environ
-    for key in _TYPES:
-        if ENV_PREFIX + key.upper() in env:
-            values[key] = yaml.safe_load(env[ENV_PREFIX + key.upper()])
+    scoped = ENV_PREFIX + "".join(c if c.isalnum() else "_" for c in str(values.get("name", ""))).upper() + "_"
+    for prefix in (ENV_PREFIX, scoped):  # BPE_<KEY> for every tokenizer, then BPE_<NAME>_<KEY> for this one
+        for key in _TYPES:
+            if prefix + key.upper() in env:
+                values[key] = yaml.safe_load(env[prefix + key.upper()])
     for key, value in (overrides or {}).items():
         if value is not None:
             if key not in _TYPES:

@@ -97,7 +97,9 @@ def train_bpe(
                              merged["seconds"], merged["tokens_after"])  # fmt: skip
         record = dict(merged["record"])
         manifest = build_manifest(settings, pretokenizer, stats, record.pop("unique_words"), result,
-                                  [c["shard"] for c in counted], timings, {**record, **cluster})  # fmt: skip
+                                  [c["shard"] for c in counted], timings,
+                                  {"scheduler": cluster["scheduler"], "cluster_started_here": cluster["started_here"],
+                                   **record})  # fmt: skip
         manifest["seconds"]["total"] = round(time.perf_counter() - started, 3)
         manifest["name"], manifest["version"] = cfg.name, staged.version
         manifest["config"] = cfg.as_dict()

@@ -66,3 +66,5 @@ def test_environment_then_parameters_override(tmp_path):
     assert cfg.vocab_size == 3000 and cfg.pattern == "cl100k"
     with pytest.raises(SettingsError, match="BPE_|vocab_size"):
         load_config(path, environ={"BPE_VOCAB_SIZE": "12"})
+    scoped = {"BPE_DATA": "/all", "BPE_TOK_DATA": "/only-tok", "BPE_OTHER_DATA": "/other"}
+    assert load_config(path, environ=scoped).data == ["/only-tok"]
