@@ -472,12 +472,23 @@ def _table_make_room(table, length):
 
 @njit(cache=True)
 def _table_add_words(table, data, offsets, weights):
-    slots, starts, store, meta = table
-    for i in range(len(weights)):
-        while not _table_insert(slots, starts, store, meta, data, offsets[i], offsets[i + 1], weights[i]):
+    i = 0
+    while i < len(weights):
+        slots, starts, store, meta = table
+        i = _insert_until_full(slots, starts, store, meta, data, offsets, weights, i)
+        if i < len(weights):
             table = _table_make_room(table, offsets[i + 1] - offsets[i])
-            slots, starts, store, meta = table
     return table
+
+
+@njit(cache=True)
+def _insert_until_full(slots, starts, store, meta, data, offsets, weights, first):
+    """Add words `first`, `first` + 1, ...; returns where it stopped (all done, or the table is full).
+    The arrays stay fixed inside the loop, which keeps it fast."""
+    for i in range(first, len(weights)):
+        if not _table_insert(slots, starts, store, meta, data, offsets[i], offsets[i + 1], weights[i]):
+            return i
+    return len(weights)
 
 
 @njit(nogil=True, cache=True)

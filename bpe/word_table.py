@@ -136,9 +136,7 @@ def _build(tokens, starts, lengths, freqs):
     total_pairs = 0
     for w in range(len(starts)):
         total_pairs += max(lengths[w] - 1, 0)
-    capacity = 1 << 10  # sized for the input (it grows as merges create pairs)
-    while capacity < 4 * min(total_pairs, 1 << 15):
-        capacity *= 2
+    capacity = 1 << 12  # small inputs stay small; the table doubles as pairs arrive
     pairs = np.zeros((capacity, 4), dtype=np.int64)
     n_nodes = total_pairs + 1024
     node_word = np.empty(n_nodes, dtype=np.int32)
@@ -147,18 +145,29 @@ def _build(tokens, starts, lengths, freqs):
     meta = np.zeros(5, dtype=np.int64)
     meta[2] = -1
     state = (tokens, starts, lengths, freqs, pairs, node_word, node_next, touched, meta)
-    for w in range(len(starts)):
+    w = 0
+    while w < len(starts):
+        w = _index_words(tokens, starts, lengths, freqs, pairs, node_word, node_next, touched, meta, w)
+        if w < len(starts):
+            state = _make_room(state, lengths[w], 0)
+            pairs, touched = state[4], state[7]
+    return state
+
+
+@njit(cache=True, nogil=True)
+def _index_words(tokens, starts, lengths, freqs, pairs, node_word, node_next, touched, meta, first):
+    """Count and index the pairs of words `first`, `first` + 1, ...; returns where it stopped (the
+    number of words when done, earlier when the pair table needs room first)."""
+    for w in range(first, len(starts)):
+        if meta[0] + lengths[w] >= len(pairs) // 2:
+            return w
         s = starts[w]
         for i in range(lengths[w] - 1):
-            if meta[0] >= capacity // 2:
-                state = _make_room(state, 0, 0)
-                pairs, touched = state[4], state[7]
-                capacity = len(pairs)
             key = (np.int64(tokens[s + i]) << PAIR_SHIFT) | tokens[s + i + 1]
             slot = _slot_for(pairs, meta, key)
             _add_delta(pairs, touched, meta, slot, freqs[w])
             _link(pairs, node_word, node_next, meta, slot, w)
-    return state
+    return len(starts)
 
 
 @njit(cache=True, nogil=True)
