@@ -36,7 +36,6 @@ from bpe.services import (
     start_dask_worker,
     start_prefect_server,
     start_prefect_worker,
-    stop,
 )
 
 POOL = "bpe-bench"
@@ -111,7 +110,7 @@ def main() -> None:
         report(args, shards, seven, again, one_new, full, full_manifest)
     finally:
         for service in reversed(started):
-            stop(service.process)
+            service.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

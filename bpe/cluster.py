@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -58,7 +59,9 @@ def up(
 
     def record(service: Service) -> None:
         started.append(service)
-        state["processes"].append({"name": service.name, "pid": service.pid, "log": str(service.log)})
+        state["processes"].append(
+            {"name": service.name, "pid": service.pid, "log": str(service.log), "stop_signal": service.stop_signal}
+        )
         state_file.write_text(json.dumps(state, indent=2))  # written as we go: `down` can stop a partial start
 
     try:
@@ -74,7 +77,7 @@ def up(
         record(start_prefect_worker(api, state_dir / "prefect", pool, logs / "prefect-worker.log", env))
     except BaseException:
         for service in reversed(started):
-            stop(service.process)
+            service.stop()
         state_file.unlink(missing_ok=True)
         raise
     state["urls"] = {
@@ -115,7 +118,7 @@ def down(state_dir: Path, timeout: float = 15) -> list[dict]:
     stopped = []
     for p in reversed(state["processes"]):
         if _alive(p["pid"]):
-            stop(p["pid"], timeout)
+            stop(p["pid"], timeout, p.get("stop_signal", signal.SIGINT))
         stopped.append({**p, "alive": _alive(p["pid"])})
     (Path(state_dir) / STATE_FILE).unlink(missing_ok=True)
     return stopped

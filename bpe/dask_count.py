@@ -151,6 +151,7 @@ def submit_counts(client, shards, pretokenizer, text_column, n_buckets, holdout,
         client.submit(count_partition, shard, rg, pretokenizer, text_column, n_buckets, holdout, pure=False)
         for shard, rg, _ in parts
     ]
+    stats_of = [client.submit(_item, t, "stats") for t in tasks]  # picked as each count ends
     weight = {t.key: p[2] for t, p in zip(tasks, parts)}
     done = 0
     for future in as_completed(tasks):
@@ -162,7 +163,7 @@ def submit_counts(client, shards, pretokenizer, text_column, n_buckets, holdout,
         if progress is not None:
             progress("count", done, total)
     stats = CountStats()
-    for part in client.gather([client.submit(_item, t, "stats") for t in tasks]):
+    for part in client.gather(stats_of):
         stats.add(CountStats(**part))
     return tasks, stats
 
@@ -174,7 +175,8 @@ def count_on_dask(client, inputs: dict, pretokenizer: Pretokenizer, text_column:
         counter.add_texts(list(inputs["texts"]))
         buckets = split_by_bucket(counter.result(), n_buckets)
         return client.scatter(buckets), counter.stats, None
-    fingerprints = [client.submit(fingerprint_shard, shard, pure=False) for shard in inputs["shards"]]
+    # Hashing the shards waits behind the counting (lower priority): it fills the counting's tail.
+    fingerprints = [client.submit(fingerprint_shard, s, pure=False, priority=-10) for s in inputs["shards"]]
     tasks, stats = submit_counts(client, inputs["shards"], pretokenizer, text_column, n_buckets, 0.0, progress)
     per_bucket = [[client.submit(_item, t, "buckets", b) for t in tasks] for b in range(n_buckets)]
     del tasks

@@ -44,7 +44,10 @@ def compression_curve(tokenizer: Tokenizer, texts: Sequence[str], sizes: Sequenc
     return rows
 
 
-def plot_curve(path: Path, curve: list[dict], title: str, previous: list[dict] | None = None, label: str = "") -> Path:
+def plot_curve(
+    path: Path, curve: list[dict], title: str, previous: list[dict] | None = None, label: str = "",
+    previous_label: str = "previous version",
+) -> Path:  # fmt: skip
     """A PNG of bytes per token against vocabulary size (log scale), with the previous version's
     curve when there is one, so a size can be picked by looking."""
     import matplotlib
@@ -55,7 +58,7 @@ def plot_curve(path: Path, curve: list[dict], title: str, previous: list[dict] |
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     if previous:
         ax.plot([r["vocab_size"] for r in previous], [r["bytes_per_token"] for r in previous], "o--",
-                color="#999999", label="previous version")  # fmt: skip
+                color="#999999", label=previous_label)  # fmt: skip
     ax.plot([r["vocab_size"] for r in curve], [r["bytes_per_token"] for r in curve], "o-", color="#1f77b4",
             label=label or "this version")  # fmt: skip
     for r in curve:

@@ -27,10 +27,14 @@ class Service:
     url: str
     log: Path | None = None
     env: dict = field(default_factory=dict)
+    stop_signal: int = signal.SIGINT  # what the service shuts down cleanly and quickly on
 
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    def stop(self, timeout: float = 10) -> None:
+        stop(self.process, timeout, self.stop_signal)
 
 
 def free_port() -> int:
@@ -137,25 +141,25 @@ def start_dask_scheduler(port: int, dashboard_port: int | None = None, log: Path
             "--dashboard-address", dashboard, "--no-show"]  # fmt: skip
     process = _spawn("dask scheduler", args, {}, log)
     _wait(lambda: port_in_use(port), "dask scheduler", process, timeout, log)
-    return Service("dask-scheduler", process, f"tcp://127.0.0.1:{port}", log)
+    return Service("dask-scheduler", process, f"tcp://127.0.0.1:{port}", log, stop_signal=signal.SIGTERM)
 
 
 def start_dask_worker(scheduler: str, log: Path | None = None, nthreads: int = 1, timeout: float = 60) -> Service:
     args = [_command("dask"), "worker", scheduler, "--nthreads", str(nthreads), "--host", "127.0.0.1"]
     process = _spawn("dask worker", args, {}, log)
     _wait(lambda: _dask_worker_online(log), "dask worker", process, timeout, log)
-    return Service("dask-worker", process, scheduler, log)
+    return Service("dask-worker", process, scheduler, log, stop_signal=signal.SIGTERM)
 
 
 def _dask_worker_online(log: Path | None) -> bool:
     return log is None or (log.exists() and b"Registered to:" in log.read_bytes())
 
 
-def stop(process: subprocess.Popen | int, timeout: float = 10) -> None:
-    """SIGINT (what Prefect and Dask shut down cleanly on), then SIGTERM, then SIGKILL, to the
-    process group the service was started in."""
+def stop(process: subprocess.Popen | int, timeout: float = 10, first: int = signal.SIGINT) -> None:
+    """`first` (SIGINT: what Prefect shuts down cleanly on; a Dask nanny wants SIGTERM), then SIGTERM,
+    then SIGKILL, to the process group the service was started in."""
     pid = process if isinstance(process, int) else process.pid
-    for sig, wait in ((signal.SIGINT, timeout), (signal.SIGTERM, timeout / 2), (signal.SIGKILL, timeout / 2)):
+    for sig, wait in ((first, timeout), (signal.SIGTERM, timeout / 2), (signal.SIGKILL, timeout / 2)):
         try:
             os.killpg(pid, sig)
         except ProcessLookupError:

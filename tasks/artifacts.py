@@ -69,7 +69,7 @@ def evaluate_version(staged: Staged, merges: list, pattern: str, special_tokens:
     }
     if texts and curve:
         plot_curve(staged.directory / "compression.png", curve, f"{name} {staged.version}: held-out compression",
-                   previous_curve, label=staged.version)  # fmt: skip
+                   previous_curve, label=staged.version, previous_label=f"previous: {previous_version}")  # fmt: skip
         result["plot"] = "compression.png"
     logger.info(
         f"held-out compression: {result['bytes_per_token']} bytes per token on {len(texts):,} rows"

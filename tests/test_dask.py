@@ -92,6 +92,13 @@ def test_same_merges_as_the_local_engine(cluster, texts, local_merges, tmp_path,
     assert tok.manifest["counts"]["documents"] == len(texts)
 
 
+def test_textbook_tie_break_on_dask(cluster, texts):
+    scale(*cluster, 2)
+    local = train(texts, vocab_size=VOCAB, pattern="whitespace", tie_break="ids").merges
+    on_dask = train(texts, vocab_size=VOCAB, pattern="whitespace", tie_break="ids", engine="dask", client=cluster[1])
+    assert on_dask.merges == local
+
+
 def test_counts_are_summed_on_the_workers_by_stable_hash(cluster, texts, tmp_path):
     from bpe.count import hash_buckets
     from bpe.dask_count import count_on_dask, split_by_bucket

@@ -33,3 +33,15 @@ def test_demo_runs_the_flow_in_ephemeral_mode(tmp_path):
     tok = Tokenizer.load(location)
     assert tok.vocab_size == 1024 and "<|endoftext|>" in tok.special_tokens
     assert (location / "compression.png").exists()
+
+    # Another size, with a fresh Prefect database: a new version, and no shard counted again.
+    env["PREFECT_HOME"] = str(tmp_path / "another-prefect-home")
+    again = subprocess.run(
+        [str(bpe), "demo", "--data", str(tmp_path / "demo-data"), "--artifacts", str(tmp_path / "artifacts"),
+         "--vocab-size", "1100"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr[-4000:]
+    manifest = VersionStore(str(tmp_path / "artifacts"), "demo").manifest("v0002")
+    assert manifest["data"]["cached_shards"] == 4 and manifest["data"]["counted_shards"] == 0
+    assert manifest["evaluation"]["previous_version"] == "v0001"

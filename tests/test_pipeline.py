@@ -28,7 +28,6 @@ from bpe.services import (
     start_dask_worker,
     start_prefect_server,
     start_prefect_worker,
-    stop,
 )
 from bpe.store import VersionStore
 from bpe.tokenizer import Tokenizer
@@ -56,7 +55,7 @@ def services(tmp_path_factory):
         yield {"root": root, "env": env, "scheduler": scheduler.url, "logs": logs}
     finally:
         for service in reversed(started):  # the Prefect worker, Dask workers, then scheduler and server
-            stop(service.process)
+            service.stop()
 
 
 @pytest.fixture(scope="module")
