@@ -14,19 +14,25 @@ from bpe.store import VersionStore
 REPO = Path(__file__).resolve().parent.parent
 
 
+def demo(tmp_path: Path, env: dict, vocab_size: int) -> subprocess.CompletedProcess:
+    """`bpe demo` in a subprocess, as a newcomer runs it."""
+    bpe = Path(sys.executable).parent / "bpe"
+    done = subprocess.run(
+        [str(bpe), "demo", "--data", str(tmp_path / "demo-data"), "--artifacts", str(tmp_path / "artifacts"),
+         "--vocab-size", str(vocab_size)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done
+
+
 def test_demo_runs_the_flow_in_ephemeral_mode(tmp_path):
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")},
         "PREFECT_HOME": str(tmp_path / "prefect-home"),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     }
-    bpe = Path(sys.executable).parent / "bpe"
-    done = subprocess.run(
-        [str(bpe), "demo", "--data", str(tmp_path / "demo-data"), "--artifacts", str(tmp_path / "artifacts"),
-         "--vocab-size", "1024"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-4000:]
+    done = demo(tmp_path, env, 1024)
     location = tmp_path / "artifacts" / "demo" / "v0001"
     assert f"demo v0001 written to {location}:" in done.stdout and "bytes per token on held-out text" in done.stdout
     assert VersionStore(str(tmp_path / "artifacts"), "demo").latest() == "v0001"
@@ -36,12 +42,7 @@ def test_demo_runs_the_flow_in_ephemeral_mode(tmp_path):
 
     # Another size, with a fresh Prefect database: a new version, and no shard counted again.
     env["PREFECT_HOME"] = str(tmp_path / "another-prefect-home")
-    again = subprocess.run(
-        [str(bpe), "demo", "--data", str(tmp_path / "demo-data"), "--artifacts", str(tmp_path / "artifacts"),
-         "--vocab-size", "1100"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert again.returncode == 0, again.stderr[-4000:]
+    demo(tmp_path, env, 1100)
     manifest = VersionStore(str(tmp_path / "artifacts"), "demo").manifest("v0002")
     assert manifest["data"]["cached_shards"] == 4 and manifest["data"]["counted_shards"] == 0
     assert manifest["evaluation"]["previous_version"] == "v0001"
