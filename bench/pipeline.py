@@ -30,6 +30,7 @@ import yaml
 
 from bench.measure import REPO
 from bpe.services import (
+    BIN,
     free_port,
     prefect_env,
     start_dask_scheduler,
@@ -49,8 +50,8 @@ def trigger(env: dict, name: str) -> dict:
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     started = time.perf_counter()
-    done = subprocess.run(["prefect", "deployment", "run", f"train-bpe/{name}"], env={**os.environ, **env},
-                          capture_output=True, text=True, check=True)  # fmt: skip
+    command = [str(BIN / "prefect"), "deployment", "run", f"train-bpe/{name}"]
+    done = subprocess.run(command, env={**os.environ, **env}, capture_output=True, text=True, check=True)
     run_id = uuid.UUID(re.search(r"UUID: ([0-9a-f-]{36})", done.stdout).group(1))
     with temporary_settings({PREFECT_API_URL: env["PREFECT_API_URL"]}):
         with get_client(sync_client=True) as client:
@@ -96,8 +97,8 @@ def main() -> None:
                "dask_scheduler": scheduler.url, "schedule": "0 * * * *"}  # fmt: skip
         (work / "conf").mkdir()
         (work / "conf" / "bench.yaml").write_text(yaml.safe_dump(cfg))
-        subprocess.run(["bpe", "deploy", "--conf", str(work / "conf"), "--pool", POOL], env={**os.environ, **env},
-                       check=True, capture_output=True, cwd=REPO)  # fmt: skip
+        deploy = [str(BIN / "bpe"), "deploy", "--conf", str(work / "conf"), "--pool", POOL]
+        subprocess.run(deploy, env={**os.environ, **env}, check=True, capture_output=True, cwd=REPO)
 
         seven = trigger(env, "bench")  # first: all but the last shard, counted
         again = trigger(env, "bench")  # nothing new

@@ -8,7 +8,6 @@ import os
 import random
 import signal
 import socket
-import subprocess
 import time
 from pathlib import Path
 
@@ -154,28 +153,13 @@ def _free_port() -> int:
 @pytest.fixture
 def process_cluster(tmp_path):
     """`dask scheduler` and two `dask worker` processes on 127.0.0.1, stopped workers-first."""
-    port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    scheduler = subprocess.Popen(
-        ["dask", "scheduler", "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0", "--no-show"],
-        **quiet,
-    )
-    workers = [
-        subprocess.Popen(["dask", "worker", address, "--nthreads", "1", "--host", "127.0.0.1"], **quiet)
-        for _ in range(2)
-    ]
-    client = distributed.Client(address, timeout="30s")
-    client.wait_for_workers(2, timeout=60)
-    client.close()
-    yield address, scheduler
-    for p in workers + [scheduler]:
-        if p.poll() is None:
-            p.terminate()
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+    from bpe.services import start_dask_scheduler, start_dask_worker
+
+    scheduler = start_dask_scheduler(_free_port(), log=tmp_path / "scheduler.log")
+    workers = [start_dask_worker(scheduler.url, log=tmp_path / f"worker-{i}.log") for i in range(2)]
+    yield scheduler.url, scheduler.process
+    for service in workers + [scheduler]:
+        service.stop()
 
 
 def test_cli_against_a_running_scheduler(process_cluster, texts, local_merges, tmp_path, capsys):

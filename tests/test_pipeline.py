@@ -22,6 +22,7 @@ import yaml
 
 from bpe.demo import stdlib_paragraphs
 from bpe.services import (
+    BIN,
     free_port,
     prefect_env,
     start_dask_scheduler,
@@ -98,7 +99,7 @@ def run_deployment(services, *args: str, timeout: float = 240) -> dict:
     """`prefect deployment run 'train-bpe/tiny' ...`, then wait for the run to end; returns its state,
     logs and artifacts."""
     done = subprocess.run(
-        ["prefect", "deployment", "run", "train-bpe/tiny", *args],
+        [str(BIN / "prefect"), "deployment", "run", "train-bpe/tiny", *args],
         env={**os.environ, **services["env"]}, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
