@@ -112,7 +112,6 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from bpe.export import atomic_write_dir  # noqa: F401  (checks below mirror it)
     from bpe.progress import TerminalProgress
     from bpe.shards import check_parquet, discover
     from bpe.train import train

@@ -98,19 +98,6 @@ class WordCounts:
             table = _table_add_words(table, part.data, part.offsets, part.counts)
         return _table_result(table)
 
-    def sorted(self) -> WordCounts:
-        """The same counts with words in byte order: a canonical form that is independent of input order."""
-        order = np.argsort(np.array([self.word(i) for i in range(len(self))], dtype=object), kind="stable")
-        lengths = np.diff(self.offsets)[order]
-        offsets = np.zeros(len(order) + 1, np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        data = (
-            np.concatenate([self.data[self.offsets[i] : self.offsets[i + 1]] for i in order])
-            if len(order)
-            else self.data
-        )
-        return WordCounts(data.astype(np.uint8), offsets, self.counts[order].copy())
-
 
 @dataclass
 class CountStats:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -205,9 +207,6 @@ def atomic_write_dir(target: Path, write, force: bool = False) -> None:
         if not holds_tokenizer and any(target.iterdir()):
             raise FileExistsError(f"{target}: exists and holds other files; choose an empty or new directory")
     target.parent.mkdir(parents=True, exist_ok=True)
-    import shutil
-    import tempfile
-
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     umask = os.umask(0)
     os.umask(umask)

@@ -52,17 +52,6 @@ class PairQueue:
         self._state = _grow(self._state, 0, 1, 0, 0)
         return int(_peek(self._state))
 
-    def count(self, a: int, b: int) -> int:
-        return int(_count_of(self._state[0], (a << 32) | b))
-
-    def token_bytes(self, token: int) -> bytes:
-        starts, lengths, data = self._state[3], self._state[4], self._state[5]
-        return data[starts[token] : starts[token] + lengths[token]].tobytes()
-
-    @property
-    def n_tokens(self) -> int:
-        return int(self._state[7][2])
-
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in self._state)
@@ -92,11 +81,6 @@ def _new(tie_break):
     meta[3] = 256
     meta[5] = tie_break
     return (counts, heap_count, heap_key, tok_start, tok_len, tok_data, marks, meta)
-
-
-@njit(cache=True)
-def _count_of(counts, key):
-    return counts[slot_of(counts, key), 1]
 
 
 @njit(inline="always")

@@ -114,9 +114,6 @@ class Tokenizer:
         """Token ids of `text`, treating special tokens as ordinary text."""
         return self.encode(text, allowed_special=(), special_as_text=True)
 
-    def encode_batch(self, texts: Iterable[str], **kwargs) -> list[list[int]]:
-        return [self.encode(t, **kwargs) for t in texts]
-
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         return b"".join(self.token_bytes(int(i)) for i in ids)
 
@@ -147,14 +144,10 @@ class Tokenizer:
         cache: dict[str, list[int]] = {}
         ids: list[int] = []
         for segment, is_special in self.pretokenizer.segments(text):
-            if is_special:
-                if segment in allowed:
-                    ids.append(self._internal_special(segment))
-                    continue
-                pieces = self.pretokenizer.split_ordinary(segment)
-            else:
-                pieces = self.pretokenizer.split_ordinary(segment)
-            for piece in pieces:
+            if is_special and segment in allowed:
+                ids.append(self._internal_special(segment))
+                continue
+            for piece in self.pretokenizer.split_ordinary(segment):
                 if piece not in cache:
                     cache[piece] = _bpe(list(piece.encode("utf-8")), ranks)
                 ids.extend(cache[piece])

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import platform
 import time
 from collections.abc import Iterable, Sequence
@@ -215,7 +214,3 @@ def build_manifest(
         "seconds": {k: round(v, 3) for k, v in timings.items()},
         "versions": library_versions(),
     }
-
-
-def manifest_json(manifest: dict) -> str:
-    return json.dumps(manifest, indent=2)
