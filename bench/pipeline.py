@@ -18,12 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import yaml
@@ -33,10 +31,12 @@ from bpe.services import (
     BIN,
     free_port,
     prefect_env,
+    run_deployment,
     start_dask_scheduler,
     start_dask_worker,
     start_prefect_server,
     start_prefect_worker,
+    wait_for_flow_run,
 )
 
 POOL = "bpe-bench"
@@ -44,28 +44,13 @@ POOL = "bpe-bench"
 
 def trigger(env: dict, name: str) -> dict:
     """Run the deployment; wait for the end. Returns the request-to-end time and the run's own
-    start-to-end time and task times from the API."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
+    start-to-end time from the API."""
     started = time.perf_counter()
-    command = [str(BIN / "prefect"), "deployment", "run", f"train-bpe/{name}"]
-    done = subprocess.run(command, env={**os.environ, **env}, capture_output=True, text=True, check=True)
-    run_id = uuid.UUID(re.search(r"UUID: ([0-9a-f-]{36})", done.stdout).group(1))
-    with temporary_settings({PREFECT_API_URL: env["PREFECT_API_URL"]}):
-        with get_client(sync_client=True) as client:
-            while True:
-                run = client.read_flow_run(run_id)
-                if run.state and run.state.is_final():
-                    break
-                time.sleep(0.1)
-            wall = time.perf_counter() - started
-            tasks = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run_id])))
+    run = wait_for_flow_run(env["PREFECT_API_URL"], run_deployment(env, f"train-bpe/{name}"), poll=0.1)
+    wall = time.perf_counter() - started
     if run.state.type.value != "COMPLETED":
-        raise RuntimeError(f"run {run_id} ended {run.state.type.value}: {run.state.message}")
-    task_seconds = sum(t.total_run_time.total_seconds() for t in tasks)
-    return {"wall": wall, "run": run.total_run_time.total_seconds(), "tasks": task_seconds}
+        raise RuntimeError(f"run {run.id} ended {run.state.type.value}: {run.state.message}")
+    return {"wall": wall, "run": run.total_run_time.total_seconds()}
 
 
 def main() -> None:
@@ -119,8 +104,8 @@ def report(args, shards, seven, again, one_new, full, manifest) -> None:
     print(f"corpus {args.data}: {len(shards)} shards; vocabulary {args.vocab_size:,}; Dask: {args.workers} workers; "
           "times from `prefect deployment run` to the end of the run")  # fmt: skip
     print()
-    print("| run | request to end (s) | flow run (s) | in tasks (s) |")
-    print("| --- | ---: | ---: | ---: |")
+    print("| run | request to end (s) | flow run (s) |")
+    print("| --- | ---: | ---: |")
     rows = [
         (f"first run, {len(shards) - 1} shards, all counted", seven),
         ("same data again: no new data, nothing trained", again),
@@ -128,7 +113,7 @@ def report(args, shards, seven, again, one_new, full, manifest) -> None:
         (f"full retrain: {len(shards)} shards, all counted (cache emptied)", full),
     ]
     for name, r in rows:
-        print(f"| {name} | {r['wall']:.1f} | {r['run']:.1f} | {r['tasks']:.1f} |")
+        print(f"| {name} | {r['wall']:.1f} | {r['run']:.1f} |")
     print()
     print(f"retrain after one new shard vs full retrain: {one_new['wall']:.1f} s vs {full['wall']:.1f} s "
           f"({one_new['wall'] / full['wall']:.2f}x)")  # fmt: skip

@@ -8,12 +8,14 @@ ends it by PID, gently first. Workers must stop before the server or scheduler t
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -153,6 +155,33 @@ def start_dask_worker(scheduler: str, log: Path | None = None, nthreads: int = 1
 
 def _dask_worker_online(log: Path | None) -> bool:
     return log is None or (log.exists() and b"Registered to:" in log.read_bytes())
+
+
+def run_deployment(env: dict, deployment: str, *args: str) -> uuid.UUID:
+    """`prefect deployment run <deployment> [args]`, the command a user types; returns the run's id."""
+    command = [_command("prefect"), "deployment", "run", deployment, *args]
+    done = subprocess.run(command, env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+    found = re.search(r"UUID: ([0-9a-f-]{36})", done.stdout)
+    if done.returncode != 0 or not found:
+        raise RuntimeError(f"{' '.join(command[1:])} failed:\n{done.stdout}{done.stderr}")
+    return uuid.UUID(found.group(1))
+
+
+def wait_for_flow_run(api_url: str, run_id: uuid.UUID, timeout: float = 300, poll: float = 0.2):
+    """The flow run once its state is final; TimeoutError if it is not within `timeout` seconds."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    deadline = time.monotonic() + timeout
+    with temporary_settings({PREFECT_API_URL: api_url}):
+        with get_client(sync_client=True) as client:
+            while True:
+                run = client.read_flow_run(run_id)
+                if run.state and run.state.is_final():
+                    return run
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"flow run {run_id} is still {run.state.name if run.state else 'pending'}")
+                time.sleep(poll)
 
 
 def stop(process: subprocess.Popen | int, timeout: float = 10, first: int = signal.SIGINT) -> None:

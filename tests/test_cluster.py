@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -17,12 +15,11 @@ import yaml
 
 from bpe.cluster import _alive
 from bpe.demo import stdlib_paragraphs
-from bpe.services import free_port
+from bpe.services import free_port, run_deployment, wait_for_flow_run
 from bpe.store import VersionStore
 from tests.conftest import CORPUS, write_parquet
 
 BPE = str(Path(sys.executable).parent / "bpe")
-PREFECT = str(Path(sys.executable).parent / "prefect")
 
 
 def bpe(*args: str, cwd: Path, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
@@ -66,11 +63,8 @@ def test_cluster_up_runs_a_deployment_and_down_leaves_nothing(tmp_path):
         assert status.returncode == 0 and status.stdout.count("running") == 5
 
         env = {"PREFECT_API_URL": f"http://127.0.0.1:{ports[0]}/api", "PREFECT_HOME": str(state / "prefect")}
-        run = subprocess.run([PREFECT, "deployment", "run", "train-bpe/part"], capture_output=True, text=True,
-                             env={**os.environ, **env}, timeout=120)  # fmt: skip
-        assert run.returncode == 0, run.stdout + run.stderr
-        run_id = uuid.UUID(re.search(r"UUID: ([0-9a-f-]{36})", run.stdout).group(1))
-        state_name = wait_for_run(env["PREFECT_API_URL"], run_id)
+        run = wait_for_flow_run(env["PREFECT_API_URL"], run_deployment(env, "train-bpe/part"))
+        state_name = run.state.type.value
         elapsed = time.monotonic() - started
         assert state_name == "COMPLETED", (state / "logs" / "prefect-worker.log").read_text()[-4000:]
         store = VersionStore(str(tmp_path / "artifacts"), "part")
@@ -88,21 +82,6 @@ def test_cluster_up_runs_a_deployment_and_down_leaves_nothing(tmp_path):
     assert not (state / "cluster.json").exists()
     left = subprocess.run(["pgrep", "-f", f"127.0.0.1:{ports[1]}|--port {ports[0]}"], capture_output=True, text=True)
     assert left.stdout.strip() == "", f"processes left behind: {left.stdout}"
-
-
-def wait_for_run(api_url: str, run_id: uuid.UUID, timeout: float = 300) -> str:
-    from prefect.client.orchestration import get_client
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    deadline = time.monotonic() + timeout
-    with temporary_settings({PREFECT_API_URL: api_url}):
-        with get_client(sync_client=True) as client:
-            while time.monotonic() < deadline:
-                run = client.read_flow_run(run_id)
-                if run.state and run.state.is_final():
-                    return run.state.type.value
-                time.sleep(0.5)
-    return "TIMEOUT"
 
 
 def test_ports_in_use_give_a_clear_error(tmp_path):

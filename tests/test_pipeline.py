@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import time
-import uuid
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,14 +20,15 @@ import yaml
 
 from bpe.demo import stdlib_paragraphs
 from bpe.services import (
-    BIN,
     free_port,
     prefect_env,
     start_dask_scheduler,
     start_dask_worker,
     start_prefect_server,
     start_prefect_worker,
+    wait_for_flow_run,
 )
+from bpe.services import run_deployment as start_deployment
 from bpe.store import VersionStore
 from bpe.tokenizer import Tokenizer
 
@@ -98,36 +97,26 @@ def write_shard(path: Path, rows: list[str]) -> None:
 def run_deployment(services, *args: str, timeout: float = 240) -> dict:
     """`prefect deployment run 'train-bpe/tiny' ...`, then wait for the run to end; returns its state,
     logs and artifacts."""
-    done = subprocess.run(
-        [str(BIN / "prefect"), "deployment", "run", "train-bpe/tiny", *args],
-        env={**os.environ, **services["env"]}, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    run_id = uuid.UUID(re.search(r"UUID: ([0-9a-f-]{36})", done.stdout).group(1))
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, LogFilter, LogFilterFlowRunId
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    with temporary_settings({PREFECT_API_URL: services["env"]["PREFECT_API_URL"]}):
+    api_url = services["env"]["PREFECT_API_URL"]
+    run = wait_for_flow_run(api_url, start_deployment(services["env"], "train-bpe/tiny", *args), timeout)
+    deadline = time.monotonic() + 30
+    with temporary_settings({PREFECT_API_URL: api_url}):
         with get_client(sync_client=True) as client:
-            deadline = time.monotonic() + timeout
-            while True:
-                run = client.read_flow_run(run_id)
-                if run.state and run.state.is_final():
-                    break
-                assert time.monotonic() < deadline, f"flow run {run_id} still {run.state.name if run.state else None}"
-                time.sleep(0.5)
-            log_filter = LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id]))
+            log_filter = LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id]))
             while True:  # log lines arrive in batches, the last ones when the run's process exits
                 logs = client.read_logs(log_filter=log_filter)
                 if any(log.message.startswith("Finished in state") and log.task_run_id is None for log in logs):
                     break
-                assert time.monotonic() < deadline + 30, "the run's last log lines never arrived"
+                assert time.monotonic() < deadline, "the run's last log lines never arrived"
                 time.sleep(0.5)
             artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["bpe-tiny"])))
             deployment = client.read_deployment_by_name("train-bpe/tiny")
     return {
-        "id": str(run_id),
+        "id": str(run.id),
         "state": run.state.type.value,
         "message": run.state.message or "",
         "logs": "\n".join(log.message for log in logs),
