@@ -237,6 +237,10 @@ def run_demo(args: argparse.Namespace) -> int:
 
     paths = write_demo_corpus(args.data)
     print(f"demo corpus: {len(paths)} Parquet shards in {args.data}/", file=sys.stderr)
+    import os
+
+    # Prefect's ephemeral server would otherwise try to send telemetry, and log an error offline.
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     from flows.train_bpe import train_bpe  # imports Prefect: only this command pays for it
 
     config = args.config or REPO / "conf" / "demo.yaml"
