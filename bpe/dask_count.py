@@ -124,14 +124,10 @@ def _item(result, *keys):
 
 def partitions(shards: Sequence[Shard], text_column: str) -> list[tuple[Shard, int | None, int]]:
     """(shard, row group or None for a whole file, weight in bytes), largest first."""
-    import pyarrow.parquet as pq
-
     parts = []
     for shard in shards:
         if shard.kind == "parquet":
-            check_parquet(shard, text_column)
-            with shard.open() as f:
-                meta = pq.ParquetFile(f).metadata
+            meta = check_parquet(shard, text_column)
             for rg in range(meta.num_row_groups):
                 parts.append((shard, rg, max(meta.row_group(rg).total_byte_size, 1)))
         else:

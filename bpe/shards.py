@@ -138,10 +138,13 @@ def read_batches(shard: Shard, text_column: str = "text") -> Iterator[tuple[pa.L
         raise InputError(f"{shard.path}: unsupported file type")
 
 
-def check_parquet(shard: Shard, text_column: str = "text") -> None:
-    """Fail early, naming the file, if a Parquet shard cannot be read or lacks a string text column."""
+def check_parquet(shard: Shard, text_column: str = "text") -> pq.FileMetaData:
+    """Fail early, naming the file, if a Parquet shard cannot be read or lacks a string text column;
+    returns its metadata (row groups and their sizes)."""
     with shard.open() as f:
-        _parquet_text_field(_open_parquet(shard, f), shard, text_column)
+        parquet = _open_parquet(shard, f)
+        _parquet_text_field(parquet, shard, text_column)
+        return parquet.metadata
 
 
 def _open_parquet(shard: Shard, f) -> pq.ParquetFile:
