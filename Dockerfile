@@ -19,8 +19,8 @@ COPY conf conf
 # Editable, so that deployments find their source in /app. The demo corpus and the compiled
 # kernels are built into the image, so that a fresh `docker compose up` can train at once.
 RUN pip install --upgrade pip \
-    && pip install -e . \
-    && python -c "from bpe.demo import write_demo_corpus; write_demo_corpus('demo-data')" \
+    && pip install -e '.[pipeline]' \
+    && python -c "from bpe.pipeline.demo import write_demo_corpus; write_demo_corpus('demo-data')" \
     && bpe train demo-data --vocab-size 300 --out /tmp/warm --quiet \
     && rm -rf /tmp/warm \
     && useradd --create-home --uid 1000 bpe \

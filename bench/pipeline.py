@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from bench.measure import REPO
-from bpe.services import (
+from bpe.pipeline.services import (
     BIN,
     free_port,
     prefect_env,

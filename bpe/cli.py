@@ -10,13 +10,16 @@ import sys
 import time
 from pathlib import Path
 
+from bpe.errors import require_extra
+from bpe.settings import ENGINES, PATTERNS, TIE_BREAKS
+
 EXIT_ERROR = 1
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from bpe.count import use_system_allocator
+    from bpe.engine.count import use_system_allocator
 
     use_system_allocator()
     try:
@@ -27,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if not _expected(exc):
             raise
-        print(f"bpe: error: {exc}", file=sys.stderr)
+        print(f"bpe: error: {in_flags(exc)}", file=sys.stderr)
         return EXIT_ERROR
 
 
@@ -35,6 +38,38 @@ def _expected(exc: Exception) -> bool:
     from bpe.errors import BpeError
 
     return isinstance(exc, (BpeError, FileExistsError, FileNotFoundError))
+
+
+# The library names settings by parameter; the command by flag.
+FLAGS = {
+    "vocab_size": "--vocab-size",
+    "pattern": "--pattern",
+    "special_tokens": "--special-token",
+    "min_frequency": "--min-frequency",
+    "tie_break": "--tie-break",
+    "text_column": "--text-column",
+    "engine": "--engine",
+    "texts": "inputs",
+    "prefect_port": "--prefect-port",
+    "dask_port": "--dask-port",
+    "dashboard_port": "--dashboard-port",
+}
+
+
+def in_flags(exc: Exception) -> str:
+    """The error's message, with the parameter it names spelled as the command's flag.
+
+    >>> from bpe.errors import SettingsError
+    >>> in_flags(SettingsError("tie_break: expected one of bytes, ids, got 'max'", parameter="tie_break"))
+    "--tie-break: expected one of bytes, ids, got 'max'"
+    """
+    import re
+
+    message = str(exc)
+    parameter = getattr(exc, "parameter", None)
+    if parameter in FLAGS:
+        message = re.sub(rf"(?<![\w-]){parameter}(?![\w-])", FLAGS[parameter], message)
+    return message
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="run the train-bpe flow on the demo corpus (no server needed: Prefect's ephemeral mode)"
     )
     demo.add_argument("--data", type=Path, default=Path("demo-data"), help="where to write the demo corpus")
-    demo.add_argument("--config", type=Path, default=None, help="configuration (default: conf/demo.yaml)")
+    demo.add_argument("--config", type=Path, default=None, help="configuration (default: the packaged conf/demo.yaml)")
     demo.add_argument("--artifacts", type=Path, default=None, help="artifact root (default: the config's)")
     demo.add_argument("--vocab-size", type=int, default=None, help="override the config's vocabulary size")
     demo.set_defaults(run=run_demo)
@@ -99,13 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_training_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vocab-size", type=int, required=True, help="tokens in all: 256 bytes + merges + special tokens")
-    p.add_argument("--pattern", default="cl100k", help="gpt2, cl100k, o200k, whitespace, or a regex (default: cl100k)")
+    p.add_argument("--pattern", default="cl100k", help=f"{', '.join(PATTERNS)}, or a regex (default: cl100k)")
     p.add_argument("--special-token", action="append", default=[], dest="special_tokens", metavar="TOKEN")
     p.add_argument("--text-column", default="text", help="Parquet column / JSON field holding the text")
     p.add_argument("--min-frequency", type=int, default=1, help="stop when the best pair occurs fewer times")
-    p.add_argument("--tie-break", choices=("bytes", "ids"), default="bytes", help="order of pairs with equal counts")
+    p.add_argument("--tie-break", choices=TIE_BREAKS, default="bytes", help="order of pairs with equal counts")
     p.add_argument("--threads", type=int, default=None, help="counting threads (default: one per core)")
-    p.add_argument("--engine", choices=("local", "dask"), default="local")
+    p.add_argument("--engine", choices=ENGINES, default="local", help="dask needs the [dask] extra")
     p.add_argument("--scheduler", help="Dask scheduler address (engine dask); a local cluster is started without it")
     p.add_argument("--workers", type=int, default=None, help="workers of the local Dask cluster (engine dask)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -124,13 +159,14 @@ def run_train(args: argparse.Namespace) -> int:
     progress = None if args.quiet else TerminalProgress()
     engine_options = {}
     if args.engine == "dask":
+        require_extra("dask", "--engine dask")
         engine_options = {"scheduler": args.scheduler, "workers": args.workers}
         if progress is not None:
             engine_options["log"] = lambda line: print(line, file=sys.stderr)
     elif args.scheduler or args.workers:
         from bpe.errors import SettingsError
 
-        raise SettingsError("--scheduler and --workers need --engine dask")
+        raise SettingsError("--scheduler and --workers need --engine dask", parameter="engine")
     started = time.perf_counter()
     tokenizer = train(
         files=[s.path for s in shards],
@@ -228,12 +264,11 @@ def run_decode(args: argparse.Namespace) -> int:
     return 0
 
 
-REPO = Path(__file__).resolve().parent.parent
-
-
 def run_demo(args: argparse.Namespace) -> int:
     """Write the demo corpus, then run the train-bpe flow on it in this process."""
-    from bpe.demo import write_demo_corpus
+    require_extra("pipeline", "bpe demo")
+    from bpe.pipeline.config import packaged_config
+    from bpe.pipeline.demo import write_demo_corpus
 
     paths = write_demo_corpus(args.data)
     print(f"demo corpus: {len(paths)} Parquet shards in {args.data}/", file=sys.stderr)
@@ -241,9 +276,9 @@ def run_demo(args: argparse.Namespace) -> int:
 
     # Prefect's ephemeral server would otherwise try to send telemetry, and log an error offline.
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    from flows.train_bpe import train_bpe  # imports Prefect: only this command pays for it
+    from bpe.flows.train_bpe import train_bpe  # imports Prefect: only the pipeline's commands pay for it
 
-    config = args.config or REPO / "conf" / "demo.yaml"
+    config = args.config or packaged_config("demo")
     result = train_bpe(
         config=str(config),
         data=[str(args.data)],
@@ -262,7 +297,8 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def run_versions(args: argparse.Namespace) -> int:
-    from bpe.store import VersionStore, describe_versions
+    require_extra("pipeline", "bpe versions")
+    from bpe.pipeline.store import VersionStore, describe_versions
 
     root, _, name = args.store.rstrip("/").rpartition("/")
     rows = describe_versions(VersionStore(root or ".", name))
@@ -281,7 +317,8 @@ def run_versions(args: argparse.Namespace) -> int:
 
 
 def run_cluster(args: argparse.Namespace) -> int:
-    from bpe import cluster
+    require_extra("pipeline", "bpe cluster")
+    from bpe.pipeline import cluster
 
     if args.action == "up":
         state = cluster.up(
@@ -310,9 +347,10 @@ def run_cluster(args: argparse.Namespace) -> int:
 
 
 def run_deploy(args: argparse.Namespace) -> int:
-    from flows.deploy import deploy_all
+    require_extra("pipeline", "bpe deploy")
+    from bpe.flows.deploy import deploy_all
 
-    for name in deploy_all(args.conf or REPO / "conf", args.pool):
+    for name in deploy_all(args.conf, args.pool):
         print(f"deployed {name} on work pool {args.pool}")
     return 0
 

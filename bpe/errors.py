@@ -4,7 +4,12 @@ keeps its traceback."""
 
 
 class BpeError(Exception):
-    """Base of the errors the user can act on."""
+    """Base of the errors the user can act on. `parameter` names the setting at fault, in the
+    library's words (`tie_break`); the `bpe` command shows it as its flag (`--tie-break`)."""
+
+    def __init__(self, message: str, parameter: str | None = None) -> None:
+        super().__init__(message)
+        self.parameter = parameter
 
 
 class InputError(BpeError):
@@ -25,3 +30,29 @@ class SpecialTokenError(BpeError, ValueError):
 
 class SchedulerLost(BpeError, RuntimeError):
     """The Dask scheduler is unreachable or went away: training stops and nothing is written."""
+
+
+class MissingExtra(BpeError, ImportError):
+    """A feature whose install extra is missing, e.g. the Dask engine without `[dask]`."""
+
+
+EXTRAS = {
+    "dask": ("dask", "distributed"),
+    "pipeline": ("prefect", "yaml", "matplotlib", "dask", "distributed"),
+}
+
+
+def require_extra(extra: str, feature: str) -> None:
+    """Raise MissingExtra, in one line, if a package of `extra` is not installed."""
+    import importlib.util
+    import sys
+
+    for module in EXTRAS[extra]:
+        try:
+            missing = sys.modules.get(module, True) is None or importlib.util.find_spec(module) is None
+        except ValueError:
+            missing = True
+        if missing:
+            raise MissingExtra(
+                f"{feature} needs the [{extra}] extra ({module} is not installed): pip install 'bpe-trainer[{extra}]'"
+            )

@@ -203,7 +203,7 @@ def atomic_write_dir(target: Path, write, force: bool = False) -> None:
         if not target.is_dir():
             raise FileExistsError(f"{target}: exists and is not a directory")
         if holds_tokenizer and not force:
-            raise FileExistsError(f"{target}: already holds a tokenizer (use --force to replace it)")
+            raise FileExistsError(f"{target}: already holds a tokenizer (force=True replaces it)")
         if not holds_tokenizer and any(target.iterdir()):
             raise FileExistsError(f"{target}: exists and holds other files; choose an empty or new directory")
     target.parent.mkdir(parents=True, exist_ok=True)

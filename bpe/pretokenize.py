@@ -39,6 +39,7 @@ NAMED_PATTERNS = {
     "o200k": O200K_PATTERN,
     "whitespace": WHITESPACE_PATTERN,
 }
+PATTERNS = tuple(NAMED_PATTERNS)
 
 
 def resolve_pattern(pattern: str) -> tuple[str, str]:
@@ -49,7 +50,7 @@ def resolve_pattern(pattern: str) -> tuple[str, str]:
         regex.compile(pattern)
     except regex.error as exc:
         raise SettingsError(
-            f"--pattern: not a known name ({', '.join(NAMED_PATTERNS)}) nor a valid regex: {exc}"
+            f"pattern: not a known name ({', '.join(NAMED_PATTERNS)}) nor a valid regex: {exc}", parameter="pattern"
         ) from None
     for name, known in NAMED_PATTERNS.items():
         if pattern == known:
@@ -73,9 +74,9 @@ class Pretokenizer:
         object.__setattr__(self, "special_tokens", tuple(self.special_tokens))
         for token in self.special_tokens:
             if not token:
-                raise SettingsError("--special-token: a special token cannot be empty")
+                raise SettingsError("special_tokens: a special token cannot be empty", parameter="special_tokens")
         if len(set(self.special_tokens)) != len(self.special_tokens):
-            raise SettingsError("--special-token: the same special token is given twice")
+            raise SettingsError("special_tokens: the same special token is given twice", parameter="special_tokens")
 
     @property
     def compiled(self) -> regex.Pattern:

@@ -159,7 +159,8 @@ def _parquet_text_field(parquet: pq.ParquetFile, shard: Shard, text_column: str)
     if text_column not in schema.names:
         raise InputError(
             f"{shard.path}: no column {text_column!r} (columns: {', '.join(schema.names) or 'none'}); "
-            "choose one with --text-column"
+            "choose one with text_column",
+            parameter="text_column",
         )
     field = schema.field(text_column)
     if not (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
@@ -208,7 +209,10 @@ def _jsonl_batches(shard: Shard, text_column: str) -> Iterator[tuple[pa.LargeStr
             except json.JSONDecodeError as exc:
                 raise InputError(f"{shard.path}:{line_no}: invalid JSON ({exc.msg})") from None
             if not isinstance(record, dict) or text_column not in record:
-                raise InputError(f"{shard.path}:{line_no}: no field {text_column!r}; choose one with --text-column")
+                raise InputError(
+                    f"{shard.path}:{line_no}: no field {text_column!r}; choose one with text_column",
+                    parameter="text_column",
+                )
             value = record[text_column]
             if value is not None and not isinstance(value, str):
                 raise InputError(

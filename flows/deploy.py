@@ -1,7 +1,7 @@
 """Register the `train-bpe` deployments on a Prefect server: one per configuration in `conf/`, on a
 process work pool, each with the cron schedule its configuration gives.
 
-    python -m flows.deploy            # or: bpe deploy
+    bpe deploy                        # or: python -m flows.deploy
     prefect worker start --pool bpe   # runs the flow runs (as the docker-compose prefect-worker does)
     prefect deployment run 'train-bpe/demo' --param vocab_size=8192
 
@@ -33,14 +33,16 @@ def ensure_pool(name: str = POOL) -> None:
             pass
 
 
-def deploy_all(conf_dir: Path = REPO / "conf", pool: str = POOL, source: Path = REPO) -> list[str]:
-    """Register a deployment per configuration file; returns their names (train-bpe/<name>)."""
-    from bpe.config import load_config
-    from flows.train_bpe import train_bpe
+def deploy_all(conf_dir: Path | None = None, pool: str = POOL, source: Path = REPO) -> list[str]:
+    """Register a deployment per configuration file (default: `conf/` beside `flows/`); returns
+    their names (train-bpe/<name>). The source tree is where this file's folder sits, so the same
+    code serves a checkout (`flows/`, `conf/`) and an installed package (`bpe/flows`, `bpe/conf`)."""
+    from bpe.flows.train_bpe import train_bpe
+    from bpe.pipeline.config import load_config
 
     ensure_pool(pool)
     names = []
-    for path in sorted(Path(conf_dir).glob("*.yaml")):
+    for path in sorted(Path(conf_dir or source / "conf").glob("*.yaml")):
         cfg = load_config(path)
         flow = train_bpe.from_source(source=str(source), entrypoint="flows/train_bpe.py:train_bpe")
         flow.deploy(

@@ -2,26 +2,29 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow.parquet as pq
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
-from bpe.evaluate import compression_curve, default_sizes, plot_curve
-from bpe.report import metrics_table, summary_markdown
-from bpe.store import Staged, VersionStore
+from bpe.distributed.counting import ShardCount
+from bpe.pipeline.evaluate import compression_curve, default_sizes, plot_curve
+from bpe.pipeline.report import metrics_table, summary_markdown
+from bpe.pipeline.store import Staged, VersionStore
+from bpe.settings import Settings
 from bpe.tokenizer import Tokenizer, write_manifest
 
 HELD_OUT_SAMPLE_BYTES = 4 << 20
 
 
 @task(name="export-version", cache_policy=NONE, retries=2, retry_delay_seconds=2)
-def export_version(merges: list, pattern: str, special_tokens: list[str], root: str, name: str) -> tuple[Staged, dict]:
+def export_version(merges: np.ndarray, settings: Settings, root: str, name: str) -> tuple[Staged, dict]:
     """Reserve the next version number and write the tokenizer files into its staging directory;
     returns it and the tokenizer's description for the manifest."""
     staged = VersionStore(root, name).stage()
     try:
-        tokenizer = Tokenizer(merges, pattern, special_tokens)
+        tokenizer = Tokenizer(merges, settings.pattern, list(settings.special_tokens))
         tokenizer.write_files(staged.directory)
     except BaseException:
         VersionStore(root, name).abort(staged)
@@ -30,11 +33,11 @@ def export_version(merges: list, pattern: str, special_tokens: list[str], root: 
     return staged, tokenizer.describe()
 
 
-def held_out_texts(counted: list[dict], limit: int = HELD_OUT_SAMPLE_BYTES) -> list[str]:
+def held_out_texts(counted: list[ShardCount], limit: int = HELD_OUT_SAMPLE_BYTES) -> list[str]:
     """The held-out rows the count tasks set aside, shard by shard in path order, up to `limit` bytes."""
     texts, size = [], 0
-    for result in sorted(counted, key=lambda c: c["shard"]["path"]):
-        for text in pq.read_table(result["held_out"]).column("text").to_pylist():
+    for result in sorted(counted, key=lambda c: c.shard["path"]):
+        for text in pq.read_table(result.held_out).column("text").to_pylist():
             if size >= limit:
                 return texts
             texts.append(text)
@@ -43,13 +46,13 @@ def held_out_texts(counted: list[dict], limit: int = HELD_OUT_SAMPLE_BYTES) -> l
 
 
 @task(name="evaluate-version", cache_policy=NONE)
-def evaluate_version(staged: Staged, merges: list, pattern: str, special_tokens: list[str], counted: list[dict],
-                     root: str, name: str, sizes: list[int]) -> dict:  # fmt: skip
+def evaluate_version(staged: Staged, merges: np.ndarray, settings: Settings, counted: list[ShardCount], root: str,
+                     name: str, sizes: list[int]) -> dict:  # fmt: skip
     """Bytes per token on held-out rows at every vocabulary size up to the trained one, for this
     version and the previous one; the curve is also drawn to compression.png in the version."""
     logger = get_run_logger()
     texts = held_out_texts(counted)
-    tokenizer = Tokenizer(merges, pattern, special_tokens)
+    tokenizer = Tokenizer(merges, settings.pattern, list(settings.special_tokens))
     sizes = sorted(set(sizes or default_sizes(tokenizer.vocab_size)) | {tokenizer.vocab_size})
     curve = compression_curve(tokenizer, texts, sizes)
     store = VersionStore(root, name)

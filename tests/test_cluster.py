@@ -13,11 +13,13 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from bpe.cluster import _alive
-from bpe.demo import stdlib_paragraphs
-from bpe.services import free_port, run_deployment, wait_for_flow_run
-from bpe.store import VersionStore
+from bpe.pipeline.cluster import _alive
+from bpe.pipeline.demo import stdlib_paragraphs
+from bpe.pipeline.services import free_port, run_deployment, wait_for_flow_run
+from bpe.pipeline.store import VersionStore
 from tests.conftest import CORPUS, write_parquet
+
+pytestmark = pytest.mark.services  # starts real services: the slow tier
 
 BPE = str(Path(sys.executable).parent / "bpe")
 

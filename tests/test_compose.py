@@ -130,7 +130,7 @@ def test_the_worker_registers_the_deployments_on_start(compose):
 def test_dockerfile_installs_this_project_on_python_311():
     text = (REPO / "Dockerfile").read_text()
     assert re.search(r"^FROM python:3\.11", text, re.M)
-    assert "pip install -e ." in text and "COPY bpe bpe" in text and "COPY conf conf" in text
+    assert "pip install -e '.[pipeline]'" in text and "COPY bpe bpe" in text and "COPY conf conf" in text
     assert re.search(r"^USER bpe", text, re.M)  # not root
     ignored = (REPO / ".dockerignore").read_text().splitlines()
     assert {".venv", ".env", "artifacts"} <= set(ignored)

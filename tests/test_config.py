@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bpe.config import find_configs, load_config
 from bpe.errors import SettingsError
+from bpe.pipeline.config import find_configs, load_config
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -36,7 +36,7 @@ BASE = "name: tok\ndata: data/\nvocab_size: 1000\n"
         ("pattern: '(unclosed'\n", "pattern:"),
         ("special_tokens: [1, 2]\n", "special_tokens: expected a list of non-empty strings"),
         ("schedule: every day\n", "schedule: expected a cron expression"),
-        ("tie_break: random\n", "tie_break: expected bytes or ids"),
+        ("tie_break: random\n", "tie_break: expected one of bytes, ids"),
         ("vocab: 5\n", "unknown key 'vocab'"),
         ("name: 'a b'\n", "name: expected a name of letters"),
     ],

@@ -16,9 +16,11 @@ import pytest
 
 from bpe import train
 from bpe.cli import main
-from bpe.count import WordCounts, count_words
-from bpe.demo import stdlib_paragraphs
+from bpe.engine.count import WordCounts, count_words
+from bpe.pipeline.demo import stdlib_paragraphs
 from tests.conftest import write_parquet
+
+pytestmark = pytest.mark.services  # starts real services: the slow tier
 
 distributed = pytest.importorskip("distributed")
 
@@ -99,17 +101,15 @@ def test_textbook_tie_break_on_dask(cluster, texts):
 
 
 def test_counts_are_summed_on_the_workers_by_stable_hash(cluster, texts, tmp_path):
-    from bpe.count import hash_buckets
-    from bpe.dask_count import count_on_dask, split_by_bucket
+    from bpe.distributed.counting import count_on_dask, split_by_bucket
+    from bpe.engine.count import hash_buckets
     from bpe.pretokenize import Pretokenizer
     from bpe.shards import discover
 
     cluster, client = cluster
     scale(cluster, client, 2)
     files = layouts(texts, tmp_path)["row groups"]
-    futures, stats, fingerprints = count_on_dask(
-        client, {"shards": discover(files)}, Pretokenizer("cl100k"), "text", 3, None
-    )
+    futures, stats, fingerprints = count_on_dask(client, discover(files), None, Pretokenizer("cl100k"), "text", 3)
     assert all(isinstance(f, distributed.Future) for f in futures)  # results stay on the workers
     buckets = client.gather(futures)
     expected = count_words(texts, "cl100k")
@@ -153,7 +153,7 @@ def _free_port() -> int:
 @pytest.fixture
 def process_cluster(tmp_path):
     """`dask scheduler` and two `dask worker` processes on 127.0.0.1, stopped workers-first."""
-    from bpe.services import start_dask_scheduler, start_dask_worker
+    from bpe.pipeline.services import start_dask_scheduler, start_dask_worker
 
     scheduler = start_dask_scheduler(_free_port(), log=tmp_path / "scheduler.log")
     workers = [start_dask_worker(scheduler.url, log=tmp_path / f"worker-{i}.log") for i in range(2)]

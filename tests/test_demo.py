@@ -8,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bpe import Tokenizer
-from bpe.store import VersionStore
+from bpe.pipeline.store import VersionStore
+
+pytestmark = pytest.mark.services  # starts real services: the slow tier
 
 REPO = Path(__file__).resolve().parent.parent
 

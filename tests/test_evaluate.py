@@ -9,11 +9,11 @@ import pyarrow as pa
 import regex
 
 from bpe import train
-from bpe.count import WordCounter, holdout_mask
-from bpe.demo import stdlib_paragraphs
-from bpe.evaluate import bytes_per_token, compression_curve, default_sizes, plot_curve, truncated
+from bpe.engine.count import WordCounter, holdout_mask
+from bpe.pipeline.demo import stdlib_paragraphs
+from bpe.pipeline.evaluate import bytes_per_token, compression_curve, default_sizes, plot_curve, truncated
+from bpe.pipeline.report import metrics_table, summary_markdown
 from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
-from bpe.report import metrics_table, summary_markdown
 
 TEXTS = stdlib_paragraphs()[:1500]
 

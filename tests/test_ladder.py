@@ -1,4 +1,5 @@
-"""The ladder benchmark's trainers (bench/ladder.py) all make the reference trainer's merges."""
+"""The ladder's trainers (bpe/reference.py, and our engine as bench/ladder.py runs it) all make the
+reference trainer's merges; the harness around them runs end to end."""
 
 from __future__ import annotations
 
@@ -10,19 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench import ladder
-from bench.ladder import (
-    TEXTBOOK,
-    Result,
-    best_pair,
-    check_identical,
-    load_texts,
-    merge,
-    pop_best,
-    pretokenize,
-    take_bytes,
-    train_local_engine,
-)
-from bpe.count import count_words
+from bench.ladder import Result, check_identical, load_texts, take_bytes, train_local_engine
+from bpe import reference as textbook
+from bpe.engine.count import count_words
+from bpe.reference import TEXTBOOK, best_pair, merge, pop_best, pretokenize
 from tests.conftest import write_parquet
 from tests.reference import train_reference
 
@@ -60,6 +52,8 @@ def test_merge_is_left_to_right_and_non_overlapping():
 
 def test_docstring_examples():
     assert doctest.testmod(ladder).failed == 0
+    result = doctest.testmod(textbook)
+    assert result.attempted > 0 and result.failed == 0
 
 
 def test_ties_go_to_the_largest_pair_of_ids():

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe.count import WordCounts, count_words
-from bpe.merge import learn_merges
-from bpe.pair_keys import pair_key
-from bpe.pair_queue import PairQueue
-from bpe.word_table import WordTable
+from bpe.engine.count import WordCounts, count_words
+from bpe.engine.merge import learn_merges
+from bpe.engine.pair_keys import pack
+from bpe.engine.pair_queue import PairQueue
+from bpe.engine.word_table import WordTable
 from tests.reference import train_reference
 
 # Words over few symbols give many equal counts (ties) and long runs like "aaaa".
@@ -106,16 +106,16 @@ def test_running_out_of_pairs_stops_with_a_reason():
 def test_word_table_reports_deltas_next_to_merge_sites():
     table = WordTable(WordCounts.from_dict({bytes([1, 2, 3, 1, 2]): 1}))
     initial = dict(zip(*table.take_deltas()))
-    assert initial == {pair_key(1, 2): 2, pair_key(2, 3): 1, pair_key(3, 1): 1}
+    assert initial == {pack(1, 2): 2, pack(2, 3): 1, pack(3, 1): 1}
     table.apply(np.array([[1, 2, 256]]))
     assert table.words() == [[256, 3, 256]]
     deltas = dict(zip(*table.take_deltas()))
     assert deltas == {
-        pair_key(1, 2): -2,
-        pair_key(2, 3): -1,
-        pair_key(3, 1): -1,
-        pair_key(256, 3): 1,
-        pair_key(3, 256): 1,
+        pack(1, 2): -2,
+        pack(2, 3): -1,
+        pack(3, 1): -1,
+        pack(256, 3): 1,
+        pack(3, 256): 1,
     }
 
 
@@ -124,11 +124,11 @@ def test_overlapping_runs_merge_left_to_right():
     table.take_deltas()
     table.apply(np.array([[97, 97, 256]]))
     assert table.words() == [[256, 256, 97]]
-    assert dict(zip(*table.take_deltas())) == {pair_key(97, 97): -4, pair_key(256, 256): 1, pair_key(256, 97): 1}
+    assert dict(zip(*table.take_deltas())) == {pack(97, 97): -4, pack(256, 256): 1, pack(256, 97): 1}
 
 
 def test_queue_refuses_deltas_that_do_not_match():
     queue = PairQueue()
-    queue.add(np.array([pair_key(1, 2)]), np.array([3]))
+    queue.add(np.array([pack(1, 2)]), np.array([3]))
     with pytest.raises(ValueError, match="negative"):
-        queue.add(np.array([pair_key(1, 2)]), np.array([-4]))
+        queue.add(np.array([pack(1, 2)]), np.array([-4]))

@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from bpe.demo import stdlib_paragraphs
-from bpe.services import (
+from bpe.pipeline.demo import stdlib_paragraphs
+from bpe.pipeline.services import (
     free_port,
     prefect_env,
     start_dask_scheduler,
@@ -28,9 +28,11 @@ from bpe.services import (
     start_prefect_worker,
     wait_for_flow_run,
 )
-from bpe.services import run_deployment as start_deployment
-from bpe.store import VersionStore
+from bpe.pipeline.services import run_deployment as start_deployment
+from bpe.pipeline.store import VersionStore
 from bpe.tokenizer import Tokenizer
+
+pytestmark = pytest.mark.services  # starts real services: the slow tier
 
 REPO = Path(__file__).resolve().parent.parent
 POOL = "bpe-test"

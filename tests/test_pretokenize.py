@@ -9,9 +9,9 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe.count import WordCounter, count_words
+from bpe.engine.count import WordCounter, count_words
+from bpe.engine.scanner import SCANNER_IDS, split_offsets, unicode_tables
 from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
-from bpe.scanner import SCANNER_IDS, split_offsets, unicode_tables
 
 # Characters where the patterns disagree with each other or with naive splitting: every kind of
 # whitespace (including the four separators str.split() knows and regex does not), apostrophes
@@ -126,7 +126,7 @@ def test_longest_special_token_wins():
 def test_bad_pattern_and_bad_special_tokens_are_refused():
     import pytest
 
-    with pytest.raises(ValueError, match="--pattern"):
+    with pytest.raises(ValueError, match="^pattern: not a known name"):
         Pretokenizer("([unclosed")
     with pytest.raises(ValueError, match="empty"):
         Pretokenizer("gpt2", [""])

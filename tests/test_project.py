@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import subprocess
 from pathlib import Path
 
-import bpe
-
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_kernel_cache_covers_every_module_with_kernels():
-    with_kernels = {p.name for p in (REPO / "bpe").glob("*.py") if "@njit" in p.read_text()}
-    assert with_kernels == set(bpe.KERNEL_MODULES)
+def test_every_kernel_lives_in_the_engine_whose_source_keys_the_kernel_cache():
+    kernel_files = [p for p in (REPO / "bpe").rglob("*.py") if "@njit" in p.read_text()]
+    assert kernel_files and {p.parent for p in kernel_files} == {REPO / "bpe" / "engine"}
+    import numba
+
+    import bpe.engine  # noqa: F401  (sets the cache directory)
+
+    digest = hashlib.sha256()
+    for path in sorted((REPO / "bpe" / "engine").glob("*.py")):
+        digest.update(path.name.encode() + path.read_bytes())
+    assert numba.config.CACHE_DIR.endswith(digest.hexdigest()[:16])
 
 
 def test_ci_runs_the_readme_test_command():

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from bpe.store import COMPLETE, VersionStore, describe_versions
+from bpe.pipeline.store import COMPLETE, VersionStore, describe_versions
 
 
 def publish(root: str, name: str = "tok", payload: str = "x") -> str:
@@ -50,6 +50,25 @@ def test_latest_never_moves_back(tmp_path):
         (staged.directory / "manifest.json").write_text("{}")
         store.commit(staged)
     assert store.latest() == "v0002" and store.versions() == ["v0001", "v0002"]
+
+
+def test_a_version_committed_while_another_run_reserves_a_number_is_not_taken_twice(tmp_path):
+    """Run A commits v0001 (its directory appears, then its lock goes) just as run B reads the
+    store's listing: B must not see "no v0001 directory" and "no v0001 lock" in two listings."""
+    first, second = VersionStore(str(tmp_path), "tok"), VersionStore(str(tmp_path), "tok")
+    staged = first.stage()
+    (staged.directory / "manifest.json").write_text("{}")
+    listing = second._names
+    committed = []
+
+    def listing_while_the_other_run_commits():
+        names = listing()
+        if not committed:
+            committed.append(first.commit(staged))
+        return names
+
+    second._names = listing_while_the_other_run_commits
+    assert second.stage().version == "v0002"
 
 
 def _stage_and_commit(root: str, queue) -> None:

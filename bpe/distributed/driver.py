@@ -18,135 +18,26 @@ word tables are the same code.
 
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from bpe import channel
-from bpe.count import WordCounter, WordCounts, release_memory, use_system_allocator
-from bpe.dask_count import count_on_dask, split_by_bucket
+from bpe.distributed import channel
+from bpe.distributed.client import Log, check_scheduler, dask_client, ready_workers
+from bpe.distributed.counting import count_on_dask
+from bpe.engine.count import release_memory
+from bpe.engine.merge import MergeResult, finish, stop_reason
+from bpe.engine.pair_queue import PairQueue
 from bpe.errors import SchedulerLost
-from bpe.merge import MergeResult, finish, stop_reason
-from bpe.pair_queue import PairQueue
-from bpe.pretokenize import Pretokenizer
 from bpe.progress import ProgressFn
-
-Log = Callable[[str], None]
-
-
-# ---------------------------------------------------------------------------------------------
-# The cluster.
-
-
-@contextmanager
-def dask_client(scheduler: str | None = None, workers: int | None = None, client=None, log: Log | None = None):
-    """A client to an existing cluster, or to a local cluster of worker processes started here."""
-    from distributed import Client, LocalCluster
-
-    if client is not None:
-        yield client, {"scheduler": client.scheduler.address, "started_here": False}
-        return
-    if scheduler:
-        _check_reachable(scheduler)
-        try:
-            c = Client(scheduler, timeout="30s")
-        except OSError as exc:
-            raise SchedulerLost(f"cannot reach the Dask scheduler at {scheduler} ({exc})") from None
-        try:
-            yield c, {"scheduler": scheduler, "started_here": False}
-        finally:
-            c.close(timeout=5)
-        return
-    import logging
-
-    logging.getLogger("distributed").setLevel(logging.WARNING)  # the cluster's chatter stays out of our logs
-    n = workers or os.cpu_count() or 1
-    cluster = LocalCluster(
-        n_workers=n, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
-        host="127.0.0.1", silence_logs=logging.ERROR,
-    )  # fmt: skip
-    c = Client(cluster)
-    if log:
-        log(f"started a local Dask cluster: {n} worker processes; dashboard {cluster.dashboard_link}")
-    try:
-        yield c, {"scheduler": cluster.scheduler_address, "started_here": True, "dashboard": cluster.dashboard_link}
-    finally:
-        c.close(timeout=5)
-        cluster.close()
-
-
-_CLIENTS: dict = {}
-
-
-def client_for(address: str):
-    """One client per scheduler address in this process, shared by the pipeline's tasks."""
-    from distributed import Client
-
-    client = _CLIENTS.get(address)
-    if client is None or client.status != "running":
-        _check_reachable(address)
-        client = _CLIENTS[address] = Client(address, timeout="30s", set_as_default=False)
-    return client
-
-
-def share_client(client) -> str:
-    """Make `client` the one `client_for` returns for its scheduler; returns the address."""
-    _CLIENTS[client.scheduler.address] = client
-    return client.scheduler.address
-
-
-def _check_reachable(address: str) -> None:
-    """Fail at once, not after the client's 30 s of retries, when nothing listens at a tcp:// address."""
-    import socket
-
-    if not address.startswith("tcp://"):
-        return
-    host, _, port = address[len("tcp://") :].rpartition(":")
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
-    except (OSError, ValueError) as exc:
-        raise SchedulerLost(f"cannot reach the Dask scheduler at {address} ({exc})") from None
-
-
-def _check_scheduler(client, ping: bool = False) -> None:
-    """Raise SchedulerLost if the client has lost its scheduler; `ping` also knocks on its port."""
-    lost = client.status != "running"
-    if ping and not lost:
-        try:
-            _check_reachable(client.scheduler.address)
-        except SchedulerLost:
-            lost = True
-    if lost:
-        raise SchedulerLost("lost the Dask scheduler; training stopped and nothing was written")
-
-
-def warm_up() -> float:
-    """Load the compiled kernels in this worker (from numba's cache), so that the first real task
-    does not pay for it; returns the seconds it took."""
-    started = time.perf_counter()
-    from bpe.word_table import WordTable
-
-    use_system_allocator()
-    for name in ("gpt2", "cl100k", "o200k"):
-        counter = WordCounter(Pretokenizer(name))
-        counter.add_texts(["warm up, 1 2 3"])
-    counts = counter.result()
-    split_by_bucket(WordCounts.combine([counts, counts]), 2)
-    table = WordTable(counts)
-    table.take_deltas()
-    table.apply(np.array([[119, 97, 256]], dtype=np.int64))
-    table.take_deltas()
-    return time.perf_counter() - started
-
-
-# ---------------------------------------------------------------------------------------------
-# The merge loop.
+from bpe.results import TrainingRun
+from bpe.settings import Settings
+from bpe.shards import Shard
 
 
 class Holders:
@@ -219,7 +110,7 @@ class Holders:
     def rebuild(self, b: int, merge_log: np.ndarray) -> None:
         """Start shard b again on a live worker from its checkpoint and the merge log."""
         started = time.perf_counter()
-        _check_scheduler(self.client)
+        check_scheduler(self.client)
         try:
             self.sockets[b].close()
         except OSError:
@@ -277,7 +168,7 @@ class Holders:
 
 
 def _new_holder(*args):
-    from bpe.shard_holder import ShardHolder
+    from bpe.distributed.shard_holder import ShardHolder
 
     return ShardHolder(*args)
 
@@ -320,28 +211,38 @@ def merge_on_dask(
             progress("merge", done, n_merges)
         now = time.monotonic()
         if now - last_check > 1.0:
-            _check_scheduler(holders.client)
+            check_scheduler(holders.client)
             last_check = now
         if checkpoint_seconds and now - last_checkpoint > checkpoint_seconds:
             holders.checkpoint()
             last_checkpoint = time.monotonic()
-    _check_scheduler(holders.client, ping=True)  # a run the scheduler did not live through is not trusted
+    check_scheduler(holders.client, ping=True)  # a run the scheduler did not live through is not trusted
     return finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), started)
+
+
+@dataclass
+class ShardedMerge:
+    """What the merge loop on the workers gives: the merges, the engine's record for the manifest,
+    the unique words over all shards, and the seconds spent building the shards."""
+
+    merges: MergeResult
+    engine: dict
+    unique_words: int
+    build_seconds: float
 
 
 def merge_on_workers(
     client,
     buckets: list,
-    settings,
+    settings: Settings,
     scratch: str,
     progress: ProgressFn | None = None,
     log: Log | None = None,
     call_timeout: float = 60.0,
     checkpoint_seconds: float = 30.0,
-) -> tuple[MergeResult, dict, float]:
+) -> ShardedMerge:
     """Start a holder per word shard (`buckets`: futures of WordCounts, or Parquet paths), run the
-    merge loop, and stop the holders. Returns the merges, the engine's record and the seconds spent
-    building the shards."""
+    merge loop, and stop the holders."""
     started = time.perf_counter()
     holders = Holders(client, scratch, call_timeout, log)
     try:
@@ -357,32 +258,23 @@ def merge_on_workers(
     finally:
         holders.close()
     merged.tokens_after = sum(s["tokens"] for s in shard_stats)
-    record = {
+    engine = {
         "engine": "dask",
         "workers": len(client.scheduler_info()["workers"]),
         "word_shards": len(shard_stats),
-        "unique_words": sum(s["words"] for s in shard_stats),
         "rounds": merged.rounds,
         "merges_per_round": round(len(merged.merges) / merged.rounds, 2) if merged.rounds else None,
         "recoveries": holders.recoveries,
         "seconds_waiting_for_shards": round(holders.wait_seconds, 3),
         "shard_peak_mb": [round(s["peak_mb"]) for s in shard_stats],
     }
-    return merged, record, build_seconds
-
-
-def ready_workers(client) -> int:
-    """Wait for at least one worker, load the kernels on all of them; returns how many there are."""
-    if not client.scheduler_info()["workers"]:
-        client.wait_for_workers(1, timeout=60)
-    client.run(warm_up)
-    return len(client.scheduler_info()["workers"])
+    return ShardedMerge(merged, engine, sum(s["words"] for s in shard_stats), build_seconds)
 
 
 def train_on_dask(
-    settings,
-    pretokenizer: Pretokenizer,
-    inputs: dict,
+    settings: Settings,
+    shards: Sequence[Shard] | None,
+    texts: Iterable[str] | None = None,
     progress: ProgressFn | None = None,
     threads: int | None = None,
     scheduler: str | None = None,
@@ -392,25 +284,26 @@ def train_on_dask(
     log: Log | None = None,
     call_timeout: float = 60.0,
     checkpoint_seconds: float = 30.0,
-):
-    """Count and merge on a Dask cluster; returns what `bpe.train.train` records."""
-    timings: dict[str, float] = {}
+) -> TrainingRun:
+    """Count and merge on a Dask cluster (`shards`, or in-memory `texts` counted here first)."""
+    seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     own_scratch = scratch is None
     scratch = scratch or tempfile.mkdtemp(prefix="bpe-scratch-")
     try:
         with dask_client(scheduler, workers, client, log) as (c, cluster):
             n = ready_workers(c)
-            timings["cluster"] = time.perf_counter() - t0
+            seconds["cluster"] = time.perf_counter() - t0
             t1 = time.perf_counter()
-            buckets, stats, fingerprints = count_on_dask(c, inputs, pretokenizer, settings.text_column, n, progress)
-            timings["count"] = time.perf_counter() - t1
-            merged, record, timings["build"] = merge_on_workers(
-                c, buckets, settings, scratch, progress, log, call_timeout, checkpoint_seconds
+            buckets, stats, fingerprints = count_on_dask(
+                c, shards, texts, settings.pretokenizer, settings.text_column, n, progress
             )
+            seconds["count"] = time.perf_counter() - t1
+            sharded = merge_on_workers(c, buckets, settings, scratch, progress, log, call_timeout, checkpoint_seconds)
             del buckets
-            timings["merge"] = merged.seconds
-            record = {"scheduler": cluster["scheduler"], "cluster_started_here": cluster["started_here"], **record}
+            seconds["build"], seconds["merge"] = sharded.build_seconds, sharded.merges.seconds
+            engine = {"scheduler": cluster["scheduler"], "cluster_started_here": cluster["started_here"],
+                      **sharded.engine}  # fmt: skip
     except OSError as exc:
         if "scheduler" in str(exc).lower() or (client is None and scheduler):
             raise SchedulerLost(f"lost the Dask scheduler: {exc}") from None
@@ -418,4 +311,4 @@ def train_on_dask(
     finally:
         if own_scratch:
             shutil.rmtree(scratch, ignore_errors=True)
-    return record.pop("unique_words"), stats, fingerprints, merged, timings, record
+    return TrainingRun(stats, sharded.unique_words, sharded.merges, fingerprints, seconds, engine)

@@ -1,7 +1,7 @@
 """The worker side of the distributed merge loop: one shard of the word table, served over a socket.
 
 A `ShardHolder` is a Dask actor. Dask places it (next to its words) and keeps it alive; the merge
-loop itself runs over a plain TCP connection from the driver (`bpe.channel`):
+loop itself runs over a plain TCP connection from the driver (`bpe.distributed.channel`):
 
     driver -> holder   MRGE  merges of the round as (a, b, new id) triples
     holder -> driver   DLTA  pair keys and count deltas, only for pairs that changed
@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bpe import channel
-from bpe.count import WordCounts
-from bpe.word_table import WordTable
+from bpe.distributed import channel
+from bpe.engine.count import WordCounts
+from bpe.engine.word_table import WordTable
 
 
 def shard_dir(scratch: str, shard: int) -> Path:
@@ -94,7 +94,7 @@ class ShardHolder:
 
     def _link_words(self, path: str) -> WordCounts:
         """Use a Parquet file that already holds the shard's words (the pipeline writes one)."""
-        from bpe.dask_count import read_counts
+        from bpe.distributed.counting import read_counts
 
         link = self.directory / "words.parquet"
         if not link.exists():

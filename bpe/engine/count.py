@@ -2,7 +2,7 @@
 
 Memory grows with the number of unique words, not with the corpus: documents stream through a
 `WordCounter` batch by batch. For the named patterns the counter scans UTF-8 bytes with the
-compiled scanners in `bpe.scanner` and counts in a compiled hash table; other patterns use the
+compiled scanners in `bpe.engine.scanner` and counts in a compiled hash table; other patterns use the
 `regex` module. Both give the counts of running the pattern over every document.
 
 >>> counter = WordCounter(Pretokenizer("gpt2"))
@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections import Counter
+from collections import Counter, namedtuple
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -25,8 +25,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
+from bpe.engine.hashing import FNV_OFFSET_BASIS, fnv1a_step, hash_buckets
+from bpe.engine.scanner import SCANNER_IDS, decode_utf8, is_gap, next_piece_end, unicode_tables
 from bpe.pretokenize import Pretokenizer
-from bpe.scanner import SCANNER_IDS, decode_utf8, is_gap, next_piece_end, unicode_tables
 from bpe.shards import Shard, read_batches
 
 
@@ -142,6 +143,17 @@ class WordCounter:
     def add_texts(self, texts: Iterable[str | None]) -> None:
         self.add_arrow(pa.array(list(texts), pa.large_string()))
 
+    def add_stream(self, texts: Iterable[str | None], batch_size: int = 8192) -> None:
+        """Count documents from any iterable (a generator too), `batch_size` at a time."""
+        batch: list[str | None] = []
+        for text in texts:
+            batch.append(text)
+            if len(batch) >= batch_size:
+                self.add_texts(batch)
+                batch = []
+        if batch:
+            self.add_texts(batch)
+
     def add_arrow(self, array: pa.Array | pa.ChunkedArray) -> None:
         """Count a batch of documents; nulls are skipped (and counted in `stats.null_rows`)."""
         if isinstance(array, pa.ChunkedArray):
@@ -231,20 +243,15 @@ def holdout_mask(array: pa.LargeStringArray, fraction: float) -> np.ndarray:
     return hash_buckets(data, offsets, HOLDOUT_BUCKETS) < int(round(fraction * HOLDOUT_BUCKETS))
 
 
-@njit(cache=True)
-def hash_buckets(data, offsets, n):
-    """FNV-1a of each byte string data[offsets[i]:offsets[i + 1]], modulo n: a stable hash, the same
-    in every process (Python's own hash is salted per process)."""
-    out = np.empty(len(offsets) - 1, dtype=np.int64)
-    for r in range(len(offsets) - 1):
-        h = np.uint64(14695981039346656037)
-        for i in range(offsets[r], offsets[r + 1]):
-            h = (h ^ np.uint64(data[i])) * np.uint64(1099511628211)
-        out[r] = np.int64(h % np.uint64(n))
-    return out
-
-
-COUNTING_MODULES = ("count.py", "scanner.py", "pretokenize.py", "shards.py", "dask_count.py")
+# The modules whose code decides counts, relative to the `bpe` package folder.
+COUNTING_MODULES = (
+    "engine/count.py",
+    "engine/hashing.py",
+    "engine/scanner.py",
+    "pretokenize.py",
+    "shards.py",
+    "distributed/counting.py",
+)
 
 
 def counting_code_version() -> str:
@@ -252,10 +259,10 @@ def counting_code_version() -> str:
     import hashlib
     from pathlib import Path
 
-    here = Path(__file__).parent
+    package = Path(__file__).parents[1]
     digest = hashlib.sha256()
     for name in COUNTING_MODULES:
-        digest.update(name.encode() + (here / name).read_bytes())
+        digest.update(name.encode() + (package / name).read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -278,14 +285,7 @@ def use_system_allocator() -> None:
 def count_words(texts: Iterable[str], pattern: str = "gpt2", special_tokens: Sequence[str] = ()) -> WordCounts:
     """Word counts of an iterable of documents (convenience for small inputs)."""
     counter = WordCounter(Pretokenizer(pattern, special_tokens))
-    batch: list[str] = []
-    for text in texts:
-        batch.append(text)
-        if len(batch) >= 4096:
-            counter.add_texts(batch)
-            batch = []
-    if batch:
-        counter.add_texts(batch)
+    counter.add_stream(texts)
     return counter.result()
 
 
@@ -358,12 +358,18 @@ def count_shards(
 
 
 # ---------------------------------------------------------------------------------------------
-# A compiled hash table from byte strings to counts: a tuple (slots, starts, store, meta).
+# A compiled hash table from byte strings to counts.
 # Each slot is one row of four uint64: [hash, first 8 bytes, (entry + 1) | length << 32, count], so
 # a lookup of a short word touches a single cache line. Entry e's bytes are
 # store[starts[e]:starts[e] + length], appended in insertion order; meta = [entries, bytes used].
 
-_HASH, _PREFIX, _ENTRY, _COUNT = 0, 1, 2, 3
+CountTable = namedtuple("CountTable", ["slots", "starts", "store", "meta"])
+
+_HASH, _PREFIX, _ENTRY, _COUNT = 0, 1, 2, 3  # columns of slots
+_ENTRY_MASK = np.uint64(0xFFFFFFFF)  # the low bits of the _ENTRY column: entry + 1
+_LENGTH_SHIFT = np.uint64(32)  # where the length starts in the _ENTRY column
+_ENTRIES, _BYTES_USED = 0, 1  # entries of meta
+_META_SIZE = _BYTES_USED + 1
 
 
 @njit(cache=True)
@@ -371,47 +377,48 @@ def _table_new(expected_entries, expected_bytes):
     capacity = 1 << 10
     while capacity < 2 * expected_entries:
         capacity *= 2
-    return (
+    return CountTable(
         np.zeros((capacity, 4), dtype=np.uint64),
         np.empty(capacity // 2 + 1, dtype=np.int64),
         np.empty(max(expected_bytes, 1024), dtype=np.uint8),
-        np.zeros(2, dtype=np.int64),
+        np.zeros(_META_SIZE, dtype=np.int64),
     )
 
 
 @njit(inline="always")
 def _hash_and_prefix(data, start, end):
     """FNV-1a hash of data[start:end] and its first 8 bytes packed little-endian."""
-    h = np.uint64(14695981039346656037)
+    h = FNV_OFFSET_BASIS
     prefix = np.uint64(0)
     for i in range(start, end):
         b = np.uint64(data[i])
-        h = (h ^ b) * np.uint64(1099511628211)
+        h = fnv1a_step(h, b)
         if i - start < 8:
             prefix |= b << np.uint64(8 * (i - start))
     return h, prefix
 
 
 @njit(inline="always")
-def _table_insert(slots, starts, store, meta, data, start, end, weight):
+def _table_insert(table, data, start, end, weight):
     """Add `weight` to the count of data[start:end]. Returns False, changing nothing, if the table is full."""
+    slots, starts, store, meta = table.slots, table.starts, table.store, table.meta
     length = end - start
-    entries = meta[0]
-    used = meta[1]
+    entries = meta[_ENTRIES]
+    used = meta[_BYTES_USED]
     if entries >= len(starts) - 1 or used + length > len(store):
         return False
     h, prefix = _hash_and_prefix(data, start, end)
-    tag = np.uint64(length) << np.uint64(32)
+    tag = np.uint64(length) << _LENGTH_SHIFT
     mask = np.uint64(len(slots) - 1)
     i = h & mask
     while True:
         m = slots[i, _ENTRY]
         if m == 0:
             break
-        if slots[i, _HASH] == h and slots[i, _PREFIX] == prefix and (m & ~np.uint64(0xFFFFFFFF)) == tag:
+        if slots[i, _HASH] == h and slots[i, _PREFIX] == prefix and (m & ~_ENTRY_MASK) == tag:
             same = True
             if length > 8:
-                s = starts[np.int64(m & np.uint64(0xFFFFFFFF)) - 1]
+                s = starts[np.int64(m & _ENTRY_MASK) - 1]
                 for j in range(8, length):
                     if store[s + j] != data[start + j]:
                         same = False
@@ -426,16 +433,17 @@ def _table_insert(slots, starts, store, meta, data, start, end, weight):
     slots[i, _PREFIX] = prefix
     slots[i, _ENTRY] = np.uint64(entries + 1) | tag
     slots[i, _COUNT] = np.uint64(weight)
-    meta[0] = entries + 1
-    meta[1] = used + length
+    meta[_ENTRIES] = entries + 1
+    meta[_BYTES_USED] = used + length
     return True
 
 
 @njit(cache=True)
 def _table_make_room(table, length):
     """A table with room for one more entry of `length` bytes (doubling what is short)."""
-    slots, starts, store, meta = table
-    if meta[0] >= len(starts) - 1:
+    slots, starts, store, meta = table.slots, table.starts, table.store, table.meta
+    entries = meta[_ENTRIES]
+    if entries >= len(starts) - 1:
         capacity = 2 * len(slots)
         bigger = np.zeros((capacity, 4), dtype=np.uint64)
         mask = np.uint64(capacity - 1)
@@ -447,33 +455,32 @@ def _table_make_room(table, length):
                 bigger[i] = slots[r]
         slots = bigger
         more_starts = np.empty(capacity // 2 + 1, dtype=np.int64)
-        more_starts[: meta[0]] = starts[: meta[0]]
+        more_starts[:entries] = starts[:entries]
         starts = more_starts
-    used = meta[1]
+    used = meta[_BYTES_USED]
     if used + length > len(store):
         more_store = np.empty(max(2 * len(store), used + length), dtype=np.uint8)
         more_store[:used] = store[:used]
         store = more_store
-    return (slots, starts, store, meta)
+    return CountTable(slots, starts, store, meta)
 
 
 @njit(cache=True)
 def _table_add_words(table, data, offsets, weights):
     i = 0
     while i < len(weights):
-        slots, starts, store, meta = table
-        i = _insert_until_full(slots, starts, store, meta, data, offsets, weights, i)
+        i = _insert_until_full(table, data, offsets, weights, i)
         if i < len(weights):
             table = _table_make_room(table, offsets[i + 1] - offsets[i])
     return table
 
 
 @njit(cache=True)
-def _insert_until_full(slots, starts, store, meta, data, offsets, weights, first):
+def _insert_until_full(table, data, offsets, weights, first):
     """Add words `first`, `first` + 1, ...; returns where it stopped (all done, or the table is full).
     The arrays stay fixed inside the loop, which keeps it fast."""
     for i in range(first, len(weights)):
-        if not _table_insert(slots, starts, store, meta, data, offsets[i], offsets[i + 1], weights[i]):
+        if not _table_insert(table, data, offsets[i], offsets[i + 1], weights[i]):
             return i
     return len(weights)
 
@@ -488,9 +495,8 @@ def _count_pieces(data, doc_offsets, scanner_id, classes, folds, table):
     byte_pos = np.empty(longest + 2, dtype=np.int64)
     doc, position, pieces = 0, 0, 0
     while True:
-        slots, starts, store, meta = table
         doc, position, more = _count_until_full(
-            data, doc_offsets, doc, position, scanner_id, classes, folds, slots, starts, store, meta, cps, byte_pos
+            table, data, doc_offsets, doc, position, scanner_id, classes, folds, cps, byte_pos
         )
         pieces += more
         if doc == len(doc_offsets) - 1:
@@ -499,9 +505,7 @@ def _count_pieces(data, doc_offsets, scanner_id, classes, folds, table):
 
 
 @njit(nogil=True, cache=True)
-def _count_until_full(
-    data, doc_offsets, doc, position, scanner_id, classes, folds, slots, starts, store, meta, cps, byte_pos
-):
+def _count_until_full(table, data, doc_offsets, doc, position, scanner_id, classes, folds, cps, byte_pos):
     """Count pieces from code point `position` of document `doc` on; stop where the table is full.
 
     Returns (doc, position, pieces counted); doc == number of documents when all are done.
@@ -516,7 +520,7 @@ def _count_until_full(
             if is_gap(cps, p, scanner_id, classes):
                 p = e
                 continue
-            if not _table_insert(slots, starts, store, meta, data, byte_pos[p], byte_pos[e], 1):
+            if not _table_insert(table, data, byte_pos[p], byte_pos[e], 1):
                 return d, p, pieces
             pieces += 1
             p = e
@@ -529,14 +533,13 @@ def _table_counts(slots, entries):
     for r in range(len(slots)):
         m = slots[r, _ENTRY]
         if m != 0:
-            counts[np.int64(m & np.uint64(0xFFFFFFFF)) - 1] = np.int64(slots[r, _COUNT])
+            counts[np.int64(m & _ENTRY_MASK) - 1] = np.int64(slots[r, _COUNT])
     return counts
 
 
-def _table_result(table) -> WordCounts:
-    slots, starts, store, meta = table
-    n, used = int(meta[0]), int(meta[1])
+def _table_result(table: CountTable) -> WordCounts:
+    n, used = int(table.meta[_ENTRIES]), int(table.meta[_BYTES_USED])
     offsets = np.empty(n + 1, dtype=np.int64)
-    offsets[:n] = starts[:n]
+    offsets[:n] = table.starts[:n]
     offsets[n] = used
-    return WordCounts(store[:used].copy(), offsets, _table_counts(slots, n))
+    return WordCounts(table.store[:used].copy(), offsets, _table_counts(table.slots, n))

@@ -3,7 +3,7 @@
 One `WordTable` (the words) and one `PairQueue` (the counts) exchange pair-count deltas each
 round, exactly as the Dask engine does across workers, so both engines share every kernel.
 
->>> from bpe.count import count_words
+>>> from bpe.engine.count import count_words
 >>> result = learn_merges(count_words(["aaab aab"], "whitespace"), n_merges=2)
 >>> result.merges.tolist()
 [[97, 97], [256, 98]]
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from bpe.count import WordCounts
-from bpe.pair_queue import PairQueue, _add, _next_round
-from bpe.word_table import WordTable, _apply_merges, _take_deltas
+from bpe.engine.count import WordCounts
+from bpe.engine.pair_queue import PairQueue, _add, _next_round
+from bpe.engine.word_table import WordTable, _apply_merges, _take_deltas
 
 ProgressCallback = Callable[[int], None]
 
@@ -82,7 +82,8 @@ def learn_merges(
 
 @njit(cache=True)
 def _run_rounds(words, queue, budget, min_frequency, one_per_round):
-    """Select, apply and count rounds until `budget` merges are made or none is left."""
+    """Select, apply and count rounds until `budget` merges are made or none is left.
+    `words` is a word table's state (a WordState), `queue` a pair queue's (a QueueState)."""
     made = np.empty((budget, 4), dtype=np.int64)
     n = 0
     rounds = 0

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import operator
 import os
-from collections.abc import Sequence
-from dataclasses import asdict
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from bpe.count import CountStats, WordCounter, WordCounts, hash_buckets, use_system_allocator
+from bpe.engine.count import CountStats, WordCounter, WordCounts, use_system_allocator
+from bpe.engine.hashing import hash_buckets
 from bpe.pretokenize import Pretokenizer
 from bpe.shards import InputError, Shard, check_parquet
 
@@ -164,16 +166,25 @@ def submit_counts(client, shards, pretokenizer, text_column, n_buckets, holdout,
     return tasks, stats
 
 
-def count_on_dask(client, inputs: dict, pretokenizer: Pretokenizer, text_column: str, n_buckets: int, progress):
-    """Count on the workers; returns (futures of the summed counts per bucket, stats, fingerprints)."""
-    if "texts" in inputs:  # in-memory texts: count here, then place the buckets on the workers
+def count_on_dask(
+    client,
+    shards: Sequence[Shard] | None,
+    texts: Iterable[str] | None,
+    pretokenizer: Pretokenizer,
+    text_column: str,
+    n_buckets: int,
+    progress=None,
+) -> tuple[list, CountStats, list[dict] | None]:
+    """Count on the workers; returns (futures of the summed counts per bucket, stats, fingerprints).
+    In-memory `texts` (when `shards` is None) are counted here, then placed on the workers."""
+    if shards is None:
         counter = WordCounter(pretokenizer)
-        counter.add_texts(list(inputs["texts"]))
+        counter.add_texts(list(texts or ()))
         buckets = split_by_bucket(counter.result(), n_buckets)
         return client.scatter(buckets), counter.stats, None
     # Hashing the shards waits behind the counting (lower priority): it fills the counting's tail.
-    fingerprints = [client.submit(fingerprint_shard, s, pure=False, priority=-10) for s in inputs["shards"]]
-    tasks, stats = submit_counts(client, inputs["shards"], pretokenizer, text_column, n_buckets, 0.0, progress)
+    fingerprints = [client.submit(fingerprint_shard, s, pure=False, priority=-10) for s in shards]
+    tasks, stats = submit_counts(client, shards, pretokenizer, text_column, n_buckets, 0.0, progress)
     per_bucket = [[client.submit(_item, t, "buckets", b) for t in tasks] for b in range(n_buckets)]
     del tasks
     reduced = [tree_reduce(client, futures) for futures in per_bucket]
@@ -189,24 +200,38 @@ def tree_reduce(client, futures: list, fan_in: int = 4):
     return level[0]
 
 
+@dataclass
+class ShardCount:
+    """One input file counted: its fingerprint, the Parquet files holding its word counts and its
+    held-out rows, what was counted, and how long it took."""
+
+    shard: dict  # path, size, sha256, kind
+    counts: str
+    held_out: str
+    stats: CountStats
+    seconds: float = 0.0
+
+
 def count_shard_to_files(
     client,
-    shard: Shard,
+    shard: dict,
     pretokenizer: Pretokenizer,
     text_column: str,
     holdout: float,
     counts_path: str,
     held_out_path: str,
-) -> dict:
-    """Count one shard on the workers and have a worker write its counts (and its held-out rows)
-    to Parquet; returns the statistics."""
-    tasks, stats = submit_counts(client, [shard], pretokenizer, text_column, 1, holdout)
+) -> ShardCount:
+    """Count one shard (a fingerprint: path, size, sha256, kind) on the workers and have a worker
+    write its counts (and its held-out rows) to Parquet."""
+    started = time.perf_counter()
+    tasks, stats = submit_counts(client, [Shard(shard["path"], shard["kind"], shard["size"])], pretokenizer,
+                                 text_column, 1, holdout)  # fmt: skip
     total = tree_reduce(client, [client.submit(_item, t, "buckets", 0) for t in tasks])
     written = client.submit(write_counts, total, counts_path, pure=False)
     held = client.submit(_write_held_out, [client.submit(_item, t, "held_out") for t in tasks], held_out_path)
     written.result()
     held.result()
-    return asdict(stats)
+    return ShardCount(shard, counts_path, held_out_path, stats, time.perf_counter() - started)
 
 
 def _write_held_out(parts: list[list[str]], path: str) -> str:

@@ -14,7 +14,7 @@ import signal
 from pathlib import Path
 
 from bpe.errors import SettingsError
-from bpe.services import (
+from bpe.pipeline.services import (
     Service,
     port_in_use,
     prefect_env,
@@ -44,13 +44,15 @@ def up(
     state_file = state_dir / STATE_FILE
     if state_file.exists() and any(_alive(p["pid"]) for p in json.loads(state_file.read_text())["processes"]):
         raise SettingsError(f"{state_file}: a cluster started from here is running; `bpe cluster down` first")
-    for port, what, option in (
-        (prefect_port, "Prefect server", "--prefect-port"),
-        (dask_port, "Dask scheduler", "--dask-port"),
-        (dashboard_port, "Dask dashboard", "--dashboard-port"),
+    for port, what, parameter in (
+        (prefect_port, "Prefect server", "prefect_port"),
+        (dask_port, "Dask scheduler", "dask_port"),
+        (dashboard_port, "Dask dashboard", "dashboard_port"),
     ):
         if port_in_use(port):
-            raise SettingsError(f"port {port} on 127.0.0.1 is in use ({what}); choose another with {option}")
+            raise SettingsError(
+                f"port {port} on 127.0.0.1 is in use ({what}); choose another with {parameter}", parameter=parameter
+            )
     logs = state_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     started: list[Service] = []
@@ -94,11 +96,10 @@ def _deploy(env: dict, conf_dir: Path | None, pool: str) -> None:
     import subprocess
     import sys
 
-    args = [sys.executable, "-m", "flows.deploy", "--pool", pool]
+    args = [sys.executable, "-m", "bpe.flows.deploy", "--pool", pool]
     if conf_dir:
         args += ["--conf", str(conf_dir)]
-    repo = Path(__file__).resolve().parent.parent
-    done = subprocess.run(args, env={**os.environ, **env}, capture_output=True, text=True, cwd=repo)
+    done = subprocess.run(args, env={**os.environ, **env}, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"registering the deployments failed:\n{done.stderr[-2000:]}")
 

@@ -1,29 +1,51 @@
 """The word side of the merge loop: unique words as token ids, and which words hold each pair.
 
 Applying merge (a, b) -> X visits only the words that hold the pair (an inverted index pair ->
-words) and reports how pair counts changed next to each merge site, as deltas. For a word
-[1, 2, 3, 1, 2] of frequency 1, merge (1, 2) -> 256 gives [256, 3, 256] and the deltas
-(1, 2): -2, (2, 3): -1, (3, 1): -1, (256, 3): +1, (3, 256): +1.
-
+words) and reports how pair counts changed next to each merge site, as deltas.
 The local engine keeps one table; the Dask engine keeps one per worker, and sums the deltas.
 All hot loops are numba kernels over flat arrays; `WordTable` is the small Python face.
+
+For a word [1, 2, 3, 1, 2] of frequency 1, merge (1, 2) -> 256 gives [256, 3, 256]; the pair
+(1, 2) is lost twice, (2, 3) and (3, 1) once each, and (256, 3), (3, 256) appear:
+
+>>> from bpe.engine.pair_keys import unpack
+>>> table = WordTable.from_words(np.array([1, 2, 3, 1, 2]), lengths=np.array([5]), freqs=np.array([1]))
+>>> table.apply(np.array([[1, 2, 256]]))
+>>> table.words()
+[[256, 3, 256]]
+>>> keys, deltas = table.take_deltas()
+>>> dict(sorted((unpack(key), int(delta)) for key, delta in zip(keys, deltas)))
+{(1, 2): -2, (2, 3): -1, (3, 1): -1, (3, 256): 1, (256, 3): 1}
 """
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 from numba import njit
 
-from bpe.count import WordCounts
-from bpe.pair_keys import slot_of
+from bpe.engine.count import WordCounts
+from bpe.engine.pair_keys import KEY_COLUMN, LOW32, pack, slot_of
 
-PAIR_SHIFT = np.int64(32)
-LOW32 = np.int64(0xFFFFFFFF)
-TOUCHED = np.int64(1) << np.int64(40)
+# The kernels' state. tokens, starts, lengths, freqs: the words (word w is
+# tokens[starts[w]:starts[w] + lengths[w]], rewritten in place). pairs: the pair table (columns
+# below). node_word, node_next: a word list is a singly linked list of nodes; lists of merged
+# pairs are recycled into the free list. touched: slots whose delta changed since the last report.
+# meta: the counters below.
+WordState = namedtuple(
+    "WordState", ["tokens", "starts", "lengths", "freqs", "pairs", "node_word", "node_next", "touched", "meta"]
+)
 
 # Columns of the pair table: key + 1 (0 = empty slot), head of the list of words holding the
 # pair, delta accumulated since the last report, and (last word linked + 1) | TOUCHED.
-_KEY, _HEAD, _DELTA, _FLAGS = 0, 1, 2, 3
+_HEAD, _DELTA, _FLAGS = 1, 2, 3
+TOUCHED = np.int64(1) << np.int64(40)
+
+# Entries of meta: pairs in the table, nodes ever used, head of the free node list (-1 = empty),
+# touched slots, nodes in the free list.
+_PAIRS_USED, _NODES_USED, _FREE_HEAD, _N_TOUCHED, _FREE_NODES = range(5)
+_META_SIZE = _FREE_NODES + 1
 
 
 class WordTable:
@@ -46,13 +68,13 @@ class WordTable:
 
     def to_words(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(tokens, lengths, freqs) of the words as they stand, compacted: what a checkpoint keeps."""
-        tokens, starts, lengths, freqs = self._state[:4]
-        keep = np.repeat(starts, lengths) + _ranges(lengths)
-        return tokens[keep].copy(), lengths.copy(), freqs.copy()
+        state = self._state
+        keep = np.repeat(state.starts, state.lengths) + _ranges(state.lengths)
+        return state.tokens[keep].copy(), state.lengths.copy(), state.freqs.copy()
 
     @property
     def n_words(self) -> int:
-        return len(self._state[1])
+        return len(self._state.starts)
 
     def take_deltas(self) -> tuple[np.ndarray, np.ndarray]:
         """(pair keys, count deltas) accumulated since the last call; the first call gives the initial counts."""
@@ -64,13 +86,12 @@ class WordTable:
 
     def words(self) -> list[list[int]]:
         """Current token ids of every word (for tests and checkpoints)."""
-        tokens, starts, lengths = self._state[0], self._state[1], self._state[2]
+        tokens, starts, lengths = self._state.tokens, self._state.starts, self._state.lengths
         return [tokens[starts[w] : starts[w] + lengths[w]].tolist() for w in range(len(starts))]
 
     def token_count(self) -> int:
         """Tokens of all word occurrences as they stand: sum of frequency x length."""
-        lengths, freqs = self._state[2], self._state[3]
-        return int((lengths.astype(np.int64) * freqs).sum())
+        return int((self._state.lengths.astype(np.int64) * self._state.freqs).sum())
 
     @property
     def nbytes(self) -> int:
@@ -85,22 +106,20 @@ def _ranges(lengths: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
-# Kernels. The state is a tuple:
-# (tokens, starts, lengths, freqs, pairs, node_word, node_next, touched, meta)
-# meta = [pairs used, nodes used, free node list head, touched count, free nodes]. A word list is
-# a singly linked list of nodes; lists of merged pairs are recycled into the free list.
+# Kernels over a WordState. Loops that may need bigger tables return to a driver that grows them
+# (`_make_room`) and re-enters: inside a loop the arrays stay fixed, which keeps it fast.
 
 
 @njit(inline="always")
 def _slot_for(pairs, meta, key):
     """The slot of `key`, inserting it if new (the caller guarantees room)."""
     i = slot_of(pairs, key)
-    if pairs[i, _KEY] == 0:
-        pairs[i, _KEY] = key + 1
+    if pairs[i, KEY_COLUMN] == 0:
+        pairs[i, KEY_COLUMN] = key + 1
         pairs[i, _HEAD] = -1
         pairs[i, _DELTA] = 0
         pairs[i, _FLAGS] = 0
-        meta[0] += 1
+        meta[_PAIRS_USED] += 1
     return i
 
 
@@ -109,8 +128,8 @@ def _add_delta(pairs, touched, meta, slot, delta):
     pairs[slot, _DELTA] += delta
     if not pairs[slot, _FLAGS] & TOUCHED:
         pairs[slot, _FLAGS] |= TOUCHED
-        touched[meta[3]] = slot
-        meta[3] += 1
+        touched[meta[_N_TOUCHED]] = slot
+        meta[_N_TOUCHED] += 1
 
 
 @njit(inline="always")
@@ -119,13 +138,13 @@ def _link(pairs, node_word, node_next, meta, slot, word):
     if pairs[slot, _FLAGS] & LOW32 == word + 1:
         return
     pairs[slot, _FLAGS] = (pairs[slot, _FLAGS] & ~LOW32) | (word + 1)
-    node = meta[2]
+    node = meta[_FREE_HEAD]
     if node >= 0:
-        meta[2] = node_next[node]
-        meta[4] -= 1
+        meta[_FREE_HEAD] = node_next[node]
+        meta[_FREE_NODES] -= 1
     else:
-        node = meta[1]
-        meta[1] += 1
+        node = meta[_NODES_USED]
+        meta[_NODES_USED] += 1
     node_word[node] = word
     node_next[node] = pairs[slot, _HEAD]
     pairs[slot, _HEAD] = node
@@ -137,34 +156,41 @@ def _build(tokens, starts, lengths, freqs):
     for w in range(len(starts)):
         total_pairs += max(lengths[w] - 1, 0)
     capacity = 1 << 12  # small inputs stay small; the table doubles as pairs arrive
-    pairs = np.zeros((capacity, 4), dtype=np.int64)
     n_nodes = total_pairs + 1024
-    node_word = np.empty(n_nodes, dtype=np.int32)
-    node_next = np.empty(n_nodes, dtype=np.int32)
-    touched = np.empty(capacity // 2 + 1, dtype=np.int32)
-    meta = np.zeros(5, dtype=np.int64)
-    meta[2] = -1
-    state = (tokens, starts, lengths, freqs, pairs, node_word, node_next, touched, meta)
+    meta = np.zeros(_META_SIZE, dtype=np.int64)
+    meta[_FREE_HEAD] = -1
+    state = WordState(
+        tokens,
+        starts,
+        lengths,
+        freqs,
+        np.zeros((capacity, 4), dtype=np.int64),
+        np.empty(n_nodes, dtype=np.int32),
+        np.empty(n_nodes, dtype=np.int32),
+        np.empty(capacity // 2 + 1, dtype=np.int32),
+        meta,
+    )
     w = 0
     while w < len(starts):
-        w = _index_words(tokens, starts, lengths, freqs, pairs, node_word, node_next, touched, meta, w)
+        w = _index_words(state, w)
         if w < len(starts):
             state = _make_room(state, lengths[w], 0)
-            pairs, touched = state[4], state[7]
     return state
 
 
 @njit(cache=True, nogil=True)
-def _index_words(tokens, starts, lengths, freqs, pairs, node_word, node_next, touched, meta, first):
+def _index_words(state, first):
     """Count and index the pairs of words `first`, `first` + 1, ...; returns where it stopped (the
     number of words when done, earlier when the pair table needs room first)."""
+    tokens, starts, lengths, freqs = state.tokens, state.starts, state.lengths, state.freqs
+    pairs, touched, meta = state.pairs, state.touched, state.meta
+    node_word, node_next = state.node_word, state.node_next
     for w in range(first, len(starts)):
-        if meta[0] + lengths[w] >= len(pairs) // 2:
+        if meta[_PAIRS_USED] + lengths[w] >= len(pairs) // 2:
             return w
         s = starts[w]
         for i in range(lengths[w] - 1):
-            key = (np.int64(tokens[s + i]) << PAIR_SHIFT) | tokens[s + i + 1]
-            slot = _slot_for(pairs, meta, key)
+            slot = _slot_for(pairs, meta, pack(tokens[s + i], tokens[s + i + 1]))
             _add_delta(pairs, touched, meta, slot, freqs[w])
             _link(pairs, node_word, node_next, meta, slot, w)
     return len(starts)
@@ -173,69 +199,77 @@ def _index_words(tokens, starts, lengths, freqs, pairs, node_word, node_next, to
 @njit(cache=True, nogil=True)
 def _make_room(state, new_pairs, new_nodes):
     """Grow the pair table and node pool so that `new_pairs` pairs and `new_nodes` nodes fit."""
-    tokens, starts, lengths, freqs, pairs, node_word, node_next, touched, meta = state
-    if meta[0] + new_pairs >= len(pairs) // 2:
+    pairs, touched, meta = state.pairs, state.touched, state.meta
+    node_word, node_next = state.node_word, state.node_next
+    if meta[_PAIRS_USED] + new_pairs >= len(pairs) // 2:
         capacity = len(pairs)
-        while meta[0] + new_pairs >= capacity // 2:
+        while meta[_PAIRS_USED] + new_pairs >= capacity // 2:
             capacity *= 2
         old = pairs
         pairs = np.zeros((capacity, 4), dtype=np.int64)
         touched = np.empty(capacity // 2 + 1, dtype=np.int32)
-        meta[3] = 0
+        meta[_N_TOUCHED] = 0
         for r in range(len(old)):
-            if old[r, _KEY] != 0:
-                i = slot_of(pairs, old[r, _KEY] - 1)
+            if old[r, KEY_COLUMN] != 0:
+                i = slot_of(pairs, old[r, KEY_COLUMN] - 1)
                 pairs[i] = old[r]
                 if old[r, _FLAGS] & TOUCHED:
-                    touched[meta[3]] = i
-                    meta[3] += 1
-    if meta[1] + new_nodes - meta[4] > len(node_word):
-        size = max(len(node_word) + len(node_word) // 4, meta[1] + new_nodes - meta[4])
+                    touched[meta[_N_TOUCHED]] = i
+                    meta[_N_TOUCHED] += 1
+    needed = meta[_NODES_USED] + new_nodes - meta[_FREE_NODES]
+    if needed > len(node_word):
+        size = max(len(node_word) + len(node_word) // 4, needed)
+        used = meta[_NODES_USED]
         more_word = np.empty(size, dtype=np.int32)
         more_next = np.empty(size, dtype=np.int32)
-        more_word[: meta[1]] = node_word[: meta[1]]
-        more_next[: meta[1]] = node_next[: meta[1]]
+        more_word[:used] = node_word[:used]
+        more_next[:used] = node_next[:used]
         node_word, node_next = more_word, more_next
-    return (tokens, starts, lengths, freqs, pairs, node_word, node_next, touched, meta)
+    return WordState(state.tokens, state.starts, state.lengths, state.freqs, pairs, node_word, node_next, touched, meta)
 
 
 @njit(cache=True, nogil=True)
 def _apply_merges(state, merges):
+    """Apply merges in order, each an (a, b, new id) row of `merges`."""
     for m in range(len(merges)):
         a, b, new = merges[m, 0], merges[m, 1], merges[m, 2]
-        pairs = state[4]
-        merged = slot_of(pairs, (a << PAIR_SHIFT) | b)
-        if pairs[merged, _KEY] == 0:
+        pairs = state.pairs
+        merged = slot_of(pairs, pack(a, b))
+        if pairs[merged, KEY_COLUMN] == 0:
             continue  # no word of this shard holds the pair
         node = pairs[merged, _HEAD]
         pairs[merged, _HEAD] = -1
         while node >= 0:
-            tokens, starts, lengths, freqs, pairs, node_word, node_next, touched, meta = state
-            node = _merge_words(
-                tokens, starts, lengths, freqs, pairs, node_word, node_next, touched, meta, node, a, b, new
-            )
+            node = _merge_words(state, node, a, b, new)
             if node >= 0:
-                state = _make_room(state, 2 * lengths[node_word[node]], 2 * lengths[node_word[node]])
+                length = state.lengths[state.node_word[node]]
+                state = _make_room(state, 2 * length, 2 * length)
     return state
 
 
 @njit(cache=True, nogil=True)
-def _merge_words(tokens, starts, lengths, freqs, pairs, node_word, node_next, touched, meta, node, a, b, new):
-    """Rewrite the words listed from `node` on, recording deltas and linking words to new pairs.
+def _merge_words(state, node, a, b, new):
+    """Rewrite the words listed from `node` on by merge (a, b) -> new, recording deltas and
+    linking words to new pairs.
 
     Returns -1 when the list is done, or the node to resume from when the tables need room first
     (a word of length n adds at most n pairs and n nodes).
     """
-    merged = slot_of(pairs, (a << PAIR_SHIFT) | b)
+    tokens, starts, lengths, freqs = state.tokens, state.starts, state.lengths, state.freqs
+    pairs, touched, meta = state.pairs, state.touched, state.meta
+    node_word, node_next = state.node_word, state.node_next
+    merged = slot_of(pairs, pack(a, b))
     while node >= 0:
         w = node_word[node]
         length = lengths[w]
-        if meta[0] + 2 * length >= len(pairs) // 2 or meta[1] + 2 * length - meta[4] > len(node_word):
+        if meta[_PAIRS_USED] + 2 * length >= len(pairs) // 2 or (
+            meta[_NODES_USED] + 2 * length - meta[_FREE_NODES] > len(node_word)
+        ):
             return node
         following = node_next[node]
-        node_next[node] = meta[2]  # recycle the node
-        meta[2] = node
-        meta[4] += 1
+        node_next[node] = meta[_FREE_HEAD]  # recycle the node
+        meta[_FREE_HEAD] = node
+        meta[_FREE_NODES] += 1
         node = following
         s = starts[w]
         f = freqs[w]
@@ -246,15 +280,15 @@ def _merge_words(tokens, starts, lengths, freqs, pairs, node_word, node_next, to
             if t == a and i + 1 < length and tokens[s + i + 1] == b:
                 _add_delta(pairs, touched, meta, merged, -f)
                 if j > 0:
-                    before = np.int64(tokens[s + j - 1])
-                    _add_delta(pairs, touched, meta, slot_of(pairs, (before << PAIR_SHIFT) | a), -f)
-                    slot = _slot_for(pairs, meta, (before << PAIR_SHIFT) | new)
+                    before = tokens[s + j - 1]
+                    _add_delta(pairs, touched, meta, slot_of(pairs, pack(before, a)), -f)
+                    slot = _slot_for(pairs, meta, pack(before, new))
                     _add_delta(pairs, touched, meta, slot, f)
                     _link(pairs, node_word, node_next, meta, slot, w)
                 if i + 2 < length:
-                    after = np.int64(tokens[s + i + 2])
-                    _add_delta(pairs, touched, meta, slot_of(pairs, (b << PAIR_SHIFT) | after), -f)
-                    slot = _slot_for(pairs, meta, (new << PAIR_SHIFT) | after)
+                    after = tokens[s + i + 2]
+                    _add_delta(pairs, touched, meta, slot_of(pairs, pack(b, after)), -f)
+                    slot = _slot_for(pairs, meta, pack(new, after))
                     _add_delta(pairs, touched, meta, slot, f)
                     _link(pairs, node_word, node_next, meta, slot, w)
                 tokens[s + j] = new
@@ -269,8 +303,8 @@ def _merge_words(tokens, starts, lengths, freqs, pairs, node_word, node_next, to
 
 @njit(cache=True, nogil=True)
 def _take_deltas(state):
-    pairs, touched, meta = state[4], state[7], state[8]
-    n = meta[3]
+    pairs, touched, meta = state.pairs, state.touched, state.meta
+    n = meta[_N_TOUCHED]
     keys = np.empty(n, dtype=np.int64)
     deltas = np.empty(n, dtype=np.int64)
     k = 0
@@ -278,10 +312,10 @@ def _take_deltas(state):
         slot = touched[t]
         d = pairs[slot, _DELTA]
         if d != 0:
-            keys[k] = pairs[slot, _KEY] - 1
+            keys[k] = pairs[slot, KEY_COLUMN] - 1
             deltas[k] = d
             k += 1
         pairs[slot, _DELTA] = 0
         pairs[slot, _FLAGS] &= ~TOUCHED
-    meta[3] = 0
+    meta[_N_TOUCHED] = 0
     return keys[:k].copy(), deltas[:k].copy()

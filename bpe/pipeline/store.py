@@ -91,8 +91,11 @@ class VersionStore:
         """Reserve the next version number and a local directory to write it in."""
         self.fs.makedirs(self.base, exist_ok=True)
         while True:
-            taken = [int(v[1:]) for v in self._names() if VERSION.match(v)]
-            taken += [int(m.group(1)) for v in self._names() if (m := re.match(r"^\.v(\d+)\.lock$", v))]
+            # One listing for both: a committed version's directory appears before its lock goes, so
+            # any single listing shows one or the other (two listings could miss both).
+            names = self._names()
+            taken = [int(v[1:]) for v in names if VERSION.match(v)]
+            taken += [int(m.group(1)) for v in names if (m := re.match(r"^\.v(\d+)\.lock$", v))]
             number = max(taken, default=0) + 1
             version = f"v{number:04d}"
             try:

@@ -16,30 +16,69 @@ creates counts at most as much as a pair that merge touches, which ranks at or b
 pair - strictly below the kept pair - so none can overtake it. The one exception: the pairs that
 (a, a) creates are bounded only by (a, a) itself ("a a a" becomes "X a"), so a round ends after a
 pair (a, a), and the next pair in order is its stopping pair.
+
+Two pairs that do not touch each other are taken in one round; the third, (2, 3), is touched by
+(1, 2) and stops the round:
+
+>>> from bpe.engine.pair_keys import pack
+>>> queue = PairQueue()
+>>> queue.add(np.array([pack(1, 2), pack(3, 4), pack(2, 3)]), np.array([5, 4, 3]))
+>>> queue.next_round(max_merges=10).tolist()  # rows (a, b, new id, count)
+[[1, 2, 256, 5], [3, 4, 257, 4]]
+
+A round ends after a pair (a, a), even when the next pair does not touch it:
+
+>>> queue = PairQueue()
+>>> queue.add(np.array([pack(97, 97), pack(98, 99)]), np.array([6, 2]))
+>>> queue.next_round(max_merges=10).tolist()
+[[97, 97, 256, 6]]
+>>> queue.next_round(max_merges=10).tolist()
+[[98, 99, 257, 2]]
 """
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 from numba import njit
 
+from bpe.engine.pair_keys import KEY_COLUMN, slot_of, unpack
 from bpe.errors import SettingsError
-from bpe.pair_keys import slot_of
+from bpe.settings import TIE_BREAKS
 
-TIE_BREAKS = {"bytes": 0, "ids": 1}
-LOW32 = np.int64(0xFFFFFFFF)
+TIE_BREAK_CODES = {name: code for code, name in enumerate(TIE_BREAKS)}
+_BY_IDS = TIE_BREAK_CODES["ids"]
+
+# The kernels' state. counts: the pair table, columns below. heap_count, heap_key: the max-heap.
+# tok_start, tok_len, tok_data: token t's bytes are tok_data[tok_start[t]:tok_start[t] + tok_len[t]].
+# marks: which tokens this round's merges touch (columns ENDS_WITH, STARTS_WITH below). meta: the
+# counters below.
+QueueState = namedtuple(
+    "QueueState", ["counts", "heap_count", "heap_key", "tok_start", "tok_len", "tok_data", "marks", "meta"]
+)
+
+# Columns of the pair table: key + 1 (0 = empty slot), count, last call of _add that changed it.
+_COUNT, _CHANGED_IN = 1, 2
+
+# Entries of meta: pairs in the table, heap size, tokens, token bytes used, rounds, tie-break code,
+# calls of _add.
+_N_PAIRS, _HEAP_SIZE, _N_TOKENS, _BYTES_USED, _ROUND, _TIE_BREAK, _N_ADDS = range(7)
+_META_SIZE = _N_ADDS + 1
 
 
 class PairQueue:
     """Pair counts summed over all word tables, and the vocabulary's byte strings."""
 
     def __init__(self, tie_break: str = "bytes") -> None:
-        if tie_break not in TIE_BREAKS:
-            raise SettingsError(f"--tie-break: expected one of {', '.join(TIE_BREAKS)}, got {tie_break!r}")
-        self._state = _new(TIE_BREAKS[tie_break])
+        if tie_break not in TIE_BREAK_CODES:
+            raise SettingsError(
+                f"tie_break: expected one of {', '.join(TIE_BREAKS)}, got {tie_break!r}", parameter="tie_break"
+            )
+        self._state = _new(TIE_BREAK_CODES[tie_break])
 
     def add(self, keys: np.ndarray, deltas: np.ndarray) -> None:
-        """Apply count deltas (pair keys a << 32 | b)."""
+        """Apply count deltas to pairs (keys made by `pair_keys.pack`)."""
         self._state = _add(self._state, np.asarray(keys, np.int64), np.asarray(deltas, np.int64))
 
     def next_round(self, max_merges: int, min_frequency: int = 1) -> np.ndarray:
@@ -58,29 +97,31 @@ class PairQueue:
 
 
 # ---------------------------------------------------------------------------------------------
-# Kernels. State: (counts, heap_count, heap_key, tok_start, tok_len, tok_data, marks, meta) with
-# counts an (capacity, 3) table of [key + 1, count, last call that changed it] and meta = [pairs,
-# heap size, tokens, token bytes used, round number, tie-break, calls of _add].
+# Kernels over a QueueState.
 
 
 @njit(cache=True)
 def _new(tie_break):
-    counts = np.zeros((1 << 12, 3), dtype=np.int64)  # every table grows by doubling as pairs arrive
-    heap_count = np.empty(1 << 12, dtype=np.int64)
-    heap_key = np.empty(1 << 12, dtype=np.int64)
-    tok_start = np.empty(1 << 12, dtype=np.int64)
-    tok_len = np.empty(1 << 12, dtype=np.int64)
-    tok_data = np.empty(1 << 16, dtype=np.uint8)
-    marks = np.zeros((1 << 12, 2), dtype=np.int64)
+    """The state of an empty queue over the 256 byte tokens."""
+    meta = np.zeros(_META_SIZE, dtype=np.int64)
+    meta[_N_TOKENS] = 256
+    meta[_BYTES_USED] = 256
+    meta[_TIE_BREAK] = tie_break
+    state = QueueState(  # every table grows by doubling as pairs and tokens arrive
+        np.zeros((1 << 12, 3), dtype=np.int64),
+        np.empty(1 << 12, dtype=np.int64),
+        np.empty(1 << 12, dtype=np.int64),
+        np.empty(1 << 12, dtype=np.int64),
+        np.empty(1 << 12, dtype=np.int64),
+        np.empty(1 << 16, dtype=np.uint8),
+        np.zeros((1 << 12, 2), dtype=np.int64),
+        meta,
+    )
     for t in range(256):
-        tok_start[t] = t
-        tok_len[t] = 1
-        tok_data[t] = t
-    meta = np.zeros(8, dtype=np.int64)
-    meta[2] = 256
-    meta[3] = 256
-    meta[5] = tie_break
-    return (counts, heap_count, heap_key, tok_start, tok_len, tok_data, marks, meta)
+        state.tok_start[t] = t
+        state.tok_len[t] = 1
+        state.tok_data[t] = t
+    return state
 
 
 @njit(inline="always")
@@ -104,20 +145,21 @@ def _ranks_above(state, c1, k1, c2, k2):
     """Does (count c1, pair k1) come before (c2, k2)?"""
     if c1 != c2:
         return c1 > c2
-    if state[7][5] == 1:
+    if state.meta[_TIE_BREAK] == _BY_IDS:
         return k1 > k2
-    tok_start, tok_len, tok_data = state[3], state[4], state[5]
-    first = _compare_tokens(tok_start, tok_len, tok_data, k1 >> 32, k2 >> 32)
+    a1, b1 = unpack(k1)
+    a2, b2 = unpack(k2)
+    first = _compare_tokens(state.tok_start, state.tok_len, state.tok_data, a1, a2)
     if first != 0:
         return first > 0
-    return _compare_tokens(tok_start, tok_len, tok_data, k1 & LOW32, k2 & LOW32) > 0
+    return _compare_tokens(state.tok_start, state.tok_len, state.tok_data, b1, b2) > 0
 
 
 @njit(inline="always")
 def _push(state, count, key):
-    heap_count, heap_key, meta = state[1], state[2], state[7]
-    i = meta[1]
-    meta[1] += 1
+    heap_count, heap_key, meta = state.heap_count, state.heap_key, state.meta
+    i = meta[_HEAP_SIZE]
+    meta[_HEAP_SIZE] += 1
     while i > 0:
         parent = (i - 1) >> 1
         if not _ranks_above(state, count, key, heap_count[parent], heap_key[parent]):
@@ -131,10 +173,10 @@ def _push(state, count, key):
 
 @njit(inline="always")
 def _pop(state):
-    heap_count, heap_key, meta = state[1], state[2], state[7]
+    heap_count, heap_key, meta = state.heap_count, state.heap_key, state.meta
     top_count, top_key = heap_count[0], heap_key[0]
-    meta[1] -= 1
-    n = meta[1]
+    meta[_HEAP_SIZE] -= 1
+    n = meta[_HEAP_SIZE]
     count, key = heap_count[n], heap_key[n]
     i = 0
     while True:
@@ -157,37 +199,42 @@ def _pop(state):
 
 @njit(cache=True)
 def _grow(state, new_pairs, new_heap, new_tokens, new_bytes):
-    counts, heap_count, heap_key, tok_start, tok_len, tok_data, marks, meta = state
-    if meta[0] + new_pairs >= len(counts) // 2:
+    """A state with room for that many more pairs, heap entries, tokens and token bytes."""
+    counts, heap_count, heap_key, meta = state.counts, state.heap_count, state.heap_key, state.meta
+    tok_start, tok_len, tok_data, marks = state.tok_start, state.tok_len, state.tok_data, state.marks
+    if meta[_N_PAIRS] + new_pairs >= len(counts) // 2:
         capacity = len(counts)
-        while meta[0] + new_pairs >= capacity // 2:
+        while meta[_N_PAIRS] + new_pairs >= capacity // 2:
             capacity *= 2
         bigger = np.zeros((capacity, 3), dtype=np.int64)
         for r in range(len(counts)):
-            if counts[r, 0] != 0:
-                bigger[slot_of(bigger, counts[r, 0] - 1)] = counts[r]
+            if counts[r, KEY_COLUMN] != 0:
+                bigger[slot_of(bigger, counts[r, KEY_COLUMN] - 1)] = counts[r]
         counts = bigger
-    if meta[1] + new_heap > len(heap_count):
-        size = max(2 * len(heap_count), meta[1] + new_heap)
+    heap_size = meta[_HEAP_SIZE]
+    if heap_size + new_heap > len(heap_count):
+        size = max(2 * len(heap_count), heap_size + new_heap)
         more_count = np.empty(size, dtype=np.int64)
         more_key = np.empty(size, dtype=np.int64)
-        more_count[: meta[1]] = heap_count[: meta[1]]
-        more_key[: meta[1]] = heap_key[: meta[1]]
+        more_count[:heap_size] = heap_count[:heap_size]
+        more_key[:heap_size] = heap_key[:heap_size]
         heap_count, heap_key = more_count, more_key
-    if meta[2] + new_tokens > len(tok_start):
-        size = max(2 * len(tok_start), meta[2] + new_tokens)
+    n_tokens = meta[_N_TOKENS]
+    if n_tokens + new_tokens > len(tok_start):
+        size = max(2 * len(tok_start), n_tokens + new_tokens)
         more_start = np.empty(size, dtype=np.int64)
         more_len = np.empty(size, dtype=np.int64)
         more_marks = np.zeros((size, 2), dtype=np.int64)
-        more_start[: meta[2]] = tok_start[: meta[2]]
-        more_len[: meta[2]] = tok_len[: meta[2]]
-        more_marks[: meta[2]] = marks[: meta[2]]
+        more_start[:n_tokens] = tok_start[:n_tokens]
+        more_len[:n_tokens] = tok_len[:n_tokens]
+        more_marks[:n_tokens] = marks[:n_tokens]
         tok_start, tok_len, marks = more_start, more_len, more_marks
-    if meta[3] + new_bytes > len(tok_data):
-        more_data = np.empty(max(2 * len(tok_data), meta[3] + new_bytes), dtype=np.uint8)
-        more_data[: meta[3]] = tok_data[: meta[3]]
+    used = meta[_BYTES_USED]
+    if used + new_bytes > len(tok_data):
+        more_data = np.empty(max(2 * len(tok_data), used + new_bytes), dtype=np.uint8)
+        more_data[:used] = tok_data[:used]
         tok_data = more_data
-    return (counts, heap_count, heap_key, tok_start, tok_len, tok_data, marks, meta)
+    return QueueState(counts, heap_count, heap_key, tok_start, tok_len, tok_data, marks, meta)
 
 
 @njit(cache=True)
@@ -195,24 +242,24 @@ def _add(state, keys, deltas):
     """Add deltas (a key may come several times, from several word tables); push each pair whose
     count went up once, with its final count."""
     state = _grow(state, len(keys), len(keys), 0, 0)
-    counts, meta = state[0], state[7]
-    meta[6] += 1
-    call = meta[6]
+    counts, meta = state.counts, state.meta
+    meta[_N_ADDS] += 1
+    call = meta[_N_ADDS]
     slots = np.empty(len(keys), dtype=np.int64)
     before = np.full(len(keys), -1, dtype=np.int64)
     for i in range(len(keys)):
         slot = slot_of(counts, keys[i])
-        if counts[slot, 0] == 0:
-            counts[slot, 0] = keys[i] + 1
-            meta[0] += 1
-        if counts[slot, 2] != call:
-            counts[slot, 2] = call
-            before[i] = counts[slot, 1]
-        counts[slot, 1] += deltas[i]
+        if counts[slot, KEY_COLUMN] == 0:
+            counts[slot, KEY_COLUMN] = keys[i] + 1
+            meta[_N_PAIRS] += 1
+        if counts[slot, _CHANGED_IN] != call:
+            counts[slot, _CHANGED_IN] = call
+            before[i] = counts[slot, _COUNT]
+        counts[slot, _COUNT] += deltas[i]
         slots[i] = slot
     for i in range(len(keys)):
         if before[i] >= 0:
-            count = counts[slots[i], 1]
+            count = counts[slots[i], _COUNT]
             if count < 0:
                 raise ValueError("a pair count went negative: the deltas do not match the counts")
             if count > before[i]:
@@ -223,10 +270,10 @@ def _add(state, keys, deltas):
 @njit(inline="always")
 def _pop_valid(state):
     """The top entry whose count is current, fixing stale entries on the way; (-1, -1) if none."""
-    counts, meta = state[0], state[7]
-    while meta[1] > 0:
+    counts, meta = state.counts, state.meta
+    while meta[_HEAP_SIZE] > 0:
         stored, key = _pop(state)
-        current = counts[slot_of(counts, key), 1]
+        current = counts[slot_of(counts, key), _COUNT]
         if current == stored:
             return stored, key
         if 0 < current < stored:
@@ -251,9 +298,9 @@ ENDS_WITH, STARTS_WITH = 0, 1  # marks[t, ENDS_WITH] == round: pairs ending with
 def _next_round(state, max_merges, min_frequency):
     max_merges = min(max_merges, MAX_ROUND)
     state = _grow(state, 0, max_merges + 2, max_merges, 0)
-    marks, meta = state[6], state[7]
-    meta[4] += 1
-    this_round = meta[4]
+    marks, meta = state.marks, state.meta
+    meta[_ROUND] += 1
+    this_round = meta[_ROUND]
     taken_key = np.empty(max(max_merges, 1), dtype=np.int64)
     taken_count = np.empty(max(max_merges, 1), dtype=np.int64)
     k = 0
@@ -262,7 +309,7 @@ def _next_round(state, max_merges, min_frequency):
         count, key = _pop_valid(state)
         if count < 0:
             break
-        a, b = key >> 32, key & LOW32
+        a, b = unpack(key)
         if count < min_frequency or k == max_merges:
             _push(state, count, key)
             stop_count = count
@@ -288,20 +335,21 @@ def _next_round(state, max_merges, min_frequency):
         _push(state, taken_count[k], taken_key[k])
     new_bytes = 0
     for t in range(k):
-        new_bytes += state[4][taken_key[t] >> 32] + state[4][taken_key[t] & LOW32]
+        a, b = unpack(taken_key[t])
+        new_bytes += state.tok_len[a] + state.tok_len[b]
     state = _grow(state, 0, 0, 0, new_bytes)
-    tok_start, tok_len, tok_data, meta = state[3], state[4], state[5], state[7]
+    tok_start, tok_len, tok_data, meta = state.tok_start, state.tok_len, state.tok_data, state.meta
     merges = np.empty((k, 4), dtype=np.int64)
     for t in range(k):
-        a, b = taken_key[t] >> 32, taken_key[t] & LOW32
-        new = meta[2]
-        used = meta[3]
+        a, b = unpack(taken_key[t])
+        new = meta[_N_TOKENS]
+        used = meta[_BYTES_USED]
         tok_start[new] = used
         tok_len[new] = tok_len[a] + tok_len[b]
         tok_data[used : used + tok_len[a]] = tok_data[tok_start[a] : tok_start[a] + tok_len[a]]
         tok_data[used + tok_len[a] : used + tok_len[new]] = tok_data[tok_start[b] : tok_start[b] + tok_len[b]]
-        meta[2] = new + 1
-        meta[3] = used + tok_len[new]
+        meta[_N_TOKENS] = new + 1
+        meta[_BYTES_USED] = used + tok_len[new]
         merges[t, 0] = a
         merges[t, 1] = b
         merges[t, 2] = new

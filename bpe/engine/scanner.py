@@ -27,7 +27,13 @@ SPLIT_SPACE = 32  # what str.split() splits on: \s and \x1c-\x1f  (whitespace)
 FOLD_S, FOLD_D, FOLD_M, FOLD_T, FOLD_L, FOLD_V, FOLD_R, FOLD_E = 1, 2, 4, 8, 16, 32, 64, 128
 _FOLD_LETTERS = "sdmtlvre"
 
-SCANNER_IDS = {"gpt2": 0, "cl100k": 1, "o200k": 2, "whitespace": 3}
+# Characters the patterns name. GPT-2's contractions are case-sensitive: it compares letters as they are.
+APOSTROPHE, CR, LF, SPACE_CHAR, SLASH = ord("'"), ord("\r"), ord("\n"), ord(" "), ord("/")
+SMALL_S, SMALL_D, SMALL_M, SMALL_T, SMALL_L, SMALL_V, SMALL_R, SMALL_E = (ord(c) for c in "sdmtlvre")
+
+# Pattern kinds: which scanner a kernel runs.
+GPT2, CL100K, O200K, WHITESPACE = 0, 1, 2, 3
+SCANNER_IDS = {"gpt2": GPT2, "cl100k": CL100K, "o200k": O200K, "whitespace": WHITESPACE}
 
 
 @lru_cache(maxsize=1)
@@ -88,7 +94,7 @@ def _whitespace_run(cps, n, p, classes, end_rule, newline_rule):
         return e
     if newline_rule:
         k = e - 1
-        while k >= p and cps[k] != 13 and cps[k] != 10:
+        while k >= p and cps[k] != CR and cps[k] != LF:
             k -= 1
         if k >= p:
             return k + 1
@@ -98,9 +104,34 @@ def _whitespace_run(cps, n, p, classes, end_rule, newline_rule):
 
 
 @njit(inline="always")
+def _digits_up_to_3(cps, n, p, classes):
+    """\\p{N}{1,3} from p (which is a number)."""
+    e = p + 1
+    while e < n and e < p + 3 and classes[cps[e]] & NUMBER:
+        e += 1
+    return e
+
+
+@njit(inline="always")
+def _punctuation(cps, n, p, classes, with_slash):
+    """ ?[^\\s\\p{L}\\p{N}]+ and then [\\r\\n]* (cl100k) or [\\r\\n/]* (o200k) from p, or -1."""
+    c = cps[p]
+    if c == SPACE_CHAR and p + 1 < n and _is_other(classes[cps[p + 1]]):
+        s = p + 1
+    elif _is_other(classes[c]):
+        s = p
+    else:
+        return -1
+    e = _run_other(cps, n, s + 1, classes)
+    while e < n and (cps[e] == CR or cps[e] == LF or (with_slash and cps[e] == SLASH)):
+        e += 1
+    return e
+
+
+@njit(inline="always")
 def _contraction_len(cps, n, i, folds):
     """Length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at i, or 0."""
-    if i + 1 >= n or cps[i] != 39:
+    if i + 1 >= n or cps[i] != APOSTROPHE:
         return 0
     f1 = folds[cps[i + 1]]
     if f1 & (FOLD_S | FOLD_T | FOLD_M | FOLD_D):
@@ -120,15 +151,19 @@ def _contraction_len(cps, n, i, folds):
 def _next_gpt2(cps, n, p, classes):
     # '(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s
     c = cps[p]
-    if c == 39 and p + 1 < n:
+    if c == APOSTROPHE and p + 1 < n:
         c1 = cps[p + 1]
-        if c1 == 115 or c1 == 100 or c1 == 109 or c1 == 116:
+        if c1 == SMALL_S or c1 == SMALL_D or c1 == SMALL_M or c1 == SMALL_T:
             return p + 2
         if p + 2 < n:
             c2 = cps[p + 2]
-            if (c1 == 108 and c2 == 108) or (c1 == 118 and c2 == 101) or (c1 == 114 and c2 == 101):
+            if (
+                (c1 == SMALL_L and c2 == SMALL_L)
+                or (c1 == SMALL_V and c2 == SMALL_E)
+                or (c1 == SMALL_R and c2 == SMALL_E)
+            ):
                 return p + 3
-    s = p + 1 if (c == 32 and p + 1 < n) else p
+    s = p + 1 if (c == SPACE_CHAR and p + 1 < n) else p
     k = classes[cps[s]]
     if k & LETTER:
         return _run(cps, n, s + 1, classes, LETTER)
@@ -143,7 +178,7 @@ def _next_gpt2(cps, n, p, classes):
 def _next_cl100k(cps, n, p, classes, folds):
     # '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s
     c = cps[p]
-    if c == 39 and p + 1 < n:
+    if c == APOSTROPHE and p + 1 < n:
         f1 = folds[cps[p + 1]]
         if f1 & (FOLD_S | FOLD_D | FOLD_M | FOLD_T):
             return p + 2
@@ -154,23 +189,13 @@ def _next_cl100k(cps, n, p, classes, folds):
     k = classes[c]
     if k & LETTER:
         return _run(cps, n, p + 1, classes, LETTER)
-    if c != 13 and c != 10 and not k & NUMBER:
+    if c != CR and c != LF and not k & NUMBER:
         if p + 1 < n and classes[cps[p + 1]] & LETTER:
             return _run(cps, n, p + 2, classes, LETTER)
     if k & NUMBER:
-        e = p + 1
-        while e < n and e < p + 3 and classes[cps[e]] & NUMBER:
-            e += 1
-        return e
-    s = -1
-    if c == 32 and p + 1 < n and _is_other(classes[cps[p + 1]]):
-        s = p + 1
-    elif _is_other(k):
-        s = p
-    if s >= 0:
-        e = _run_other(cps, n, s + 1, classes)
-        while e < n and (cps[e] == 13 or cps[e] == 10):
-            e += 1
+        return _digits_up_to_3(cps, n, p, classes)
+    e = _punctuation(cps, n, p, classes, False)
+    if e >= 0:
         return e
     return _whitespace_run(cps, n, p, classes, True, True)
 
@@ -206,7 +231,7 @@ def _o200k_upper_word(cps, n, s, classes, folds):
 def _next_o200k(cps, n, p, classes, folds):
     c = cps[p]
     k = classes[c]
-    prefix = c != 13 and c != 10 and not k & (LETTER | NUMBER)  # [^\r\n\p{L}\p{N}]
+    prefix = c != CR and c != LF and not k & (LETTER | NUMBER)  # [^\r\n\p{L}\p{N}]
     if prefix:
         e = _o200k_lower_word(cps, n, p + 1, classes, folds)
         if e >= 0:
@@ -222,19 +247,9 @@ def _next_o200k(cps, n, p, classes, folds):
     if e >= 0:
         return e
     if k & NUMBER:
-        e = p + 1
-        while e < n and e < p + 3 and classes[cps[e]] & NUMBER:
-            e += 1
-        return e
-    s = -1
-    if c == 32 and p + 1 < n and _is_other(classes[cps[p + 1]]):
-        s = p + 1
-    elif _is_other(k):
-        s = p
-    if s >= 0:
-        e = _run_other(cps, n, s + 1, classes)
-        while e < n and (cps[e] == 13 or cps[e] == 10 or cps[e] == 47):
-            e += 1
+        return _digits_up_to_3(cps, n, p, classes)
+    e = _punctuation(cps, n, p, classes, True)
+    if e >= 0:
         return e
     return _whitespace_run(cps, n, p, classes, False, True)
 
@@ -252,11 +267,12 @@ def _next_whitespace(cps, n, p, classes):
 
 @njit(inline="always")
 def next_piece_end(cps, n, p, scanner_id, classes, folds):
-    if scanner_id == 0:
+    """The end of the piece that starts at p, for the pattern kind `scanner_id`."""
+    if scanner_id == GPT2:
         return _next_gpt2(cps, n, p, classes)
-    if scanner_id == 1:
+    if scanner_id == CL100K:
         return _next_cl100k(cps, n, p, classes, folds)
-    if scanner_id == 2:
+    if scanner_id == O200K:
         return _next_o200k(cps, n, p, classes, folds)
     return _next_whitespace(cps, n, p, classes)
 
@@ -264,7 +280,7 @@ def next_piece_end(cps, n, p, scanner_id, classes, folds):
 @njit(inline="always")
 def is_gap(cps, p, scanner_id, classes):
     """Whether the piece starting at p is whitespace that `str.split()` drops (never a piece)."""
-    return scanner_id == 3 and classes[cps[p]] & SPLIT_SPACE != 0
+    return scanner_id == WHITESPACE and classes[cps[p]] & SPLIT_SPACE != 0
 
 
 @njit(inline="always")
@@ -300,10 +316,16 @@ def decode_utf8(data, start, end, cps, byte_pos):
 
 @njit(nogil=True, cache=True)
 def split_offsets(data, doc_offsets, scanner_id, classes, folds):
-    """Byte offsets where pieces end, for every document (used by tests and small inputs).
+    """Where every piece of every document lies (used by tests and small inputs).
 
-    Returns (cuts, doc_of_cut): piece i of the whole batch spans data[cuts[i]:cuts[i+1]] unless
-    cuts[i+1] starts a new document.
+    Returns (starts, ends), byte offsets into `data`: piece i spans data[starts[i]:ends[i]]; pieces
+    come in document order, gaps (whitespace the pattern drops) are left out.
+
+    >>> classes, folds = unicode_tables()
+    >>> data = np.frombuffer(b"Hello world's", dtype=np.uint8)
+    >>> starts, ends = split_offsets(data, np.array([0, len(data)]), GPT2, classes, folds)
+    >>> [data[s:e].tobytes() for s, e in zip(starts, ends)]
+    [b'Hello', b' world', b"'s"]
     """
     n_docs = len(doc_offsets) - 1
     longest = 0

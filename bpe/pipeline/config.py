@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from bpe.errors import SettingsError
+from bpe.settings import Settings, check_setting
 
 ENV_PREFIX = "BPE_"
 
@@ -40,6 +41,13 @@ class TokenizerConfig:
     schedule: str | None = None  # cron of the scheduled deployment; none: no schedule
     eval_sizes: list[int] = field(default_factory=list)  # vocabulary sizes to report compression at
     source: str = ""  # the file it came from (set on load)
+
+    def settings(self) -> Settings:
+        """The training settings this configuration describes."""
+        return Settings(
+            vocab_size=self.vocab_size, pattern=self.pattern, special_tokens=tuple(self.special_tokens),
+            min_frequency=self.min_frequency, tie_break=self.tie_break, text_column=self.text_column,
+        )  # fmt: skip
 
     def training_settings(self) -> dict:
         """What decides the merges (a change here means retraining even if the data is the same)."""
@@ -116,13 +124,11 @@ def _check(where: str, key: str, value):
         if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
             fail("a path, glob or URL, or a list of them")
         return [str(v) for v in value]
-    if key == "vocab_size":
-        if not isinstance(value, int) or isinstance(value, bool) or value < 256:
-            fail("an integer >= 256")
-        return value
-    if key in ("min_frequency",):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            fail("an integer >= 1")
+    if key in ("vocab_size", "min_frequency", "tie_break", "pattern", "text_column"):
+        try:
+            check_setting(key, value)
+        except SettingsError as exc:
+            raise SettingsError(f"{where}: {exc}", parameter=key) from None
         return value
     if key == "dask_workers":
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
@@ -132,10 +138,6 @@ def _check(where: str, key: str, value):
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < 0.5:
             fail("a number in [0, 0.5)")
         return float(value)
-    if key == "tie_break":
-        if value not in ("bytes", "ids"):
-            fail("bytes or ids")
-        return value
     if key == "special_tokens":
         if value is None:
             return []
@@ -154,22 +156,23 @@ def _check(where: str, key: str, value):
         if not isinstance(value, str) or len(value.split()) not in (5, 6):
             fail("a cron expression such as '0 3 * * *', or null")
         return value
-    if key in ("pattern", "text_column", "artifact_root"):
+    if key == "artifact_root":
         if not isinstance(value, str) or not value:
             fail("a non-empty string")
-        if key == "pattern":
-            from bpe.pretokenize import resolve_pattern
-
-            try:
-                resolve_pattern(value)
-            except SettingsError as exc:
-                raise SettingsError(f"{where}: pattern: {exc}") from None
         return value
     if key in ("cache_dir", "dask_scheduler"):
         if value is not None and (not isinstance(value, str) or not value):
             fail("a non-empty string or null")
         return value
     return value
+
+
+def packaged_config(name: str) -> Path:
+    """A configuration shipped with the package (`conf/<name>.yaml` in the source tree), e.g. the
+    demo's, so that an installed `bpe demo` works without a checkout."""
+    from importlib.resources import files
+
+    return Path(str(files("bpe.conf").joinpath(f"{name}.yaml")))
 
 
 def find_configs(directory: str | Path = "conf") -> list[TokenizerConfig]:

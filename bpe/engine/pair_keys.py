@@ -1,0 +1,46 @@
+"""Pairs of token ids as single int64 keys, and the open-addressing lookup both pair tables use.
+
+A pair (a, b) travels and is stored as a << 32 | b: `pack` makes the key, `unpack` takes it apart,
+in kernels and in Python alike. A table is an (capacity, k) int64 array whose column KEY_COLUMN
+holds key + 1 (0 marks an empty slot); capacity is a power of two.
+
+>>> key = pack(1, 2)
+>>> key, unpack(key)
+(4294967298, (1, 2))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+PAIR_SHIFT = np.int64(32)
+LOW32 = np.int64(0xFFFFFFFF)
+KEY_COLUMN = 0
+
+
+@njit(inline="always")
+def pack(a, b):
+    """The key of pair (a, b)."""
+    return (np.int64(a) << PAIR_SHIFT) | np.int64(b)
+
+
+@njit(inline="always")
+def unpack(key):
+    """The pair (a, b) of a key."""
+    return key >> PAIR_SHIFT, key & LOW32
+
+
+@njit(inline="always")
+def slot_of(table, key):
+    """The slot holding `key`, or the empty slot where it would go (linear probing). The key is
+    mixed first, so that pairs differing only in high bits do not start at the same slot."""
+    mask = np.uint64(len(table) - 1)
+    h = np.uint64(key)
+    h = (h ^ (h >> np.uint64(29))) * np.uint64(0x9E3779B97F4A7C15)
+    h ^= h >> np.uint64(32)
+    i = h & mask
+    stored = key + 1
+    while table[i, KEY_COLUMN] != 0 and table[i, KEY_COLUMN] != stored:
+        i = (i + np.uint64(1)) & mask
+    return np.int64(i)

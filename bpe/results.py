@@ -1,0 +1,28 @@
+"""What an engine hands back from training: one typed record for every engine.
+
+`train()` turns it into the tokenizer's manifest; the pipeline adds what it knows (the version,
+the evaluation) to that manifest. Merges themselves are `bpe.engine.merge.MergeResult`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bpe.engine.count import CountStats
+from bpe.engine.merge import MergeResult
+
+
+@dataclass
+class TrainingRun:
+    """Counts seen, merges learned, and how the engine ran.
+
+    `fingerprints` lists every input file with size and SHA-256 (None for in-memory texts);
+    `seconds` holds the time per phase (count, merge, ...); `engine` describes the engine and its
+    cluster for the manifest (name, workers, rounds, ...)."""
+
+    stats: CountStats
+    unique_words: int
+    merges: MergeResult
+    fingerprints: list[dict] | None
+    seconds: dict[str, float] = field(default_factory=dict)
+    engine: dict = field(default_factory=dict)

@@ -1,0 +1,1 @@
+"""Tokenizer configurations (one YAML file each); shipped as package data for `bpe demo`."""

@@ -1,0 +1,168 @@
+"""The tiers: core (`bpe`, `bpe.engine`) <- `bpe.distributed` <- `bpe.pipeline` <- flows and tasks.
+
+Imports point one way; the library and `bpe train` run without Prefect, Dask, PyYAML or
+matplotlib; a command that needs a missing extra says which one; the wheel ships the flows, tasks
+and demo configuration inside the package and installs no generic top-level package.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_parquet
+
+REPO = Path(__file__).resolve().parent.parent
+PIPELINE_ONLY = ("prefect", "yaml", "matplotlib")
+DASK = ("dask", "distributed")
+UPPER_TIERS = ("bpe.distributed", "bpe.pipeline", "bpe.flows", "bpe.tasks")
+
+# The two places where the core reaches up, inside a function and behind `require_extra`: train()
+# dispatching to the Dask engine, and the command dispatching to the pipeline's subcommands.
+ALLOWED_UPWARD = {
+    "bpe/train.py": ("bpe.distributed.driver",),
+    "bpe/cli.py": ("bpe.pipeline", "bpe.flows"),
+}
+
+
+def imports(path: Path) -> list[tuple[str, bool]]:
+    """(module imported, at module level?) for every import in a file."""
+    tree = ast.parse(path.read_text())
+    top_level = {id(node) for node in tree.body}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, id(node) in top_level) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+            found += [(name, id(node) in top_level) for name in [node.module, *names]]
+    return found
+
+
+def modules(folder: str) -> list[Path]:
+    return sorted((REPO / folder).glob("*.py"))
+
+
+def reaches(name: str, targets: tuple[str, ...]) -> bool:
+    return any(name == t or name.startswith(t + ".") for t in targets)
+
+
+def test_the_core_imports_neither_dask_nor_prefect_nor_an_upper_tier():
+    for path in modules("bpe") + modules("bpe/engine"):
+        where = str(path.relative_to(REPO))
+        for name, at_top in imports(path):
+            assert not reaches(name, PIPELINE_ONLY + DASK), f"{where} imports {name}"
+            if reaches(name, UPPER_TIERS):
+                assert not at_top and reaches(name, ALLOWED_UPWARD.get(where, ())), f"{where} imports {name}"
+
+
+def test_the_engine_imports_nothing_above_the_core():
+    for path in modules("bpe/engine"):
+        for name, _ in imports(path):
+            assert not reaches(name, UPPER_TIERS + ("bpe.train", "bpe.cli")), f"{path.name} imports {name}"
+
+
+def test_the_dask_engine_never_imports_prefect_or_the_pipeline():
+    for path in modules("bpe/distributed"):
+        for name, _ in imports(path):
+            assert not reaches(name, PIPELINE_ONLY + UPPER_TIERS[1:]), f"{path.name} imports {name}"
+
+
+def test_the_pipeline_imports_no_flow_or_task():
+    for path in modules("bpe/pipeline"):
+        for name, _ in imports(path):
+            assert not reaches(name, ("bpe.flows", "bpe.tasks", "flows", "tasks")), f"{path.name} imports {name}"
+
+
+def test_import_bpe_loads_neither_prefect_nor_dask():
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "import bpe; bpe.train; bpe.Tokenizer"],
+                          capture_output=True, text=True, check=True, cwd=REPO)  # fmt: skip
+    loaded = {line.split("|")[-1].strip().split(".")[0] for line in done.stderr.splitlines() if "|" in line}
+    assert "numba" in loaded  # the measurement sees real imports
+    heavy = {"prefect", "dask", "distributed", "matplotlib"}  # (numba itself imports yaml when it is there)
+    assert not loaded & heavy, sorted(loaded & heavy)
+
+
+WITHOUT_EXTRAS = """
+import sys
+for name in {blocked!r}:
+    sys.modules[name] = None  # `import name` now fails as if it were not installed
+from bpe.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def bpe_without(blocked: tuple[str, ...], *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    code = WITHOUT_EXTRAS.format(blocked=blocked)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=600)  # fmt: skip
+
+
+def test_bpe_train_encode_decode_work_without_the_extras(tmp_path):
+    data = write_parquet(tmp_path / "data.parquet", ["hello world, hello tokenizers"] * 50 + ["the end"])
+    blocked = PIPELINE_ONLY + DASK
+    done = bpe_without(blocked, "train", str(data), "--vocab-size", "280", "--out", "tok", "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "tok" / "tokenizer.json").exists()
+    encoded = bpe_without(blocked, "encode", "tok", "hello world", cwd=tmp_path)
+    assert encoded.returncode == 0, encoded.stderr[-3000:]
+    decoded = bpe_without(blocked, "decode", "tok", *encoded.stdout.split(), cwd=tmp_path)
+    assert decoded.stdout == "hello world\n"
+
+
+def test_a_command_needing_a_missing_extra_names_it_in_one_line(tmp_path):
+    data = write_parquet(tmp_path / "data.parquet", ["hello world"])
+    done = bpe_without(DASK, "train", str(data), "--vocab-size", "280", "--out", "tok", "--engine", "dask",
+                       cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 1 and not (tmp_path / "tok").exists()
+    assert done.stderr.count("\n") == 1 and "[dask] extra" in done.stderr and "pip install" in done.stderr
+    for command in (["demo"], ["versions", "artifacts/demo"], ["deploy"], ["cluster", "status"]):
+        done = bpe_without(("prefect",), *command, cwd=tmp_path)
+        assert done.returncode == 1, command
+        assert done.stderr.startswith(f"bpe: error: bpe {command[0]} needs the [pipeline] extra"), done.stderr
+        assert done.stderr.count("\n") == 1
+    assert not (tmp_path / "demo-data").exists()  # refused before doing anything
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> zipfile.ZipFile:
+    """The wheel `pip install .` would install, built from a copy of the tracked files (setuptools
+    writes a build/ folder into the tree it builds)."""
+    source, out = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel")
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    for name in filter(None, tracked.decode().split("\0")):
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(source)],
+                   check=True, capture_output=True, timeout=600)  # fmt: skip
+    (path,) = out.glob("*.whl")
+    return zipfile.ZipFile(path)
+
+
+def test_the_wheel_ships_flows_tasks_and_demo_config_inside_the_package(wheel):
+    names = wheel.namelist()
+    top_level = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
+    assert top_level == {"bpe"}, top_level
+    for shipped in ("bpe/flows/train_bpe.py", "bpe/flows/deploy.py", "bpe/tasks/data.py", "bpe/conf/demo.yaml",
+                    "bpe/engine/word_table.py", "bpe/distributed/driver.py", "bpe/pipeline/store.py"):  # fmt: skip
+        assert shipped in names, shipped
+
+
+def test_the_wheel_declares_the_extras_by_tier(wheel):
+    (metadata,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+    requires = [line for line in wheel.read(metadata).decode().splitlines() if line.startswith("Requires-Dist:")]
+    core = [r for r in requires if "extra ==" not in r]
+    assert not any(reaches(r.split()[1].split(">")[0].split("[")[0].lower(), ("prefect", "dask", "distributed",
+                                                                                 "matplotlib", "pyyaml"))
+                   for r in core), core  # fmt: skip
+    assert any(r.startswith("Requires-Dist: distributed") and 'extra == "dask"' in r for r in requires)
+    assert any(r.startswith("Requires-Dist: prefect") and 'extra == "pipeline"' in r for r in requires)
