@@ -71,6 +71,29 @@ def test_a_version_committed_while_another_run_reserves_a_number_is_not_taken_tw
     assert second.stage().version == "v0002"
 
 
+def test_a_number_reserved_and_published_by_another_run_after_the_listing_is_not_reused(tmp_path):
+    """Run B lists the store; before B takes a lock, run A reserves, writes and publishes the number
+    B chose (and drops its lock): B must notice the version and take the next number."""
+    first, second = VersionStore(str(tmp_path), "tok"), VersionStore(str(tmp_path), "tok")
+    listing = second._names
+    published = []
+
+    def listing_then_another_run_publishes():
+        names = listing()
+        if not published:
+            staged = first.stage()
+            (staged.directory / "manifest.json").write_text("{}")
+            published.append(first.commit(staged))
+        return names
+
+    second._names = listing_then_another_run_publishes
+    staged = second.stage()
+    assert published and staged.version == "v0002"
+    (staged.directory / "manifest.json").write_text("{}")
+    second.commit(staged)
+    assert second.versions() == ["v0001", "v0002"]
+
+
 def _stage_and_commit(root: str, queue) -> None:
     queue.put(publish(root, payload=str(os.getpid())))
 

@@ -98,11 +98,17 @@ class VersionStore:
             taken += [int(m.group(1)) for v in names if (m := re.match(r"^\.v(\d+)\.lock$", v))]
             number = max(taken, default=0) + 1
             version = f"v{number:04d}"
+            lock = f"{self.base}/.{version}.lock"
             try:
-                with self.fs.open(f"{self.base}/.{version}.lock", "xb") as f:
+                with self.fs.open(lock, "xb") as f:
                     f.write(f"{os.getpid()} {time.time()}\n".encode())
             except FileExistsError:
-                continue  # another run took this number first
+                continue  # another run holds this number
+            if self.fs.exists(self.path(version)):
+                # Another run reserved, wrote and released this number since the listing above: a
+                # version moves into place before its lock goes, so holding the lock, we see it.
+                self.fs.rm(lock)
+                continue
             if self.local:
                 directory = Path(self.base) / f".{version}.tmp-{uuid.uuid4().hex[:8]}"
                 directory.mkdir()
