@@ -7,7 +7,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    BPE_KERNEL_CACHE=/opt/bpe/kernels
+    BPE_KERNEL_CACHE=/opt/bpe/kernels \
+    PREFECT_UI_STATIC_DIRECTORY=/opt/bpe/prefect-ui
 
 WORKDIR /app
 COPY pyproject.toml README.md ./

@@ -132,5 +132,9 @@ def test_dockerfile_installs_this_project_on_python_311():
     assert re.search(r"^FROM python:3\.11", text, re.M)
     assert "pip install -e '.[pipeline]'" in text and "COPY bpe bpe" in text and "COPY conf conf" in text
     assert re.search(r"^USER bpe", text, re.M)  # not root
+    # Not root, the server cannot write the UI's files into Prefect's install directory (the UI
+    # then answers 404): they go where the user may write.
+    ui = re.search(r"PREFECT_UI_STATIC_DIRECTORY=(\S+)", text).group(1)
+    assert ui.startswith("/opt/bpe/") and re.search(r"chown -R bpe .*/opt/bpe", text)
     ignored = (REPO / ".dockerignore").read_text().splitlines()
     assert {".venv", ".env", "artifacts"} <= set(ignored)

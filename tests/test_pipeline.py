@@ -1,8 +1,9 @@
 """The train-bpe pipeline against real services: a Prefect server, a process worker, and a Dask
 scheduler with two workers, all started here on 127.0.0.1 and stopped at the end (workers first).
 
-The tests run in order, as a team would: first run, no new data, a new shard, a parameter
-override, a broken shard.
+Each test owns a tokenizer of its own (its shards, its versions, its deployment), all deployed
+at once, and makes the history it checks (a first run, then no new data, a new shard, a parameter
+override or a broken shard), so the tests pass in any order.
 """
 
 from __future__ import annotations
@@ -60,35 +61,41 @@ def services(tmp_path_factory):
             service.stop()
 
 
+NAMES = ("first", "unchanged", "grows", "override", "broken")
+
+
 @pytest.fixture(scope="module")
-def tokenizer_config(services) -> dict:
-    """A configuration whose data is three Parquet shards, deployed on the server."""
+def deployed(services) -> dict[str, dict]:
+    """One configuration per test, each over three Parquet shards of its own, all deployed."""
     root = services["root"]
     paragraphs = stdlib_paragraphs()
-    data = root / "shards"
-    for i in range(3):
-        write_shard(data / f"part-{i:05d}.parquet", paragraphs[i * 900 : (i + 1) * 900])
-    cfg = {
-        "name": "tiny",
-        "data": str(data),
-        "vocab_size": 600,
-        "pattern": "cl100k",
-        "special_tokens": ["<|endoftext|>"],
-        "holdout_fraction": 0.05,
-        "artifact_root": str(root / "artifacts"),
-        "dask_scheduler": services["scheduler"],
-        "schedule": "17 4 * * *",
-    }
     conf = root / "conf"
     conf.mkdir()
-    (conf / "tiny.yaml").write_text(yaml.safe_dump(cfg))
-    deployed = subprocess.run(
+    configs = {}
+    for name in NAMES:
+        data = root / name / "shards"
+        for i in range(3):
+            write_shard(data / f"part-{i:05d}.parquet", paragraphs[i * 900 : (i + 1) * 900])
+        cfg = {
+            "name": name,
+            "data": str(data),
+            "vocab_size": 600,
+            "pattern": "cl100k",
+            "special_tokens": ["<|endoftext|>"],
+            "holdout_fraction": 0.05,
+            "artifact_root": str(root / name / "artifacts"),
+            "dask_scheduler": services["scheduler"],
+            "schedule": "17 4 * * *",
+        }
+        (conf / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
+        configs[name] = {**cfg, "paragraphs": paragraphs, "data_dir": data}
+    done = subprocess.run(
         [str(Path(os.sys.executable).parent / "bpe"), "deploy", "--conf", str(conf), "--pool", POOL],
         env={**os.environ, **services["env"]}, capture_output=True, text=True, cwd=REPO, timeout=120,
     )  # fmt: skip
-    assert deployed.returncode == 0, deployed.stderr[-3000:]
-    assert "deployed train-bpe/tiny" in deployed.stdout
-    return {**cfg, "paragraphs": paragraphs, "data_dir": data}
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert all(f"deployed train-bpe/{name}" in done.stdout for name in NAMES), done.stdout
+    return configs
 
 
 def write_shard(path: Path, rows: list[str]) -> None:
@@ -96,15 +103,15 @@ def write_shard(path: Path, rows: list[str]) -> None:
     pq.write_table(pa.table({"text": pa.array(rows, pa.string())}), path)
 
 
-def run_deployment(services, *args: str, timeout: float = 240) -> dict:
-    """`prefect deployment run 'train-bpe/tiny' ...`, then wait for the run to end; returns its state,
-    logs and artifacts."""
+def run_deployment(services, name: str, *args: str, timeout: float = 240) -> dict:
+    """`prefect deployment run 'train-bpe/<name>' ...`, then wait for the run to end; returns its
+    state, logs and artifacts."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, LogFilter, LogFilterFlowRunId
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     api_url = services["env"]["PREFECT_API_URL"]
-    run = wait_for_flow_run(api_url, start_deployment(services["env"], "train-bpe/tiny", *args), timeout)
+    run = wait_for_flow_run(api_url, start_deployment(services["env"], f"train-bpe/{name}", *args), timeout)
     deadline = time.monotonic() + 30
     with temporary_settings({PREFECT_API_URL: api_url}):
         with get_client(sync_client=True) as client:
@@ -115,8 +122,9 @@ def run_deployment(services, *args: str, timeout: float = 240) -> dict:
                     break
                 assert time.monotonic() < deadline, "the run's last log lines never arrived"
                 time.sleep(0.5)
-            artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["bpe-tiny"])))
-            deployment = client.read_deployment_by_name("train-bpe/tiny")
+            by_key = ArtifactFilter(key=ArtifactFilterKey(any_=[f"bpe-{name}"]))
+            artifacts = client.read_artifacts(artifact_filter=by_key)
+            deployment = client.read_deployment_by_name(f"train-bpe/{name}")
     return {
         "id": str(run.id),
         "state": run.state.type.value,
@@ -131,10 +139,16 @@ def store(cfg) -> VersionStore:
     return VersionStore(cfg["artifact_root"], cfg["name"])
 
 
-def test_first_run_publishes_v0001(services, tokenizer_config):
-    cfg = tokenizer_config
-    result = run_deployment(services)
+def first_run(services, cfg: dict) -> dict:
+    result = run_deployment(services, cfg["name"])
     assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]
+    assert store(cfg).versions() == ["v0001"]
+    return result
+
+
+def test_first_run_publishes_v0001(services, deployed):
+    cfg = deployed["first"]
+    result = first_run(services, cfg)
     assert [s.schedule.cron for s in result["deployment"].schedules] == [cfg["schedule"]]
     versions = store(cfg)
     assert versions.versions() == ["v0001"] and versions.latest() == "v0001"
@@ -156,21 +170,24 @@ def test_first_run_publishes_v0001(services, tokenizer_config):
     tok = Tokenizer.load(version)
     assert tok.vocab_size == 600 and tok.decode(tok.encode("Return the value.")) == "Return the value."
     [artifact] = [a for a in result["artifacts"] if a.type == "markdown"]
-    assert "# tiny v0001" in artifact.data and "bytes per token" in artifact.data
+    assert "# first v0001" in artifact.data and "bytes per token" in artifact.data
     assert "count" in result["logs"] and "merge" in result["logs"]
 
 
-def test_no_new_data_skips_training(services, tokenizer_config):
-    result = run_deployment(services)
+def test_no_new_data_skips_training(services, deployed):
+    cfg = deployed["unchanged"]
+    first_run(services, cfg)
+    result = run_deployment(services, cfg["name"])
     assert result["state"] == "COMPLETED", result["message"]
     assert "no new data since v0001" in result["logs"]
-    assert store(tokenizer_config).versions() == ["v0001"]
+    assert store(cfg).versions() == ["v0001"]
 
 
-def test_a_new_shard_is_the_only_one_counted(services, tokenizer_config):
-    cfg = tokenizer_config
+def test_a_new_shard_is_the_only_one_counted(services, deployed):
+    cfg = deployed["grows"]
+    first_run(services, cfg)
     write_shard(cfg["data_dir"] / "part-00003.parquet", cfg["paragraphs"][2700:3600])
-    result = run_deployment(services)
+    result = run_deployment(services, cfg["name"])
     assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]
     versions = store(cfg)
     assert versions.versions() == ["v0001", "v0002"] and versions.latest() == "v0002"
@@ -184,24 +201,23 @@ def test_a_new_shard_is_the_only_one_counted(services, tokenizer_config):
     assert "counted 1 shard(s), 3 unchanged shard(s) from the cache" in result["logs"]
 
 
-def test_parameters_override_the_configuration(services, tokenizer_config):
-    result = run_deployment(services, "--param", "vocab_size=700")
+def test_parameters_override_the_configuration(services, deployed):
+    cfg = deployed["override"]
+    first_run(services, cfg)
+    result = run_deployment(services, cfg["name"], "--param", "vocab_size=700")
     assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]
-    manifest = store(tokenizer_config).manifest("v0003")
+    manifest = store(cfg).manifest("v0002")
     assert manifest["result"]["vocab_size"] == 700
     assert manifest["data"]["counted_shards"] == 0  # same data, same pre-tokenization: all cached
 
 
-def test_a_broken_shard_fails_the_run_and_moves_nothing(services, tokenizer_config):
-    cfg = tokenizer_config
-    broken = cfg["data_dir"] / "part-00004.parquet"
-    pq.write_table(pa.table({"body": ["no text column here"]}), broken)
-    try:
-        result = run_deployment(services)
-    finally:
-        broken.unlink()
+def test_a_broken_shard_fails_the_run_and_moves_nothing(services, deployed):
+    cfg = deployed["broken"]
+    first_run(services, cfg)
+    pq.write_table(pa.table({"body": ["no text column here"]}), cfg["data_dir"] / "part-00004.parquet")
+    result = run_deployment(services, cfg["name"])
     assert result["state"] == "FAILED"
     assert "part-00004.parquet: no column 'text'" in result["message"] + result["logs"]
     versions = store(cfg)
-    assert versions.versions() == ["v0001", "v0002", "v0003"] and versions.latest() == "v0003"
+    assert versions.versions() == ["v0001"] and versions.latest() == "v0001"
     assert not [p for p in Path(versions.base).iterdir() if p.name.startswith(".v")]
