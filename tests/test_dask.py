@@ -50,10 +50,20 @@ def cluster():
 
 
 def scale(cluster, client, n: int) -> None:
+    """Scale the shared cluster to n workers and wait until it has settled there (the cluster's own
+    worker list and the scheduler's agree for a second), whatever size an earlier test left."""
     cluster.scale(n)
     deadline = time.monotonic() + 60
-    while len(client.scheduler_info()["workers"]) != n:
-        assert time.monotonic() < deadline, "cluster did not scale"
+    settled_since = None
+    while True:
+        now = time.monotonic()
+        if len(cluster.workers) == n and len(client.scheduler_info()["workers"]) == n:
+            settled_since = settled_since or now
+            if now - settled_since > 1.0:
+                return
+        else:
+            settled_since = None
+        assert now < deadline, "cluster did not scale"
         time.sleep(0.1)
 
 
