@@ -196,8 +196,10 @@ def read_gpt2_files(directory: Path) -> tuple[dict[str, int], list[tuple[str, st
 
 
 def atomic_write_dir(target: Path, write, force: bool = False) -> None:
-    """Call write(tmp_dir), then move tmp_dir to target; an existing tokenizer is kept unless force."""
-    target = Path(target)
+    """Call write(tmp_dir), then put the files in place: a new directory is renamed into place
+    whole; an existing one (with `force`) gets each tokenizer file replaced by a rename, the
+    manifest last, and keeps every other file it holds. An existing tokenizer is kept unless force."""
+    target = Path(target).absolute()
     if target.exists():
         holds_tokenizer = target.is_dir() and any((target / name).exists() for name in TOKENIZER_FILES)
         if not target.is_dir():
@@ -206,8 +208,11 @@ def atomic_write_dir(target: Path, write, force: bool = False) -> None:
             raise FileExistsError(f"{target}: already holds a tokenizer (force=True replaces it)")
         if not holds_tokenizer and any(target.iterdir()):
             raise FileExistsError(f"{target}: exists and holds other files; choose an empty or new directory")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+        beside = target  # the staging directory sits inside: same filesystem, no other permission needed
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        beside = target.parent
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=beside))
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o777 & ~umask)
@@ -216,13 +221,21 @@ def atomic_write_dir(target: Path, write, force: bool = False) -> None:
         for f in tmp.iterdir():
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())
-        if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-            os.rename(target, old / target.name)
-            os.rename(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
+        if beside == target:
+            _replace_files(tmp, target)
         else:
             os.rename(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _replace_files(staged: Path, target: Path) -> None:
+    """Move the staged tokenizer files over those in `target`, the manifest last (it names what the
+    others are), and drop tokenizer files of the old version that the new one does not have."""
+    written = sorted((f.name for f in staged.iterdir()), key=lambda name: name == MANIFEST_FILE)
+    for name in written:
+        os.replace(staged / name, target / name)
+    for name in set(TOKENIZER_FILES) - set(written):
+        (target / name).unlink(missing_ok=True)
+    staged.rmdir()

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-from pathlib import Path
-
 from prefect import get_run_logger, task
-from prefect.cache_policies import NONE, CachePolicy
+from prefect.cache_policies import NONE
 from prefect.futures import as_completed
 
 from bpe.distributed.client import client_for
 from bpe.distributed.counting import ShardCount, bucket_files, count_shard_to_files
-from bpe.engine.count import counting_code_version
 from bpe.errors import BpeError
 from bpe.pipeline.config import TokenizerConfig
+from bpe.pipeline.count_cache import CountCache, counting_settings, shard_count_key
 from bpe.pretokenize import Pretokenizer
 from bpe.shards import discover
 
@@ -46,52 +41,35 @@ def discover_shards(data: list[str]) -> list[dict]:
     return found
 
 
-def counting_settings(cfg: TokenizerConfig) -> dict:
-    """What a shard's counts depend on besides its content."""
-    return {
-        "pattern": cfg.settings().pretokenizer.regex,
-        "special_tokens": list(cfg.special_tokens),
-        "text_column": cfg.text_column,
-        "holdout_fraction": cfg.holdout_fraction,
-    }
-
-
-def shard_count_key(shard: dict, counting: dict) -> str:
-    """What a shard's counts depend on: its content, the pre-tokenization settings, the code."""
-    text = json.dumps([shard["sha256"], shard["size"], counting, counting_code_version()], sort_keys=True)
-    return "count-" + hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-class ShardCountCache(CachePolicy):
-    """Cache a shard's count by content fingerprint + counting settings + code version, so an
-    unchanged shard is never counted twice: across runs, processes, or a fresh Prefect database."""
-
-    def compute_key(self, task_ctx, inputs, flow_parameters, **kwargs) -> str:
-        return shard_count_key(inputs["shard"], inputs["counting"])
-
-
 @task(
     name="count-shard",
     task_run_name="count {shard[path]}",
-    cache_policy=ShardCountCache(),
-    persist_result=True,
+    cache_policy=NONE,  # the count cache is ours, kept as data (bpe.pipeline.count_cache), never pickles
     retries=2,
     retry_delay_seconds=2,
     retry_condition_fn=no_retry_for_bad_input,
 )
 def count_shard(shard: dict, counting: dict, cache_dir: str, scheduler: str) -> ShardCount:
-    """Count one shard's words on the Dask cluster; a worker writes them (and the shard's held-out
-    rows) to Parquet in the cache directory."""
+    """One shard's counts: from the cache when the shard and the counting settings are unchanged,
+    otherwise counted on the Dask cluster, where a worker writes them (and the shard's held-out
+    rows) to Parquet in the cache."""
+    cache = CountCache(cache_dir)
     key = shard_count_key(shard, counting)
+    found = cache.lookup(key, shard)
+    if found is not None:
+        get_run_logger().info(f"{shard['path']}: unchanged, counts from the cache")
+        return found
+    counts_path, held_out_path = cache.paths(key)
     counted = count_shard_to_files(
         client_for(scheduler),
         shard,
         Pretokenizer(counting["pattern"], counting["special_tokens"]),
         counting["text_column"],
         counting["holdout_fraction"],
-        counts_path=os.path.join(cache_dir, "counts", f"{key}.parquet"),
-        held_out_path=os.path.join(cache_dir, "counts", f"{key}.held-out.parquet"),
+        counts_path=counts_path,
+        held_out_path=held_out_path,
     )
+    cache.record(key, counted)
     stats = counted.stats
     get_run_logger().info(
         f"counted {shard['path']}: {stats.documents:,} rows ({stats.held_out_rows:,} held out), "
@@ -105,20 +83,12 @@ def count_all(shards: list[dict], cfg: TokenizerConfig, scheduler: str) -> tuple
     and how many were cached. A count whose files were cleaned away is done again."""
     logger = get_run_logger()
     counting, cache_dir = counting_settings(cfg), cfg.counts_cache
-    counter = count_shard.with_options(result_storage=Path(cache_dir).absolute() / "results")
-    futures = [counter.submit(shard, counting, cache_dir, scheduler) for shard in shards]
+    futures = [count_shard.submit(shard, counting, cache_dir, scheduler) for shard in shards]
     for done, future in enumerate(as_completed(futures), start=1):
         future.result()  # raises at once, naming the shard, if a count failed
         logger.info(f"count: {done} of {len(futures)} shard(s) ({100 * done // len(futures)}%)")
-    results, cached = [], 0
-    for shard, future in zip(shards, futures):
-        result = future.result()
-        if not (os.path.exists(result.counts) and os.path.exists(result.held_out)):
-            logger.warning(f"cached counts of {shard['path']} are gone; counting it again")
-            result = counter.with_options(refresh_cache=True)(shard, counting, cache_dir, scheduler)
-        else:
-            cached += future.state.name == "Cached"
-        results.append(result)
+    results = [future.result() for future in futures]
+    cached = sum(result.cached for result in results)
     logger.info(f"counted {len(shards) - cached} shard(s), {cached} unchanged shard(s) from the cache")
     return results, cached
 

@@ -127,6 +127,29 @@ def test_existing_tokenizer_is_never_overwritten_without_force(shards, tmp_path,
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
+def test_force_replaces_the_tokenizer_and_keeps_every_other_file(shards, tmp_path):
+    out = tmp_path / "tok"
+    run("train", shards, "--vocab-size", 270, "--out", out, "--quiet")
+    (out / "notes.txt").write_text("mine")
+    (out / "data").mkdir()
+    (out / "data" / "shard.parquet").write_bytes(b"not ours to delete")
+    assert run("train", shards, "--vocab-size", 280, "--out", out, "--force", "--quiet") == 0
+    assert len((out / "merges.txt").read_text().splitlines()) == 1 + 280 - 256
+    assert json.loads((out / "manifest.json").read_text())["settings"]["vocab_size"] == 280
+    assert (out / "notes.txt").read_text() == "mine"
+    assert (out / "data" / "shard.parquet").read_bytes() == b"not ours to delete"
+    assert not [p.name for p in [*tmp_path.iterdir(), *out.iterdir()] if p.name.startswith(".")]
+
+
+def test_force_into_the_current_directory(shards, tmp_path, monkeypatch):
+    out = tmp_path / "here"
+    run("train", shards, "--vocab-size", 270, "--out", out, "--quiet")
+    monkeypatch.chdir(out)
+    assert run("train", shards, "--vocab-size", 280, "--out", ".", "--force", "--quiet") == 0
+    assert len((out / "merges.txt").read_text().splitlines()) == 1 + 280 - 256
+    assert not [p.name for p in [*tmp_path.iterdir(), *out.iterdir()] if p.name.startswith(".")]
+
+
 def test_a_failed_export_leaves_nothing_behind(shards, tmp_path, capsys, monkeypatch):
     import bpe.export
 

@@ -38,7 +38,7 @@ BASE = "name: tok\ndata: data/\nvocab_size: 1000\n"
         ("schedule: every day\n", "schedule: expected a cron expression"),
         ("tie_break: random\n", "tie_break: expected one of bytes, ids"),
         ("vocab: 5\n", "unknown key 'vocab'"),
-        ("name: 'a b'\n", "name: expected a name of letters"),
+        ("name: 'a b'\n", "name: expected letters, digits"),
     ],
 )
 def test_bad_values_name_the_file_and_the_key(tmp_path, extra, message):

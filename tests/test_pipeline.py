@@ -61,7 +61,7 @@ def services(tmp_path_factory):
             service.stop()
 
 
-NAMES = ("first", "unchanged", "grows", "override", "broken")
+NAMES = ("first", "unchanged", "grows", "override", "broken", "planted")
 
 
 @pytest.fixture(scope="module")
@@ -221,3 +221,42 @@ def test_a_broken_shard_fails_the_run_and_moves_nothing(services, deployed):
     versions = store(cfg)
     assert versions.versions() == ["v0001"] and versions.latest() == "v0001"
     assert not [p for p in Path(versions.base).iterdir() if p.name.startswith(".v")]
+
+
+class Planted:
+    """What an attacker with write access to the cache would leave: unpickling it runs a command."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_the_count_cache_holds_data_only_and_a_planted_pickle_runs_nothing(services, deployed):
+    """Counts were once persisted as pickles that a cache hit unpickled; a file planted where those
+    lived (Prefect's result record, keyed by the count key) must never be read."""
+    from prefect.results import ResultRecord, ResultRecordMetadata
+    from prefect.serializers import PickleSerializer
+
+    from bpe.pipeline.config import load_config
+    from bpe.pipeline.count_cache import counting_settings, shard_count_key
+    from bpe.shards import discover
+
+    cfg = deployed["planted"]
+    marker = services["root"] / "planted-code-ran"
+    cache = Path(cfg["artifact_root"]) / ".cache"
+    counting = counting_settings(load_config(services["root"] / "conf" / "planted.yaml"))
+    for shard in discover([cfg["data"]]):
+        key = shard_count_key({**shard.fingerprint(), "kind": shard.kind}, counting)
+        serializer = PickleSerializer(picklelib="cloudpickle")
+        record = ResultRecord(result=Planted(marker), metadata=ResultRecordMetadata(storage_key=key,
+                              serializer=serializer))  # fmt: skip
+        (cache / "results").mkdir(parents=True, exist_ok=True)
+        (cache / "results" / key).write_bytes(record.serialize())
+    result = run_deployment(services, cfg["name"])
+    assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]
+    assert not marker.exists(), "a planted pickle was unpickled"
+    assert store(cfg).manifest("v0001")["data"]["counted_shards"] == 3
+    kept = [p for p in cache.rglob("*") if p.is_file() and p.parent.name != "results"]
+    assert kept and all(p.suffix in (".parquet", ".json") for p in kept), kept

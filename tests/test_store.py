@@ -5,9 +5,14 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import threading
+import time
 
 import pytest
+import yaml
 
+from bpe.errors import SettingsError
+from bpe.pipeline.config import load_config
 from bpe.pipeline.store import COMPLETE, VersionStore, describe_versions
 
 
@@ -130,3 +135,65 @@ def test_incomplete_uploads_are_not_versions():
     assert store.versions() == [] and store.latest() is None
     with pytest.raises(FileNotFoundError):
         store.manifest("v0008")
+
+
+def test_a_lock_its_holder_is_still_writing_is_not_taken_for_stale(tmp_path):
+    """Another run has just created `.latest.lock` and not yet written its time into it: a commit
+    must wait for it, not delete it as stale."""
+    store = VersionStore(str(tmp_path), "tok")
+    staged = store.stage()
+    (staged.directory / "manifest.json").write_text("{}")
+    held = tmp_path / "tok" / ".latest.lock"
+    held.write_bytes(b"")
+    committing = threading.Thread(target=store.commit, args=(staged,))
+    committing.start()
+    time.sleep(0.5)
+    assert held.exists() and committing.is_alive(), "the commit took a lock another run holds"
+    held.unlink()  # the other run is done
+    committing.join(10)
+    assert not committing.is_alive() and store.latest() == "v0001"
+
+
+@pytest.mark.parametrize("name", ["..", ".", "../elsewhere", "a/b", ".hidden", "tok\n", "-rf"])
+def test_names_that_could_leave_the_artifact_root_are_refused(tmp_path, name):
+    root = tmp_path / "root"
+    with pytest.raises(SettingsError, match="^name: expected letters"):
+        VersionStore(str(root), name)
+    config = tmp_path / "tok.yaml"
+    config.write_text(yaml.safe_dump({"name": name, "data": "x/", "vocab_size": 300, "artifact_root": str(root)}))
+    with pytest.raises(SettingsError, match=f"^{config}: name: expected letters"):
+        load_config(config)
+    assert not (tmp_path / "elsewhere").exists() and not root.exists()
+
+
+def test_a_tampered_latest_pointer_leads_nowhere_outside_the_store(tmp_path):
+    store = VersionStore(str(tmp_path), "tok")
+    assert publish(str(tmp_path)) == "v0001"
+    pointer = tmp_path / "tok" / "latest"
+    pointer.unlink()
+    os.symlink("../../etc", pointer)
+    assert store.latest() == "v0001"  # the newest complete version, not the planted path
+    with pytest.raises(SettingsError, match="is not a version name"):
+        store.path("../../etc")
+
+
+def _publish_many(root: str, count: int, queue) -> None:
+    for _ in range(count):
+        queue.put(publish(root, payload=str(os.getpid())))
+
+
+@pytest.mark.chaos
+def test_two_hundred_concurrent_publishes_never_collide(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_publish_many, args=(str(tmp_path), 10, queue)) for _ in range(20)]
+    for p in procs:
+        p.start()
+    got = sorted(queue.get(timeout=120) for _ in range(200))
+    for p in procs:
+        p.join(60)
+    assert all(p.exitcode == 0 for p in procs)
+    assert got == [f"v{i:04d}" for i in range(1, 201)]
+    store = VersionStore(str(tmp_path), "tok")
+    assert store.versions() == got and store.latest() == "v0200"
+    assert not [p for p in (tmp_path / "tok").iterdir() if p.name.startswith(".")]

@@ -25,6 +25,11 @@ class ChannelClosed(ConnectionError):
     """The other end went away (its process died, or it closed the connection)."""
 
 
+class ProtocolError(ConnectionError):
+    """The other end sent something that is not a message of this channel, or a larger one than
+    the receiver accepts at this point (a peer that has not authenticated yet gets a few KB)."""
+
+
 def send(sock: socket.socket, kind: bytes, *arrays: np.ndarray) -> None:
     """Send one message: `kind` (4 bytes) and any number of 1-D arrays of int64, int32 or uint8."""
     parts = []
@@ -41,17 +46,24 @@ def send(sock: socket.socket, kind: bytes, *arrays: np.ndarray) -> None:
         raise ChannelClosed(str(exc)) from None
 
 
-def receive(sock: socket.socket) -> tuple[bytes, list[np.ndarray]]:
-    """Receive one message: (kind, arrays). Raises ChannelClosed when the peer is gone and
-    TimeoutError when the socket's timeout passes first."""
+def receive(sock: socket.socket, max_bytes: int | None = None) -> tuple[bytes, list[np.ndarray]]:
+    """Receive one message: (kind, arrays). Raises ChannelClosed when the peer is gone,
+    TimeoutError when the socket's timeout passes first, and ProtocolError for a malformed message
+    or one whose payload exceeds `max_bytes` (checked before anything is allocated)."""
     kind, count, size = HEADER.unpack(_read_exactly(sock, HEADER.size))
+    if max_bytes is not None and size > max_bytes:
+        raise ProtocolError(f"a {size:,}-byte message where at most {max_bytes:,} are accepted")
     payload = _read_exactly(sock, size)
     arrays = []
     offset = 0
     for _ in range(count):
+        if offset + ARRAY.size > size:
+            raise ProtocolError("message shorter than its array headers")
         code, n = ARRAY.unpack_from(payload, offset)
         offset += ARRAY.size
-        dtype = DTYPES[code]
+        dtype = DTYPES.get(code)
+        if dtype is None or offset + n * dtype.itemsize > size:
+            raise ProtocolError("unknown array type or array longer than the message")
         arrays.append(np.frombuffer(payload, dtype=dtype, count=n, offset=offset))
         offset += n * dtype.itemsize
     return kind, arrays

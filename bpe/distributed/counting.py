@@ -210,6 +210,7 @@ class ShardCount:
     held_out: str
     stats: CountStats
     seconds: float = 0.0
+    cached: bool = False  # found in the count cache rather than counted now
 
 
 def count_shard_to_files(

@@ -3,11 +3,15 @@
 A `ShardHolder` is a Dask actor. Dask places it (next to its words) and keeps it alive; the merge
 loop itself runs over a plain TCP connection from the driver (`bpe.distributed.channel`):
 
+    driver -> holder   HELO  the run's secret; the reply is DLTA with the shard's initial counts
     driver -> holder   MRGE  merges of the round as (a, b, new id) triples
     holder -> driver   DLTA  pair keys and count deltas, only for pairs that changed
     driver -> holder   CHKP  write a checkpoint of the words after `n` merges (reply DONE)
     driver -> holder   STAT  reply with sizes and peak memory (JSON)
     driver -> holder   STOP  close
+
+Until a peer has sent the secret it may send at most a few KB and take at most a few seconds;
+peers that fail are dropped and the holder keeps listening until the driver is in.
 
 The shard's words are persisted in the scratch directory when the holder starts, and checkpoints
 are written there on request, so a holder lost with its worker can be rebuilt elsewhere: load the
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import secrets
 import socket
 import threading
@@ -30,6 +35,9 @@ import numpy as np
 from bpe.distributed import channel
 from bpe.engine.count import WordCounts
 from bpe.engine.word_table import WordTable
+
+HELLO_BYTES = 4096  # what a peer may send before it has shown it knows the secret
+HELLO_SECONDS = 10.0  # how long it has to show it
 
 
 def shard_dir(scratch: str, shard: int) -> Path:
@@ -80,7 +88,7 @@ class ShardHolder:
         self.build_seconds = time.perf_counter() - started
         self.server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.server.bind((self._host(), 0))
-        self.server.listen(1)
+        self.server.listen(16)
         self.thread = threading.Thread(target=self._serve, name=f"bpe-shard-{shard}", daemon=True)
         self.thread.start()
 
@@ -155,18 +163,49 @@ class ShardHolder:
         except (ImportError, ValueError):
             return "127.0.0.1"
 
+    def _wait_for_driver(self, wait: float = 600.0) -> socket.socket | None:
+        """Accept connections until one proves it is the driver: a HELO holding the secret, within
+        HELLO_BYTES and HELLO_SECONDS. Each peer is heard on a thread of its own, so garbage, a
+        wrong secret or an idle socket is closed without holding up the driver; the holder keeps
+        listening until the driver is in (or `wait` seconds pass)."""
+        authenticated: queue.Queue = queue.Queue()
+
+        def hear(conn: socket.socket) -> None:
+            try:
+                conn.settimeout(HELLO_SECONDS)
+                kind, arrays = channel.receive(conn, max_bytes=HELLO_BYTES)
+                if kind == b"HELO" and len(arrays) == 1:
+                    if secrets.compare_digest(arrays[0].tobytes(), self.secret.encode()):
+                        conn.settimeout(None)
+                        authenticated.put(conn)
+                        return
+            except (ConnectionError, TimeoutError, OSError):
+                pass
+            conn.close()
+
+        self.server.settimeout(0.1)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                return authenticated.get_nowait()
+            except queue.Empty:
+                pass
+            try:
+                conn, _ = self.server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return None
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=hear, args=(conn,), name=f"bpe-shard-{self.shard}-hello", daemon=True).start()
+        return None
+
     def _serve(self) -> None:
-        self.server.settimeout(600)
-        try:
-            conn, _ = self.server.accept()
-        except OSError:
+        conn = self._wait_for_driver()
+        if conn is None:
+            self.server.close()
             return
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn.settimeout(None)
         try:
-            kind, arrays = channel.receive(conn)
-            if kind != b"HELO" or not secrets.compare_digest(arrays[0].tobytes(), self.secret.encode()):
-                return
             channel.send(conn, b"DLTA", *self.initial)
             self.initial = None
             while True:

@@ -115,10 +115,13 @@ def _check(where: str, key: str, value):
     def fail(expected: str):
         raise SettingsError(f"{where}: {key}: expected {expected}, got {value!r}")
 
-    if key in ("name",):
-        if not isinstance(value, str) or not value or not all(c.isalnum() or c in "-_." for c in value):
-            fail("a name of letters, digits, '-', '_' or '.'")
-        return value
+    if key == "name":
+        from bpe.pipeline.store import check_name
+
+        try:
+            return check_name(value)
+        except SettingsError as exc:
+            raise SettingsError(f"{where}: {exc}", parameter=key) from None
     if key == "data":
         value = [value] if isinstance(value, str) else value
         if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):

@@ -19,8 +19,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from bpe.errors import SettingsError
+
 VERSION = re.compile(r"^v(\d{4,})$")
 COMPLETE = "COMPLETE"
+# A tokenizer's name is one path segment: it cannot climb out of the artifact root ("..") or nest.
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def check_name(name: str) -> str:
+    """`name` if it is a safe tokenizer name (letters, digits, '.', '_', '-'; not starting with '.')."""
+    if not isinstance(name, str) or not SAFE_NAME.fullmatch(name):
+        raise SettingsError(
+            f"name: expected letters, digits, '.', '_' or '-', starting with a letter or digit, got {name!r}",
+            parameter="name",
+        )
+    return name
 
 
 @dataclass
@@ -37,7 +51,7 @@ class VersionStore:
     def __init__(self, root: str, name: str) -> None:
         import fsspec
 
-        self.url = f"{str(root).rstrip('/')}/{name}"
+        self.url = f"{str(root).rstrip('/')}/{check_name(name)}"
         self.fs, self.base = fsspec.core.url_to_fs(self.url)
         self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
         self.name = name
@@ -64,18 +78,23 @@ class VersionStore:
         return versions[-1] if versions else None
 
     def _pointer(self) -> str | None:
+        """The version `latest` names; anything but a version name (a tampered pointer) is ignored."""
         pointer = f"{self.base}/latest"
+        named = None
         if self.local and os.path.islink(pointer):
-            return os.path.basename(os.readlink(pointer))
-        if self.fs.exists(pointer) and self.fs.isfile(pointer):
-            return self.fs.cat_file(pointer).decode().strip() or None
-        return None
+            named = os.readlink(pointer)
+        elif self.fs.exists(pointer) and self.fs.isfile(pointer):
+            named = self.fs.cat_file(pointer).decode().strip()
+        return named if named and VERSION.match(named) else None
 
     def path(self, version: str) -> str:
+        """Where a version lives; only version names are accepted, so no path leaves the store."""
+        if not VERSION.match(str(version)):
+            raise SettingsError(f"{self.url}: {version!r} is not a version name (v0001, v0002, ...)")
         return f"{self.base}/{version}"
 
     def manifest(self, version: str) -> dict:
-        return json.loads(self.fs.cat_file(f"{self.base}/{version}/manifest.json"))
+        return json.loads(self.fs.cat_file(f"{self.path(version)}/manifest.json"))
 
     def local_copy(self, version: str) -> Path:
         """A local directory holding the version (the directory itself on a local filesystem)."""
@@ -168,11 +187,11 @@ class VersionStore:
                     f.write(str(time.time()).encode())
                 break
             except FileExistsError:
-                try:
-                    if time.time() - float(self.fs.cat_file(path).decode() or 0) > stale_after:
-                        self.fs.rm(path)  # left by a run that died holding it
-                        continue
-                except (FileNotFoundError, ValueError):
+                age = self._lock_age(path)
+                if age is None:
+                    continue  # released meanwhile
+                if age > stale_after:
+                    self.fs.rm(path)  # left by a run that died holding it
                     continue
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{path}: lock held too long") from None
@@ -181,6 +200,18 @@ class VersionStore:
             yield
         finally:
             self.fs.rm(path)
+
+    def _lock_age(self, path: str) -> float | None:
+        """Seconds since a lock was taken: the time written in it or, while its holder has not
+        written it yet (an empty file), the file's own modification time. None if it is gone."""
+        try:
+            text = self.fs.cat_file(path).decode().strip()
+            taken = float(text) if text else self.fs.modified(path).timestamp()
+        except FileNotFoundError:
+            return None
+        except ValueError:  # not written by us: judge by the file's age
+            taken = self.fs.modified(path).timestamp()
+        return time.time() - taken
 
 
 def describe_versions(store: VersionStore) -> list[dict]:
