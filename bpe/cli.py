@@ -6,6 +6,8 @@ Errors are one line on stderr (`bpe: error: ...`) and a non-zero exit.
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 import time
 from pathlib import Path
@@ -25,19 +27,45 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args) or 0
     except KeyboardInterrupt:
-        print("bpe: interrupted; nothing was written", file=sys.stderr)
-        return 130
+        return _interrupted()
     except Exception as exc:
+        if _interrupted_in_kernel(exc):
+            return _interrupted()
         if not _expected(exc):
             raise
         print(f"bpe: error: {in_flags(exc)}", file=sys.stderr)
         return EXIT_ERROR
 
 
+def _interrupted() -> int:
+    print("bpe: interrupted; nothing was written", file=sys.stderr)
+    return 130
+
+
+def _interrupted_in_kernel(exc: BaseException) -> bool:
+    """Ctrl-C while a compiled kernel runs surfaces as a SystemError ("returned a result with an
+    exception set") whose cause is the KeyboardInterrupt."""
+    while exc is not None:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def _expected(exc: Exception) -> bool:
+    """An error the user can act on (one line), rather than a bug (a traceback): our own errors,
+    and the operating system refusing a file (full disk, read-only, no permission, ...)."""
     from bpe.errors import BpeError
 
+    if isinstance(exc, OSError) and exc.errno in USER_ERRNOS:
+        if exc.filename and str(exc.filename) not in str(exc):
+            exc.args = (f"{exc.filename}: {exc.strerror}",)
+        return True
     return isinstance(exc, (BpeError, FileExistsError, FileNotFoundError))
+
+
+USER_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR,
+               errno.ENAMETOOLONG, errno.EMFILE}  # fmt: skip
 
 
 # The library names settings by parameter; the command by flag.
@@ -49,6 +77,7 @@ FLAGS = {
     "tie_break": "--tie-break",
     "text_column": "--text-column",
     "engine": "--engine",
+    "threads": "--threads",
     "texts": "inputs",
     "prefect_port": "--prefect-port",
     "dask_port": "--dask-port",
@@ -168,21 +197,23 @@ def run_train(args: argparse.Namespace) -> int:
 
         raise SettingsError("--scheduler and --workers need --engine dask", parameter="engine")
     started = time.perf_counter()
-    tokenizer = train(
-        files=[s.path for s in shards],
-        vocab_size=args.vocab_size,
-        pattern=args.pattern,
-        special_tokens=args.special_tokens,
-        min_frequency=args.min_frequency,
-        tie_break=args.tie_break,
-        text_column=args.text_column,
-        threads=args.threads,
-        engine=args.engine,
-        progress=progress,
-        **engine_options,
-    )
-    if progress is not None:
-        progress.finish()
+    try:
+        tokenizer = train(
+            files=[s.path for s in shards],
+            vocab_size=args.vocab_size,
+            pattern=args.pattern,
+            special_tokens=args.special_tokens,
+            min_frequency=args.min_frequency,
+            tie_break=args.tie_break,
+            text_column=args.text_column,
+            threads=args.threads,
+            engine=args.engine,
+            progress=progress,
+            **engine_options,
+        )
+    finally:
+        if progress is not None:
+            progress.finish()  # ends the bar's line, so that a message after it starts a line of its own
     tokenizer.save(args.out, force=args.force)
     tokenizer.manifest["seconds"]["total"] = round(time.perf_counter() - started, 3)
     print(summary(tokenizer.manifest, args.out))
@@ -200,6 +231,25 @@ def _check_out(out: Path, force: bool) -> None:
                 raise FileExistsError(f"{out}: already holds a tokenizer (use --force to replace it)")
         elif any(out.iterdir()):
             raise FileExistsError(f"{out}: exists and holds other files; choose an empty or new directory")
+    _check_writable(out)
+
+
+def _check_writable(out: Path) -> None:
+    """Fail before training, not after it, when --out cannot be written: probe the directory that
+    will hold the staging directory (the nearest one that exists) by creating one there."""
+    import tempfile
+
+    from bpe.errors import InputError
+
+    place = out.absolute()
+    while not place.exists():
+        place = place.parent
+    if not place.is_dir():
+        raise InputError(f"--out {out}: {place} is a file, not a directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".bpe-probe-", dir=place))
+    except OSError as exc:
+        raise InputError(f"--out {out}: cannot write in {place} ({exc.strerror})") from None
 
 
 def summary(manifest: dict, out: Path) -> str:
@@ -234,15 +284,24 @@ STOP_REASONS = {
 
 
 def run_encode(args: argparse.Namespace) -> int:
+    """Encode the arguments, or stdin (less one final newline). The input's bytes must be UTF-8:
+    invalid bytes are an error naming their offset, never silently U+FFFD."""
+    from bpe.errors import InputError
     from bpe.tokenizer import Tokenizer
 
     tokenizer = Tokenizer.load(args.tokenizer, pattern=args.pattern)
     if args.text:
-        text = " ".join(args.text)
+        # Python hands over invalid bytes in arguments as lone surrogates; this gives them back.
+        source, data = "arguments", " ".join(args.text).encode("utf-8", "surrogateescape")
     else:
-        text = sys.stdin.read()
-        if text.endswith("\n"):
-            text = text[:-1]
+        buffer = getattr(sys.stdin, "buffer", None)  # a text stream put in its place has none
+        source, data = "stdin", buffer.read() if buffer is not None else sys.stdin.read()
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{source}: invalid UTF-8 at byte {exc.start}") from None
+    if source == "stdin" and text.endswith("\n"):
+        text = text[:-1]
     ids = tokenizer.encode(text, special_as_text=args.special_as_text)
     print(" ".join(map(str, ids)))
     return 0
@@ -272,11 +331,12 @@ def run_demo(args: argparse.Namespace) -> int:
 
     paths = write_demo_corpus(args.data)
     print(f"demo corpus: {len(paths)} Parquet shards in {args.data}/", file=sys.stderr)
-    import os
-
     # Prefect's ephemeral server would otherwise try to send telemetry, and log an error offline.
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     from bpe.flows.train_bpe import train_bpe  # imports Prefect: only the pipeline's commands pay for it
+    from bpe.pipeline.services import tie_ephemeral_server_to_this_process
+
+    tie_ephemeral_server_to_this_process()
 
     config = args.config or packaged_config("demo")
     result = train_bpe(
@@ -300,8 +360,14 @@ def run_versions(args: argparse.Namespace) -> int:
     require_extra("pipeline", "bpe versions")
     from bpe.pipeline.store import VersionStore, describe_versions
 
-    root, _, name = args.store.rstrip("/").rpartition("/")
-    rows = describe_versions(VersionStore(root or ".", name))
+    root, sep, name = args.store.rstrip("/").rpartition("/")
+    store = VersionStore(root or (sep or "."), name)  # "/demo" lives in "/", "demo" in "."
+    if not store.fs.isdir(store.base):  # a mistyped store is an error, not an empty listing
+        from bpe.errors import InputError
+
+        what = "is not a directory" if store.fs.exists(store.base) else "no such artifact store"
+        raise InputError(f"{args.store}: {what} (expected <artifact root>/<tokenizer name>)")
+    rows = describe_versions(store)
     if not rows:
         print(f"{args.store}: no versions")
         return 0
@@ -330,8 +396,11 @@ def run_cluster(args: argparse.Namespace) -> int:
         print(f"Prefect API     {urls['prefect_api']}")
         print(f"Dask scheduler  {urls['dask_scheduler']}  ({args.workers} worker(s))")
         print(f"Dask dashboard  {urls['dask_dashboard']}")
-        print(f"logs in {args.state_dir}/logs; run: PREFECT_API_URL={urls['prefect_api']} "
-              "prefect deployment run 'train-bpe/demo'; stop: bpe cluster down")  # fmt: skip
+        auth = state["client_env"]["PREFECT_API_AUTH_STRING"]
+        print(f"logs in {args.state_dir}/logs; stop: bpe cluster down")
+        print("Dask runs over TLS and the Prefect API wants its auth string (see the README's trust model); run:")
+        print(f"  PREFECT_API_URL={urls['prefect_api']} PREFECT_API_AUTH_STRING={auth} "
+              "prefect deployment run 'train-bpe/demo'")  # fmt: skip
         return 0
     if args.action == "status":
         state = cluster.status(args.state_dir)

@@ -20,12 +20,20 @@ class SettingsError(BpeError, ValueError):
     """A setting (vocabulary size, pattern, special tokens, ...) that cannot work."""
 
 
+class InvalidTextError(InputError, ValueError):
+    """Text that is not Unicode: a lone surrogate (half of a UTF-16 pair) has no UTF-8 bytes."""
+
+
 class ExportError(BpeError):
     """A tokenizer that a file format cannot represent, or tokenizer files that cannot be read."""
 
 
 class SpecialTokenError(BpeError, ValueError):
     """The text holds a special token the caller did not allow."""
+
+
+class WorkersLost(BpeError, RuntimeError):
+    """The Dask workers kept dying (or none is left) while training: it stops and nothing is written."""
 
 
 class SchedulerLost(BpeError, RuntimeError):

@@ -8,15 +8,18 @@ is `Ġ`, so b" the" is spelled "Ġthe".
 from __future__ import annotations
 
 import base64
+import binascii
+import hashlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
 from bpe.errors import ExportError
+from bpe.leftovers import sweep, temporary_prefix
 
 MERGES_FILE = "merges.txt"
 VOCAB_FILE = "vocab.json"
@@ -177,22 +180,253 @@ def write_tokenizer_json(path: Path, *args) -> None:
 
 def read_gpt2_files(directory: Path) -> tuple[dict[str, int], list[tuple[str, str]]]:
     """(vocab.json as token spelling -> id, merges.txt as pairs of spellings)."""
+    merges, _ = read_merges(directory / MERGES_FILE)
+    return read_vocab_json(directory / VOCAB_FILE), merges
+
+
+# -- reading, with one-line errors naming the file ----------------------------------------------
+
+
+def read_text(path: Path) -> str:
+    """The UTF-8 text of a tokenizer file; a missing, unreadable or non-UTF-8 file raises ExportError."""
     try:
-        vocab = json.loads((directory / VOCAB_FILE).read_text(encoding="utf-8"))
-        lines = (directory / MERGES_FILE).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ExportError(f"{directory}: cannot read {VOCAB_FILE} and {MERGES_FILE} ({exc})") from None
-    merges = []
-    for line_no, line in enumerate(lines, start=1):
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ExportError(f"{path}: missing") from None
+    except OSError as exc:
+        raise ExportError(f"{path}: cannot read it ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ExportError(f"{path}: not UTF-8 text (byte {exc.start}); the file is damaged") from None
+
+
+def read_json(path: Path) -> object:
+    """A JSON file's document; invalid JSON (a truncated file, say) raises ExportError naming where."""
+    try:
+        return json.loads(read_text(path))
+    except json.JSONDecodeError as exc:
+        raise ExportError(
+            f"{path}: not valid JSON ({exc.msg}: line {exc.lineno}, column {exc.colno}); the file is damaged or "
+            "truncated"
+        ) from None
+
+
+def read_vocab_json(path: Path) -> dict[str, int]:
+    """vocab.json as token spelling -> id (a JSON object of integers, or ExportError)."""
+    vocab = read_json(path)
+    if not isinstance(vocab, dict):
+        raise ExportError(f"{path}: expected a JSON object of token -> id, got {type(vocab).__name__}")
+    for spelling, token_id in vocab.items():
+        if type(token_id) is not int:
+            raise ExportError(f"{path}: token {spelling!r} has id {token_id!r}, not an integer")
+    return vocab
+
+
+def read_merges(path: Path) -> tuple[list[tuple[str, str]], list[int]]:
+    """merges.txt as pairs of spellings, with the line number of each."""
+    merges, line_numbers = [], []
+    for line_no, line in enumerate(read_text(path).splitlines(), start=1):
         if line_no == 1 and line.startswith("#version"):
             continue
         if not line.strip():
             continue
         parts = line.split(" ")
         if len(parts) != 2:
-            raise ExportError(f"{directory / MERGES_FILE}:{line_no}: expected two tokens separated by a space")
+            raise ExportError(f"{path}:{line_no}: expected two tokens separated by a space, got {len(parts)}")
         merges.append((parts[0], parts[1]))
-    return vocab, merges
+        line_numbers.append(line_no)
+    return merges, line_numbers
+
+
+def merge_ids(
+    merges: Sequence[tuple[str, str]], where: Callable[[int], str], *, unique: bool = True
+) -> tuple[list[bytes], list[tuple[int, int]]]:
+    """(token bytes by id, merges as id pairs) that spelled merges make, byte tokens first. Each
+    merge must join tokens that exist before it; `unique` also refuses a merge making a token
+    again (our files never do). Errors name `where(k)`, the place of merge k."""
+    vocab = [bytes([b]) for b in range(256)]
+    ids = {token: token_id for token_id, token in enumerate(vocab)}
+    pairs = []
+    for k, (a, b) in enumerate(merges):
+        try:
+            left, right = unspell(a), unspell(b)
+        except ExportError as exc:
+            raise ExportError(f"{where(k)}: {exc}") from None
+        for token, spelling in ((left, a), (right, b)):
+            if token not in ids:
+                raise ExportError(f"{where(k)}: token {spelling!r} is not made by an earlier merge")
+        merged = left + right
+        if unique and merged in ids:
+            raise ExportError(f"{where(k)}: makes {spell(merged)!r} again (it is already token {ids[merged]})")
+        pairs.append((ids[left], ids[right]))
+        ids.setdefault(merged, len(vocab))
+        vocab.append(merged)
+    return vocab, pairs
+
+
+def vocab_by_id(entries: dict[str, int], special_tokens: dict[str, int], where: str) -> list[bytes]:
+    """The ordinary tokens' bytes by id from a vocab.json-style mapping, which must hold exactly
+    `special_tokens` with their ids besides ordinary tokens with ids 0 to n-1 (as `save` writes)."""
+    ordinary: dict[int, bytes] = {}
+    for spelling, token_id in entries.items():
+        if spelling in special_tokens:
+            if token_id != special_tokens[spelling]:
+                raise ExportError(
+                    f"{where}: special token {spelling!r} has id {token_id}, {MANIFEST_FILE} records "
+                    f"{special_tokens[spelling]}"
+                )
+            continue
+        try:
+            token = unspell(spelling)
+        except ExportError as exc:
+            raise ExportError(f"{where}: {exc}") from None
+        if token_id in ordinary:
+            raise ExportError(f"{where}: id {token_id} is given to both {spell(ordinary[token_id])!r} and {spelling!r}")
+        ordinary[token_id] = token
+    missing = [token for token in special_tokens if token not in entries]
+    if missing:
+        raise ExportError(f"{where}: lacks special token {missing[0]!r}, which {MANIFEST_FILE} records")
+    n = len(ordinary)
+    outside = sorted(set(ordinary) - set(range(n)))
+    if outside:
+        raise ExportError(
+            f"{where}: token {spell(ordinary[outside[0]])!r} has id {outside[0]}, but the {n} ordinary tokens must "
+            f"have ids 0 to {n - 1}"
+        )
+    return [ordinary[i] for i in range(n)]
+
+
+def read_tiktoken(path: Path) -> list[bytes]:
+    """Token bytes by rank from a tiktoken file, whose lines must give ranks 0, 1, 2, ... in order."""
+    tokens: list[bytes] = []
+    for line_no, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line:
+            continue
+        parts = line.split(" ")
+        if len(parts) != 2:
+            raise ExportError(f"{path}:{line_no}: expected a base64 token and its rank separated by a space")
+        try:
+            token = base64.b64decode(parts[0], validate=True)
+        except (binascii.Error, ValueError):
+            raise ExportError(f"{path}:{line_no}: {parts[0]!r} is not base64") from None
+        if parts[1] != str(len(tokens)):
+            raise ExportError(
+                f"{path}:{line_no}: rank {parts[1]!r} where {len(tokens)} was expected (one rank a line, counting "
+                "from 0)"
+            )
+        tokens.append(token)
+    return tokens
+
+
+def read_tokenizer_json(path: Path, special_tokens: dict[str, int]) -> tuple[list[bytes], list[tuple[int, int]]]:
+    """(token bytes by id, merges as id pairs) of a `tokenizer.json` written by `save`; its added
+    tokens must be `special_tokens`, and its merges must make exactly its vocab."""
+    doc = read_json(path)
+    model = doc.get("model") if isinstance(doc, dict) else None
+    if not (isinstance(model, dict) and isinstance(model.get("vocab"), dict) and isinstance(model.get("merges"), list)):
+        raise ExportError(f"{path}: holds no BPE model with a vocab and merges")
+    added = doc.get("added_tokens")
+    if not isinstance(added, list) or not all(isinstance(t, dict) for t in added):
+        raise ExportError(f"{path}: added_tokens is not a list of tokens")
+    if {t.get("content"): t.get("id") for t in added} != special_tokens:
+        raise ExportError(f"{path}: its added_tokens are not the special tokens {MANIFEST_FILE} records")
+    for spelling, token_id in model["vocab"].items():
+        if type(token_id) is not int:
+            raise ExportError(f"{path}: model.vocab: token {spelling!r} has id {token_id!r}, not an integer")
+    vocab = vocab_by_id(model["vocab"], special_tokens, f"{path}: model.vocab")
+    merges = []
+    for k, merge in enumerate(model["merges"]):
+        parts = merge.split(" ") if isinstance(merge, str) else merge
+        if not isinstance(parts, list) or len(parts) != 2 or not all(isinstance(p, str) for p in parts):
+            raise ExportError(f"{path}: model.merges[{k}]: expected two tokens, got {merge!r}")
+        merges.append((parts[0], parts[1]))
+    made, pairs = merge_ids(merges, lambda k: f"{path}: model.merges[{k}]")
+    if made != vocab:
+        raise ExportError(f"{path}: its merges and its vocab disagree ({difference('merges', made, 'vocab', vocab)})")
+    return vocab, pairs
+
+
+def difference(name_a: str, a: Sequence[bytes], name_b: str, b: Sequence[bytes]) -> str:
+    """Where two vocabularies first differ, in words: "token 300 is b'th' in A, b'he' in B"."""
+    for token_id, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return f"token {token_id} is {x!r} in {name_a}, {y!r} in {name_b}"
+    return f"{name_a} holds {len(a)} tokens, {name_b} {len(b)}"
+
+
+def read_checked(directory: Path, special_tokens: dict[str, int]) -> tuple[list[bytes], list[tuple[int, int]]]:
+    """(token bytes by id, merges as id pairs) of a directory written by `save`, after checking that
+    merges.txt, vocab.json and, when present, tokenizer.json and tokenizer.tiktoken all describe the
+    same tokenizer. When they do not, the file that differs from the majority is named; with no
+    majority (only vocab.json and merges.txt, say) both are."""
+    merges, line_numbers = read_merges(directory / MERGES_FILE)
+    made, pairs = merge_ids(merges, lambda k: f"{directory / MERGES_FILE}:{line_numbers[k]}")
+    readings = {
+        MERGES_FILE: made,
+        VOCAB_FILE: vocab_by_id(read_vocab_json(directory / VOCAB_FILE), special_tokens, str(directory / VOCAB_FILE)),
+    }
+    hf_pairs = None
+    if (directory / HF_FILE).exists():
+        readings[HF_FILE], hf_pairs = read_tokenizer_json(directory / HF_FILE, special_tokens)
+    if (directory / TIKTOKEN_FILE).exists():
+        readings[TIKTOKEN_FILE] = read_tiktoken(directory / TIKTOKEN_FILE)
+    groups: dict[tuple[bytes, ...], list[str]] = {}
+    for name, vocab in readings.items():
+        groups.setdefault(tuple(vocab), []).append(name)
+    if len(groups) > 1:
+        ranked = sorted(groups.values(), key=len, reverse=True)
+        agree = ranked[0]
+        odd = next(name for name in readings if name not in agree)
+        detail = difference(odd, readings[odd], agree[0], readings[agree[0]])
+        if len(agree) > len(ranked[1]):
+            raise ExportError(
+                f"{directory / odd}: disagrees with {', '.join(agree)} ({detail}); it was changed after it was written"
+            )
+        raise ExportError(
+            f"{directory}: {odd} and {agree[0]} disagree ({detail}); one of them was changed after it was written"
+        )
+    if hf_pairs is not None and hf_pairs != pairs:
+        k = next(k for k, (x, y) in enumerate(zip(pairs, hf_pairs)) if x != y)
+        raise ExportError(f"{directory}: {MERGES_FILE} and {HF_FILE} disagree on how merge {k} splits its token")
+    return made, pairs
+
+
+def file_digest(path: Path) -> dict:
+    """{"size", "sha256"} of a file, as the manifest records each tokenizer file."""
+    with open(path, "rb") as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+    return {"size": path.stat().st_size, "sha256": digest}
+
+
+def file_digests(directory: Path) -> dict[str, dict]:
+    """Size and SHA-256 of each tokenizer file in `directory` but the manifest (which records them)."""
+    names = [name for name in TOKENIZER_FILES if name != MANIFEST_FILE and (directory / name).is_file()]
+    return {name: file_digest(directory / name) for name in names}
+
+
+def check_digests(directory: Path, recorded: object) -> None:
+    """Raise ExportError naming the first tokenizer file whose SHA-256 differs from the one the
+    manifest records: the file changed after it was written. A missing file is not checked here
+    (vocab.json and merges.txt are required when read; the other formats are optional)."""
+    manifest = directory / MANIFEST_FILE
+    if not isinstance(recorded, dict) or not all(
+        isinstance(entry, dict) and isinstance(entry.get("sha256"), str) for entry in recorded.values()
+    ):
+        raise ExportError(f"{manifest}: 'files' is not a mapping of file name -> size and sha256")
+    for name, entry in recorded.items():
+        if name not in TOKENIZER_FILES or name == MANIFEST_FILE:
+            raise ExportError(f"{manifest}: records a checksum for {name!r}, which is not a tokenizer file")
+        path = directory / name
+        if not path.is_file():
+            continue
+        found = file_digest(path)
+        if found["sha256"] != entry["sha256"]:
+            size = ""
+            if entry.get("size") not in (None, found["size"]):
+                size = f"; it holds {found['size']:,} bytes, {MANIFEST_FILE} records {entry['size']:,}"
+            raise ExportError(
+                f"{path}: its SHA-256 is not the one {MANIFEST_FILE} records (the file changed after it was "
+                f"written{size})"
+            )
 
 
 def atomic_write_dir(target: Path, write, force: bool = False) -> None:
@@ -212,7 +446,8 @@ def atomic_write_dir(target: Path, write, force: bool = False) -> None:
     else:
         target.parent.mkdir(parents=True, exist_ok=True)
         beside = target.parent
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=beside))
+    sweep(beside, f".{target.name}.tmp-")  # what a killed export left
+    tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(f".{target.name}.tmp-"), dir=beside))
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o777 & ~umask)

@@ -9,6 +9,7 @@ Named patterns are exactly the released tokenizers' regexes; `whitespace` is the
 
 from __future__ import annotations
 
+import string
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -43,19 +44,47 @@ PATTERNS = tuple(NAMED_PATTERNS)
 
 
 def resolve_pattern(pattern: str) -> tuple[str, str]:
-    """(name, regex) for a pattern name or a user regex; a bad regex raises ValueError."""
+    """(name, regex) for a pattern name or a user regex; a bad regex, or one that can match the
+    empty string, raises SettingsError (a ValueError)."""
     if pattern in NAMED_PATTERNS:
         return pattern, NAMED_PATTERNS[pattern]
     try:
-        regex.compile(pattern)
+        compiled = regex.compile(pattern)
     except regex.error as exc:
         raise SettingsError(
             f"pattern: not a known name ({', '.join(NAMED_PATTERNS)}) nor a valid regex: {exc}", parameter="pattern"
         ) from None
+    where = empty_match_probe(compiled)
+    if where is not None:
+        raise SettingsError(
+            f"pattern: {pattern!r} can match the empty string ({where}); every piece it cuts must hold at least "
+            "one character",
+            parameter="pattern",
+        )
     for name, known in NAMED_PATTERNS.items():
         if pattern == known:
             return name, known
     return "custom", pattern
+
+
+# Whether a regex can match the empty string anywhere, in any text, cannot be decided by trying it,
+# so we try it on probes: the empty text, one character of each common kind, and a text holding
+# all of them. `fullmatch("")` alone only asks about the empty text and misses `(?=x)` or `\b`,
+# which match empty only next to certain characters; `search` alone stops at the first match and
+# misses `a|(?<=a)` on "a". So every match `finditer` finds in every probe must be non-empty.
+# An empty piece would make tiktoken panic when encoding, and give the counters nothing to count.
+EMPTY_PROBES = ("", "a", " ", "1", "\n", "é", "!", string.printable + "é ÀßДж中🙂\u00a0\u3000\u0301¹")
+
+
+def empty_match_probe(compiled: regex.Pattern) -> str | None:
+    """Where `compiled` first finds an empty match in the probes ("before 'x'"), or None if nowhere."""
+    for probe in EMPTY_PROBES:
+        for m in compiled.finditer(probe):
+            if m.start() == m.end():
+                if not probe:
+                    return "in the empty text"
+                return f"before {probe[m.start()]!r}" if m.start() < len(probe) else f"after {probe[-1]!r}"
+    return None
 
 
 @dataclass(frozen=True)

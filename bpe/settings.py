@@ -34,6 +34,9 @@ def check_setting(name: str, value) -> None:
     elif name == "min_frequency":
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             fail("an integer >= 1")
+    elif name == "threads":  # None: one counting thread per core
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            fail("an integer >= 1")
     elif name == "tie_break":
         if value not in TIE_BREAKS:
             fail(f"one of {', '.join(TIE_BREAKS)}")
@@ -69,6 +72,21 @@ class Settings:
         for name in ("vocab_size", "pattern", "special_tokens", "min_frequency", "tie_break", "text_column"):
             check_setting(name, getattr(self, name))
         self.n_merges()
+        self._check_special_tokens_can_be_written()
+
+    def _check_special_tokens_can_be_written(self) -> None:
+        """vocab.json keys tokens by their GPT-2 spelling: a special token spelled like a byte token
+        ("a", "Ġ") could never be written, so say so now rather than after training."""
+        from bpe.export import bytes_to_unicode
+
+        byte_spellings = set(bytes_to_unicode().values())
+        for token in self.special_tokens:
+            if token in byte_spellings:
+                raise SettingsError(
+                    f"special_tokens: {token!r} is spelled like a byte token in vocab.json; choose a longer one, "
+                    "such as <|...|>",
+                    parameter="special_tokens",
+                )
 
     def n_merges(self) -> int:
         """Merges to learn: the vocabulary minus the 256 bytes and the special tokens."""

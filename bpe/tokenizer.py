@@ -14,6 +14,7 @@ tokens with the same bytes) a plain Python encoder applies the merges in order i
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
@@ -22,8 +23,10 @@ from typing import Literal
 import numpy as np
 
 from bpe import export
-from bpe.errors import InputError, SettingsError, SpecialTokenError
-from bpe.pretokenize import Pretokenizer
+from bpe.errors import ExportError, InputError, InvalidTextError, SettingsError, SpecialTokenError
+from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class Tokenizer:
@@ -89,9 +92,12 @@ class Tokenizer:
         *,
         allowed_special: Collection[str] | Literal["all"] = "all",
         special_as_text: bool = False,
+        errors: Literal["strict", "replace"] = "strict",
     ) -> list[int]:
         """Token ids of `text`. Special tokens in `allowed_special` become their ids; any other
-        special token in the text raises SpecialTokenError, unless `special_as_text` encodes it as text."""
+        special token in the text raises SpecialTokenError, unless `special_as_text` encodes it as text.
+        A lone surrogate raises InvalidTextError, unless `errors="replace"` encodes it as U+FFFD."""
+        text = _unicode_text(text, errors)
         allowed = set(self.special_tokens) if allowed_special == "all" else set(allowed_special)
         unknown = allowed - set(self.special_tokens)
         if unknown:
@@ -110,9 +116,9 @@ class Tokenizer:
             ids = self._encode_python(text, allowed)
         return self._to_external(ids)
 
-    def encode_ordinary(self, text: str) -> list[int]:
+    def encode_ordinary(self, text: str, errors: Literal["strict", "replace"] = "strict") -> list[int]:
         """Token ids of `text`, treating special tokens as ordinary text."""
-        return self.encode(text, allowed_special=(), special_as_text=True)
+        return self.encode(text, allowed_special=(), special_as_text=True, errors=errors)
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         return b"".join(self.token_bytes(int(i)) for i in ids)
@@ -203,17 +209,25 @@ class Tokenizer:
     @classmethod
     def load(cls, directory: str | Path, pattern: str | None = None) -> Tokenizer:
         """Load a directory written by `save`, or one holding only GPT-2-style vocab.json + merges.txt
-        (pattern `gpt2` unless `pattern` says otherwise)."""
+        (pattern `gpt2` unless `pattern` says otherwise). A saved directory is checked first: each
+        file against the SHA-256 the manifest records (if it records them), and the files against
+        each other; tampered or damaged files raise ExportError naming the file, rather than loading
+        as a different tokenizer."""
         directory = Path(directory)
         manifest_path = directory / export.MANIFEST_FILE
         if manifest_path.exists():
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-            info = manifest["tokenizer"]
-            vocab, merges = export.read_gpt2_files(directory)
-            spelled = {s: i for s, i in vocab.items() if s not in info["special_tokens"]}
-            merge_ids = [(spelled[a], spelled[b]) for a, b in merges]
-            regex = info["regex"] if info["pattern"] == "custom" else info["pattern"]
-            return cls(merge_ids, pattern or regex, info["special_tokens"], manifest=manifest)
+            manifest = export.read_json(manifest_path)
+            special_tokens, stored_pattern = _tokenizer_section(manifest_path, manifest)
+            if "files" in manifest:
+                export.check_digests(directory, manifest["files"])
+            vocab, merge_ids = export.read_checked(directory, special_tokens)
+            _check_counts(manifest_path, manifest["tokenizer"], vocab, special_tokens)
+            try:
+                return cls(merge_ids, pattern or stored_pattern, special_tokens, manifest=manifest)
+            except SettingsError as exc:
+                if pattern is not None and exc.parameter == "pattern":
+                    raise  # the caller's pattern, not the file's
+                raise ExportError(f"{manifest_path}: {exc}") from None
         if not (directory / export.VOCAB_FILE).exists() or not (directory / export.MERGES_FILE).exists():
             raise FileNotFoundError(
                 f"{directory}: holds no tokenizer (expected manifest.json, or vocab.json and merges.txt)"
@@ -222,7 +236,10 @@ class Tokenizer:
 
     @classmethod
     def _from_gpt2_files(cls, directory: Path, pattern: str) -> Tokenizer:
-        vocab, merges = export.read_gpt2_files(directory)
+        """GPT-2-style files from another tool: ids are the file's; tokens no merge makes are special."""
+        vocab_path, merges_path = directory / export.VOCAB_FILE, directory / export.MERGES_FILE
+        vocab = export.read_vocab_json(vocab_path)
+        merges, line_numbers = export.read_merges(merges_path)
         file_id_of_bytes = {}
         specials = {}
         for spelling, file_id in vocab.items():
@@ -230,17 +247,16 @@ class Tokenizer:
                 file_id_of_bytes[export.unspell(spelling)] = file_id
             except export.ExportError:
                 specials[spelling] = file_id
-        ours: dict[int, int] = {b: file_id_of_bytes[bytes([b])] for b in range(256)}
-        vocab_bytes = [bytes([b]) for b in range(256)]
-        our_id = {bytes([b]): b for b in range(256)}
-        merge_ids = []
-        for a, b in merges:
-            left, right = export.unspell(a), export.unspell(b)
-            merge_ids.append((our_id[left], our_id[right]))
-            merged = left + right
-            our_id.setdefault(merged, len(vocab_bytes))
-            ours[len(vocab_bytes)] = file_id_of_bytes[merged]
-            vocab_bytes.append(merged)
+        missing = [b for b in range(256) if bytes([b]) not in file_id_of_bytes]
+        if missing:
+            raise ExportError(f"{vocab_path}: lacks the byte token {export.spell(bytes([missing[0]]))!r}")
+        vocab_bytes, merge_ids = export.merge_ids(merges, lambda k: f"{merges_path}:{line_numbers[k]}", unique=False)
+        ours: dict[int, int] = {}
+        for internal, token in enumerate(vocab_bytes):
+            if token not in file_id_of_bytes:
+                line = line_numbers[internal - 256]
+                raise ExportError(f"{merges_path}:{line}: makes {export.spell(token)!r}, which {vocab_path.name} lacks")
+            ours[internal] = file_id_of_bytes[token]
         made = set(vocab_bytes)
         for token, file_id in file_id_of_bytes.items():
             if token not in made:
@@ -248,8 +264,56 @@ class Tokenizer:
         return cls(merge_ids, pattern, specials, ids=ours)
 
 
+def _tokenizer_section(path: Path, manifest: object) -> tuple[dict[str, int], str]:
+    """(special tokens, pattern) that a manifest records for its tokenizer, or ExportError."""
+    info = manifest.get("tokenizer") if isinstance(manifest, dict) else None
+    if not isinstance(info, dict):
+        raise ExportError(f"{path}: has no 'tokenizer' section")
+    special_tokens = info.get("special_tokens")
+    if not isinstance(special_tokens, dict) or not all(
+        isinstance(token, str) and type(token_id) is int for token, token_id in special_tokens.items()
+    ):
+        raise ExportError(f"{path}: tokenizer.special_tokens is not a mapping of token -> id")
+    name, regex = info.get("pattern"), info.get("regex")
+    if name not in (*NAMED_PATTERNS, "custom") or not isinstance(regex, str):
+        raise ExportError(f"{path}: tokenizer.pattern {name!r} is not a known pattern name nor 'custom' with a regex")
+    return special_tokens, regex if name == "custom" else name
+
+
+def _check_counts(path: Path, info: dict, vocab: list[bytes], special_tokens: dict[str, int]) -> None:
+    """The manifest's counts and special token ids must fit the vocabulary the files hold."""
+    n = len(vocab)
+    for key, found in (("merges", n - 256), ("vocab_size", n + len(special_tokens))):
+        if key in info and info[key] != found:
+            raise ExportError(f"{path}: records {key} {info[key]!r}, the tokenizer files hold {found}")
+    ids = sorted(special_tokens.values())
+    if len(set(ids)) != len(ids) or (ids and ids[0] < n):
+        raise ExportError(f"{path}: special token ids {ids} collide with each other or with the {n} ordinary tokens")
+
+
 def write_manifest(directory: Path, manifest: dict) -> None:
+    """Write manifest.json, recording in `manifest["files"]` the size and SHA-256 of each tokenizer
+    file already in `directory` (so `load` can tell a changed file). Write it after the others."""
+    manifest["files"] = export.file_digests(Path(directory))
     (Path(directory) / export.MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+
+
+def _unicode_text(text: str, errors: str) -> str:
+    """`text`, checked to have UTF-8 bytes: a lone surrogate raises InvalidTextError, or with
+    `errors="replace"` becomes U+FFFD (tiktoken would otherwise replace it silently)."""
+    if errors not in ("strict", "replace"):
+        raise SettingsError(f"errors: expected 'strict' or 'replace', got {errors!r}", parameter="errors")
+    if text.isascii():
+        return text
+    found = _SURROGATE.search(text)
+    if found is None:
+        return text
+    if errors == "replace":
+        return _SURROGATE.sub("\ufffd", text)
+    raise InvalidTextError(
+        f"text: lone surrogate U+{ord(found.group()):04X} at character {found.start()} is not Unicode text and has "
+        "no UTF-8 bytes; pass errors='replace' to encode it as U+FFFD"
+    )
 
 
 def _bpe(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bpe.engine.count import CountStats, WordCounter, WordCounts, count_shards, release_memory
 from bpe.engine.merge import learn_merges
-from bpe.errors import SettingsError, require_extra
+from bpe.errors import InputError, SettingsError, require_extra
 from bpe.progress import ProgressFn
 from bpe.results import TrainingRun
 from bpe.settings import Settings, check_setting
@@ -48,6 +48,7 @@ def train(
         min_frequency=min_frequency, tie_break=tie_break, text_column=text_column,
     )  # fmt: skip
     check_setting("engine", engine)
+    check_setting("threads", threads)
     started = time.perf_counter()
     if files is not None:
         specs = [files] if isinstance(files, (str, Path)) else list(files)
@@ -65,6 +66,13 @@ def train(
         if engine_options:
             raise TypeError(f"unknown options for the local engine: {', '.join(engine_options)}")
         run = train_locally(settings, shards, texts, threads=threads, progress=progress)
+    if run.stats.pretokens == 0:  # nothing was learnt: a 256-token tokenizer would hide a wrong input
+        paths = [s.path for s in shards] if shards is not None else ["texts"]
+        named = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+        raise InputError(
+            f"{named}: no text to train on (no pre-token in {run.stats.documents:,} document(s); "
+            f"{run.stats.null_rows:,} null row(s) skipped)"
+        )
     tokenizer = Tokenizer(run.merges.merges, pattern, list(settings.special_tokens))
     tokenizer.manifest = build_manifest(settings, run)
     tokenizer.manifest["seconds"]["total"] = round(time.perf_counter() - started, 3)

@@ -16,13 +16,27 @@ from bpe.shards import discover
 
 
 def no_retry_for_bad_input(task, task_run, state) -> bool:
-    """Retry transient failures (I/O, lost workers), never bad data: it fails the same way again."""
+    """Retry transient failures (I/O, lost workers), never bad data: it fails the same way again.
+    The BpeError counts wherever it is: raised as itself (Dask re-raises a worker's exception as
+    its own class), or wrapped, as the cause or context of another error or in an exception group."""
     try:
         state.result()
-    except BpeError:
-        return False
-    except Exception:
-        return True
+    except Exception as exc:
+        return not _holds_bad_input(exc)
+    return False
+
+
+def _holds_bad_input(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [exc]
+    while stack:
+        error = stack.pop()
+        if error is None or id(error) in seen:
+            continue
+        seen.add(id(error))
+        if isinstance(error, BpeError):
+            return True
+        stack.extend([error.__cause__, error.__context__, *getattr(error, "exceptions", ())])
     return False
 
 

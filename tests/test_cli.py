@@ -233,3 +233,72 @@ def test_running_out_of_pairs_warns_and_writes_a_smaller_tokenizer(tmp_path, cap
     assert "warning: pairs ran out after 3 merges" in capsys.readouterr().out
     tok = Tokenizer.load(tmp_path / "tok")
     assert tok.vocab_size == 259 and tok.encode("abcd") == [258]
+
+
+# --- inputs at the edges: links, non-regular files, empty corpora, threads, versions --------------
+
+
+def test_a_glob_through_a_symlink_loop_trains_on_each_file_once(tmp_path, capsys):
+    d = tmp_path / "dir"
+    d.mkdir()
+    (d / "a.txt").write_text("hello world")
+    (d / "loop").symlink_to(d, target_is_directory=True)
+    out = tmp_path / "tok"
+    assert run("train", f"{d}/loop/**/*.txt", "--vocab-size", 260, "--out", out, "--quiet") == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [s["path"] for s in manifest["data"]["shards"]] == [str(d / "loop" / "a.txt")]
+    assert manifest["counts"]["bytes"] == len("hello world")
+
+
+def test_a_fifo_named_like_a_text_file_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "x.txt"
+    os.mkfifo(fifo)
+    done = subprocess.run(
+        [sys.executable, "-m", "bpe.cli", "train", str(fifo), "--vocab-size", "300", "--out", str(tmp_path / "tok")],
+        capture_output=True,
+        text=True,
+        timeout=120,  # reading the FIFO would wait for a writer for ever
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [f"bpe: error: {fifo}: not a regular file (a FIFO)"]
+    assert not (tmp_path / "tok").exists()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        file_with("empty.txt", b""),
+        parquet_with("nulls.parquet", pa.table({"text": pa.array([None, None], pa.string())})),
+        parquet_with("no-rows.parquet", pa.table({"text": pa.array([], pa.string())})),
+    ],
+)
+def test_an_empty_corpus_is_an_error_and_writes_nothing(tmp_path, capsys, make):
+    path = make(tmp_path)
+    assert run("train", path, "--vocab-size", 300, "--out", tmp_path / "tok", "--quiet") == 1
+    assert f"{path}: no text to train on" in error_line(capsys)
+    assert not (tmp_path / "tok").exists()
+
+
+def test_dictionary_encoded_text_columns_are_read(tmp_path, capsys):
+    texts = ["the cat sat", "the cat sat", "on the mat"]
+    pq.write_table(pa.table({"text": pa.array(texts).dictionary_encode()}), tmp_path / "d.parquet")
+    assert run("train", tmp_path / "d.parquet", "--vocab-size", 270, "--out", tmp_path / "tok", "--quiet") == 0
+    manifest = json.loads((tmp_path / "tok" / "manifest.json").read_text())
+    assert manifest["counts"]["documents"] == 3
+
+
+@pytest.mark.parametrize("threads", ["0", "-5"])
+def test_threads_below_one_are_refused(shards, tmp_path, capsys, threads):
+    assert run("train", shards, "--vocab-size", 300, "--threads", threads, "--out", tmp_path / "tok") == 1
+    line = error_line(capsys)
+    assert "threads: expected an integer >= 1" in line and threads in line
+    assert not (tmp_path / "tok").exists()
+
+
+def test_versions_of_a_missing_store_is_an_error_and_of_an_empty_one_is_none(tmp_path, capsys):
+    pytest.importorskip("prefect")
+    assert run("versions", tmp_path / "missing" / "demo") == 1
+    assert f"{tmp_path / 'missing' / 'demo'}: no such artifact store" in error_line(capsys)
+    (tmp_path / "artifacts" / "demo").mkdir(parents=True)
+    assert run("versions", tmp_path / "artifacts" / "demo") == 0
+    assert capsys.readouterr().out.strip() == f"{tmp_path / 'artifacts' / 'demo'}: no versions"

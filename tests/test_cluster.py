@@ -57,15 +57,18 @@ def test_cluster_up_runs_a_deployment_and_down_leaves_nothing(tmp_path):
     try:
         assert up.returncode == 0, up.stderr[-3000:]
         assert f"Prefect UI      http://127.0.0.1:{ports[0]}" in up.stdout
-        assert f"Dask scheduler  tcp://127.0.0.1:{ports[1]}" in up.stdout
+        assert f"Dask scheduler  tls://127.0.0.1:{ports[1]}" in up.stdout
         recorded = json.loads((state / "cluster.json").read_text())
         names = [p["name"] for p in recorded["processes"]]
         assert names == ["prefect-server", "dask-scheduler", "dask-worker", "dask-worker", "prefect-worker (bpe)"]
         status = bpe("cluster", "status", "--state-dir", str(state), cwd=tmp_path)
         assert status.returncode == 0 and status.stdout.count("running") == 5
 
-        env = {"PREFECT_API_URL": f"http://127.0.0.1:{ports[0]}/api", "PREFECT_HOME": str(state / "prefect")}
-        run = wait_for_flow_run(env["PREFECT_API_URL"], run_deployment(env, "train-bpe/part"))
+        assert_locked_down(recorded, ports, state)
+        env = {"PREFECT_API_URL": f"http://127.0.0.1:{ports[0]}/api", "PREFECT_HOME": str(state / "prefect"),
+               "PREFECT_API_AUTH_STRING": (state / "prefect-auth").read_text().strip()}  # fmt: skip
+        run = wait_for_flow_run(env["PREFECT_API_URL"], run_deployment(env, "train-bpe/part"),
+                                auth=env["PREFECT_API_AUTH_STRING"])  # fmt: skip
         state_name = run.state.type.value
         elapsed = time.monotonic() - started
         assert state_name == "COMPLETED", (state / "logs" / "prefect-worker.log").read_text()[-4000:]
@@ -73,7 +76,7 @@ def test_cluster_up_runs_a_deployment_and_down_leaves_nothing(tmp_path):
         assert store.latest() == "v0001"
         manifest = store.manifest("v0001")
         assert manifest["engine"]["engine"] == "dask"
-        assert manifest["engine"]["scheduler"] == f"tcp://127.0.0.1:{ports[1]}" and manifest["engine"]["workers"] == 2
+        assert manifest["engine"]["scheduler"] == f"tls://127.0.0.1:{ports[1]}" and manifest["engine"]["workers"] == 2
         assert not manifest["engine"]["cluster_started_here"]
         print(f"bpe cluster up to a completed deployment run: {elapsed:.1f} s")
     finally:
@@ -84,6 +87,33 @@ def test_cluster_up_runs_a_deployment_and_down_leaves_nothing(tmp_path):
     assert not (state / "cluster.json").exists()
     left = subprocess.run(["pgrep", "-f", f"127.0.0.1:{ports[1]}|--port {ports[0]}"], capture_output=True, text=True)
     assert left.stdout.strip() == "", f"processes left behind: {left.stdout}"
+
+
+def assert_locked_down(recorded: dict, ports: list[int], state: Path) -> None:
+    """What another local user meets: nothing listening beyond 127.0.0.1, a Prefect API that wants
+    the auth string, a Dask scheduler that wants the cluster's certificate, secrets for the owner only."""
+    import urllib.error
+    import urllib.request
+
+    import distributed
+    import psutil
+
+    processes = [psutil.Process(p["pid"]) for p in recorded["processes"]]
+    processes += [child for p in list(processes) for child in p.children(recursive=True)]
+    pids = {p.pid for p in processes}
+    listening = [c for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN and c.pid in pids]
+    assert listening and all(c.laddr.ip == "127.0.0.1" for c in listening), listening
+
+    request = urllib.request.Request(f"http://127.0.0.1:{ports[0]}/api/flows/filter", data=b"{}", method="POST",
+                                     headers={"Content-Type": "application/json"})  # fmt: skip
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 401
+
+    with pytest.raises((OSError, TimeoutError)):
+        distributed.Client(f"tcp://127.0.0.1:{ports[1]}", timeout="3s")
+    for secret in (state / "prefect-auth", state / "tls" / "cluster-key.pem"):
+        assert secret.stat().st_mode & 0o077 == 0, f"{secret} is readable by others"
 
 
 def test_ports_in_use_give_a_clear_error(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import socket
 import time
@@ -17,6 +18,7 @@ import pytest
 from bpe import train
 from bpe.cli import main
 from bpe.engine.count import WordCounts, count_words
+from bpe.errors import InputError
 from bpe.pipeline.demo import stdlib_paragraphs
 from tests.conftest import write_parquet
 
@@ -154,6 +156,80 @@ def test_a_killed_worker_is_rebuilt_and_merges_stay_exact(cluster, texts, local_
     assert any("lost; rebuilt" in line for line in log)
 
 
+def bad_inputs(root: Path) -> dict[str, Path]:
+    """Files whose fault shows only when their rows are read: on a worker, in the Dask engine."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root.mkdir(parents=True, exist_ok=True)
+    rows = [f"document {i} has a few words in it".encode() for i in range(60)]
+    rows[45] = b"bad \xff\xfe row"
+    bad_row = root / "bad-row.parquet"
+    pq.write_table(pa.table({"text": pa.array(rows, pa.binary()).view(pa.string())}), bad_row, row_group_size=20)
+    (root / "bad-row.jsonl").write_bytes(b'{"text": "fine"}\n{"text": "bad \xff row"}\n')
+    (root / "no-field.jsonl").write_text('{"text": "fine"}\n{"body": "no text here"}\n')
+    return {
+        "invalid UTF-8 in a row group": bad_row,
+        "invalid UTF-8 in a jsonl line": root / "bad-row.jsonl",
+        "a jsonl line without the text field": root / "no-field.jsonl",
+        "no text column": write_parquet(root / "no-column.parquet", ["some text"], column="body"),
+    }
+
+
+def same_but_numbers(a: str, b: str) -> bool:
+    return re.sub(r"\d+", "N", a) == re.sub(r"\d+", "N", b)
+
+
+FAULTS = ["invalid UTF-8 in a row group", "invalid UTF-8 in a jsonl line", "a jsonl line without the text field",
+          "no text column"]  # fmt: skip
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_bad_file_fails_with_the_local_engines_one_line_error(cluster, tmp_path, capsys, fault):
+    scale(*cluster, 2)
+    path = str(bad_inputs(tmp_path / "data")[fault])
+    errors = {}
+    for engine, options in (("local", {}), ("dask", {"client": cluster[1]})):
+        with pytest.raises(InputError) as caught:
+            train(files=[path], vocab_size=300, engine=engine, **options)
+        errors[engine] = str(caught.value)
+    assert errors["dask"].startswith(f"{path}:") and same_but_numbers(errors["dask"], errors["local"]), errors
+    lines = {}
+    for engine, flags in (("local", []), ("dask", ["--scheduler", cluster[0].scheduler_address])):
+        code = main(["train", path, "--vocab-size", "300", "--engine", engine, *flags,
+                     "--out", str(tmp_path / engine), "--quiet"])  # fmt: skip
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 1 and err, engine
+        lines[engine] = err[-1]
+    assert lines["dask"].startswith(f"bpe: error: {path}:") and same_but_numbers(lines["dask"], lines["local"]), lines
+
+
+def test_bad_input_found_on_a_worker_is_not_retried_by_the_pipeline(cluster, tmp_path):
+    """What the pipeline's count task raises for a bad row group, as its Prefect state holds it:
+    the retry condition must see bad data in it, whether it arrives as itself or wrapped."""
+    pytest.importorskip("prefect")
+    from prefect.states import Failed
+
+    from bpe.distributed.counting import count_shard_to_files
+    from bpe.pretokenize import Pretokenizer
+    from bpe.shards import discover
+    from bpe.tasks.data import no_retry_for_bad_input
+
+    scale(*cluster, 2)
+    path = bad_inputs(tmp_path / "data")["invalid UTF-8 in a row group"]
+    shard = discover([str(path)])[0]
+    with pytest.raises(InputError) as counted:
+        count_shard_to_files(cluster[1], {**shard.fingerprint(), "kind": shard.kind}, Pretokenizer("cl100k"), "text",
+                             0.0, str(tmp_path / "counts.parquet"), str(tmp_path / "held-out.parquet"))  # fmt: skip
+    with pytest.raises(InputError) as trained:
+        train(files=[str(path)], vocab_size=300, engine="dask", client=cluster[1])
+    wrapped = RuntimeError("count-shard failed")
+    wrapped.__cause__ = counted.value
+    for error in (counted.value, trained.value, wrapped, ExceptionGroup("counts", [OSError("x"), trained.value])):
+        assert no_retry_for_bad_input(None, None, Failed(data=error)) is False, repr(error)
+    assert no_retry_for_bad_input(None, None, Failed(data=OSError("connection reset"))) is True
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -210,3 +286,27 @@ def test_an_unreachable_scheduler_is_one_line_and_writes_nothing(tmp_path, capsy
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("bpe: error: cannot reach the Dask scheduler")
     assert not (tmp_path / "tok").exists()
+
+
+def test_a_scratch_directory_left_by_a_killed_run_is_swept(cluster, texts, tmp_path, monkeypatch):
+    """kill -9 of a Dask run leaves its scratch directory in the temporary directory; the next
+    run removes it once the process that made it is gone (and leaves a live run's alone)."""
+    import subprocess
+    import sys
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = tmp_path / f"bpe-scratch-{dead.stdout.strip()}-abcd"
+    (left / "run-1" / "shard-0000").mkdir(parents=True)
+    (left / "run-1" / "shard-0000" / "words.parquet").write_bytes(b"\0" * 1000)
+    alive = subprocess.Popen(["sleep", "60"])
+    busy = tmp_path / f"bpe-scratch-{alive.pid}-efgh"
+    busy.mkdir()
+    try:
+        scale(*cluster, 1)
+        train(texts[:200], vocab_size=300, pattern="cl100k", engine="dask", client=cluster[1])
+        assert not left.exists() and busy.exists()
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith("bpe-scratch-")] == [busy.name]
+    finally:
+        alive.kill()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,36 @@ def test_demo_runs_the_flow_in_ephemeral_mode(tmp_path):
     manifest = VersionStore(str(tmp_path / "artifacts"), "demo").manifest("v0002")
     assert manifest["data"]["cached_shards"] == 4 and manifest["data"]["counted_shards"] == 0
     assert manifest["evaluation"]["previous_version"] == "v0001"
+
+
+def test_the_ephemeral_server_dies_with_a_killed_demo(tmp_path):
+    """kill -9 of `bpe demo` mid-run must not leave Prefect's ephemeral server listening."""
+    import psutil
+
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")},
+        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    }
+    bpe = Path(sys.executable).parent / "bpe"
+    demo = subprocess.Popen([str(bpe), "demo", "--data", str(tmp_path / "demo-data"), "--artifacts",
+                             str(tmp_path / "artifacts")], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        servers: list = []
+        while not servers:
+            assert time.monotonic() < deadline and demo.poll() is None, "no ephemeral server was started"
+            children = psutil.Process(demo.pid).children(recursive=True)
+            servers = [c for c in children if "uvicorn" in " ".join(c.cmdline())]
+            time.sleep(0.2)
+        demo.kill()
+        demo.wait(30)
+        gone, alive = psutil.wait_procs(servers, timeout=20)
+        assert not alive, f"still listening after its parent was killed: {[p.pid for p in alive]}"
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+        for child in psutil.Process().children(recursive=True):
+            if "uvicorn" in " ".join(child.cmdline()):
+                child.kill()

@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+import pytest
 import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe.engine.count import WordCounter, count_words
 from bpe.engine.scanner import SCANNER_IDS, split_offsets, unicode_tables
-from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
+from bpe.errors import SettingsError
+from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer, resolve_pattern
+from bpe.settings import Settings, check_setting
 
 # Characters where the patterns disagree with each other or with naive splitting: every kind of
 # whitespace (including the four separators str.split() knows and regex does not), apostrophes
@@ -132,3 +135,27 @@ def test_bad_pattern_and_bad_special_tokens_are_refused():
         Pretokenizer("gpt2", [""])
     with pytest.raises(ValueError, match="twice"):
         Pretokenizer("gpt2", ["<s>", "<s>"])
+
+
+# `a|` and `x*` match the empty text; `(?=x)`, `\b` and `(?<=\s)` only next to certain characters;
+# `a|(?<=a)` only after a first, non-empty match.
+MATCHES_EMPTY = ["x*", "a|", "(?=x)", r"\b", r"(?<=\s)", "a|(?<=a)", r"\w+|\s*", "^", ""]
+
+
+@pytest.mark.parametrize("pattern", MATCHES_EMPTY)
+def test_a_pattern_that_can_match_the_empty_string_is_refused(pattern):
+    with pytest.raises(SettingsError) as raised:
+        resolve_pattern(pattern)
+    message = str(raised.value)
+    assert raised.value.parameter == "pattern" and "\n" not in message
+    assert message.startswith(f"pattern: {pattern!r} can match the empty string"), message
+    if pattern:  # the empty pattern is refused earlier, as no pattern at all
+        with pytest.raises(SettingsError, match="can match the empty string"):
+            check_setting("pattern", pattern)
+        with pytest.raises(SettingsError, match="can match the empty string"):
+            Settings(vocab_size=300, pattern=pattern)
+
+
+@pytest.mark.parametrize("pattern", [*NAMED_PATTERNS, *NAMED_PATTERNS.values(), r"\w+|[^\w\s]+", r"\S+", "(?s)."])
+def test_patterns_that_never_match_the_empty_string_are_accepted(pattern):
+    assert Settings(vocab_size=300, pattern=pattern).pretokenizer.regex

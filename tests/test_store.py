@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
 import threading
 import time
 
@@ -197,3 +198,19 @@ def test_two_hundred_concurrent_publishes_never_collide(tmp_path):
     store = VersionStore(str(tmp_path), "tok")
     assert store.versions() == got and store.latest() == "v0200"
     assert not [p for p in (tmp_path / "tok").iterdir() if p.name.startswith(".")]
+
+
+def _stage_then_die(root: str) -> None:
+    VersionStore(root, "tok").stage()
+    os.kill(os.getpid(), signal.SIGKILL)  # killed between stage and commit
+
+
+def test_a_publisher_killed_between_stage_and_commit_leaves_nothing_for_good(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    victim = ctx.Process(target=_stage_then_die, args=(str(tmp_path),))
+    victim.start()
+    victim.join(60)
+    assert victim.exitcode == -signal.SIGKILL
+    assert sorted(p.name.split("-")[0] for p in (tmp_path / "tok").iterdir()) == [".v0001.lock", ".v0001.tmp"]
+    assert publish(str(tmp_path)) == "v0001"  # the next run sweeps what the dead one reserved, and reuses it
+    assert sorted(p.name for p in (tmp_path / "tok").iterdir()) == ["latest", "v0001"]

@@ -7,6 +7,8 @@ share it; `ready_workers` loads the compiled kernels in every worker before the 
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -44,10 +46,11 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, client
 
     logging.getLogger("distributed").setLevel(logging.WARNING)  # the cluster's chatter stays out of our logs
     n = workers or os.cpu_count() or 1
-    cluster = LocalCluster(
-        n_workers=n, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
-        host="127.0.0.1", silence_logs=logging.ERROR,
-    )  # fmt: skip
+    with _children_ignore_ctrl_c():
+        cluster = LocalCluster(
+            n_workers=n, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
+            host="127.0.0.1", silence_logs=logging.ERROR,
+        )  # fmt: skip
     c = Client(cluster)
     if log:
         log(f"started a local Dask cluster: {n} worker processes; dashboard {cluster.dashboard_link}")
@@ -56,6 +59,21 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, client
     finally:
         c.close(timeout=5)
         cluster.close()
+
+
+@contextmanager
+def _children_ignore_ctrl_c():
+    """Processes started in here ignore Ctrl-C, which they inherit: a terminal sends it to the
+    whole process group, and it is this process that answers it, by stopping the cluster, rather
+    than every worker printing its own traceback."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 _CLIENTS: dict = {}
@@ -79,12 +97,14 @@ def share_client(client) -> str:
 
 
 def _check_reachable(address: str) -> None:
-    """Fail at once, not after the client's 30 s of retries, when nothing listens at a tcp:// address."""
+    """Fail at once, not after the client's 30 s of retries, when nothing listens at a tcp:// or
+    tls:// address."""
     import socket
 
-    if not address.startswith("tcp://"):
+    scheme, _, location = address.partition("://")
+    if scheme not in ("tcp", "tls"):
         return
-    host, _, port = address[len("tcp://") :].rpartition(":")
+    host, _, port = location.rpartition(":")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
     except (OSError, ValueError) as exc:

@@ -55,16 +55,25 @@ def _partition_batches(shard: Shard, row_group: int | None, text_column: str):
     import pyarrow.parquet as pq
 
     with shard.open() as f:
+        row = 0  # the row group's first row in the file, so that errors name rows as the local engine does
         try:
-            column = pq.ParquetFile(f).read_row_group(row_group, columns=[text_column]).column(0)
+            parquet = pq.ParquetFile(f)
+            row = sum(parquet.metadata.row_group(i).num_rows for i in range(row_group))
+            column = parquet.read_row_group(row_group, columns=[text_column]).column(0)
         except (pa.ArrowInvalid, OSError) as exc:
-            raise InputError(f"{shard.path}: row group {row_group} unreadable ({exc})") from None
+            raise InputError(f"{shard.path}: unreadable near row {row} ({_first_line(exc)})") from None
         for chunk in column.chunks:
             try:
                 chunk.validate(full=True)
             except pa.ArrowInvalid as exc:
-                raise InputError(f"{shard.path}: row group {row_group}: {exc}") from None
+                raise InputError(f"{shard.path}: rows {row}-{row + len(chunk) - 1}: {_first_line(exc)}") from None
+            row += len(chunk)
             yield chunk.cast(pa.large_string())
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def combine_counts(*parts: WordCounts) -> WordCounts:
@@ -153,10 +162,11 @@ def submit_counts(client, shards, pretokenizer, text_column, n_buckets, holdout,
     weight = {t.key: p[2] for t, p in zip(tasks, parts)}
     done = 0
     for future in as_completed(tasks):
-        if future.status == "error":
+        if future.status != "finished":
+            error = _failure(future)  # read first: once cancelled, a future has lost its exception
             for t in tasks:
                 t.cancel()
-            raise future.exception()
+            raise error
         done += weight[future.key]
         if progress is not None:
             progress("count", done, total)
@@ -164,6 +174,16 @@ def submit_counts(client, shards, pretokenizer, text_column, n_buckets, holdout,
     for part in client.gather(stats_of):
         stats.add(CountStats(**part))
     return tasks, stats
+
+
+def _failure(future) -> BaseException:
+    """The exception a failed task raised on its worker (an InputError naming file and rows comes
+    back as itself), or, for a task that did not fail but will not finish, one saying so."""
+    try:
+        error = future.exception(timeout=60)
+    except Exception as exc:  # cancelled, or the scheduler gone
+        return exc
+    return error if isinstance(error, BaseException) else RuntimeError(f"counting task {future.key}: {future.status}")
 
 
 def count_on_dask(

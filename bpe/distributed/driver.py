@@ -10,7 +10,10 @@
    answers with the pair-count deltas of its shard as two int64 arrays.
 4. Worker loss: a holder whose connection drops (or whose reply does not come within the call
    timeout) is rebuilt on a live worker from its checkpoint, replays the merge log, and gets the
-   round again; its replayed deltas are discarded, so nothing is counted twice.
+   round (or the checkpoint or statistics request) again; its replayed deltas are discarded, so
+   nothing is counted twice. A rebuild never goes to a worker that lost or hung a holder, and the
+   shard files live in a directory of this run's own, so a reused scratch directory holds nothing
+   a run could mistake for its own.
 
 The merges are exactly those of the local engine: the counts are the same, and the pair queue and
 word tables are the same code.
@@ -18,6 +21,8 @@ word tables are the same code.
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
 import shutil
 import tempfile
@@ -33,11 +38,15 @@ from bpe.distributed.counting import count_on_dask
 from bpe.engine.count import release_memory
 from bpe.engine.merge import MergeResult, finish, stop_reason
 from bpe.engine.pair_queue import PairQueue
-from bpe.errors import SchedulerLost
+from bpe.errors import SchedulerLost, WorkersLost
+from bpe.leftovers import sweep, temporary_prefix
 from bpe.progress import ProgressFn
 from bpe.results import TrainingRun
 from bpe.settings import Settings
 from bpe.shards import Shard
+
+REBUILD_ATTEMPTS = 3  # workers tried for one rebuild before giving up
+LOSSES_PER_CALL = 5  # rebuilds of one shard within one request before giving up
 
 
 class Holders:
@@ -45,13 +54,17 @@ class Holders:
 
     def __init__(self, client, scratch: str, call_timeout: float, log: Log | None) -> None:
         self.client = client
-        self.scratch = scratch
+        self.secret = secrets.token_hex(16)
+        # This run's shard files, in a directory of its own: a scratch directory that another run
+        # used (or uses) never hands this one its words or checkpoints. Removed by close().
+        self.scratch = os.path.join(scratch, f"run-{self.secret[:12]}")
         self.call_timeout = call_timeout
         self.log = log
-        self.secret = secrets.token_hex(16)
         self.futures: list = []
         self.sockets: list = []
         self.info: list[dict] = []
+        self.merge_log: Callable[[], np.ndarray] = lambda: np.zeros((0, 3), np.int64)  # set by the merge loop
+        self.dead: set[str] = set()  # workers that lost or hung a holder: never chosen to rebuild one
         self.recoveries = 0
         self.wait_seconds = 0.0  # time the driver spent sending rounds and waiting for deltas
 
@@ -82,82 +95,116 @@ class Holders:
             self.info.append(info)
         return arrays[0], arrays[1]
 
-    def round(self, merges: np.ndarray, merge_log: Callable[[], np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    def round(self, merges: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
         """Send a round to every holder and collect their deltas, rebuilding holders that are lost."""
         flat = np.ascontiguousarray(merges[:, :3], dtype=np.int64).ravel()
+        return [(arrays[0], arrays[1]) for arrays in self._ask_all(b"MRGE", "a round", flat)]
+
+    def checkpoint(self) -> None:
+        """Have every holder write a checkpoint; a holder found lost is rebuilt and asked again."""
+        self._ask_all(b"CHKP", "a checkpoint")
+
+    def stats(self) -> list[dict]:
+        """Every holder's sizes and peak memory; a holder found lost is rebuilt and asked again."""
+        return [json.loads(arrays[0].tobytes()) for arrays in self._ask_all(b"STAT", "the statistics")]
+
+    def _ask_all(self, kind: bytes, during: str, *arrays: np.ndarray) -> list[list[np.ndarray]]:
+        """Send one request to every holder and collect the replies. A holder whose socket drops, or
+        that does not reply within the call timeout, is rebuilt and asked again: whichever request
+        first meets a lost worker (a round, a checkpoint, the final statistics) recovers it."""
         replies: list = [None] * len(self.sockets)
+        losses = [0] * len(self.sockets)
         pending = list(range(len(self.sockets)))
         while pending:
             lost = []
             for b in pending:
                 try:
-                    channel.send(self.sockets[b], b"MRGE", flat)
-                except (channel.ChannelClosed, OSError):
+                    channel.send(self.sockets[b], kind, *arrays)
+                except OSError:  # ChannelClosed included
                     lost.append(b)
             for b in pending:
                 if b in lost:
                     continue
                 try:
-                    kind, arrays = channel.receive(self.sockets[b])
-                    replies[b] = (arrays[0], arrays[1])
-                except (channel.ChannelClosed, TimeoutError, OSError):
+                    replies[b] = channel.receive(self.sockets[b])[1]
+                except (TimeoutError, OSError):  # ChannelClosed and ProtocolError included
                     lost.append(b)
             for b in lost:
-                self.rebuild(b, merge_log())
+                losses[b] += 1
+                if losses[b] > LOSSES_PER_CALL:
+                    raise WorkersLost(f"shard {b} was lost {losses[b]} times during {during}; giving up")
+                self.rebuild(b, during)
             pending = lost
         return replies
 
-    def rebuild(self, b: int, merge_log: np.ndarray) -> None:
-        """Start shard b again on a live worker from its checkpoint and the merge log."""
+    def rebuild(self, b: int, during: str = "a round") -> None:
+        """Start shard b again from its checkpoint and the merge log, on a live worker other than
+        the one that lost it (a hung worker still looks alive to the scheduler)."""
         started = time.perf_counter()
-        check_scheduler(self.client)
+        merge_log = self.merge_log()
         try:
             self.sockets[b].close()
         except OSError:
             pass
-        dead_pid = self.info[b].get("pid")
-        workers = self._live_workers(exclude_pid=dead_pid)
-        self.futures[b] = self.client.submit(
-            _new_holder, None, self.scratch, b, self.secret, merge_log,
-            actor=True, workers=workers, allow_other_workers=True, pure=False,
-        )  # fmt: skip
-        self._connect(b)
+        lost_on = self.info[b].get("worker")
+        if lost_on:
+            self.dead.add(lost_on)
+        for attempt in range(1, REBUILD_ATTEMPTS + 1):
+            check_scheduler(self.client)
+            # Loose restrictions: should the chosen workers die too, Dask may use one started since.
+            self.futures[b] = self.client.submit(
+                _new_holder, None, self.scratch, b, self.secret, merge_log,
+                actor=True, workers=self._live_workers(), allow_other_workers=True, pure=False,
+            )  # fmt: skip
+            try:
+                self._connect(b)
+                break
+            except Exception:  # the new worker died or hung too: try another one
+                if attempt == REBUILD_ATTEMPTS:
+                    raise
+                placed_on = self._placed_on(self.futures[b])
+                if placed_on:
+                    self.dead.add(placed_on)
         self.recoveries += 1
         if self.log:
+            info = self.info[b]
             self.log(
-                f"shard {b}: worker (pid {dead_pid}) lost; rebuilt on pid {self.info[b]['pid']} "
-                f"after {len(merge_log):,} merges in {time.perf_counter() - started:.1f} s"
+                f"shard {b}: worker {lost_on} lost; rebuilt on {info.get('worker')} from "
+                f"{info.get('restored_from', 'its checkpoint')}, replayed up to merge {len(merge_log):,}, "
+                f"in {time.perf_counter() - started:.1f} s (noticed during {during})"
             )
 
-    def _live_workers(self, exclude_pid: int | None, wait: float = 60.0) -> list[str]:
+    def _live_workers(self, wait: float = 60.0) -> list[str]:
+        """The running workers that never lost or hung a holder, waiting for one if need be (a nanny
+        restarts a killed worker under a new address). Failing that, any running worker."""
         deadline = time.monotonic() + wait
         while True:
-            info = self.client.scheduler_info()["workers"]
-            live = [addr for addr, w in info.items() if w.get("pid") != exclude_pid]
+            running = [a for a, w in self.client.scheduler_info()["workers"].items()
+                       if w.get("status", "running") == "running"]  # fmt: skip
+            live = [a for a in running if a not in self.dead]
             if live:
-                return live
+                return sorted(live)
             if time.monotonic() > deadline:
-                raise RuntimeError("no live Dask worker to rebuild a lost shard on")
+                if running:
+                    return sorted(running)
+                raise WorkersLost("no live Dask worker to rebuild a lost shard on; training stopped")
             time.sleep(0.2)
 
-    def checkpoint(self) -> None:
-        for sock in self.sockets:
-            channel.send(sock, b"CHKP")
-        for sock in self.sockets:
-            channel.receive(sock)
-
-    def stats(self) -> list[dict]:
-        import json
-
-        out = []
-        for sock in self.sockets:
-            channel.send(sock, b"STAT")
-        for sock in self.sockets:
-            _, arrays = channel.receive(sock)
-            out.append(json.loads(arrays[0].tobytes()))
-        return out
+    def _placed_on(self, future) -> str | None:
+        """The worker that holds or runs `future`'s task, if the scheduler knows one."""
+        try:
+            held = self.client.who_has([future]).get(future.key) or []
+            if held:
+                return held[0]
+            for worker, keys in self.client.processing().items():
+                if future.key in keys:
+                    return worker
+        except Exception:  # the scheduler's view is a hint here, never a reason to fail
+            pass
+        return None
 
     def close(self) -> None:
+        """Stop the holders and remove this run's shard files."""
         for sock in self.sockets:
             try:
                 channel.send(sock, b"STOP")
@@ -165,6 +212,7 @@ class Holders:
             except OSError:
                 pass
         self.futures.clear()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def _new_holder(*args):
@@ -194,6 +242,7 @@ def merge_on_dask(
             log_cache[:] = [b[:, :3] for b in batches]
         return np.concatenate(log_cache) if log_cache else np.zeros((0, 3), np.int64)
 
+    holders.merge_log = merge_log  # what a rebuilt holder replays (rounds sent and answered so far)
     done = rounds = 0
     last_check = last_checkpoint = time.monotonic()
     while done < n_merges:
@@ -201,7 +250,7 @@ def merge_on_dask(
         if not len(batch):
             break
         sent = time.perf_counter()
-        replies = holders.round(batch, merge_log)
+        replies = holders.round(batch)
         holders.wait_seconds += time.perf_counter() - sent
         queue.add(np.concatenate([k for k, _ in replies]), np.concatenate([d for _, d in replies]))
         batches.append(batch)
@@ -289,7 +338,9 @@ def train_on_dask(
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     own_scratch = scratch is None
-    scratch = scratch or tempfile.mkdtemp(prefix="bpe-scratch-")
+    if scratch is None:
+        sweep(tempfile.gettempdir(), "bpe-scratch-")  # what runs killed before cleaning up left
+        scratch = tempfile.mkdtemp(prefix=temporary_prefix("bpe-scratch-"))
     try:
         with dask_client(scheduler, workers, client, log) as (c, cluster):
             n = ready_workers(c)

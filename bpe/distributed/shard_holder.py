@@ -22,6 +22,7 @@ driver counted them already).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import secrets
@@ -39,9 +40,21 @@ from bpe.engine.word_table import WordTable
 HELLO_BYTES = 4096  # what a peer may send before it has shown it knows the secret
 HELLO_SECONDS = 10.0  # how long it has to show it
 
+logger = logging.getLogger(__name__)
+
 
 def shard_dir(scratch: str, shard: int) -> Path:
     return Path(scratch) / f"shard-{shard:04d}"
+
+
+def _worker_address() -> str | None:
+    """The Dask worker this runs in (the driver's name for it), or None outside a worker."""
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):
+        return None
 
 
 def peak_memory_mb() -> float:
@@ -75,11 +88,15 @@ class ShardHolder:
         self.directory = shard_dir(scratch, shard)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.merges_applied = 0
+        self.worker = _worker_address()
+        self.restored_from = "its words"
         if isinstance(counts, str):
             counts = self._link_words(counts)
+        elif counts is not None:
+            self._write_words(counts)
         if counts is not None:
-            if not (self.directory / "words.parquet").exists():
-                self._write_words(counts)
+            # A fresh start: whatever an earlier holder left here is not this shard's state.
+            (self.directory / "checkpoint.npz").unlink(missing_ok=True)
             self.table = WordTable(counts)
             self.initial = self.table.take_deltas()
         else:
@@ -96,43 +113,79 @@ class ShardHolder:
 
     def address(self) -> dict:
         host, port = self.server.getsockname()
-        return {"host": host, "port": port, "pid": os.getpid(), "build_seconds": self.build_seconds}
+        return {"host": host, "port": port, "pid": os.getpid(), "worker": self.worker,
+                "restored_from": self.restored_from, "build_seconds": self.build_seconds}  # fmt: skip
 
     # -- persistence -------------------------------------------------------------------------
 
     def _link_words(self, path: str) -> WordCounts:
-        """Use a Parquet file that already holds the shard's words (the pipeline writes one)."""
+        """Use a Parquet file that already holds the shard's words (the pipeline writes one): link
+        it as this shard's words, replacing whatever an earlier holder linked or wrote there."""
         from bpe.distributed.counting import read_counts
 
+        counts = read_counts(path)
         link = self.directory / "words.parquet"
-        if not link.exists():
-            try:
-                os.symlink(os.path.abspath(path), link)
-            except OSError:
-                pass
-        return read_counts(path)
+        tmp = self.directory / f"words.{os.getpid()}.link"
+        try:
+            tmp.unlink(missing_ok=True)
+            os.symlink(os.path.abspath(path), tmp)
+            os.replace(tmp, link)
+        except OSError:  # no symbolic links here: keep a copy
+            self._write_words(counts)
+        return counts
 
     def _write_words(self, counts: WordCounts) -> None:
         import pyarrow.parquet as pq
 
         path = self.directory / "words.parquet"
-        tmp = path.with_suffix(".tmp")
+        tmp = self.directory / f"words.{os.getpid()}.tmp"
         pq.write_table(counts.to_arrow(), tmp)
         os.replace(tmp, path)
 
     def _checkpoint(self) -> None:
+        """Write the words as they stand after `merges_applied` merges, whole or not at all (a temporary
+        file of this process, flushed to disk, then renamed into place)."""
         tokens, lengths, freqs = self.table.to_words()
         path = self.directory / "checkpoint.npz"
-        tmp = self.directory / "checkpoint.tmp.npz"
-        np.savez(tmp, tokens=tokens, lengths=lengths, freqs=freqs, merges=np.array([self.merges_applied]))
+        tmp = self.directory / f"checkpoint.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            np.savez(f, tokens=tokens, lengths=lengths, freqs=freqs, merges=np.array([self.merges_applied]))
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
 
-    def _restore(self, merge_log: np.ndarray) -> WordTable:
-        checkpoint = self.directory / "checkpoint.npz"
-        if checkpoint.exists():
-            with np.load(checkpoint) as saved:
-                table = WordTable.from_words(saved["tokens"], saved["lengths"], saved["freqs"])
+    def _load_checkpoint(self, limit: int) -> tuple[WordTable, int] | None:
+        """The table and merge count of the checkpoint, or None when there is none or it cannot be
+        trusted (truncated, corrupted, inconsistent, or ahead of the `limit` merges of the log)."""
+        path = self.directory / "checkpoint.npz"
+        if not path.exists():
+            return None
+        try:
+            with np.load(path) as saved:
+                tokens, lengths, freqs = saved["tokens"], saved["lengths"], saved["freqs"]
                 done = int(saved["merges"][0])
+            if done > limit:
+                raise ValueError(f"it is ahead of the merge log ({done:,} > {limit:,} merges)")
+            if len(lengths) != len(freqs) or int(lengths.sum()) != len(tokens) or (lengths < 1).any():
+                raise ValueError("its arrays do not agree")
+            if len(tokens) and (tokens.min() < 0 or tokens.max() >= 256 + done):
+                raise ValueError("it holds token ids its merges cannot have made")
+            table = WordTable.from_words(tokens, lengths, freqs)
+        except Exception as exc:  # BadZipFile, EOFError, a bad CRC, a missing array...: the words are always right
+            reason = (str(exc).strip().splitlines() or [""])[0]
+            self.restored_from = f"its words (checkpoint.npz unusable: {type(exc).__name__}: {reason})"
+            logger.warning(f"shard {self.shard}: {path} unusable ({type(exc).__name__}: {reason}); "
+                           "rebuilding from words.parquet and the whole merge log")  # fmt: skip
+            return None
+        self.restored_from = f"its checkpoint after {done:,} merges"
+        return table, done
+
+    def _restore(self, merge_log: np.ndarray) -> WordTable:
+        """The shard's table after `merge_log`: the latest checkpoint, or the shard's words when it
+        has none or it is unreadable, then the rest of the log replayed."""
+        loaded = self._load_checkpoint(len(merge_log))
+        if loaded is not None:
+            table, done = loaded
         else:
             import pyarrow.parquet as pq
 
@@ -144,8 +197,6 @@ class ShardHolder:
             table = WordTable(WordCounts.from_arrow(pq.read_table(words)))
             table.take_deltas()
             done = 0
-        if done > len(merge_log):
-            raise ValueError(f"checkpoint of shard {self.shard} is ahead of the merge log ({done} > {len(merge_log)})")
         table.apply(merge_log[done:])
         table.take_deltas()  # the driver counted these already
         self.merges_applied = len(merge_log)

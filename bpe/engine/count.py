@@ -26,9 +26,11 @@ import pyarrow.compute as pc
 from numba import njit
 
 from bpe.engine.hashing import FNV_OFFSET_BASIS, fnv1a_step, hash_buckets
+from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.scanner import SCANNER_IDS, decode_utf8, is_gap, next_piece_end, unicode_tables
 from bpe.pretokenize import Pretokenizer
-from bpe.shards import Shard, read_batches
+from bpe.settings import check_setting
+from bpe.shards import Shard, is_text_type, read_batches
 
 
 @dataclass
@@ -86,6 +88,7 @@ class WordCounts:
         return cls(data, offsets.copy(), counts)
 
     @staticmethod
+    @holds_interrupts
     def combine(parts: Sequence[WordCounts]) -> WordCounts:
         """Sum several counts into one (words unique again)."""
         parts = [p for p in parts if len(p)]
@@ -129,6 +132,7 @@ class WordCounter:
     `held_out` for evaluation.
     """
 
+    @holds_interrupts
     def __init__(self, pretokenizer: Pretokenizer, holdout: float = 0.0, sample_bytes: int = 1 << 20) -> None:
         self.pretokenizer = pretokenizer
         self.stats = CountStats()
@@ -154,17 +158,21 @@ class WordCounter:
         if batch:
             self.add_texts(batch)
 
+    @holds_interrupts
     def add_arrow(self, array: pa.Array | pa.ChunkedArray) -> None:
-        """Count a batch of documents; nulls are skipped (and counted in `stats.null_rows`)."""
+        """Count a batch of documents: strings of any Arrow layout, dictionary-encoded ones too (see
+        `is_text_type`); nulls are skipped (and counted in `stats.null_rows`)."""
         if isinstance(array, pa.ChunkedArray):
             for chunk in array.chunks:
                 self.add_arrow(chunk)
             return
+        if not pa.types.is_large_string(array.type):
+            if not is_text_type(array.type):  # a cast would turn numbers into text
+                raise TypeError(f"expected an Arrow array of strings, got {array.type}")
+            array = array.cast(pa.large_string())  # first: a dictionary's nulls may sit in its values
         self.stats.null_rows += array.null_count
         if array.null_count:
             array = array.drop_null()
-        if not pa.types.is_large_string(array.type):
-            array = array.cast(pa.large_string())
         if self.holdout > 0:
             array = self._set_aside(array)
         self.stats.documents += len(array)
@@ -214,6 +222,7 @@ class WordCounter:
                     segments.append(segment)
         return pa.concat_arrays([plain, pa.array(segments, pa.large_string())])
 
+    @holds_interrupts
     def absorb(self, other: WordCounter) -> None:
         """Add another counter's counts, stats and held-out rows into this one (and empty the other)."""
         part = other.result()
@@ -222,6 +231,7 @@ class WordCounter:
         self.stats.add(other.stats)
         self.held_out.extend(other.held_out)
 
+    @holds_interrupts
     def result(self) -> WordCounts:
         counts = _table_result(self._table)
         if self._python_counts:
@@ -298,7 +308,9 @@ def count_shards(
 ) -> tuple[WordCounts, CountStats, list[dict]]:
     """Count every shard: one thread reads batches, `threads` threads count them (the compiled
     scanner releases the GIL). Returns the counts, what was seen, and each shard's fingerprint."""
-    threads = max(1, threads or min(os.cpu_count() or 1, 8))
+    if threads is None:
+        threads = min(os.cpu_count() or 1, 8)
+    check_setting("threads", threads)  # 0 or -5 would count nothing, or all on one thread unasked
     batches: queue.Queue = queue.Queue(maxsize=2 * threads)
     fingerprints: list[dict] = []
     failures: list[BaseException] = []
@@ -312,7 +324,7 @@ def count_shards(
         try:
             for shard in shards:
                 fingerprints.append(shard.fingerprint())
-                for batch in read_batches(shard, text_column):
+                for batch in read_batches(shard, text_column, pretokenizer):
                     if stop.is_set():
                         return
                     batches.put(batch)

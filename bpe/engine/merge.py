@@ -19,6 +19,7 @@ import numpy as np
 from numba import njit
 
 from bpe.engine.count import WordCounts
+from bpe.engine.interrupts import interrupts_held
 from bpe.engine.pair_queue import PairQueue, _add, _next_round
 from bpe.engine.word_table import WordTable, _apply_merges, _take_deltas
 
@@ -65,9 +66,10 @@ def learn_merges(
     while done < n_merges:
         # Many rounds per compiled call; come back now and then to report progress.
         budget = min(n_merges - done, 1024)
-        table._state, queue._state, batch, n_rounds = _run_rounds(
-            table._state, queue._state, budget, min_frequency, one_per_round
-        )
+        with interrupts_held():
+            table._state, queue._state, batch, n_rounds = _run_rounds(
+                table._state, queue._state, budget, min_frequency, one_per_round
+            )
         if not len(batch):
             break
         batches.append(batch)

@@ -43,6 +43,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.pair_keys import KEY_COLUMN, slot_of, unpack
 from bpe.errors import SettingsError
 from bpe.settings import TIE_BREAKS
@@ -70,6 +71,7 @@ _META_SIZE = _N_ADDS + 1
 class PairQueue:
     """Pair counts summed over all word tables, and the vocabulary's byte strings."""
 
+    @holds_interrupts
     def __init__(self, tie_break: str = "bytes") -> None:
         if tie_break not in TIE_BREAK_CODES:
             raise SettingsError(
@@ -77,15 +79,18 @@ class PairQueue:
             )
         self._state = _new(TIE_BREAK_CODES[tie_break])
 
+    @holds_interrupts
     def add(self, keys: np.ndarray, deltas: np.ndarray) -> None:
         """Apply count deltas to pairs (keys made by `pair_keys.pack`)."""
         self._state = _add(self._state, np.asarray(keys, np.int64), np.asarray(deltas, np.int64))
 
+    @holds_interrupts
     def next_round(self, max_merges: int, min_frequency: int = 1) -> np.ndarray:
         """The merges of the next round as an (n, 4) array (a, b, new id, count); empty when done."""
         self._state, merges = _next_round(self._state, max(int(max_merges), 0), int(min_frequency))
         return merges
 
+    @holds_interrupts
     def best_count(self) -> int:
         """Count of the pair that would be merged next (0 when no pair is left)."""
         self._state = _grow(self._state, 0, 1, 0, 0)

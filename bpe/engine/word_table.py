@@ -26,6 +26,7 @@ import numpy as np
 from numba import njit
 
 from bpe.engine.count import WordCounts
+from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.pair_keys import KEY_COLUMN, LOW32, pack, slot_of
 
 # The kernels' state. tokens, starts, lengths, freqs: the words (word w is
@@ -51,12 +52,14 @@ _META_SIZE = _FREE_NODES + 1
 class WordTable:
     """Words of one shard with frequencies, rewritten in place as merges arrive."""
 
+    @holds_interrupts
     def __init__(self, counts: WordCounts) -> None:
         tokens = counts.data.astype(np.int32)
         lengths = np.diff(counts.offsets).astype(np.int32)
         self._state = _build(tokens, counts.offsets[:-1].astype(np.int64), lengths, counts.counts.astype(np.int64))
 
     @classmethod
+    @holds_interrupts
     def from_words(cls, tokens: np.ndarray, lengths: np.ndarray, freqs: np.ndarray) -> WordTable:
         """A table over words given as token ids (flat, with each word's length): a checkpoint."""
         table = cls.__new__(cls)
@@ -76,10 +79,12 @@ class WordTable:
     def n_words(self) -> int:
         return len(self._state.starts)
 
+    @holds_interrupts
     def take_deltas(self) -> tuple[np.ndarray, np.ndarray]:
         """(pair keys, count deltas) accumulated since the last call; the first call gives the initial counts."""
         return _take_deltas(self._state)
 
+    @holds_interrupts
     def apply(self, merges: np.ndarray) -> None:
         """Apply merges in order; `merges` is an (n, 3) int64 array of (a, b, new id)."""
         self._state = _apply_merges(self._state, np.ascontiguousarray(merges, dtype=np.int64))

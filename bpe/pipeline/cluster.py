@@ -14,6 +14,7 @@ import signal
 from pathlib import Path
 
 from bpe.errors import SettingsError
+from bpe.pipeline.security import make_auth_string, make_certificates
 from bpe.pipeline.services import (
     Service,
     port_in_use,
@@ -26,6 +27,7 @@ from bpe.pipeline.services import (
 )
 
 STATE_FILE = "cluster.json"
+AUTH_FILE = "prefect-auth"  # the Prefect API's auth string, readable by its owner only
 
 
 def up(
@@ -65,15 +67,19 @@ def up(
         )
         state_file.write_text(json.dumps(state, indent=2))  # written as we go: `down` can stop a partial start
 
+    tls = make_certificates(state_dir / "tls")
+    auth = make_auth_string(state_dir / AUTH_FILE)
     try:
-        server = start_prefect_server(state_dir / "prefect", prefect_port, database_url, logs / "prefect-server.log")
+        server = start_prefect_server(state_dir / "prefect", prefect_port, database_url, logs / "prefect-server.log",
+                                      auth=auth)  # fmt: skip
         record(server)
-        scheduler = start_dask_scheduler(dask_port, dashboard_port, logs / "dask-scheduler.log")
+        scheduler = start_dask_scheduler(dask_port, dashboard_port, logs / "dask-scheduler.log", tls=tls)
         record(scheduler)
         for i in range(workers):
-            record(start_dask_worker(scheduler.url, logs / f"dask-worker-{i}.log"))
+            record(start_dask_worker(scheduler.url, logs / f"dask-worker-{i}.log", tls=tls))
         api = f"{server.url}/api"
-        env = {**prefect_env(api, state_dir / "prefect"), "BPE_DASK_SCHEDULER": scheduler.url}
+        env = {**prefect_env(api, state_dir / "prefect", auth), **tls.dask_environment(),
+               "BPE_DASK_SCHEDULER": scheduler.url}  # fmt: skip
         _deploy(env, conf_dir, pool)
         record(start_prefect_worker(api, state_dir / "prefect", pool, logs / "prefect-worker.log", env))
     except BaseException:
@@ -88,6 +94,7 @@ def up(
         "dask_dashboard": f"http://127.0.0.1:{dashboard_port}/status",
     }
     state["database"] = "postgresql" if database_url else f"sqlite in {state_dir / 'prefect'}"
+    state["client_env"] = {"PREFECT_API_AUTH_STRING": f"$(cat {state_dir / AUTH_FILE})", **tls.dask_environment()}
     state_file.write_text(json.dumps(state, indent=2))
     return state
 

@@ -19,6 +19,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bpe.pipeline.security import TLSFiles
+
 BIN = Path(sys.executable).parent
 
 
@@ -88,20 +90,24 @@ def _http_ok(url: str) -> bool:
         return False
 
 
-def prefect_env(api_url: str, home: Path) -> dict:
-    """The settings a process needs to talk to our server quietly and quickly."""
-    return {
+def prefect_env(api_url: str, home: Path, auth: str | None = None) -> dict:
+    """The settings a process needs to talk to our server quietly and quickly (with the server's
+    auth string, if it has one)."""
+    env = {
         "PREFECT_API_URL": api_url,
         "PREFECT_HOME": str(home),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_WORKER_QUERY_SECONDS": os.environ.get("PREFECT_WORKER_QUERY_SECONDS", "2"),
     }
+    if auth:
+        env["PREFECT_API_AUTH_STRING"] = auth
+    return env
 
 
 def start_prefect_server(home: Path, port: int, database_url: str | None = None, log: Path | None = None,
-                         ui: bool = True, timeout: float = 60) -> Service:  # fmt: skip
+                         ui: bool = True, timeout: float = 60, auth: str | None = None) -> Service:  # fmt: skip
     """`prefect server start` on 127.0.0.1:port with its own PREFECT_HOME (SQLite there, or
-    `database_url`, e.g. PostgreSQL)."""
+    `database_url`, e.g. PostgreSQL); with `auth`, every API call must carry that auth string."""
     if port_in_use(port):
         raise OSError(f"port {port} on 127.0.0.1 is in use (Prefect server); choose another")
     home.mkdir(parents=True, exist_ok=True)
@@ -114,6 +120,8 @@ def start_prefect_server(home: Path, port: int, database_url: str | None = None,
     }
     if database_url:
         env["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = database_url
+    if auth:
+        env["PREFECT_SERVER_API_AUTH_STRING"] = auth
     args = [_command("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
     process = _spawn("prefect server", args, env, log)
     _wait(lambda: _http_ok(f"{url}/api/health"), "prefect server", process, timeout, log)
@@ -135,20 +143,29 @@ def _worker_online(log: Path | None) -> bool:
 
 
 def start_dask_scheduler(port: int, dashboard_port: int | None = None, log: Path | None = None,
-                         timeout: float = 60) -> Service:  # fmt: skip
+                         timeout: float = 60, tls: TLSFiles | None = None) -> Service:  # fmt: skip
+    """`dask scheduler` on 127.0.0.1:port (its dashboard on 127.0.0.1 too); over TLS with `tls`."""
     if port_in_use(port):
         raise OSError(f"port {port} on 127.0.0.1 is in use (Dask scheduler); choose another")
-    dashboard = f"127.0.0.1:{dashboard_port}" if dashboard_port else ":0"
+    dashboard = f"127.0.0.1:{dashboard_port or 0}"
     args = [_command("dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
             "--dashboard-address", dashboard, "--no-show"]  # fmt: skip
-    process = _spawn("dask scheduler", args, {}, log)
+    if tls:
+        args += ["--protocol", "tls", *tls.dask_options()]
+    process = _spawn("dask scheduler", args, tls.dask_environment() if tls else {}, log)
     _wait(lambda: port_in_use(port), "dask scheduler", process, timeout, log)
-    return Service("dask-scheduler", process, f"tcp://127.0.0.1:{port}", log, stop_signal=signal.SIGTERM)
+    url = f"{'tls' if tls else 'tcp'}://127.0.0.1:{port}"
+    return Service("dask-scheduler", process, url, log, stop_signal=signal.SIGTERM)
 
 
-def start_dask_worker(scheduler: str, log: Path | None = None, nthreads: int = 1, timeout: float = 60) -> Service:
-    args = [_command("dask"), "worker", scheduler, "--nthreads", str(nthreads), "--host", "127.0.0.1"]
-    process = _spawn("dask worker", args, {}, log)
+def start_dask_worker(scheduler: str, log: Path | None = None, nthreads: int = 1, timeout: float = 60,
+                      tls: TLSFiles | None = None) -> Service:  # fmt: skip
+    """`dask worker` on 127.0.0.1 (nanny, worker and its HTTP server alike); over TLS with `tls`."""
+    args = [_command("dask"), "worker", scheduler, "--nthreads", str(nthreads), "--host", "127.0.0.1",
+            "--dashboard-address", "127.0.0.1:0"]  # fmt: skip
+    if tls:
+        args += ["--protocol", "tls", *tls.dask_options()]
+    process = _spawn("dask worker", args, tls.dask_environment() if tls else {}, log)
     _wait(lambda: _dask_worker_online(log), "dask worker", process, timeout, log)
     return Service("dask-worker", process, scheduler, log, stop_signal=signal.SIGTERM)
 
@@ -167,13 +184,16 @@ def run_deployment(env: dict, deployment: str, *args: str) -> uuid.UUID:
     return uuid.UUID(found.group(1))
 
 
-def wait_for_flow_run(api_url: str, run_id: uuid.UUID, timeout: float = 300, poll: float = 0.2):
-    """The flow run once its state is final; TimeoutError if it is not within `timeout` seconds."""
+def wait_for_flow_run(api_url: str, run_id: uuid.UUID, timeout: float = 300, poll: float = 0.2,
+                      auth: str | None = None):  # fmt: skip
+    """The flow run once its state is final; TimeoutError if it is not within `timeout` seconds.
+    `auth` is the server's auth string, if it has one."""
     from prefect.client.orchestration import get_client
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
     deadline = time.monotonic() + timeout
-    with temporary_settings({PREFECT_API_URL: api_url}):
+    settings = {PREFECT_API_URL: api_url, **({PREFECT_API_AUTH_STRING: auth} if auth else {})}
+    with temporary_settings(settings):
         with get_client(sync_client=True) as client:
             while True:
                 run = client.read_flow_run(run_id)
@@ -222,3 +242,39 @@ def _is_zombie(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def tie_ephemeral_server_to_this_process() -> None:
+    """Have Prefect's ephemeral server (the uvicorn child `bpe demo` runs flows against) stopped by
+    the kernel when this process dies, even by kill -9, instead of listening on as an orphan.
+    Prefect starts it with a plain Popen; this wraps that one call to set the child's parent-death
+    signal (Linux; elsewhere nothing changes)."""
+    import ctypes
+    import functools
+
+    from prefect.server.api import server
+
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:
+        return
+    pr_set_pdeathsig = 1
+
+    def die_with_parent() -> None:
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+    start = server.SubprocessASGIServer._run_uvicorn_command
+    if getattr(start, "tied_to_parent", False):
+        return
+
+    @functools.wraps(start)
+    def start_tied(self):
+        popen = subprocess.Popen
+        subprocess.Popen = functools.partial(popen, preexec_fn=die_with_parent)  # for this one call
+        try:
+            return start(self)
+        finally:
+            subprocess.Popen = popen
+
+    start_tied.tied_to_parent = True
+    server.SubprocessASGIServer._run_uvicorn_command = start_tied

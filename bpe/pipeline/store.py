@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import tempfile
 import time
 import uuid
@@ -20,10 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bpe.errors import SettingsError
+from bpe.leftovers import process_is_gone
 
 VERSION = re.compile(r"^v(\d{4,})$")
 COMPLETE = "COMPLETE"
 # A tokenizer's name is one path segment: it cannot climb out of the artifact root ("..") or nest.
+ABANDONED_AFTER = 24 * 3600.0  # seconds after which another host's reservation is abandoned
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -109,6 +112,7 @@ class VersionStore:
     def stage(self) -> Staged:
         """Reserve the next version number and a local directory to write it in."""
         self.fs.makedirs(self.base, exist_ok=True)
+        self._sweep_abandoned()
         while True:
             # One listing for both: a committed version's directory appears before its lock goes, so
             # any single listing shows one or the other (two listings could miss both).
@@ -120,7 +124,7 @@ class VersionStore:
             lock = f"{self.base}/.{version}.lock"
             try:
                 with self.fs.open(lock, "xb") as f:
-                    f.write(f"{os.getpid()} {time.time()}\n".encode())
+                    f.write(f"{socket.gethostname()} {os.getpid()} {time.time()}\n".encode())
             except FileExistsError:
                 continue  # another run holds this number
             if self.fs.exists(self.path(version)):
@@ -134,6 +138,27 @@ class VersionStore:
             else:
                 directory = Path(tempfile.mkdtemp(prefix=f"bpe-{self.name}-{version}-"))
             return Staged(version, directory)
+
+    def _sweep_abandoned(self) -> None:
+        """Drop the reservations of publishers that died between stage and commit (their lock, and
+        on a local store their staging directory): the lock names its host, process and time; it
+        is abandoned when that process is gone from this host, or, from another host, after a day."""
+        for name in self._names():
+            match = re.match(r"^\.(v\d+)\.lock$", name)
+            if not match:
+                continue
+            try:
+                host, pid, taken = self.fs.cat_file(f"{self.base}/{name}").decode().split()
+                abandoned = (host == socket.gethostname() and process_is_gone(int(pid))) or (
+                    time.time() - float(taken) > ABANDONED_AFTER
+                )
+            except (FileNotFoundError, ValueError):
+                continue  # gone meanwhile, or being written, or not ours
+            if abandoned:
+                if self.local:
+                    for stale in Path(self.base).glob(f".{match.group(1)}.tmp-*"):
+                        shutil.rmtree(stale, ignore_errors=True)
+                self.fs.rm(f"{self.base}/{name}")
 
     def commit(self, staged: Staged) -> str:
         """Move the staged version into place, then move `latest` to it if it is the newest."""

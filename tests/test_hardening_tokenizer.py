@@ -1,0 +1,323 @@
+"""Hardening of the tokenizer files and of encoding: tampered or damaged files are refused in one
+line naming the file (never loaded as a different tokenizer), text that is not Unicode is refused
+(or replaced when asked), and split patterns that can match the empty string are refused."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bpe import Tokenizer, train
+from bpe.cli import main
+from bpe.errors import BpeError, ExportError, InputError
+
+SYLLABLES = "the an ka ro mi su ne to fé ße ïv 中 文 東 1 23 4 🙂 -".split()
+SAMPLE = "The café on the Straße, naïve 中文 and 1234 others. " * 5
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> tuple[Tokenizer, Path]:
+    """A tokenizer trained on ~20 KB of text and saved (every format, manifest with checksums)."""
+    rng = random.Random(0)
+    words = ["".join(rng.choices(SYLLABLES, k=rng.randint(1, 4))) for _ in range(400)]
+    texts = [" ".join(rng.choices(words, k=40)) + "." for _ in range(100)]
+    tok = train(texts, vocab_size=500, pattern="gpt2", special_tokens=["<|endoftext|>"])
+    out = tmp_path_factory.mktemp("saved") / "tok"
+    tok.save(out)
+    return tok, out
+
+
+def copy_of(saved, tmp_path: Path, checksums: bool = True) -> Path:
+    """A copy of the saved tokenizer to tamper with; without `checksums` its manifest is one from
+    before they were recorded (or from another tool), so only the files' agreement can tell."""
+    target = tmp_path / "tok"
+    shutil.copytree(saved[1], target)
+    if not checksums:
+        manifest = json.loads((target / "manifest.json").read_text())
+        manifest.pop("files", None)
+        (target / "manifest.json").write_text(json.dumps(manifest))
+    return target
+
+
+def edit_lines(path: Path, edit) -> None:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    path.write_text("\n".join(edit(lines)) + "\n", encoding="utf-8")
+
+
+def swap(items: list, i: int, j: int) -> list:
+    items[i], items[j] = items[j], items[i]
+    return items
+
+
+def edit_vocab(path: Path, edit) -> None:
+    vocab = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps(edit(vocab), ensure_ascii=False), encoding="utf-8")
+
+
+def swap_ids(vocab: dict) -> dict:
+    a, b = list(vocab)[300], list(vocab)[301]
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    return vocab
+
+
+def respell(vocab: dict) -> dict:
+    """Token 300 spelled with a plain space, which is not one of GPT-2's 256 byte characters."""
+    spelling = next(s for s, i in vocab.items() if i == 300)
+    return {(" " + spelling[1:] if s == spelling else s): i for s, i in vocab.items()}
+
+
+def swap_byte_merges(lines: list[str]) -> list[str]:
+    """merges.txt with the first two adjacent merges of two single bytes swapped: still a valid
+    order (each joins tokens that exist), but a different tokenizer."""
+    joins_bytes = [i > 0 and all(len(p) == 1 for p in line.split(" ")) for i, line in enumerate(lines)]
+    i = next(i for i in range(len(lines) - 1) if joins_bytes[i] and joins_bytes[i + 1])
+    return swap(lines, i, i + 1)
+
+
+def first_compound(lines: list[str]) -> int:
+    """The first line of merges.txt whose merge joins a token some earlier merge made."""
+    return next(i for i, line in enumerate(lines) if i > 0 and any(len(p) > 1 for p in line.split(" ")))
+
+
+def truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def append(path: Path, text: str) -> None:
+    path.write_text(path.read_text(encoding="utf-8") + text, encoding="utf-8")
+
+
+# name -> (tampering, the file at fault). Each once loaded silently or crashed with a traceback.
+TAMPERINGS = {
+    "last merge removed": (lambda d: edit_lines(d / "merges.txt", lambda ls: ls[:-1]), "merges.txt"),
+    "middle merge removed": (lambda d: edit_lines(d / "merges.txt", lambda ls: ls[:100] + ls[101:]), "merges.txt"),
+    "merges swapped": (
+        lambda d: edit_lines(d / "merges.txt", swap_byte_merges),
+        "merges.txt",
+    ),
+    "vocab ids swapped": (lambda d: edit_vocab(d / "vocab.json", swap_ids), "vocab.json"),
+    "merges.txt truncated": (lambda d: truncate(d / "merges.txt"), "merges.txt"),
+    "vocab.json truncated": (lambda d: truncate(d / "vocab.json"), "vocab.json"),
+    "tokenizer.json truncated": (lambda d: truncate(d / "tokenizer.json"), "tokenizer.json"),
+    "tiktoken truncated": (lambda d: truncate(d / "tokenizer.tiktoken"), "tokenizer.tiktoken"),
+    "manifest truncated": (lambda d: truncate(d / "manifest.json"), "manifest.json"),
+    "vocab.json invalid JSON": (lambda d: append(d / "vocab.json", ",}"), "vocab.json"),
+    "tokenizer.json invalid JSON": (lambda d: append(d / "tokenizer.json", "x"), "tokenizer.json"),
+    "merge line with 3 tokens": (
+        lambda d: edit_lines(d / "merges.txt", lambda ls: ls[:50] + [ls[50] + " e"] + ls[51:]),
+        "merges.txt",
+    ),
+    "vocab token outside GPT-2's alphabet": (lambda d: edit_vocab(d / "vocab.json", respell), "vocab.json"),
+    "merge token outside GPT-2's alphabet": (
+        lambda d: edit_lines(d / "merges.txt", lambda ls: ls[:50] + ["中 " + ls[50].split(" ")[1]] + ls[51:]),
+        "merges.txt",
+    ),
+    "ranks out of order": (
+        lambda d: edit_lines(d / "tokenizer.tiktoken", lambda ls: swap(ls, 300, 301)),
+        "tokenizer.tiktoken",
+    ),
+}
+
+
+def refused(directory: Path) -> str:
+    """The one-line message with which loading `directory` fails."""
+    with pytest.raises((ExportError, InputError)) as raised:
+        Tokenizer.load(directory)
+    message = str(raised.value)
+    assert "\n" not in message, message
+    return message
+
+
+@pytest.mark.parametrize("checksums", [True, False], ids=["checksums", "no-checksums"])
+@pytest.mark.parametrize("name", list(TAMPERINGS))
+def test_a_tampered_tokenizer_is_refused_naming_the_file(saved, tmp_path, name, checksums):
+    tamper, fault = TAMPERINGS[name]
+    directory = copy_of(saved, tmp_path, checksums)
+    tamper(directory)
+    message = refused(directory)
+    assert message.startswith(str(directory / fault)), message
+
+
+def test_a_checksum_that_does_not_match_is_refused(saved, tmp_path):
+    directory = copy_of(saved, tmp_path)
+    manifest = json.loads((directory / "manifest.json").read_text())
+    manifest["files"]["vocab.json"]["sha256"] = "0" * 64
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    message = refused(directory)
+    assert message.startswith(str(directory / "vocab.json")) and "manifest.json" in message, message
+
+
+def test_a_change_the_files_agree_on_is_caught_by_the_checksums(saved, tmp_path):
+    """Tokens 300 and 301 swapped in vocab.json and tokenizer.json alike: only the checksums tell."""
+    directory = copy_of(saved, tmp_path)
+    edit_vocab(directory / "vocab.json", swap_ids)
+    doc = json.loads((directory / "tokenizer.json").read_text())
+    doc["model"]["vocab"] = swap_ids(doc["model"]["vocab"])
+    (directory / "tokenizer.json").write_text(json.dumps(doc, ensure_ascii=False))
+    assert refused(directory).startswith(str(directory / "vocab.json"))
+
+
+def test_the_manifest_records_each_files_checksum(saved):
+    tok, directory = saved
+    files = json.loads((directory / "manifest.json").read_text())["files"]
+    assert set(files) == {"merges.txt", "vocab.json", "tokenizer.json", "tokenizer.tiktoken"}
+    for name, entry in files.items():
+        data = (directory / name).read_bytes()
+        assert entry == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    assert tok.manifest["files"] == files
+
+
+@pytest.mark.parametrize("checksums", [True, False], ids=["checksums", "no-checksums"])
+def test_untampered_files_load_as_the_same_tokenizer(saved, tmp_path, checksums):
+    tok, _ = saved
+    loaded = Tokenizer.load(copy_of(saved, tmp_path, checksums))
+    assert loaded.merges == tok.merges and loaded.special_tokens == tok.special_tokens
+    assert loaded.encode(SAMPLE + "<|endoftext|>") == tok.encode(SAMPLE + "<|endoftext|>")
+
+
+def test_the_optional_formats_may_be_deleted_but_not_the_gpt2_files(saved, tmp_path):
+    directory = copy_of(saved, tmp_path)
+    (directory / "tokenizer.json").unlink()
+    (directory / "tokenizer.tiktoken").unlink()
+    assert Tokenizer.load(directory).encode(SAMPLE) == saved[0].encode(SAMPLE)
+    (directory / "vocab.json").unlink()
+    assert refused(directory) == f"{directory / 'vocab.json'}: missing"
+
+
+def gpt2_style(saved, tmp_path: Path) -> Path:
+    """Only vocab.json + merges.txt, as GPT-2 released them (read with the file's own ids)."""
+    directory = tmp_path / "gpt2-style"
+    directory.mkdir()
+    for name in ("vocab.json", "merges.txt"):
+        shutil.copy(saved[1] / name, directory / name)
+    return directory
+
+
+GPT2_STYLE_TAMPERINGS = {
+    "invalid JSON": (lambda d: append(d / "vocab.json", ",}"), "vocab.json"),
+    "an id that is not a number": (lambda d: edit_vocab(d / "vocab.json", lambda v: {**v, "Ġthe": "7"}), "vocab.json"),
+    "a byte token missing": (
+        lambda d: edit_vocab(d / "vocab.json", lambda v: {s: i for s, i in v.items() if s != "a"}),
+        "vocab.json",
+    ),
+    "a merged token missing": (
+        lambda d: edit_vocab(d / "vocab.json", lambda v: {s: i for s, i in v.items() if i != 300}),
+        "merges.txt",
+    ),
+    "a merge of a token not made yet": (
+        lambda d: edit_lines(d / "merges.txt", lambda ls: [ls[0], ls[first_compound(ls)]]),
+        "merges.txt",
+    ),
+    "a merge line with 3 tokens": (
+        lambda d: edit_lines(d / "merges.txt", lambda ls: ls[:50] + [ls[50] + " e"] + ls[51:]),
+        "merges.txt",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(GPT2_STYLE_TAMPERINGS))
+def test_damaged_gpt2_style_files_are_refused_naming_the_file(saved, tmp_path, name):
+    tamper, fault = GPT2_STYLE_TAMPERINGS[name]
+    directory = gpt2_style(saved, tmp_path)
+    Tokenizer.load(directory)  # loads before the damage
+    tamper(directory)
+    assert refused(directory).startswith(str(directory / fault))
+
+
+def test_encode_and_decode_commands_refuse_a_tampered_tokenizer_in_one_line(saved, tmp_path, capsys):
+    directory = copy_of(saved, tmp_path, checksums=False)
+    TAMPERINGS["vocab ids swapped"][0](directory)
+    for argv in (["encode", str(directory), "some text"], ["decode", str(directory), "300", "301"]):
+        assert main(argv) == 1
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1, err
+        assert err.startswith(f"bpe: error: {directory / 'vocab.json'}: disagrees with"), err
+
+
+# -- text that is not Unicode ---------------------------------------------------------------------
+
+
+def python_encoded() -> Tokenizer:
+    """A tokenizer tiktoken cannot take (two tokens with the same bytes): the Python encoder runs."""
+    tok = Tokenizer([(97, 98), (97, 98)], pattern="gpt2")
+    assert tok._tiktoken() is None
+    return tok
+
+
+@pytest.mark.parametrize("encoder", ["tiktoken", "python"])
+def test_a_lone_surrogate_is_refused_unless_replaced(saved, encoder):
+    tok = saved[0] if encoder == "tiktoken" else python_encoded()
+    with pytest.raises(ValueError) as raised:
+        tok.encode("ab\ud800c")
+    assert isinstance(raised.value, BpeError)
+    assert str(raised.value).startswith("text: lone surrogate U+D800 at character 2") and "\n" not in str(raised.value)
+    with pytest.raises(BpeError, match="U\\+DC80"):
+        tok.encode_ordinary("x\udc80")
+    assert tok.encode("ab\ud800c", errors="replace") == tok.encode("ab\ufffdc")
+    # Two lone halves are two errors in the text, not one character: each becomes U+FFFD.
+    assert tok.encode("\ud83d\ude42", errors="replace") == tok.encode("\ufffd\ufffd") != tok.encode("🙂")
+    assert tok.encode_ordinary("x\udc80", errors="replace") == tok.encode_ordinary("x\ufffd")
+
+
+def stdin_of(data: bytes) -> io.TextIOWrapper:
+    """Standard input holding `data`, as Python opens it under a C/UTF-8 locale."""
+    return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="surrogateescape")
+
+
+def test_encode_command_refuses_stdin_that_is_not_utf8(saved, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", stdin_of(b"caf\xc3\xa9 ab\xffcd\n"))
+    assert main(["encode", str(saved[1])]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err == "bpe: error: stdin: invalid UTF-8 at byte 8\n"
+
+
+def test_encode_command_reads_valid_utf8_stdin_as_before(saved, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", stdin_of(SAMPLE.encode() + b"\n"))
+    assert main(["encode", str(saved[1])]) == 0
+    assert [int(i) for i in capsys.readouterr().out.split()] == saved[0].encode(SAMPLE)
+
+
+def test_encode_command_refuses_arguments_that_are_not_utf8(saved, capsys):
+    # Python hands the command invalid UTF-8 in its arguments as lone surrogates (surrogateescape).
+    assert main(["encode", str(saved[1]), "ab", "c\udcffd"]) == 1
+    assert capsys.readouterr().err == "bpe: error: arguments: invalid UTF-8 at byte 4\n"
+
+
+def test_encode_command_refuses_invalid_utf8_on_real_stdin(saved):
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    command = [sys.executable, "-m", "bpe.cli", "encode", str(saved[1])]
+    done = subprocess.run(command, input=b"ab\xed\xa0\x80c", env=env, capture_output=True)
+    assert done.returncode == 1 and done.stdout == b""
+    assert done.stderr == b"bpe: error: stdin: invalid UTF-8 at byte 2\n"
+
+
+# -- patterns that can match the empty string --------------------------------------------------
+
+
+def test_train_command_refuses_a_pattern_that_matches_the_empty_string(tmp_path, capsys):
+    (tmp_path / "a.txt").write_text("xx yy xx\n" * 20)
+    argv = ["train", str(tmp_path / "a.txt"), "--vocab-size", "300", "--pattern", "x*", "--out", str(tmp_path / "t")]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("bpe: error: --pattern: 'x*' can match the empty string") and err.count("\n") == 1, err
+    assert not (tmp_path / "t").exists()
+
+
+def test_a_saved_pattern_that_matches_the_empty_string_is_refused_at_load(saved, tmp_path):
+    """A tokenizer trained before such patterns were refused: encoding would panic inside tiktoken."""
+    directory = copy_of(saved, tmp_path)
+    manifest = json.loads((directory / "manifest.json").read_text())
+    manifest["tokenizer"].update(pattern="custom", regex="x*")
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    message = refused(directory)
+    assert message.startswith(f"{directory / 'manifest.json'}: pattern: 'x*' can match the empty string"), message
