@@ -105,7 +105,9 @@ def test_worker_loss_first_noticed_by_a_checkpoint_is_recovered(client, texts, l
     assert progress.fired and tok.merges == local.merges
     assert tok.manifest["engine"]["recoveries"] >= victims
     assert sum("during a checkpoint" in line for line in log) >= victims, log
-    assert time.monotonic() - started < 60
+    # A guard against hanging, not a speed figure: alone this takes ~2 s; on a loaded machine a
+    # holder placed on a worker killed in the same moment can wait out the actor timeout (120 s).
+    assert time.monotonic() - started < 300
 
 
 @pytest.mark.chaos
