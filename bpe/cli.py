@@ -176,6 +176,7 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    from bpe.engine.compilation import CompileWatch
     from bpe.progress import TerminalProgress
     from bpe.shards import check_parquet, discover
     from bpe.train import train
@@ -197,20 +198,22 @@ def run_train(args: argparse.Namespace) -> int:
 
         raise SettingsError("--scheduler and --workers need --engine dask", parameter="engine")
     started = time.perf_counter()
+    notice = CompileWatch(on_start=lambda: _say_compiling(progress))
     try:
-        tokenizer = train(
-            files=[s.path for s in shards],
-            vocab_size=args.vocab_size,
-            pattern=args.pattern,
-            special_tokens=args.special_tokens,
-            min_frequency=args.min_frequency,
-            tie_break=args.tie_break,
-            text_column=args.text_column,
-            threads=args.threads,
-            engine=args.engine,
-            progress=progress,
-            **engine_options,
-        )
+        with notice:
+            tokenizer = train(
+                files=[s.path for s in shards],
+                vocab_size=args.vocab_size,
+                pattern=args.pattern,
+                special_tokens=args.special_tokens,
+                min_frequency=args.min_frequency,
+                tie_break=args.tie_break,
+                text_column=args.text_column,
+                threads=args.threads,
+                engine=args.engine,
+                progress=progress,
+                **engine_options,
+            )
     finally:
         if progress is not None:
             progress.finish()  # ends the bar's line, so that a message after it starts a line of its own
@@ -218,6 +221,14 @@ def run_train(args: argparse.Namespace) -> int:
     tokenizer.manifest["seconds"]["total"] = round(time.perf_counter() - started, 3)
     print(summary(tokenizer.manifest, args.out))
     return 0
+
+
+def _say_compiling(progress) -> None:
+    """Say, before the long silence, why the first run of a new version is slow."""
+    if progress is not None:
+        progress.finish()
+    print("bpe: compiling the kernels for this version of bpe (first run only, about a minute on 2 cores; "
+          "later runs load them from the cache)...", file=sys.stderr, flush=True)  # fmt: skip
 
 
 def _check_out(out: Path, force: bool) -> None:
@@ -269,7 +280,8 @@ def summary(manifest: dict, out: Path) -> str:
         f"stopped: {stopped}",
         f"  compress  {r['bytes_per_token'] or 0:.3f} bytes per token on the training text",
         f"  time      count {count_s:.2f} s ({mb / count_s if count_s else 0:,.0f} MB/s), merge {merge_s:.2f} s "
-        f"({r['merges'] / merge_s if merge_s else 0:,.0f} merges/s), export {s.get('export', 0):.2f} s",
+        f"({r['merges'] / merge_s if merge_s else 0:,.0f} merges/s), export {s.get('export', 0):.2f} s"
+        + (f", compile {s['compile']:.1f} s (first run of this version only)" if s.get("compile", 0) >= 0.5 else ""),
     ]
     if r["stop_reason"] == "no_pairs":
         lines.append(f"warning: pairs ran out after {r['merges']:,} merges; the vocabulary is smaller than asked")

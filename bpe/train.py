@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bpe.engine.compilation import CompileWatch
 from bpe.engine.count import CountStats, WordCounter, WordCounts, count_shards, release_memory
 from bpe.engine.merge import learn_merges
 from bpe.errors import InputError, SettingsError, require_extra
@@ -88,27 +89,31 @@ def train_locally(
 ) -> TrainingRun:
     """The local engine: count on threads, then learn the merges in this process."""
     t0 = time.perf_counter()
-    if shards is not None:
-        pretokenizer, column = settings.pretokenizer, settings.text_column
-        counts, stats, fingerprints = count_shards(shards, pretokenizer, column, threads, progress)
-    else:
-        counts, stats = _count_texts(texts or (), settings)
-        fingerprints = None
+    with CompileWatch() as counting_compiles:
+        if shards is not None:
+            pretokenizer, column = settings.pretokenizer, settings.text_column
+            counts, stats, fingerprints = count_shards(shards, pretokenizer, column, threads, progress)
+        else:
+            counts, stats = _count_texts(texts or (), settings)
+            fingerprints = None
     release_memory()
     t1 = time.perf_counter()
-    merged = learn_merges(
-        counts,
-        settings.n_merges(),
-        tie_break=settings.tie_break,
-        min_frequency=settings.min_frequency,
-        progress=None if progress is None else _merge_progress(progress, settings.n_merges()),
-    )
+    with CompileWatch() as merging_compiles:
+        merged = learn_merges(
+            counts,
+            settings.n_merges(),
+            tie_break=settings.tie_break,
+            min_frequency=settings.min_frequency,
+            progress=None if progress is None else _merge_progress(progress, settings.n_merges()),
+        )
+    compiling = counting_compiles.seconds + merging_compiles.seconds  # the first run of a version only
     return TrainingRun(
         stats=stats,
         unique_words=len(counts),
         merges=merged,
         fingerprints=fingerprints,
-        seconds={"count": t1 - t0, "merge": merged.seconds},
+        seconds={"compile": compiling, "count": t1 - t0 - counting_compiles.seconds,
+                 "merge": merged.seconds - merging_compiles.seconds},  # fmt: skip
         engine={"engine": "local", "threads": threads or "auto", "rounds": merged.rounds},
     )
 
