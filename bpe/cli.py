@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import argparse
 import errno
+import logging
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -24,6 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     from bpe.engine.count import use_system_allocator
 
     use_system_allocator()
+    previous = signal.getsignal(signal.SIGINT)
+    ours = previous is signal.default_int_handler and threading.current_thread() is threading.main_thread()
+    if ours:
+        signal.signal(signal.SIGINT, _on_ctrl_c)
     try:
         return args.run(args) or 0
     except KeyboardInterrupt:
@@ -35,6 +42,17 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"bpe: error: {in_flags(exc)}", file=sys.stderr)
         return EXIT_ERROR
+    finally:
+        if ours:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _on_ctrl_c(signum: int, frame) -> None:
+    """Ctrl-C: silence logging first, then interrupt as Python does. Dask's event loop may log its
+    own teardown of the interrupted call (a traceback from another thread); the user asked to
+    stop, and gets one line."""
+    logging.disable(logging.CRITICAL)
+    raise KeyboardInterrupt
 
 
 def _interrupted() -> int:
@@ -108,21 +126,24 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="train a tokenizer on .parquet/.txt/.jsonl files, directories, globs or URLs")
     t.add_argument("inputs", nargs="+", help="files, directories, globs or fsspec URLs")
     add_training_options(t)
-    t.add_argument("--out", required=True, type=Path, help="output directory (must not hold a tokenizer)")
+    t.add_argument("--out", required=True, help="output directory or object store URL (must not hold a tokenizer)")
     t.add_argument("--force", action="store_true", help="replace a tokenizer already in --out")
     t.set_defaults(run=run_train)
 
     e = sub.add_parser("encode", help="print the token ids of text (arguments, or stdin)")
-    e.add_argument("tokenizer", type=Path, help="a tokenizer directory")
+    e.add_argument("tokenizer", help="a tokenizer directory or URL")
     e.add_argument("text", nargs="*", help="text to encode; read from stdin when absent (one trailing newline dropped)")
     e.add_argument("--special-as-text", action="store_true", help="encode special tokens in the text as ordinary text")
     e.add_argument("--pattern", help="split pattern for a directory holding only vocab.json + merges.txt")
     e.set_defaults(run=run_encode)
 
     d = sub.add_parser("decode", help="print the text of token ids (arguments, or stdin)")
-    d.add_argument("tokenizer", type=Path, help="a tokenizer directory")
+    d.add_argument("tokenizer", help="a tokenizer directory or URL")
     d.add_argument("ids", nargs="*", type=int, help="token ids; read from stdin when absent")
     d.set_defaults(run=run_decode)
+
+    w = sub.add_parser("warm", help="compile every kernel both engines use into the kernel cache, ahead of time")
+    w.set_defaults(run=run_warm)
 
     demo = sub.add_parser(
         "demo", help="run the train-bpe flow on the demo corpus (no server needed: Prefect's ephemeral mode)"
@@ -172,6 +193,8 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=ENGINES, default="local", help="dask needs the [dask] extra")
     p.add_argument("--scheduler", help="Dask scheduler address (engine dask); a local cluster is started without it")
     p.add_argument("--workers", type=int, default=None, help="workers of the local Dask cluster (engine dask)")
+    p.add_argument("--scratch", help="where the Dask engine keeps word shards and checkpoints: a path every worker "
+                   "shares or an object store URL (default: a temporary directory on this machine)")  # fmt: skip
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
@@ -190,13 +213,13 @@ def run_train(args: argparse.Namespace) -> int:
     engine_options = {}
     if args.engine == "dask":
         require_extra("dask", "--engine dask")
-        engine_options = {"scheduler": args.scheduler, "workers": args.workers}
+        engine_options = {"scheduler": args.scheduler, "workers": args.workers, "scratch": args.scratch}
         if progress is not None:
             engine_options["log"] = lambda line: print(line, file=sys.stderr)
-    elif args.scheduler or args.workers:
+    elif args.scheduler or args.workers or args.scratch:
         from bpe.errors import SettingsError
 
-        raise SettingsError("--scheduler and --workers need --engine dask", parameter="engine")
+        raise SettingsError("--scheduler, --workers and --scratch need --engine dask", parameter="engine")
     started = time.perf_counter()
     notice = CompileWatch(on_start=lambda: _say_compiling(progress))
     try:
@@ -231,9 +254,14 @@ def _say_compiling(progress) -> None:
           "later runs load them from the cache)...", file=sys.stderr, flush=True)  # fmt: skip
 
 
-def _check_out(out: Path, force: bool) -> None:
+def _check_out(out: str, force: bool) -> None:
+    from bpe import storage
     from bpe.export import TOKENIZER_FILES
 
+    if storage.is_remote(out):
+        _check_remote_out(out, force)
+        return
+    out = Path(storage.local_path(out))
     if out.exists():
         if not out.is_dir():
             raise FileExistsError(f"{out}: exists and is not a directory")
@@ -263,7 +291,30 @@ def _check_writable(out: Path) -> None:
         raise InputError(f"--out {out}: cannot write in {place} ({exc.strerror})") from None
 
 
-def summary(manifest: dict, out: Path) -> str:
+def _check_remote_out(out: str, force: bool) -> None:
+    """An object store --out: refuse a tokenizer already there (without --force) or other objects,
+    and prove before training that this process may write there (a probe object, then removed)."""
+    from bpe import storage
+    from bpe.errors import BpeError, InputError
+    from bpe.export import TOKENIZER_FILES
+
+    try:
+        present = storage.listing(out)
+        probe = storage.join(out, f".bpe-probe-{os.getpid()}")
+        storage.write_bytes(probe, b"")
+        storage.remove(probe)
+    except BpeError:
+        raise
+    except Exception as exc:  # no bucket, no credentials, no endpoint: each library has its own errors
+        raise InputError(f"--out {out}: cannot write there ({type(exc).__name__}: {exc})") from None
+    ours = [name for name in present if name in TOKENIZER_FILES or name == storage.COMPLETE]
+    if ours and not force:
+        raise FileExistsError(f"{out}: already holds a tokenizer (use --force to replace it)")
+    if present and not ours:
+        raise FileExistsError(f"{out}: exists and holds other files; choose an empty or new prefix")
+
+
+def summary(manifest: dict, out: str | Path) -> str:
     """The short report printed after training."""
     c, r, s = manifest["counts"], manifest["result"], manifest["seconds"]
     shards = manifest["data"]["shards"]
@@ -273,7 +324,7 @@ def summary(manifest: dict, out: Path) -> str:
     n_special = len(manifest["settings"]["special_tokens"])
     stopped = STOP_REASONS.get(r["stop_reason"], r["stop_reason"])
     lines = [
-        f"trained {out}/ in {s.get('total', 0):.1f} s",
+        f"trained {str(out).rstrip('/')}/ in {s.get('total', 0):.1f} s",
         f"  data      {n_files} file(s), {c['documents']:,} documents ({c['null_rows']:,} null rows skipped), "
         f"{mb:,.1f} MB, {c['pretokens']:,} pre-tokens, {c['unique_words']:,} unique words",
         f"  merges    {r['merges']:,} (vocabulary {r['vocab_size']:,} with {n_special} special token(s)); "
@@ -332,6 +383,25 @@ def run_decode(args: argparse.Namespace) -> int:
 
             raise InputError(f"stdin: expected token ids ({exc})") from None
     sys.stdout.write(tokenizer.decode(ids) + "\n")
+    return 0
+
+
+def run_warm(args: argparse.Namespace) -> int:
+    """Compile (or load) every kernel, so that no later run, worker or container pays for it."""
+    import numba
+
+    from bpe.warm import warm_kernels
+
+    def say_compiling() -> None:
+        print(f"bpe: compiling the kernels into {numba.config.CACHE_DIR} (about a minute on 2 cores)...",
+              file=sys.stderr, flush=True)  # fmt: skip
+
+    warmed = warm_kernels(on_compile=say_compiling)
+    if warmed.kernels_compiled:
+        print(f"compiled {warmed.kernels_compiled} kernel(s) in {warmed.compile_seconds:.1f} s; "
+              f"cache: {numba.config.CACHE_DIR}")  # fmt: skip
+    else:
+        print(f"kernels already compiled; loaded from the cache in {warmed.seconds:.1f} s ({numba.config.CACHE_DIR})")
     return 0
 
 

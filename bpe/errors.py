@@ -47,6 +47,7 @@ class MissingExtra(BpeError, ImportError):
 EXTRAS = {
     "dask": ("dask", "distributed"),
     "pipeline": ("prefect", "yaml", "matplotlib", "dask", "distributed"),
+    "s3": ("s3fs",),
 }
 
 

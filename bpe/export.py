@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
+from bpe import storage
 from bpe.errors import ExportError
 from bpe.leftovers import sweep, temporary_prefix
 
@@ -463,6 +464,26 @@ def atomic_write_dir(target: Path, write, force: bool = False) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def write_remote_dir(url: str, write, force: bool = False) -> None:
+    """Object storage: call write(tmp_dir) locally, then upload the files with the manifest after
+    the others and the COMPLETE marker last; readers ignore a directory without the marker. An
+    existing tokenizer is kept unless force (then its marker goes first, so it reads incomplete
+    until every new file is up), and a prefix holding anything else is refused."""
+    present = storage.listing(url)
+    ours = [name for name in present if name in TOKENIZER_FILES or name == storage.COMPLETE]
+    if ours and not force:
+        raise FileExistsError(f"{url}: already holds a tokenizer (force=True replaces it)")
+    if present and not ours:
+        raise FileExistsError(f"{url}: exists and holds other files; choose an empty or new prefix")
+    with tempfile.TemporaryDirectory(prefix=temporary_prefix("bpe-export-")) as tmp:
+        write(Path(tmp))
+        written = sorted((f.name for f in Path(tmp).iterdir()), key=lambda name: name == MANIFEST_FILE)
+        storage.remove(storage.join(url, storage.COMPLETE))
+        for name in set(ours) - set(written) - {storage.COMPLETE}:
+            storage.remove(storage.join(url, name))
+        storage.upload_directory(Path(tmp), url, written)
 
 
 def _replace_files(staged: Path, target: Path) -> None:

@@ -22,7 +22,7 @@ from typing import Literal
 
 import numpy as np
 
-from bpe import export
+from bpe import export, storage
 from bpe.errors import ExportError, InputError, InvalidTextError, SettingsError, SpecialTokenError
 from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
 
@@ -164,9 +164,14 @@ class Tokenizer:
 
     # -- files -------------------------------------------------------------------------------
 
-    def save(self, directory: str | Path, *, force: bool = False, manifest: dict | None = None) -> Path:
-        """Write all formats into `directory` (via a temporary directory renamed into place)."""
+    def save(self, directory: str | Path, *, force: bool = False, manifest: dict | None = None) -> Path | str:
+        """Write all formats into `directory` (via a temporary directory renamed into place), or
+        under an object store URL (`s3://bucket/tok/`: uploaded, then marked complete)."""
         record = json.loads(json.dumps(manifest or self.manifest))
+        if storage.is_remote(directory):  # s3://bucket/tok/: uploaded, then marked COMPLETE
+            export.write_remote_dir(str(directory), lambda tmp: self.write_files(tmp, record), force=force)
+            self.manifest = record
+            return directory
         export.atomic_write_dir(Path(directory), lambda tmp: self.write_files(tmp, record), force=force)
         self.manifest = record
         return Path(directory)
@@ -212,8 +217,11 @@ class Tokenizer:
         (pattern `gpt2` unless `pattern` says otherwise). A saved directory is checked first: each
         file against the SHA-256 the manifest records (if it records them), and the files against
         each other; tampered or damaged files raise ExportError naming the file, rather than loading
-        as a different tokenizer."""
-        directory = Path(directory)
+        as a different tokenizer. `directory` may be an object store URL (`s3://bucket/tok/`); a
+        tokenizer there is read only once its upload is marked complete."""
+        if storage.is_remote(directory):
+            return cls._load_remote(str(directory), pattern)
+        directory = Path(storage.local_path(directory))
         manifest_path = directory / export.MANIFEST_FILE
         if manifest_path.exists():
             manifest = export.read_json(manifest_path)
@@ -233,6 +241,20 @@ class Tokenizer:
                 f"{directory}: holds no tokenizer (expected manifest.json, or vocab.json and merges.txt)"
             )
         return cls._from_gpt2_files(directory, pattern or "gpt2")
+
+    @classmethod
+    def _load_remote(cls, url: str, pattern: str | None) -> Tokenizer:
+        """Download the tokenizer files under `url` and load them; errors name the URL."""
+        present = storage.listing(url)
+        if export.MANIFEST_FILE in present and storage.COMPLETE not in present:
+            raise ExportError(f"{url}: incomplete (no {storage.COMPLETE} marker: its upload was interrupted or is "
+                              "still going on)")  # fmt: skip
+        with storage.downloaded(url, list(export.TOKENIZER_FILES)) as local:
+            try:
+                return cls.load(local, pattern)
+            except (ExportError, FileNotFoundError) as exc:
+                message = str(exc).replace(str(local), url.rstrip("/"))
+                raise type(exc)(message) from None
 
     @classmethod
     def _from_gpt2_files(cls, directory: Path, pattern: str) -> Tokenizer:

@@ -35,8 +35,11 @@ def ensure_pool(name: str = POOL) -> None:
 
 def deploy_all(conf_dir: Path | None = None, pool: str = POOL, source: Path = REPO) -> list[str]:
     """Register a deployment per configuration file (default: `conf/` beside `flows/`); returns
-    their names (train-bpe/<name>). The source tree is where this file's folder sits, so the same
-    code serves a checkout (`flows/`, `conf/`) and an installed package (`bpe/flows`, `bpe/conf`)."""
+    one line per deployment (train-bpe/<name>, and why it is paused, if it is). The source tree is
+    where this file's folder sits, so the same code serves a checkout (`flows/`, `conf/`) and an
+    installed package (`bpe/flows`, `bpe/conf`). A configuration whose data is not there yet is
+    registered with its schedule paused, rather than failing every scheduled run: resume it once
+    the data is in place (`prefect deployment schedule resume`, or deploy again)."""
     from bpe.flows.train_bpe import train_bpe
     from bpe.pipeline.config import load_config
 
@@ -44,11 +47,14 @@ def deploy_all(conf_dir: Path | None = None, pool: str = POOL, source: Path = RE
     names = []
     for path in sorted(Path(conf_dir or source / "conf").glob("*.yaml")):
         cfg = load_config(path)
+        missing = missing_data(cfg.data, source)
         flow = train_bpe.from_source(source=str(source), entrypoint="flows/train_bpe.py:train_bpe")
         flow.deploy(
             name=cfg.name,
             work_pool_name=pool,
             cron=cfg.schedule,
+            paused=bool(missing),
+            job_variables={"env": result_storage_env(cfg)},
             parameters={"config": _relative_to(path, source)},
             description=f"Train the {cfg.name} tokenizer from {path.name}; retrains on its schedule when data changed.",
             tags=["bpe", cfg.name],
@@ -56,8 +62,46 @@ def deploy_all(conf_dir: Path | None = None, pool: str = POOL, source: Path = RE
             push=False,
             print_next_steps=False,
         )
-        names.append(f"train-bpe/{cfg.name}")
+        note = f" (schedule paused: {', '.join(missing)} not found)" if missing else ""
+        names.append(f"train-bpe/{cfg.name}{note}")
     return names
+
+
+def result_storage_env(cfg) -> dict[str, str]:
+    """Where Prefect persists what it keeps of this tokenizer's flow runs (a failed run's exception):
+    beside its count cache when that is object storage (a RemoteFileSystem block), so that no run
+    leaves state on a worker's local disk. Nothing to set when the cache is a local path."""
+    import re
+
+    from prefect.filesystems import RemoteFileSystem
+
+    from bpe import storage
+
+    if not storage.is_remote(cfg.counts_cache):
+        return {}
+    block = "bpe-results-" + re.sub(r"[^a-z0-9-]", "-", cfg.name.lower())
+    RemoteFileSystem(basepath=storage.join(cfg.counts_cache, "prefect-results")).save(block, overwrite=True)
+    return {"PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK": f"remote-file-system/{block}"}
+
+
+def missing_data(data: list[str], source: Path) -> list[str]:
+    """The data paths of a configuration that hold nothing yet (relative ones are relative to the
+    source directory, the flow runs' working directory); URLs are asked of their store."""
+    import glob
+
+    from bpe import storage
+
+    missing = []
+    for spec in data:
+        if storage.is_remote(spec):
+            found = storage.exists(spec)
+        else:
+            path = Path(storage.local_path(spec))
+            path = path if path.is_absolute() else Path(source) / path
+            found = bool(glob.glob(str(path))) if glob.has_magic(str(path)) else path.exists()
+        if not found:
+            missing.append(spec)
+    return missing
 
 
 def _relative_to(path: Path, source: Path) -> str:

@@ -7,14 +7,13 @@ train: it logs "no new data since vNNNN" and completes. Orchestration only: the 
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 import uuid
 
 from prefect import flow, get_run_logger
 from prefect.context import get_run_context
 
+from bpe import storage
 from bpe.distributed.client import dask_client, ready_workers, share_client
 from bpe.pipeline.config import load_config
 from bpe.pipeline.report import one_line
@@ -55,9 +54,9 @@ def train_bpe(
     unchanged = unchanged_since(store, fingerprint, cfg)
     if unchanged:
         logger.info(f"no new data since {unchanged}: {len(shards)} shard(s), fingerprint {fingerprint[:16]}")
-        return {"name": cfg.name, "version": unchanged, "trained": False, "location": store.path(unchanged)}
+        return {"name": cfg.name, "version": unchanged, "trained": False, "location": store.location(unchanged)}
 
-    scratch = os.path.join(cfg.counts_cache, "runs", uuid.uuid4().hex[:12])
+    scratch = storage.join(cfg.counts_cache, "runs", uuid.uuid4().hex[:12])
     seconds = {}
     try:
         t0 = time.perf_counter()
@@ -74,7 +73,7 @@ def train_bpe(
             sharded = train_merges(word_shards, settings, scratch, address)
             seconds["build"], seconds["merge"] = sharded.build_seconds, sharded.merges.seconds
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        storage.remove_tree(scratch)
     run = TrainingRun(
         stats=summed_stats(counted),
         unique_words=sharded.unique_words,

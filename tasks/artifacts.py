@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-import pyarrow.parquet as pq
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
-from bpe.distributed.counting import ShardCount
+from bpe.distributed.counting import ShardCount, read_held_out
 from bpe.pipeline.evaluate import compression_curve, default_sizes, plot_curve
 from bpe.pipeline.report import metrics_table, summary_markdown
 from bpe.pipeline.store import Staged, VersionStore
@@ -37,7 +36,7 @@ def held_out_texts(counted: list[ShardCount], limit: int = HELD_OUT_SAMPLE_BYTES
     """The held-out rows the count tasks set aside, shard by shard in path order, up to `limit` bytes."""
     texts, size = [], 0
     for result in sorted(counted, key=lambda c: c.shard["path"]):
-        for text in pq.read_table(result.held_out).column("text").to_pylist():
+        for text in read_held_out(result.held_out):
             if size >= limit:
                 return texts
             texts.append(text)
@@ -59,7 +58,7 @@ def evaluate_version(staged: Staged, merges: np.ndarray, settings: Settings, cou
     previous_version = store.latest()
     previous_curve = None
     if previous_version:
-        previous = Tokenizer.load(store.local_copy(previous_version))
+        previous = Tokenizer.load(store.location(previous_version))  # from a URL: via a temporary directory
         previous_curve = compression_curve(previous, texts, sorted(set(sizes) | {previous.vocab_size}))
     result = {
         "rows": len(texts),
@@ -89,7 +88,7 @@ def publish_version(staged: Staged, manifest: dict, root: str, name: str) -> str
     if staged.directory.exists():  # not yet moved into place (a retry after the move skips this)
         write_manifest(staged.directory, manifest)
         store.commit(staged)
-    location = store.path(staged.version)
+    location = store.location(staged.version)
     key = "bpe-" + "".join(ch if ch.isalnum() else "-" for ch in name.lower())
     create_markdown_artifact(
         key=key, markdown=summary_markdown(manifest, location), description=f"{name} {staged.version}"

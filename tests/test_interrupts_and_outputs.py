@@ -190,6 +190,24 @@ def test_a_cold_start_says_it_compiles_and_reports_the_compile_time_apart(data, 
     assert warm.returncode == 0 and "compiling" not in warm.stderr and "compile" not in warm.stdout
 
 
+@pytest.mark.cold
+def test_bpe_warm_compiles_every_kernel_ahead_so_no_run_compiles(data, tmp_path):
+    """`bpe warm` (the image build runs it) fills an empty kernel cache; afterwards neither a second
+    warm nor a run with another pattern and tie-break compiles anything."""
+    env = {**os.environ, "BPE_KERNEL_CACHE": str(tmp_path / "empty-kernel-cache")}
+    warm = subprocess.run([BPE, "warm"], capture_output=True, text=True, env=env, timeout=900)
+    assert warm.returncode == 0, warm.stderr[-3000:]
+    assert warm.stderr.startswith("bpe: compiling the kernels into " + str(tmp_path / "empty-kernel-cache"))
+    assert re.match(r"compiled \d+ kernel\(s\) in [\d.]+ s", warm.stdout), warm.stdout
+    again = subprocess.run([BPE, "warm"], capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 0 and again.stderr == "" and again.stdout.startswith("kernels already compiled")
+    options = ["--vocab-size", "270", "--pattern", "o200k", "--tie-break", "ids", "--out", str(tmp_path / "tok")]
+    run = subprocess.run([BPE, "train", str(data), *options], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "compiling" not in run.stderr and "first run of this version only" not in run.stdout
+    assert json.loads((tmp_path / "tok" / "manifest.json").read_text())["seconds"]["compile"] < 0.5
+
+
 def manifest_merges(directory: Path) -> list[list[int]]:
     from bpe.tokenizer import Tokenizer
 

@@ -89,12 +89,15 @@ def deployed(services) -> dict[str, dict]:
         }
         (conf / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
         configs[name] = {**cfg, "paragraphs": paragraphs, "data_dir": data}
+    waiting = {**cfg, "name": "waiting", "data": str(root / "waiting" / "not-yet")}  # its data is not there
+    (conf / "waiting.yaml").write_text(yaml.safe_dump(waiting))
     done = subprocess.run(
         [str(Path(os.sys.executable).parent / "bpe"), "deploy", "--conf", str(conf), "--pool", POOL],
         env={**os.environ, **services["env"]}, capture_output=True, text=True, cwd=REPO, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert all(f"deployed train-bpe/{name}" in done.stdout for name in NAMES), done.stdout
+    assert all(f"deployed train-bpe/{name} on" in done.stdout for name in NAMES), done.stdout
+    configs["deploy_output"] = done.stdout
     return configs
 
 
@@ -260,3 +263,17 @@ def test_the_count_cache_holds_data_only_and_a_planted_pickle_runs_nothing(servi
     assert store(cfg).manifest("v0001")["data"]["counted_shards"] == 3
     kept = [p for p in cache.rglob("*") if p.is_file() and p.parent.name != "results"]
     assert kept and all(p.suffix in (".parquet", ".json") for p in kept), kept
+
+
+def test_a_deployment_whose_data_is_missing_is_registered_paused(services, deployed):
+    """Rather than fail every scheduled run (an example configuration on a fresh cluster), a
+    configuration whose data is not there yet is deployed with its schedule paused, and says so."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    assert "deployed train-bpe/waiting (schedule paused: " in deployed["deploy_output"]
+    assert "not-yet not found) on work pool" in deployed["deploy_output"]
+    with temporary_settings({PREFECT_API_URL: services["env"]["PREFECT_API_URL"]}):
+        with get_client(sync_client=True) as client:
+            assert client.read_deployment_by_name("train-bpe/waiting").paused
+            assert not client.read_deployment_by_name("train-bpe/first").paused

@@ -2,19 +2,20 @@
 on the workers by a tree reduction, and split into word shards by a stable hash.
 
 Nothing but small statistics comes back to the client: partial counts move between workers, and
-the pipeline's per-shard counts are written by workers straight to Parquet files.
+the pipeline's per-shard counts are written by workers straight to Parquet files (on a shared
+path or in object storage: see `bpe.storage`).
 """
 
 from __future__ import annotations
 
 import operator
-import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from bpe import storage
 from bpe.engine.count import CountStats, WordCounter, WordCounts, use_system_allocator
 from bpe.engine.hashing import hash_buckets
 from bpe.pretokenize import Pretokenizer
@@ -101,22 +102,19 @@ def split_by_bucket(counts: WordCounts, n_buckets: int) -> list[WordCounts]:
 
 
 def write_counts(counts: WordCounts, path: str) -> str:
-    """Write counts as Parquet (to a temporary name, then renamed into place); returns the path."""
+    """Write counts as Parquet, whole or not at all (`bpe.storage.write_file`); returns the path."""
     import pyarrow.parquet as pq
 
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    pq.write_table(counts.to_arrow(), tmp)
-    os.replace(tmp, path)
-    return path
+    return storage.write_file(path, lambda tmp: pq.write_table(counts.to_arrow(), tmp))
 
 
 def read_counts(path: str) -> WordCounts:
     import pyarrow.parquet as pq
 
-    if not os.path.exists(path):
+    if not storage.exists(path):
         raise InputError(f"{path}: counts file is gone (was the cache directory cleaned?)")
-    return WordCounts.from_arrow(pq.read_table(path))
+    with storage.open_read(path) as f:
+        return WordCounts.from_arrow(pq.read_table(f))
 
 
 def read_split(path: str, n_buckets: int) -> list[WordCounts]:
@@ -259,12 +257,16 @@ def _write_held_out(parts: list[list[str]], path: str) -> str:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    rows = [text for part in parts for text in part]
-    tmp = f"{path}.tmp-{os.getpid()}"
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    pq.write_table(pa.table({"text": pa.array(rows, pa.string())}), tmp)
-    os.replace(tmp, path)
-    return path
+    rows = pa.table({"text": pa.array([text for part in parts for text in part], pa.string())})
+    return storage.write_file(path, lambda tmp: pq.write_table(rows, tmp))
+
+
+def read_held_out(path: str) -> list[str]:
+    """The held-out rows `_write_held_out` wrote."""
+    import pyarrow.parquet as pq
+
+    with storage.open_read(path) as f:
+        return pq.read_table(f).column("text").to_pylist()
 
 
 def bucket_files(client, counts_paths: Sequence[str], n_buckets: int, directory: str) -> list[str]:
@@ -275,7 +277,7 @@ def bucket_files(client, counts_paths: Sequence[str], n_buckets: int, directory:
     writes = []
     for b in range(n_buckets):
         total = tree_reduce(client, [client.submit(operator.itemgetter(b), s) for s in split])
-        path = os.path.join(directory, f"bucket-{b:04d}.parquet")
+        path = storage.join(directory, f"bucket-{b:04d}.parquet")
         writes.append(client.submit(write_counts, total, path, pure=False))
         paths.append(path)
     client.gather(writes)

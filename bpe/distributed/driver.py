@@ -22,7 +22,6 @@ word tables are the same code.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shutil
 import tempfile
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bpe import storage
 from bpe.distributed import channel
 from bpe.distributed.client import Log, check_scheduler, dask_client, ready_workers
 from bpe.distributed.counting import count_on_dask
@@ -57,7 +57,7 @@ class Holders:
         self.secret = secrets.token_hex(16)
         # This run's shard files, in a directory of its own: a scratch directory that another run
         # used (or uses) never hands this one its words or checkpoints. Removed by close().
-        self.scratch = os.path.join(scratch, f"run-{self.secret[:12]}")
+        self.scratch = storage.join(scratch, f"run-{self.secret[:12]}")
         self.call_timeout = call_timeout
         self.log = log
         self.futures: list = []
@@ -212,7 +212,7 @@ class Holders:
             except OSError:
                 pass
         self.futures.clear()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        storage.remove_tree(self.scratch)
 
 
 def _new_holder(*args):

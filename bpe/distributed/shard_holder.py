@@ -16,11 +16,13 @@ peers that fail are dropped and the holder keeps listening until the driver is i
 The shard's words are persisted in the scratch directory when the holder starts, and checkpoints
 are written there on request, so a holder lost with its worker can be rebuilt elsewhere: load the
 latest checkpoint and replay the rest of the merge log, discarding the deltas it produces (the
-driver counted them already).
+driver counted them already). The scratch directory is a path all workers share or an object
+store URL (`s3://bucket/scratch`): a holder never reads a local file another process wrote.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -29,10 +31,10 @@ import secrets
 import socket
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 
+from bpe import storage
 from bpe.distributed import channel
 from bpe.engine.count import WordCounts
 from bpe.engine.word_table import WordTable
@@ -43,8 +45,8 @@ HELLO_SECONDS = 10.0  # how long it has to show it
 logger = logging.getLogger(__name__)
 
 
-def shard_dir(scratch: str, shard: int) -> Path:
-    return Path(scratch) / f"shard-{shard:04d}"
+def shard_dir(scratch: str, shard: int) -> str:
+    return storage.join(scratch, f"shard-{shard:04d}")
 
 
 def _worker_address() -> str | None:
@@ -86,7 +88,10 @@ class ShardHolder:
         self.shard = shard
         self.secret = secret
         self.directory = shard_dir(scratch, shard)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.words_path = storage.join(self.directory, "words.parquet")
+        self.checkpoint_path = storage.join(self.directory, "checkpoint.npz")
+        if not storage.is_remote(self.directory):
+            os.makedirs(storage.local_path(self.directory), exist_ok=True)
         self.merges_applied = 0
         self.worker = _worker_address()
         self.restored_from = "its words"
@@ -96,7 +101,7 @@ class ShardHolder:
             self._write_words(counts)
         if counts is not None:
             # A fresh start: whatever an earlier holder left here is not this shard's state.
-            (self.directory / "checkpoint.npz").unlink(missing_ok=True)
+            storage.remove(self.checkpoint_path)
             self.table = WordTable(counts)
             self.initial = self.table.take_deltas()
         else:
@@ -120,15 +125,19 @@ class ShardHolder:
 
     def _link_words(self, path: str) -> WordCounts:
         """Use a Parquet file that already holds the shard's words (the pipeline writes one): link
-        it as this shard's words, replacing whatever an earlier holder linked or wrote there."""
+        it as this shard's words (a copy within the object store, or on a filesystem without
+        symbolic links), replacing whatever an earlier holder linked or wrote there."""
         from bpe.distributed.counting import read_counts
 
         counts = read_counts(path)
-        link = self.directory / "words.parquet"
-        tmp = self.directory / f"words.{os.getpid()}.link"
+        if storage.is_remote(self.directory) or storage.is_remote(path):
+            storage.copy(path, self.words_path)
+            return counts
+        link, tmp = self.words_path, f"{self.words_path}.{os.getpid()}.link"
         try:
-            tmp.unlink(missing_ok=True)
-            os.symlink(os.path.abspath(path), tmp)
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+            os.symlink(os.path.abspath(storage.local_path(path)), tmp)
             os.replace(tmp, link)
         except OSError:  # no symbolic links here: keep a copy
             self._write_words(counts)
@@ -137,31 +146,27 @@ class ShardHolder:
     def _write_words(self, counts: WordCounts) -> None:
         import pyarrow.parquet as pq
 
-        path = self.directory / "words.parquet"
-        tmp = self.directory / f"words.{os.getpid()}.tmp"
-        pq.write_table(counts.to_arrow(), tmp)
-        os.replace(tmp, path)
+        storage.write_file(self.words_path, lambda tmp: pq.write_table(counts.to_arrow(), tmp))
 
     def _checkpoint(self) -> None:
-        """Write the words as they stand after `merges_applied` merges, whole or not at all (a temporary
-        file of this process, flushed to disk, then renamed into place)."""
+        """Write the words as they stand after `merges_applied` merges, whole or not at all (see
+        `bpe.storage.write_file`)."""
         tokens, lengths, freqs = self.table.to_words()
-        path = self.directory / "checkpoint.npz"
-        tmp = self.directory / f"checkpoint.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            np.savez(f, tokens=tokens, lengths=lengths, freqs=freqs, merges=np.array([self.merges_applied]))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+
+        def write(tmp: str) -> None:
+            with open(tmp, "wb") as f:
+                np.savez(f, tokens=tokens, lengths=lengths, freqs=freqs, merges=np.array([self.merges_applied]))
+
+        storage.write_file(self.checkpoint_path, write)
 
     def _load_checkpoint(self, limit: int) -> tuple[WordTable, int] | None:
         """The table and merge count of the checkpoint, or None when there is none or it cannot be
         trusted (truncated, corrupted, inconsistent, or ahead of the `limit` merges of the log)."""
-        path = self.directory / "checkpoint.npz"
-        if not path.exists():
+        path = self.checkpoint_path
+        if not storage.exists(path):
             return None
         try:
-            with np.load(path) as saved:
+            with np.load(io.BytesIO(storage.read_bytes(path))) as saved:
                 tokens, lengths, freqs = saved["tokens"], saved["lengths"], saved["freqs"]
                 done = int(saved["merges"][0])
             if done > limit:
@@ -189,12 +194,13 @@ class ShardHolder:
         else:
             import pyarrow.parquet as pq
 
-            words = self.directory / "words.parquet"
-            if not words.exists():
+            if not storage.exists(self.words_path):
                 raise FileNotFoundError(
-                    f"{words}: the shard's words are gone; the scratch directory must be shared by all workers"
+                    f"{self.words_path}: the shard's words are gone; the scratch directory must be shared by all "
+                    "workers (a shared filesystem, or object storage such as s3://bucket/scratch)"
                 )
-            table = WordTable(WordCounts.from_arrow(pq.read_table(words)))
+            with storage.open_read(self.words_path) as f:
+                table = WordTable(WordCounts.from_arrow(pq.read_table(f)))
             table.take_deltas()
             done = 0
         table.apply(merge_log[done:])
@@ -234,7 +240,10 @@ class ShardHolder:
                 pass
             conn.close()
 
-        self.server.settimeout(0.1)
+        try:
+            self.server.settimeout(0.1)
+        except OSError:  # closed before this thread got here (the holder was stopped)
+            return None
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             try:

@@ -63,10 +63,12 @@ class TokenizerConfig:
 
     @property
     def counts_cache(self) -> str:
-        """Where shard counts persist, as an absolute path: Dask workers (other processes, maybe
-        other machines with the same mount) read and write it too."""
-        path = self.cache_dir or os.path.join(self.artifact_root, ".cache")
-        return path if "://" in path else os.path.abspath(path)
+        """Where shard counts persist, as an absolute path or an object store URL: Dask workers
+        (other processes, maybe other machines) read and write it too."""
+        from bpe import storage
+
+        path = self.cache_dir or storage.join(self.artifact_root, ".cache")
+        return path if storage.is_remote(path) else os.path.abspath(storage.local_path(path))
 
     def as_dict(self) -> dict:
         return asdict(self)

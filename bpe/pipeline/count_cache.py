@@ -5,15 +5,16 @@ counts), `<key>.held-out.parquet` (its held-out rows) and `<key>.json` (what was
 JSON written last: a count is in the cache when its JSON is. The key hashes the shard's content,
 the pre-tokenization settings and the counting code, so the cache survives new processes and a
 fresh Prefect database. Nothing in it is ever unpickled: a planted or damaged entry is a miss.
+The cache may be a path every Dask worker shares or an object store URL (`s3://bucket/cache`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict, fields
 
+from bpe import storage
 from bpe.distributed.counting import ShardCount
 from bpe.engine.count import CountStats, counting_code_version
 from bpe.pipeline.config import TokenizerConfig
@@ -36,35 +37,30 @@ def shard_count_key(shard: dict, counting: dict) -> str:
 
 
 class CountCache:
-    """Shard counts under `directory` (a path every Dask worker can write)."""
+    """Shard counts under `directory` (a path every Dask worker can write, or a URL)."""
 
     def __init__(self, directory: str) -> None:
-        self.directory = os.path.join(directory, "counts")
+        self.directory = storage.join(directory, "counts")
 
     def paths(self, key: str) -> tuple[str, str]:
         """Where a count's words and held-out rows go."""
-        return os.path.join(self.directory, f"{key}.parquet"), os.path.join(self.directory, f"{key}.held-out.parquet")
+        return storage.join(self.directory, f"{key}.parquet"), storage.join(self.directory, f"{key}.held-out.parquet")
 
     def lookup(self, key: str, shard: dict) -> ShardCount | None:
         """The cached count of `shard`, or None (never counted, files cleaned away, or damaged)."""
         counts, held_out = self.paths(key)
         try:
-            with open(os.path.join(self.directory, f"{key}.json"), encoding="utf-8") as f:
-                record = json.load(f)
+            record = json.loads(storage.read_bytes(storage.join(self.directory, f"{key}.json")))
             known = {f.name for f in fields(CountStats)}
             stats = CountStats(**{k: v for k, v in record["stats"].items() if k in known})
             seconds = float(record["seconds"])
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             return None
-        if not (os.path.exists(counts) and os.path.exists(held_out)):
+        if not (storage.exists(counts) and storage.exists(held_out)):
             return None
         return ShardCount(shard, counts, held_out, stats, seconds, cached=True)
 
     def record(self, key: str, counted: ShardCount) -> None:
-        """Mark a count complete: its JSON, written to a temporary name and renamed into place."""
-        path = os.path.join(self.directory, f"{key}.json")
-        os.makedirs(self.directory, exist_ok=True)
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"shard": counted.shard, "stats": asdict(counted.stats), "seconds": counted.seconds}, f)
-        os.replace(tmp, path)
+        """Mark a count complete: its JSON, written whole after its Parquet files."""
+        record = {"shard": counted.shard, "stats": asdict(counted.stats), "seconds": counted.seconds}
+        storage.write_bytes(storage.join(self.directory, f"{key}.json"), json.dumps(record).encode())

@@ -57,12 +57,12 @@ def _command(tool: str) -> str:
     return str(path) if path.exists() else tool
 
 
-def _spawn(name: str, args: list[str], env: dict, log: Path | None) -> subprocess.Popen:
+def _spawn(name: str, args: list[str], env: dict, log: Path | None, cwd: Path | None = None) -> subprocess.Popen:
     out = open(log, "ab") if log else subprocess.DEVNULL
     try:
         return subprocess.Popen(
             args, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,
+            start_new_session=True, cwd=cwd,
         )  # fmt: skip
     finally:
         if log:
@@ -159,13 +159,16 @@ def start_dask_scheduler(port: int, dashboard_port: int | None = None, log: Path
 
 
 def start_dask_worker(scheduler: str, log: Path | None = None, nthreads: int = 1, timeout: float = 60,
-                      tls: TLSFiles | None = None) -> Service:  # fmt: skip
-    """`dask worker` on 127.0.0.1 (nanny, worker and its HTTP server alike); over TLS with `tls`."""
+                      tls: TLSFiles | None = None, cwd: Path | None = None,
+                      env: dict | None = None) -> Service:  # fmt: skip
+    """`dask worker` on 127.0.0.1 (nanny, worker and its HTTP server alike); over TLS with `tls`;
+    in `cwd` with `env` added to this process's environment (a worker of its own, as on another
+    machine: its own working directory and TMPDIR)."""
     args = [_command("dask"), "worker", scheduler, "--nthreads", str(nthreads), "--host", "127.0.0.1",
             "--dashboard-address", "127.0.0.1:0"]  # fmt: skip
     if tls:
         args += ["--protocol", "tls", *tls.dask_options()]
-    process = _spawn("dask worker", args, tls.dask_environment() if tls else {}, log)
+    process = _spawn("dask worker", args, {**(tls.dask_environment() if tls else {}), **(env or {})}, log, cwd)
     _wait(lambda: _dask_worker_online(log), "dask worker", process, timeout, log)
     return Service("dask-worker", process, scheduler, log, stop_signal=signal.SIGTERM)
 

@@ -96,6 +96,11 @@ class VersionStore:
             raise SettingsError(f"{self.url}: {version!r} is not a version name (v0001, v0002, ...)")
         return f"{self.base}/{version}"
 
+    def location(self, version: str) -> str:
+        """A version as users name it: a path, or a URL with its protocol (`s3://bucket/.../v0002`)."""
+        path = self.path(version)
+        return path if self.local else f"{self.url}/{version}"
+
     def manifest(self, version: str) -> dict:
         return json.loads(self.fs.cat_file(f"{self.path(version)}/manifest.json"))
 
@@ -187,7 +192,11 @@ class VersionStore:
             pass
 
     def _names(self) -> list[str]:
-        return [e.rstrip("/").rsplit("/", 1)[-1] for e in self.fs.ls(self.base, detail=False)]
+        try:
+            entries = self.fs.ls(self.base, detail=False)
+        except FileNotFoundError:  # object storage has no empty directories: nothing published yet
+            return []
+        return [e.rstrip("/").rsplit("/", 1)[-1] for e in entries]
 
     def _advance_latest(self, version: str) -> None:
         with self._lock(".latest.lock"):

@@ -1,0 +1,197 @@
+"""Where shared files live: a local path or an fsspec URL (`s3://`, `gs://`, `file://`), one API.
+
+Every file that crosses a process goes through here: the count cache, the Dask engine's scratch
+(word shards, checkpoints), held-out rows, versions and tokenizer output. A file is complete or
+absent: on a local filesystem it is written to a temporary name of this process and renamed into
+place; on object storage it is written locally, then uploaded as one object, which readers see
+whole or not at all. A directory of files (a tokenizer) is complete when its `COMPLETE` marker
+is there, and that marker is written last.
+
+Endpoints and credentials come from the storage library's own settings (for S3: `AWS_ENDPOINT_URL`,
+`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_DEFAULT_REGION`), never from ours.
+
+>>> join("s3://bucket/cache/", "counts", "a.json")
+'s3://bucket/cache/counts/a.json'
+>>> is_remote("s3://bucket/x"), is_remote("file:///tmp/x"), is_remote("/tmp/x")
+(True, False, False)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+from bpe.errors import MissingExtra
+
+COMPLETE = "COMPLETE"  # the marker of a complete directory on object storage, written last
+LOCAL_PROTOCOLS = ("file", "local")
+
+
+def is_remote(path: str | Path) -> bool:
+    """Whether `path` is a URL of a filesystem other than this machine's (s3://, gs://, ...)."""
+    text = str(path)
+    return "://" in text and text.split("://", 1)[0] not in LOCAL_PROTOCOLS
+
+
+def local_path(path: str | Path) -> str:
+    """A local path as the OS names it (`file:///tmp/x` -> `/tmp/x`)."""
+    text = str(path)
+    return text.split("://", 1)[1] if text.startswith(("file://", "local://")) else text
+
+
+def join(base: str | Path, *parts: str) -> str:
+    """`base`/`parts...`, as a URL for a URL and as a path for a path."""
+    if is_remote(base):
+        return "/".join([str(base).rstrip("/"), *(p.strip("/") for p in parts)])
+    return os.path.join(local_path(base), *parts)
+
+
+def filesystem(url: str):
+    """(fsspec filesystem, path within it) of a URL. Listings are not cached: other processes
+    write the same store, and a stale listing would hide their versions."""
+    import fsspec
+
+    try:
+        try:
+            return fsspec.core.url_to_fs(url, use_listings_cache=False)
+        except TypeError:  # a filesystem without a listings cache
+            return fsspec.core.url_to_fs(url)
+    except ImportError as exc:
+        protocol = url.split("://", 1)[0]
+        extra = "s3" if protocol in ("s3", "s3a") else None
+        how = f"pip install 'bpe-trainer[{extra}]'" if extra else f"install the fsspec package for {protocol}://"
+        raise MissingExtra(f"{url}: {protocol}:// needs its filesystem package ({exc}): {how}") from None
+
+
+def exists(path: str | Path) -> bool:
+    if is_remote(path):
+        fs, inner = filesystem(str(path))
+        return fs.exists(inner)
+    return os.path.exists(local_path(path))
+
+
+def open_read(path: str | Path) -> BinaryIO:
+    """The file opened for reading bytes (seekable: Parquet and NumPy readers seek)."""
+    if is_remote(path):
+        fs, inner = filesystem(str(path))
+        return fs.open(inner, "rb")
+    return open(local_path(path), "rb")
+
+
+def read_bytes(path: str | Path) -> bytes:
+    if is_remote(path):
+        fs, inner = filesystem(str(path))
+        return fs.cat_file(inner)
+    with open(local_path(path), "rb") as f:
+        return f.read()
+
+
+def write_file(path: str | Path, write: Callable[[str], object]) -> str:
+    """Call write(tmp) to fill a local temporary file, then put it at `path` whole: renamed into
+    place (after fsync) on a local filesystem, uploaded as one object elsewhere. Returns `path`."""
+    target = str(path)
+    if is_remote(target):
+        fd, tmp = tempfile.mkstemp(prefix=f"bpe-upload-{os.getpid()}-")
+        os.close(fd)
+        try:
+            write(tmp)
+            fs, inner = filesystem(target)
+            fs.put_file(tmp, inner)
+        finally:
+            os.unlink(tmp)
+        return target
+    target = local_path(target)
+    os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+    tmp = f"{target}.tmp-{os.getpid()}"
+    try:
+        write(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def write_bytes(path: str | Path, data: bytes) -> str:
+    """Write `data` to `path` whole (see `write_file`)."""
+    return write_file(path, lambda tmp: Path(tmp).write_bytes(data))
+
+
+def copy(source: str | Path, target: str | Path) -> None:
+    """Copy one file whole (a server-side copy when both ends are in one object store)."""
+    if is_remote(source) and is_remote(target):
+        fs, inner = filesystem(str(source))
+        fs.copy(inner, filesystem(str(target))[1])
+    elif is_remote(source):
+        fs, inner = filesystem(str(source))
+        write_file(target, lambda tmp: fs.get_file(inner, tmp))
+    else:
+        write_file(target, lambda tmp: shutil.copyfile(local_path(source), tmp))
+
+
+def remove(path: str | Path) -> None:
+    """Remove one file; a file already gone is not an error."""
+    if is_remote(path):
+        fs, inner = filesystem(str(path))
+        try:
+            fs.rm_file(inner)
+        except FileNotFoundError:
+            pass
+    else:
+        Path(local_path(path)).unlink(missing_ok=True)
+
+
+def remove_tree(path: str | Path) -> None:
+    """Remove a directory (or prefix) and everything in it; nothing there is not an error."""
+    if is_remote(path):
+        fs, inner = filesystem(str(path))
+        try:
+            fs.rm(inner, recursive=True)
+        except FileNotFoundError:
+            pass
+    else:
+        shutil.rmtree(local_path(path), ignore_errors=True)
+
+
+def listing(url: str) -> list[str]:
+    """Names of the entries directly under a remote directory (empty when there is none)."""
+    fs, inner = filesystem(url)
+    try:
+        return sorted(entry.rstrip("/").rsplit("/", 1)[-1] for entry in fs.ls(inner, detail=False))
+    except FileNotFoundError:
+        return []
+
+
+def upload_directory(local: Path, url: str, names: list[str] | None = None) -> None:
+    """Upload the files of `local` under `url`, then the COMPLETE marker: a reader that requires the
+    marker never takes a half-written directory for a whole one. An existing marker is removed
+    first, so a directory being replaced reads as incomplete until the new files are all there."""
+    fs, inner = filesystem(url)
+    marker = f"{inner.rstrip('/')}/{COMPLETE}"
+    if fs.exists(marker):
+        fs.rm(marker)
+    for name in names if names is not None else sorted(p.name for p in Path(local).iterdir()):
+        fs.put_file(str(Path(local) / name), f"{inner.rstrip('/')}/{name}")
+    fs.pipe_file(marker, b"complete\n")
+
+
+@contextmanager
+def downloaded(url: str, names: list[str]):
+    """A local temporary directory holding those of `names` found under `url` (removed afterwards)."""
+    fs, inner = filesystem(url)
+    target = Path(tempfile.mkdtemp(prefix=f"bpe-download-{os.getpid()}-"))
+    try:
+        present = set(listing(url))
+        for name in names:
+            if name in present:
+                fs.get_file(f"{inner.rstrip('/')}/{name}", str(target / name))
+        yield target
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
