@@ -250,7 +250,7 @@ def _say_compiling(progress) -> None:
     """Say, before the long silence, why the first run of a new version is slow."""
     if progress is not None:
         progress.finish()
-    print("bpe: compiling the kernels for this version of bpe (first run only, about a minute on 2 cores; "
+    print("bpe: compiling the kernels for this version of bpe (first run only, about half a minute on 2 cores; "
           "later runs load them from the cache)...", file=sys.stderr, flush=True)  # fmt: skip
 
 
@@ -393,7 +393,7 @@ def run_warm(args: argparse.Namespace) -> int:
     from bpe.warm import warm_kernels
 
     def say_compiling() -> None:
-        print(f"bpe: compiling the kernels into {numba.config.CACHE_DIR} (about a minute on 2 cores)...",
+        print(f"bpe: compiling the kernels into {numba.config.CACHE_DIR} (about half a minute on 2 cores)...",
               file=sys.stderr, flush=True)  # fmt: skip
 
     warmed = warm_kernels(on_compile=say_compiling)

@@ -1,6 +1,6 @@
 """Compile every kernel both engines use, ahead of time, into the kernel cache (`bpe warm`).
 
-A new install, image or worker otherwise compiles them on its first run (about a minute on 2
+A new install, image or worker otherwise compiles them on its first run (about half a minute on 2
 cores); after this, every process on the machine that shares the cache loads them in about a
 second. Run it where the image is built (the Dockerfile does) or when a worker starts.
 """

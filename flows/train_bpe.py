@@ -62,8 +62,10 @@ def train_bpe(
         t0 = time.perf_counter()
         with dask_client(cfg.dask_scheduler, cfg.dask_workers, log=logger.info) as (client, cluster):
             address = share_client(client)
-            n_workers = ready_workers(client)
-            seconds["cluster"] = time.perf_counter() - t0
+            ready = ready_workers(client, log=logger.info)
+            n_workers = ready.workers
+            seconds["compile"] = ready.compile_seconds
+            seconds["cluster"] = time.perf_counter() - t0 - ready.compile_seconds
             t1 = time.perf_counter()
             counted, cached = count_all(shards, cfg, address)
             seconds["count"] = time.perf_counter() - t1

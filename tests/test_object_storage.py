@@ -303,6 +303,7 @@ def test_the_pipeline_keeps_data_cache_and_versions_on_object_storage(bucket, co
     assert first["state"] == "COMPLETED", first["message"] + first["logs"][-3000:]
     assert "counted 2 shard(s), 0 unchanged" in first["logs"]
     assert f"published ons3 v0001 at {root}/ons3/v0001" in first["logs"]
+    assert "kernels loaded on 2 worker(s)" in first["logs"] or "of 2 worker(s) in" in first["logs"]
     assert f"ons3/v0001/{storage.COMPLETE}" in " ".join(keys(bucket, "artifacts/ons3/v0001/"))
     counts = keys(bucket, "cache/counts/")
     assert len([k for k in counts if k.endswith(".json")]) == 2 and all(

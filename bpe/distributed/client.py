@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -123,28 +124,52 @@ def check_scheduler(client, ping: bool = False) -> None:
         raise SchedulerLost("lost the Dask scheduler; training stopped and nothing was written")
 
 
-def warm_up() -> float:
-    """Load the compiled kernels in this worker (from numba's cache), so that the first real task
-    does not pay for it; returns the seconds it took."""
-    started = time.perf_counter()
+def warm_up() -> dict[str, float]:
+    """Load the compiled kernels in this worker (from the kernel cache, or compiling them when it
+    has none), so that the first real task does not pay for it; returns the seconds it took and
+    how many of them went to compiling."""
+    from bpe.engine.compilation import CompileWatch
     from bpe.engine.word_table import WordTable
 
-    use_system_allocator()
-    for name in ("gpt2", "cl100k", "o200k"):
-        counter = WordCounter(Pretokenizer(name))
-        counter.add_texts(["warm up, 1 2 3"])
-    counts = counter.result()
-    split_by_bucket(WordCounts.combine([counts, counts]), 2)
-    table = WordTable(counts)
-    table.take_deltas()
-    table.apply(np.array([[119, 97, 256]], dtype=np.int64))
-    table.take_deltas()
-    return time.perf_counter() - started
+    started = time.perf_counter()
+    with CompileWatch() as watch:
+        use_system_allocator()
+        for name in ("gpt2", "cl100k", "o200k"):
+            counter = WordCounter(Pretokenizer(name))
+            counter.add_texts(["warm up, 1 2 3"])
+        counts = counter.result()
+        split_by_bucket(WordCounts.combine([counts, counts]), 2)
+        table = WordTable(counts)
+        table.take_deltas()
+        table.apply(np.array([[119, 97, 256]], dtype=np.int64))
+        table.take_deltas()
+    return {"seconds": time.perf_counter() - started, "compile_seconds": watch.seconds}
 
 
-def ready_workers(client) -> int:
-    """Wait for at least one worker, load the kernels on all of them; returns how many there are."""
+@dataclass
+class WorkersReady:
+    """The workers a run starts with, and the seconds the slowest spent compiling kernels (0 when
+    every worker found them in its kernel cache)."""
+
+    workers: int
+    compile_seconds: float
+
+
+def ready_workers(client, log: Log | None = None) -> WorkersReady:
+    """Wait for at least one worker and load the kernels on all of them. Compiling (a worker's first
+    run of this version of bpe) is said in the log as a step of its own, with its time."""
     if not client.scheduler_info()["workers"]:
         client.wait_for_workers(1, timeout=60)
-    client.run(warm_up)
-    return len(client.scheduler_info()["workers"])
+    warmed = client.run(warm_up)
+    compile_seconds = max((w["compile_seconds"] for w in warmed.values()), default=0.0)
+    if log is not None:
+        compiled = sum(w["compile_seconds"] >= 0.5 for w in warmed.values())
+        if compiled:
+            log(f"compiled the kernels on {compiled} of {len(warmed)} worker(s) in {compile_seconds:.1f} s "
+                "(their first run of this version of bpe; `bpe warm` where a worker starts avoids it)")  # fmt: skip
+        else:
+            slowest = max((w["seconds"] for w in warmed.values()), default=0.0)
+            log(f"kernels loaded on {len(warmed)} worker(s) in {slowest:.1f} s")
+    return WorkersReady(len(client.scheduler_info()["workers"]), compile_seconds)
+
+

@@ -343,8 +343,10 @@ def train_on_dask(
         scratch = tempfile.mkdtemp(prefix=temporary_prefix("bpe-scratch-"))
     try:
         with dask_client(scheduler, workers, client, log) as (c, cluster):
-            n = ready_workers(c)
-            seconds["cluster"] = time.perf_counter() - t0
+            ready = ready_workers(c, log)
+            n = ready.workers
+            seconds["compile"] = ready.compile_seconds  # on the workers: their first run of this version
+            seconds["cluster"] = time.perf_counter() - t0 - ready.compile_seconds
             t1 = time.perf_counter()
             buckets, stats, fingerprints = count_on_dask(
                 c, shards, texts, settings.pretokenizer, settings.text_column, n, progress

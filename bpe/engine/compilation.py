@@ -1,5 +1,5 @@
 """Compiling the kernels, made visible. The first run of a new version of the package compiles
-them (about a minute on 2 cores); later runs load them from the cache in well under a second. A
+them (about half a minute on 2 cores); later runs load them from the cache in well under a second. A
 `CompileWatch` sums the time numba spends compiling (loading from the cache is not compiling), so
 that it is reported apart from counting and merging, and says when compiling starts.
 

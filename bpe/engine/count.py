@@ -397,7 +397,7 @@ def _table_new(expected_entries, expected_bytes):
     )
 
 
-@njit(inline="always")
+@njit
 def _hash_and_prefix(data, start, end):
     """FNV-1a hash of data[start:end] and its first 8 bytes packed little-endian."""
     h = FNV_OFFSET_BASIS
@@ -410,7 +410,7 @@ def _hash_and_prefix(data, start, end):
     return h, prefix
 
 
-@njit(inline="always")
+@njit
 def _table_insert(table, data, start, end, weight):
     """Add `weight` to the count of data[start:end]. Returns False, changing nothing, if the table is full."""
     slots, starts, store, meta = table.slots, table.starts, table.store, table.meta

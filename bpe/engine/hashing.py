@@ -15,13 +15,13 @@ FNV_OFFSET_BASIS = np.uint64(14695981039346656037)
 FNV_PRIME = np.uint64(1099511628211)
 
 
-@njit(inline="always")
+@njit
 def fnv1a_step(h, byte):
     """The hash `h` extended by one byte."""
     return (h ^ np.uint64(byte)) * FNV_PRIME
 
 
-@njit(inline="always")
+@njit
 def fnv1a(data, start, end):
     """FNV-1a of data[start:end]."""
     h = FNV_OFFSET_BASIS

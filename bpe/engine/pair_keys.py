@@ -19,19 +19,19 @@ LOW32 = np.int64(0xFFFFFFFF)
 KEY_COLUMN = 0
 
 
-@njit(inline="always")
+@njit
 def pack(a, b):
     """The key of pair (a, b)."""
     return (np.int64(a) << PAIR_SHIFT) | np.int64(b)
 
 
-@njit(inline="always")
+@njit
 def unpack(key):
     """The pair (a, b) of a key."""
     return key >> PAIR_SHIFT, key & LOW32
 
 
-@njit(inline="always")
+@njit
 def slot_of(table, key):
     """The slot holding `key`, or the empty slot where it would go (linear probing). The key is
     mixed first, so that pairs differing only in high bits do not start at the same slot."""

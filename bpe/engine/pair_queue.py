@@ -129,7 +129,7 @@ def _new(tie_break):
     return state
 
 
-@njit(inline="always")
+@njit
 def _compare_tokens(tok_start, tok_len, tok_data, x, y):
     """-1, 0 or 1 as the byte string of token x is below, equal to or above that of token y."""
     if x == y:
@@ -145,7 +145,7 @@ def _compare_tokens(tok_start, tok_len, tok_data, x, y):
     return 1 if lx > ly else -1
 
 
-@njit(inline="always")
+@njit
 def _ranks_above(state, c1, k1, c2, k2):
     """Does (count c1, pair k1) come before (c2, k2)?"""
     if c1 != c2:
@@ -160,7 +160,7 @@ def _ranks_above(state, c1, k1, c2, k2):
     return _compare_tokens(state.tok_start, state.tok_len, state.tok_data, b1, b2) > 0
 
 
-@njit(inline="always")
+@njit
 def _push(state, count, key):
     heap_count, heap_key, meta = state.heap_count, state.heap_key, state.meta
     i = meta[_HEAP_SIZE]
@@ -176,7 +176,7 @@ def _push(state, count, key):
     heap_key[i] = key
 
 
-@njit(inline="always")
+@njit
 def _pop(state):
     heap_count, heap_key, meta = state.heap_count, state.heap_key, state.meta
     top_count, top_key = heap_count[0], heap_key[0]
@@ -272,7 +272,7 @@ def _add(state, keys, deltas):
     return state
 
 
-@njit(inline="always")
+@njit
 def _pop_valid(state):
     """The top entry whose count is current, fixing stale entries on the way; (-1, -1) if none."""
     counts, meta = state.counts, state.meta

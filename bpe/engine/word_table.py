@@ -115,7 +115,7 @@ def _ranges(lengths: np.ndarray) -> np.ndarray:
 # (`_make_room`) and re-enters: inside a loop the arrays stay fixed, which keeps it fast.
 
 
-@njit(inline="always")
+@njit
 def _slot_for(pairs, meta, key):
     """The slot of `key`, inserting it if new (the caller guarantees room)."""
     i = slot_of(pairs, key)
@@ -128,7 +128,7 @@ def _slot_for(pairs, meta, key):
     return i
 
 
-@njit(inline="always")
+@njit
 def _add_delta(pairs, touched, meta, slot, delta):
     pairs[slot, _DELTA] += delta
     if not pairs[slot, _FLAGS] & TOUCHED:
@@ -137,7 +137,7 @@ def _add_delta(pairs, touched, meta, slot, delta):
         meta[_N_TOUCHED] += 1
 
 
-@njit(inline="always")
+@njit
 def _link(pairs, node_word, node_next, meta, slot, word):
     """Record that `word` holds the pair in `slot` (once per word in a row)."""
     if pairs[slot, _FLAGS] & LOW32 == word + 1:
