@@ -1,5 +1,5 @@
-# One image for every Python service of the local cluster (Prefect server and worker, Dask
-# scheduler and workers): the same package versions everywhere, as Dask requires across client,
+# bpe-trainer:latest, the one image of every Python service of docker-compose.yml (Prefect server
+# and worker, Dask scheduler and workers): Dask needs the same package versions in client,
 # scheduler and workers.
 FROM python:3.11-slim
 
@@ -7,10 +7,18 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore \
     BPE_KERNEL_CACHE=/opt/bpe/kernels \
     PREFECT_UI_STATIC_DIRECTORY=/opt/bpe/prefect-ui
 
 WORKDIR /app
+
+# Third-party packages at the versions pinned in docker/constraints.txt (regenerate it with
+# `sh docker/constraints.sh` after changing dependencies): this layer is rebuilt only when the pins
+# change, not when the code does.
+COPY docker/constraints.txt docker/constraints.txt
+RUN pip install -r docker/constraints.txt
+
 COPY pyproject.toml README.md ./
 COPY bpe bpe
 COPY flows flows
@@ -18,12 +26,11 @@ COPY tasks tasks
 COPY conf conf
 
 # Editable, so that deployments find their source in /app. The demo corpus and the compiled
-# kernels are built into the image, so that a fresh `docker compose up` can train at once.
-RUN pip install --upgrade pip \
-    && pip install -e '.[pipeline]' \
+# kernels of both engines (`bpe warm`, into BPE_KERNEL_CACHE) are built in, so that a fresh
+# `docker compose up` trains at once.
+RUN pip install -c docker/constraints.txt -e '.[pipeline,s3]' \
     && python -c "from bpe.pipeline.demo import write_demo_corpus; write_demo_corpus('demo-data')" \
-    && bpe train demo-data --vocab-size 300 --out /tmp/warm --quiet \
-    && rm -rf /tmp/warm \
+    && bpe warm \
     && useradd --create-home --uid 1000 bpe \
     && mkdir -p /data /artifacts /opt/bpe/kernels \
     && chown -R bpe /app /data /artifacts /opt/bpe

@@ -85,14 +85,14 @@ def publish_version(staged: Staged, manifest: dict, root: str, name: str) -> str
     """Write the manifest, move the version into place, then move `latest`; publish the summary
     and the metrics as Prefect artifacts under this tokenizer's stable keys."""
     store = VersionStore(root, name)
+    location = store.location(staged.version)
+    # Rendered first: a report that cannot be made fails the run before its version is in place.
+    markdown, table = summary_markdown(manifest, location), metrics_table(manifest)
     if staged.directory.exists():  # not yet moved into place (a retry after the move skips this)
         write_manifest(staged.directory, manifest)
         store.commit(staged)
-    location = store.location(staged.version)
     key = "bpe-" + "".join(ch if ch.isalnum() else "-" for ch in name.lower())
-    create_markdown_artifact(
-        key=key, markdown=summary_markdown(manifest, location), description=f"{name} {staged.version}"
-    )
-    create_table_artifact(key=f"{key}-metrics", table=metrics_table(manifest), description=f"{name} {staged.version}")
+    create_markdown_artifact(key=key, markdown=markdown, description=f"{name} {staged.version}")
+    create_table_artifact(key=f"{key}-metrics", table=table, description=f"{name} {staged.version}")
     get_run_logger().info(f"published {name} {staged.version} at {location}")
     return location

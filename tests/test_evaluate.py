@@ -65,3 +65,20 @@ def test_plot_and_report(tmp_path):
     text = summary_markdown(manifest, "/artifacts/tok/v0002")
     assert "# tok v0002" in text and "| 1,024 | 2.600 |" in text and "/artifacts/tok/v0002/compression.png" in text
     assert metrics_table(manifest)[0] == {"vocab_size": 512, "bytes_per_token": 2.0, "previous_version": 2.0}
+
+
+def test_a_version_with_no_held_out_rows_gets_a_report(tmp_path):
+    """holdout_fraction 0: nothing to evaluate on. The report says so rather than failing (which
+    failed the run after its version was already in place)."""
+    manifest = {
+        "name": "tok", "version": "v0001", "created": "2026-01-01T00:00:00+00:00",
+        "settings": {"vocab_size": 300, "pattern": "cl100k", "special_tokens": [], "min_frequency": 1},
+        "counts": {"bytes": 10**6, "documents": 10, "held_out_rows": 0},
+        "result": {"merges": 44, "vocab_size": 300, "stop_reason": "vocab_size"},
+        "seconds": {"count": 1.0}, "data": {"shards": [{}], "fingerprint": "ab" * 32, "counted_shards": 1},
+        "evaluation": {"rows": 0, "bytes": 0, "bytes_per_token": None, "curve": [], "previous_version": None,
+                       "previous_bytes_per_token": None, "previous_curve": None},
+    }  # fmt: skip
+    text = summary_markdown(manifest, "/artifacts/tok/v0001")
+    assert "| compression | no held-out rows to evaluate on |" in text
+    assert metrics_table(manifest) == []

@@ -39,7 +39,9 @@ def summary_markdown(manifest: dict, location: str) -> str:
         f"| result | {r['merges']:,} merges, vocabulary {r['vocab_size']:,}; stopped: {r['stop_reason']} |",
         "| time | " + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items()) + " |",
     ]
-    if evaluation:
+    if evaluation and evaluation.get("bytes_per_token") is None:  # holdout_fraction 0: nothing held out
+        lines.append("| compression | no held-out rows to evaluate on |")
+    elif evaluation:
         before = evaluation.get("previous_bytes_per_token")
         compared = f" (previous version {evaluation['previous_version']}: {before:.3f})" if before else ""
         lines += [

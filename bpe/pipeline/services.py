@@ -165,7 +165,7 @@ def start_dask_worker(scheduler: str, log: Path | None = None, nthreads: int = 1
     in `cwd` with `env` added to this process's environment (a worker of its own, as on another
     machine: its own working directory and TMPDIR)."""
     args = [_command("dask"), "worker", scheduler, "--nthreads", str(nthreads), "--host", "127.0.0.1",
-            "--dashboard-address", "127.0.0.1:0"]  # fmt: skip
+            "--dashboard-address", "127.0.0.1:0", "--preload", "bpe.distributed.preload"]  # fmt: skip
     if tls:
         args += ["--protocol", "tls", *tls.dask_options()]
     process = _spawn("dask worker", args, {**(tls.dask_environment() if tls else {}), **(env or {})}, log, cwd)
