@@ -54,6 +54,7 @@ def deploy_all(conf_dir: Path | None = None, pool: str = POOL, source: Path = RE
             work_pool_name=pool,
             cron=cfg.schedule,
             paused=bool(missing),
+            concurrency_limit=1,  # one run per tokenizer at a time: an overlapping run waits its turn
             job_variables={"env": result_storage_env(cfg)},
             parameters={"config": _relative_to(path, source)},
             description=f"Train the {cfg.name} tokenizer from {path.name}; retrains on its schedule when data changed.",
@@ -62,7 +63,10 @@ def deploy_all(conf_dir: Path | None = None, pool: str = POOL, source: Path = RE
             push=False,
             print_next_steps=False,
         )
-        note = f" (schedule paused: {', '.join(missing)} not found)" if missing else ""
+        if missing:
+            note = f" (schedule paused: {', '.join(missing)} not found)"
+        else:
+            note = f" (schedule {cfg.schedule!r})" if cfg.schedule else " (no schedule)"
         names.append(f"train-bpe/{cfg.name}{note}")
     return names
 

@@ -18,7 +18,7 @@ from bpe.distributed.client import dask_client, ready_workers, share_client
 from bpe.pipeline.config import load_config
 from bpe.pipeline.report import one_line
 from bpe.pipeline.store import VersionStore
-from bpe.pipeline.version import summed_stats, unchanged_since, version_manifest
+from bpe.pipeline.version import reason_to_train, summed_stats, unchanged_since, version_manifest
 from bpe.results import TrainingRun
 from bpe.tasks.artifacts import evaluate_version, export_version, publish_version
 from bpe.tasks.data import combine_counts, count_all, discover_shards
@@ -54,7 +54,9 @@ def train_bpe(
     unchanged = unchanged_since(store, fingerprint, cfg)
     if unchanged:
         logger.info(f"no new data since {unchanged}: {len(shards)} shard(s), fingerprint {fingerprint[:16]}")
+        label_run("no-new-data")
         return {"name": cfg.name, "version": unchanged, "trained": False, "location": store.location(unchanged)}
+    logger.info(f"training: {reason_to_train(store, shards, cfg)}")
 
     scratch = storage.join(cfg.counts_cache, "runs", uuid.uuid4().hex[:12])
     seconds = {}
@@ -91,20 +93,36 @@ def train_bpe(
                                       cfg.eval_sizes)  # fmt: skip
         manifest = version_manifest(cfg, staged.version, run, counted, cached, evaluation, described, run_ids(),
                                     time.perf_counter() - started)  # fmt: skip
-        location = publish_version(staged, manifest, cfg.artifact_root, cfg.name)
+        published = publish_version(staged, manifest, cfg.artifact_root, cfg.name)
     except BaseException:
         store.abort(staged)  # no partial version, and `latest` stays where it was
         raise
-    logger.info(one_line(manifest, location))
+    if published["published"]:
+        logger.info(one_line(manifest, published["location"]))
+    label_run("published" if published["published"] else "identical")
     return {
         "name": cfg.name,
-        "version": staged.version,
+        "version": published["version"],
         "trained": True,
-        "location": location,
+        "published": published["published"],
+        "location": published["location"],
         "bytes_per_token": evaluation["bytes_per_token"],
         "counted_shards": len(counted) - cached,
         "cached_shards": cached,
     }
+
+
+def label_run(label: str) -> None:
+    """Tag this flow run with what it did (`published`, `no-new-data`, `identical`), so that the
+    runs list tells a run that trained from one that found nothing new, both "Completed"."""
+    try:
+        from prefect import get_client
+
+        run = get_run_context().flow_run
+        with get_client(sync_client=True) as client:
+            client.update_flow_run(run.id, tags=sorted({*run.tags, label}))
+    except Exception:  # a label is a convenience, never a reason to fail the run
+        pass
 
 
 def run_ids() -> dict:

@@ -11,6 +11,7 @@ from bpe.distributed.counting import ShardCount, read_held_out
 from bpe.pipeline.evaluate import compression_curve, default_sizes, plot_curve
 from bpe.pipeline.report import metrics_table, summary_markdown
 from bpe.pipeline.store import Staged, VersionStore
+from bpe.pipeline.version import identical_version
 from bpe.settings import Settings
 from bpe.tokenizer import Tokenizer, write_manifest
 
@@ -81,18 +82,26 @@ def evaluate_version(staged: Staged, merges: np.ndarray, settings: Settings, cou
 
 
 @task(name="publish-version", cache_policy=NONE, retries=2, retry_delay_seconds=2)
-def publish_version(staged: Staged, manifest: dict, root: str, name: str) -> str:
+def publish_version(staged: Staged, manifest: dict, root: str, name: str) -> dict:
     """Write the manifest, move the version into place, then move `latest`; publish the summary
-    and the metrics as Prefect artifacts under this tokenizer's stable keys."""
+    and the metrics as Prefect artifacts under this tokenizer's stable keys. A version identical
+    to one already published (same data, same settings) is not published again. Returns the
+    version, its location and whether it was published."""
+    logger = get_run_logger()
     store = VersionStore(root, name)
     location = store.location(staged.version)
     # Rendered first: a report that cannot be made fails the run before its version is in place.
     markdown, table = summary_markdown(manifest, location), metrics_table(manifest)
     if staged.directory.exists():  # not yet moved into place (a retry after the move skips this)
+        twin = identical_version(store, manifest)
+        if twin:
+            store.abort(staged)
+            logger.info(f"identical to {twin} (same data, same settings): {staged.version} not published")
+            return {"version": twin, "location": store.location(twin), "published": False}
         write_manifest(staged.directory, manifest)
         store.commit(staged)
     key = "bpe-" + "".join(ch if ch.isalnum() else "-" for ch in name.lower())
     create_markdown_artifact(key=key, markdown=markdown, description=f"{name} {staged.version}")
     create_table_artifact(key=f"{key}-metrics", table=table, description=f"{name} {staged.version}")
-    get_run_logger().info(f"published {name} {staged.version} at {location}")
-    return location
+    logger.info(f"published {name} {staged.version} at {location}")
+    return {"version": staged.version, "location": location, "published": True}

@@ -3,6 +3,7 @@ deterministic and never counted."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import pyarrow as pa
@@ -82,3 +83,24 @@ def test_a_version_with_no_held_out_rows_gets_a_report(tmp_path):
     text = summary_markdown(manifest, "/artifacts/tok/v0001")
     assert "| compression | no held-out rows to evaluate on |" in text
     assert metrics_table(manifest) == []
+
+
+def table_cells(row: str) -> list[str]:
+    """The cells of a markdown table row, split as GitHub-flavoured markdown does (on unescaped pipes)."""
+    return [cell.strip() for cell in re.split(r"(?<!\\)\|", row.strip())[1:-1]]
+
+
+def test_the_summary_table_keeps_its_cells_whatever_the_special_tokens_and_pattern_hold():
+    tokens = ["<|endoftext|>", "a`b", "*bold*", "`edge`"]
+    manifest = {
+        "name": "tok", "version": "v0001", "created": "2026-01-01T00:00:00+00:00",
+        "settings": {"vocab_size": 300, "pattern": r"\w+|\s+", "special_tokens": tokens, "min_frequency": 1},
+        "counts": {"bytes": 10**6, "documents": 10, "held_out_rows": 0},
+        "result": {"merges": 40, "vocab_size": 300, "stop_reason": "vocab_size"},
+        "seconds": {"count": 1.0}, "data": {"shards": [{}], "fingerprint": "ab" * 32, "counted_shards": 1},
+    }  # fmt: skip
+    rows = [line for line in summary_markdown(manifest, "/a/tok/v0001").splitlines() if line.startswith("|")]
+    assert all(len(table_cells(row)) == 2 for row in rows), rows
+    settings = next(table_cells(row)[1] for row in rows if table_cells(row)[0] == "settings")
+    assert r"`\w+\|\s+`" in settings and r"`<\|endoftext\|>`" in settings
+    assert "``a`b``" in settings and "`*bold*`" in settings and "`` `edge` ``" in settings

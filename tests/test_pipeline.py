@@ -61,7 +61,7 @@ def services(tmp_path_factory):
             service.stop()
 
 
-NAMES = ("first", "unchanged", "grows", "override", "broken", "planted")
+NAMES = ("first", "unchanged", "grows", "override", "broken", "planted", "overlap")
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,9 @@ def deployed(services) -> dict[str, dict]:
         env={**os.environ, **services["env"]}, capture_output=True, text=True, cwd=REPO, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert all(f"deployed train-bpe/{name} on" in done.stdout for name in NAMES), done.stdout
+    assert done.stdout.startswith(f"registering flows/train_bpe.py:train_bpe from {REPO} on work pool {POOL}\n")
+    for name in NAMES:
+        assert f"deployed train-bpe/{name} (schedule '17 4 * * *') on work pool {POOL}" in done.stdout, done.stdout
     configs["deploy_output"] = done.stdout
     return configs
 
@@ -130,6 +132,7 @@ def run_deployment(services, name: str, *args: str, timeout: float = 240) -> dic
             deployment = client.read_deployment_by_name(f"train-bpe/{name}")
     return {
         "id": str(run.id),
+        "tags": run.tags,
         "state": run.state.type.value,
         "message": run.state.message or "",
         "logs": "\n".join(log.message for log in logs),
@@ -145,6 +148,8 @@ def store(cfg) -> VersionStore:
 def first_run(services, cfg: dict) -> dict:
     result = run_deployment(services, cfg["name"])
     assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]
+    assert "training: no version yet" in result["logs"]
+    assert "published" in result["tags"]
     assert store(cfg).versions() == ["v0001"]
     return result
 
@@ -183,6 +188,7 @@ def test_no_new_data_skips_training(services, deployed):
     result = run_deployment(services, cfg["name"])
     assert result["state"] == "COMPLETED", result["message"]
     assert "no new data since v0001" in result["logs"]
+    assert "no-new-data" in result["tags"] and "published" not in result["tags"]
     assert store(cfg).versions() == ["v0001"]
 
 
@@ -202,6 +208,7 @@ def test_a_new_shard_is_the_only_one_counted(services, deployed):
     markdown = [a for a in result["artifacts"] if a.type == "markdown"]
     assert len(markdown) == 2  # the artifact history keeps both versions
     assert "counted 1 shard(s), 3 unchanged shard(s) from the cache" in result["logs"]
+    assert "training: 1 new shard(s) (part-00003.parquet)" in result["logs"]
 
 
 def test_parameters_override_the_configuration(services, deployed):
@@ -212,6 +219,7 @@ def test_parameters_override_the_configuration(services, deployed):
     manifest = store(cfg).manifest("v0002")
     assert manifest["result"]["vocab_size"] == 700
     assert manifest["data"]["counted_shards"] == 0  # same data, same pre-tokenization: all cached
+    assert "training: vocab_size 600 -> 700" in result["logs"]
 
 
 def test_a_broken_shard_fails_the_run_and_moves_nothing(services, deployed):
@@ -277,3 +285,51 @@ def test_a_deployment_whose_data_is_missing_is_registered_paused(services, deplo
         with get_client(sync_client=True) as client:
             assert client.read_deployment_by_name("train-bpe/waiting").paused
             assert not client.read_deployment_by_name("train-bpe/first").paused
+
+
+def test_two_overlapping_runs_publish_one_version(services, deployed):
+    """A manual run and a scheduled tick at once: the deployment runs one at a time, so the second
+    waits, then finds no new data; one version either way."""
+    cfg = deployed["overlap"]
+    api_url = services["env"]["PREFECT_API_URL"]
+    ids = [start_deployment(services["env"], "train-bpe/overlap") for _ in range(2)]
+    runs = [wait_for_flow_run(api_url, run_id, 300) for run_id in ids]
+    assert [run.state.type.value for run in runs] == ["COMPLETED", "COMPLETED"], [run.state for run in runs]
+    assert store(cfg).versions() == ["v0001"]
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: api_url}):
+        with get_client(sync_client=True) as client:
+            limit = client.read_deployment_by_name("train-bpe/overlap").global_concurrency_limit
+            assert limit is not None and limit.limit == 1
+
+
+def test_a_version_identical_to_a_published_one_is_not_published_again(tmp_path):
+    """Independently of the concurrency limit (which a run started outside the deployment does not
+    pass through): the publish step finds the twin and publishes nothing."""
+    from bpe.pipeline.version import identical_version
+
+    versions = VersionStore(str(tmp_path), "tok")
+    manifest = {"data": {"fingerprint": "f" * 64}, "config": {"vocab_size": 600, "pattern": "cl100k",
+                "special_tokens": [], "min_frequency": 1, "tie_break": "bytes", "text_column": "text",
+                "holdout_fraction": 0.05, "schedule": "17 4 * * *"}}  # fmt: skip
+    staged = versions.stage()
+    (staged.directory / "manifest.json").write_text(json.dumps(manifest))
+    versions.commit(staged)
+    assert identical_version(versions, manifest) == "v0001"
+    assert identical_version(versions, {**manifest, "config": {**manifest["config"], "schedule": None}}) == "v0001"
+    assert identical_version(versions, {**manifest, "config": {**manifest["config"], "vocab_size": 601}}) is None
+    assert identical_version(versions, {**manifest, "data": {"fingerprint": "e" * 64}}) is None
+
+
+def test_bpe_deploy_without_a_server_is_an_error(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")  # no profile that names a server
+    done = subprocess.run([str(Path(os.sys.executable).parent / "bpe"), "deploy"], env=env, capture_output=True,
+                          text=True, cwd=REPO, timeout=120)  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "bpe: error: bpe deploy: PREFECT_API_URL is not set; point it at a Prefect server "
+        "(e.g. http://127.0.0.1:4200/api, as `bpe cluster up` prints)"
+    ]

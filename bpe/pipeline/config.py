@@ -19,6 +19,9 @@ from bpe.errors import SettingsError
 from bpe.settings import Settings, check_setting
 
 ENV_PREFIX = "BPE_"
+# The settings that decide a version's merges: the same data with the same values trains the same.
+TRAINING_KEYS = ("vocab_size", "pattern", "special_tokens", "min_frequency", "tie_break", "text_column",
+                 "holdout_fraction")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -51,15 +54,8 @@ class TokenizerConfig:
 
     def training_settings(self) -> dict:
         """What decides the merges (a change here means retraining even if the data is the same)."""
-        return {
-            "vocab_size": self.vocab_size,
-            "pattern": self.pattern,
-            "special_tokens": list(self.special_tokens),
-            "min_frequency": self.min_frequency,
-            "tie_break": self.tie_break,
-            "text_column": self.text_column,
-            "holdout_fraction": self.holdout_fraction,
-        }
+        return {key: getattr(self, key) if key != "special_tokens" else list(self.special_tokens)
+                for key in TRAINING_KEYS}  # fmt: skip
 
     @property
     def counts_cache(self) -> str:

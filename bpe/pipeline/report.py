@@ -3,6 +3,8 @@ the pipeline publishes as Prefect artifacts, and the line `bpe demo` ends with."
 
 from __future__ import annotations
 
+import re
+
 
 def metrics_table(manifest: dict) -> list[dict]:
     """One row per vocabulary size: bytes per token of this version (and the previous one)."""
@@ -16,6 +18,21 @@ def metrics_table(manifest: dict) -> list[dict]:
         }
         for row in evaluation.get("curve") or []
     ]
+
+
+def code_cell(text: str) -> str:
+    r"""`text` as inline code inside a markdown table cell: fenced with more backticks than it holds,
+    and its pipes escaped, which GitHub-flavoured tables require even inside code.
+
+    >>> code_cell("<|endoftext|>")
+    '`<\\|endoftext\\|>`'
+    >>> code_cell("a`b")
+    '``a`b``'
+    """
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    padded = f" {text} " if text.startswith("`") or text.endswith("`") else text
+    return f"{fence}{padded}{fence}".replace("|", "\\|")
 
 
 def summary_markdown(manifest: dict, location: str) -> str:
@@ -34,8 +51,8 @@ def summary_markdown(manifest: dict, location: str) -> str:
         f"({c['held_out_rows']:,} held out), fingerprint `{data['fingerprint'][:16]}` |",
         f"| counted | {data.get('counted_shards', 0)} shard(s) counted, "
         f"{data.get('cached_shards', 0)} from the cache |",
-        f"| settings | vocabulary {s['vocab_size']:,}, pattern `{s['pattern']}`, special tokens "
-        f"{', '.join(f'`{t}`' for t in s['special_tokens']) or 'none'}, min frequency {s['min_frequency']} |",
+        f"| settings | vocabulary {s['vocab_size']:,}, pattern {code_cell(s['pattern'])}, special tokens "
+        f"{', '.join(code_cell(t) for t in s['special_tokens']) or 'none'}, min frequency {s['min_frequency']} |",
         f"| result | {r['merges']:,} merges, vocabulary {r['vocab_size']:,}; stopped: {r['stop_reason']} |",
         "| time | " + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items()) + " |",
     ]
