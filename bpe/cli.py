@@ -499,14 +499,9 @@ def run_cluster(args: argparse.Namespace) -> int:
 
 def run_deploy(args: argparse.Namespace) -> int:
     require_extra("pipeline", "bpe deploy")
-    from prefect.settings import PREFECT_API_URL
+    from bpe.flows.deploy import REPO, deploy_all, require_server
 
-    from bpe.errors import SettingsError
-    from bpe.flows.deploy import REPO, deploy_all
-
-    if not PREFECT_API_URL.value():  # Prefect would deploy to a temporary server that vanishes on exit
-        raise SettingsError("bpe deploy: PREFECT_API_URL is not set; point it at a Prefect server "
-                            "(e.g. http://127.0.0.1:4200/api, as `bpe cluster up` prints)")  # fmt: skip
+    require_server()
     print(f"registering flows/train_bpe.py:train_bpe from {REPO} on work pool {args.pool}")
     for name in deploy_all(args.conf, args.pool):
         print(f"deployed {name} on work pool {args.pool}")

@@ -33,6 +33,18 @@ def ensure_pool(name: str = POOL) -> None:
             pass
 
 
+def require_server() -> None:
+    """Refuse to deploy without PREFECT_API_URL: Prefect would register the deployments on a
+    temporary server of this process, which vanishes when it exits."""
+    from prefect.settings import PREFECT_API_URL
+
+    from bpe.errors import SettingsError
+
+    if not PREFECT_API_URL.value():
+        raise SettingsError("bpe deploy: PREFECT_API_URL is not set; point it at a Prefect server "
+                            "(e.g. http://127.0.0.1:4200/api, as `bpe cluster up` prints)")  # fmt: skip
+
+
 def deploy_all(conf_dir: Path | None = None, pool: str = POOL, source: Path = REPO) -> list[str]:
     """Register a deployment per configuration file (default: `conf/` beside `flows/`); returns
     one line per deployment (train-bpe/<name>, and why it is paused, if it is). The source tree is
@@ -119,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conf", type=Path, default=REPO / "conf", help="directory of tokenizer configurations")
     parser.add_argument("--pool", default=POOL, help="process work pool (created if missing)")
     args = parser.parse_args(argv)
+    require_server()
     for name in deploy_all(args.conf, args.pool):
         print(f"deployed {name} on work pool {args.pool}")
     return 0

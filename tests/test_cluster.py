@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -63,6 +64,9 @@ def test_cluster_up_runs_a_deployment_and_down_leaves_nothing(tmp_path):
         assert names == ["prefect-server", "dask-scheduler", "dask-worker", "dask-worker", "prefect-worker (bpe)"]
         status = bpe("cluster", "status", "--state-dir", str(state), cwd=tmp_path)
         assert status.returncode == 0 and status.stdout.count("running") == 5
+        with urllib.request.urlopen(f"http://127.0.0.1:{ports[2]}/status", timeout=10) as reply:
+            page = reply.read().decode()
+        assert "Dask needs" not in page and "bokeh" in page.lower()  # the dashboard, not "install bokeh"
 
         assert_locked_down(recorded, ports, state)
         env = {"PREFECT_API_URL": f"http://127.0.0.1:{ports[0]}/api", "PREFECT_HOME": str(state / "prefect"),

@@ -108,8 +108,11 @@ def interrupt_when(args: list[str], seen: bytes, cwd: Path, timeout: float = 120
     """Run `bpe args` on a pseudo-terminal; when `seen` shows on it, press Ctrl-C (SIGINT to the
     process group); returns the exit code and everything the terminal showed."""
     leader, follower = pty.openpty()
+    # A shell gives a foreground command the default SIGINT; a test run started in the background
+    # (as a CI job may be) would otherwise hand down "ignore SIGINT", which bpe rightly respects.
     process = subprocess.Popen([BPE, *args], stdin=follower, stdout=follower, stderr=follower, cwd=cwd,
-                               start_new_session=True)  # fmt: skip
+                               start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
     os.close(follower)
     shown = b""
     interrupted = False
