@@ -27,10 +27,11 @@ class Warmed:
     seconds: float
 
 
-def warm_kernels(on_compile: Callable[[], None] | None = None) -> Warmed:
-    """Run each kernel once on a tiny input: counting with every named pattern, the local merge
-    loop and the Dask engine's word table and pair queue with both tie-breaks, and the hashing.
-    `on_compile()` is called once, if a kernel must be compiled (rather than loaded)."""
+def warm_kernels(on_compile: Callable[[], None] | None = None, merge_loop: bool = True) -> Warmed:
+    """Run each kernel once on a tiny input: counting with every named pattern, the hashing, the
+    word table (what a Dask worker runs), and with `merge_loop` the local merge loop and the pair
+    queue with both tie-breaks. `on_compile()` is called once, if a kernel must be compiled
+    (rather than loaded)."""
     from bpe.engine.count import WordCounter, WordCounts
     from bpe.engine.hashing import hash_buckets
     from bpe.engine.merge import learn_merges
@@ -47,7 +48,12 @@ def warm_kernels(on_compile: Callable[[], None] | None = None) -> Warmed:
             counts = counter.result()
         counts = WordCounts.combine([counts, counts])
         hash_buckets(counts.data, counts.offsets, 2)
-        for tie_break in ("bytes", "ids"):
+        table = WordTable(counts)
+        table.take_deltas()
+        table.apply(np.array([[ord("a"), ord("r"), 256]], dtype=np.int64))
+        table.take_deltas()
+        table.to_words()
+        for tie_break in ("bytes", "ids") if merge_loop else ():
             learn_merges(counts, 8, tie_break=tie_break)
             learn_merges(counts, 10_000, tie_break=tie_break)  # until no pair is left: asks the best count
             table = WordTable(counts)
@@ -58,5 +64,4 @@ def warm_kernels(on_compile: Callable[[], None] | None = None) -> Warmed:
                 table.apply(np.ascontiguousarray(batch[:, :3], dtype=np.int64))
                 queue.add(*table.take_deltas())
             queue.best_count()
-            table.to_words()
     return Warmed(watch.kernels, watch.seconds, time.perf_counter() - started)

@@ -50,19 +50,28 @@ def test_held_out_rows_are_deterministic_and_not_counted():
     assert counter.held_out == [t for t, held in zip(TEXTS, mask) if held][: len(counter.held_out)]
 
 
+def report_manifest(version: str = "v0001", vocab_size: int = 300, evaluation: dict | None = None, **settings) -> dict:
+    """A version's manifest as the reports read it; `settings` change the training settings."""
+    manifest = {
+        "name": "tok", "version": version, "created": "2026-01-01T00:00:00+00:00",
+        "settings": {"vocab_size": vocab_size, "pattern": "cl100k", "special_tokens": [], "min_frequency": 1,
+                     **settings},
+        "counts": {"bytes": 10**6, "documents": 10, "held_out_rows": 1 if evaluation else 0},
+        "result": {"merges": vocab_size - 256, "vocab_size": vocab_size, "stop_reason": "vocab_size"},
+        "seconds": {"count": 1.0}, "data": {"shards": [{}], "fingerprint": "ab" * 32, "counted_shards": 1},
+    }  # fmt: skip
+    if evaluation is not None:
+        manifest["evaluation"] = evaluation
+    return manifest
+
+
 def test_plot_and_report(tmp_path):
     curve = [{"vocab_size": 512, "bytes_per_token": 2.0}, {"vocab_size": 1024, "bytes_per_token": 2.6}]
     png = plot_curve(tmp_path / "c.png", curve, "t", previous=[{"vocab_size": 512, "bytes_per_token": 1.9}])
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    manifest = {
-        "name": "tok", "version": "v0002", "created": "2026-01-01T00:00:00+00:00",
-        "settings": {"vocab_size": 1024, "pattern": "cl100k", "special_tokens": [], "min_frequency": 1},
-        "counts": {"bytes": 10**6, "documents": 10, "held_out_rows": 1},
-        "result": {"merges": 768, "vocab_size": 1024, "stop_reason": "vocab_size"},
-        "seconds": {"count": 1.0}, "data": {"shards": [{}], "fingerprint": "ab" * 32, "counted_shards": 1},
-        "evaluation": {"bytes_per_token": 2.6, "rows": 1, "curve": curve, "previous_version": "v0001",
-                       "previous_bytes_per_token": 1.9, "previous_curve": [curve[0]], "plot": "compression.png"},
-    }  # fmt: skip
+    manifest = report_manifest("v0002", 1024, {"bytes_per_token": 2.6, "rows": 1, "curve": curve,
+                               "previous_version": "v0001", "previous_bytes_per_token": 1.9,
+                               "previous_curve": [curve[0]], "plot": "compression.png"})  # fmt: skip
     text = summary_markdown(manifest, "/artifacts/tok/v0002")
     assert "# tok v0002" in text and "| 1,024 | 2.600 |" in text and "/artifacts/tok/v0002/compression.png" in text
     assert metrics_table(manifest)[0] == {"vocab_size": 512, "bytes_per_token": 2.0, "previous_version": 2.0}
@@ -71,15 +80,9 @@ def test_plot_and_report(tmp_path):
 def test_a_version_with_no_held_out_rows_gets_a_report(tmp_path):
     """holdout_fraction 0: nothing to evaluate on. The report says so rather than failing (which
     failed the run after its version was already in place)."""
-    manifest = {
-        "name": "tok", "version": "v0001", "created": "2026-01-01T00:00:00+00:00",
-        "settings": {"vocab_size": 300, "pattern": "cl100k", "special_tokens": [], "min_frequency": 1},
-        "counts": {"bytes": 10**6, "documents": 10, "held_out_rows": 0},
-        "result": {"merges": 44, "vocab_size": 300, "stop_reason": "vocab_size"},
-        "seconds": {"count": 1.0}, "data": {"shards": [{}], "fingerprint": "ab" * 32, "counted_shards": 1},
-        "evaluation": {"rows": 0, "bytes": 0, "bytes_per_token": None, "curve": [], "previous_version": None,
-                       "previous_bytes_per_token": None, "previous_curve": None},
-    }  # fmt: skip
+    manifest = report_manifest(evaluation={"rows": 0, "bytes": 0, "bytes_per_token": None, "curve": [],
+                               "previous_version": None, "previous_bytes_per_token": None,
+                               "previous_curve": None})  # fmt: skip
     text = summary_markdown(manifest, "/artifacts/tok/v0001")
     assert "| compression | no held-out rows to evaluate on |" in text
     assert metrics_table(manifest) == []
@@ -92,13 +95,7 @@ def table_cells(row: str) -> list[str]:
 
 def test_the_summary_table_keeps_its_cells_whatever_the_special_tokens_and_pattern_hold():
     tokens = ["<|endoftext|>", "a`b", "*bold*", "`edge`"]
-    manifest = {
-        "name": "tok", "version": "v0001", "created": "2026-01-01T00:00:00+00:00",
-        "settings": {"vocab_size": 300, "pattern": r"\w+|\s+", "special_tokens": tokens, "min_frequency": 1},
-        "counts": {"bytes": 10**6, "documents": 10, "held_out_rows": 0},
-        "result": {"merges": 40, "vocab_size": 300, "stop_reason": "vocab_size"},
-        "seconds": {"count": 1.0}, "data": {"shards": [{}], "fingerprint": "ab" * 32, "counted_shards": 1},
-    }  # fmt: skip
+    manifest = report_manifest(pattern=r"\w+|\s+", special_tokens=tokens)
     rows = [line for line in summary_markdown(manifest, "/a/tok/v0001").splitlines() if line.startswith("|")]
     assert all(len(table_cells(row)) == 2 for row in rows), rows
     settings = next(table_cells(row)[1] for row in rows if table_cells(row)[0] == "settings")

@@ -9,17 +9,12 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-import numpy as np
-
-from bpe.distributed.counting import split_by_bucket
-from bpe.engine.count import WordCounter, WordCounts, use_system_allocator
+from bpe.engine.count import use_system_allocator
 from bpe.errors import SchedulerLost
-from bpe.pretokenize import Pretokenizer
 
 Log = Callable[[str], None]
 
@@ -125,25 +120,14 @@ def check_scheduler(client, ping: bool = False) -> None:
 
 
 def warm_up() -> dict[str, float]:
-    """Load the compiled kernels in this worker (from the kernel cache, or compiling them when it
+    """Load the compiled kernels a worker runs (from the kernel cache, or compiling them when it
     has none), so that the first real task does not pay for it; returns the seconds it took and
     how many of them went to compiling."""
-    from bpe.engine.compilation import CompileWatch
-    from bpe.engine.word_table import WordTable
+    from bpe.warm import warm_kernels
 
-    started = time.perf_counter()
-    with CompileWatch() as watch:
-        use_system_allocator()
-        for name in ("gpt2", "cl100k", "o200k"):
-            counter = WordCounter(Pretokenizer(name))
-            counter.add_texts(["warm up, 1 2 3"])
-        counts = counter.result()
-        split_by_bucket(WordCounts.combine([counts, counts]), 2)
-        table = WordTable(counts)
-        table.take_deltas()
-        table.apply(np.array([[119, 97, 256]], dtype=np.int64))
-        table.take_deltas()
-    return {"seconds": time.perf_counter() - started, "compile_seconds": watch.seconds}
+    use_system_allocator()
+    warmed = warm_kernels(merge_loop=False)
+    return {"seconds": warmed.seconds, "compile_seconds": warmed.compile_seconds}
 
 
 @dataclass
