@@ -5,7 +5,6 @@ progress bars on a real pseudo-terminal."""
 
 from __future__ import annotations
 
-import json
 import os
 import pty
 import random
@@ -21,7 +20,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bpe import train
 from bpe.cli import main
 from tests.conftest import write_parquet
 
@@ -171,47 +169,3 @@ def test_what_a_killed_export_left_is_swept_by_the_next_run(data, tmp_path):
         assert not left.exists() and busy.exists()
     finally:
         alive.kill()
-
-
-@pytest.mark.cold
-def test_a_cold_start_says_it_compiles_and_reports_the_compile_time_apart(data, tmp_path):
-    """With an empty kernel cache (a new install or version), the command says first that it
-    compiles, trains correctly, and reports compiling apart from counting and merging."""
-    env = {**os.environ, "BPE_KERNEL_CACHE": str(tmp_path / "empty-kernel-cache")}
-    done = subprocess.run([BPE, "train", str(data), "--vocab-size", "270", "--out", str(tmp_path / "tok"), "--quiet"],
-                          capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stderr.startswith("bpe: compiling the kernels"), done.stderr[:500]
-    manifest = json.loads((tmp_path / "tok" / "manifest.json").read_text())
-    assert manifest["seconds"]["compile"] > 1 and manifest["seconds"]["count"] < manifest["seconds"]["compile"]
-    assert "compile " in done.stdout and "first run of this version only" in done.stdout
-    reference = train(["the cat sat on the mat"] * 100, vocab_size=270, pattern="cl100k")
-    assert [tuple(m) for m in manifest_merges(tmp_path / "tok")] == reference.merges
-
-    warm = subprocess.run([BPE, "train", str(data), "--vocab-size", "270", "--out", str(tmp_path / "tok2"), "--quiet"],
-                          capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
-    assert warm.returncode == 0 and "compiling" not in warm.stderr and "compile" not in warm.stdout
-
-
-@pytest.mark.cold
-def test_bpe_warm_compiles_every_kernel_ahead_so_no_run_compiles(data, tmp_path):
-    """`bpe warm` (the image build runs it) fills an empty kernel cache; afterwards neither a second
-    warm nor a run with another pattern and tie-break compiles anything."""
-    env = {**os.environ, "BPE_KERNEL_CACHE": str(tmp_path / "empty-kernel-cache")}
-    warm = subprocess.run([BPE, "warm"], capture_output=True, text=True, env=env, timeout=900)
-    assert warm.returncode == 0, warm.stderr[-3000:]
-    assert warm.stderr.startswith("bpe: compiling the kernels into " + str(tmp_path / "empty-kernel-cache"))
-    assert re.match(r"compiled \d+ kernel\(s\) in [\d.]+ s", warm.stdout), warm.stdout
-    again = subprocess.run([BPE, "warm"], capture_output=True, text=True, env=env, timeout=300)
-    assert again.returncode == 0 and again.stderr == "" and again.stdout.startswith("kernels already compiled")
-    options = ["--vocab-size", "270", "--pattern", "o200k", "--tie-break", "ids", "--out", str(tmp_path / "tok")]
-    run = subprocess.run([BPE, "train", str(data), *options], capture_output=True, text=True, env=env, timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "compiling" not in run.stderr and "first run of this version only" not in run.stdout
-    assert json.loads((tmp_path / "tok" / "manifest.json").read_text())["seconds"]["compile"] < 0.5
-
-
-def manifest_merges(directory: Path) -> list[list[int]]:
-    from bpe.tokenizer import Tokenizer
-
-    return [list(m) for m in Tokenizer.load(directory).merges]

@@ -1,0 +1,127 @@
+"""Cold start: what a new install, image or worker pays before its first tokenizer.
+
+Building the package compiles the kernels into it (setup.py), so a fresh machine loads them; the
+path that compiles (a CPU the package was not built on, or BPE_PREBUILT_KERNELS=0) says so first
+and reports the compile time apart. These tests compile from nothing, about a minute each.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_parquet
+from tests.reference import train_reference
+
+pytestmark = pytest.mark.cold
+
+BPE = str(Path(sys.executable).parent / "bpe")
+ROOT = Path(__file__).resolve().parent.parent
+TEXT = ["the cat sat on the mat"] * 100
+
+
+@pytest.fixture
+def data(tmp_path) -> Path:
+    return write_parquet(tmp_path / "data" / "part.parquet", TEXT)
+
+
+def compiling_from_nothing(tmp_path: Path) -> dict:
+    """An empty kernel cache and no prebuilt kernels: the path of a CPU the package was not built on."""
+    return {**os.environ, "BPE_KERNEL_CACHE": str(tmp_path / "empty-kernel-cache"), "BPE_PREBUILT_KERNELS": "0"}
+
+
+def reference_merges(vocab_size: int) -> list[tuple[int, int]]:
+    """The reference trainer's merges for TEXT, split by the cl100k regex itself."""
+    import regex
+
+    from bpe.pretokenize import NAMED_PATTERNS
+
+    words = Counter(piece.encode() for row in TEXT for piece in regex.findall(NAMED_PATTERNS["cl100k"], row))
+    return train_reference(dict(words), vocab_size - 256)
+
+
+def _merges_txt(directory: Path) -> list[tuple[int, int]]:
+    from bpe.tokenizer import Tokenizer
+
+    return [tuple(m) for m in Tokenizer.load(directory).merges]
+
+
+def test_a_cold_start_says_it_compiles_and_reports_the_compile_time_apart(data, tmp_path):
+    """With nothing compiled, the command says first that it compiles, trains correctly, and
+    reports compiling apart from counting and merging; the next run loads what it compiled."""
+    env = compiling_from_nothing(tmp_path)
+    done = subprocess.run([BPE, "train", str(data), "--vocab-size", "270", "--out", str(tmp_path / "tok"), "--quiet"],
+                          capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.startswith("bpe: compiling the kernels"), done.stderr[:500]
+    manifest = json.loads((tmp_path / "tok" / "manifest.json").read_text())
+    assert manifest["seconds"]["compile"] > 1 and manifest["seconds"]["count"] < manifest["seconds"]["compile"]
+    assert "compile " in done.stdout and "first run of this version only" in done.stdout
+    assert _merges_txt(tmp_path / "tok") == reference_merges(270)
+
+    warm = subprocess.run([BPE, "train", str(data), "--vocab-size", "270", "--out", str(tmp_path / "tok2"), "--quiet"],
+                          capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert warm.returncode == 0 and "compiling" not in warm.stderr and "compile" not in warm.stdout
+
+
+def test_bpe_warm_compiles_every_kernel_ahead_so_no_run_compiles(data, tmp_path):
+    """`bpe warm` fills an empty kernel cache; afterwards neither a second warm nor a run with
+    another pattern and tie-break compiles anything."""
+    env = compiling_from_nothing(tmp_path)
+    warm = subprocess.run([BPE, "warm"], capture_output=True, text=True, env=env, timeout=900)
+    assert warm.returncode == 0, warm.stderr[-3000:]
+    assert warm.stderr.startswith("bpe: compiling the kernels into " + str(tmp_path / "empty-kernel-cache"))
+    assert re.match(r"compiled \d+ kernel\(s\) in [\d.]+ s", warm.stdout), warm.stdout
+    again = subprocess.run([BPE, "warm"], capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 0 and again.stderr == "" and again.stdout.startswith("kernels already compiled")
+    options = ["--vocab-size", "270", "--pattern", "o200k", "--tie-break", "ids", "--out", str(tmp_path / "tok")]
+    run = subprocess.run([BPE, "train", str(data), *options], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "compiling" not in run.stderr and "first run of this version only" not in run.stdout
+    assert json.loads((tmp_path / "tok" / "manifest.json").read_text())["seconds"]["compile"] < 0.5
+
+
+def test_a_built_package_carries_its_kernels_so_a_new_machine_compiles_nothing(data, tmp_path):
+    """Building the package (what `pip install` runs) compiles the kernels into it; imported from
+    another directory with an empty kernel cache, both engines' first runs load them, compile
+    nothing and learn the reference's merges."""
+    source = tmp_path / "source"
+    for name in ["bpe", "flows", "tasks", "conf"]:
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "prebuilt"))
+    for name in ["setup.py", "pyproject.toml", "README.md"]:
+        shutil.copy(ROOT / name, source / name)
+    site = tmp_path / "site"
+    build = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(site)], cwd=source,
+                           capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-3000:]
+    assert "bpe: kernels compiled in" in build.stdout, build.stdout[-2000:]
+    assert list((site / "bpe" / "engine" / "prebuilt").glob("*/engine/*.nbi")), "no kernels in the built package"
+
+    env = {**os.environ, "PYTHONPATH": str(site), "BPE_KERNEL_CACHE": str(tmp_path / "new-machine-cache")}
+    env.pop("BPE_PREBUILT_KERNELS", None)
+    command = "import sys, bpe; from bpe.cli import main; print('from', bpe.__file__); sys.exit(main(sys.argv[1:]))"
+    engines = [["--engine", "local"]]
+    if _has("distributed"):
+        engines.append(["--engine", "dask", "--workers", "2"])
+    for n, engine in enumerate(engines):
+        out = tmp_path / f"tok{n}"
+        args = [sys.executable, "-c", command, "train", str(data), "--vocab-size", "270", *engine, "--out", str(out)]
+        run = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert run.stdout.startswith(f"from {site}"), run.stdout[:300]
+        assert "compil" not in run.stderr and "compile" not in run.stdout, (engine, run.stderr[-2000:])
+        assert _merges_txt(out) == reference_merges(270), engine
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
