@@ -117,9 +117,11 @@ def hf_split_regex(pattern_name: str, pattern_regex: str) -> tuple[str, str, boo
     return pattern_regex, "Isolated", False
 
 
-# The characters str.split() splits on, as one class (regex's \s and \x1c-\x1f).
+# The characters str.split() splits on, as one class (regex's \s and \x1c-\x1f). Code points above
+# ASCII are written \uHHHH: Oniguruma (Hugging Face) reads \xHH as a byte, so \xa0 would never match
+# U+00A0, whose UTF-8 is two bytes.
 WHITESPACE_CHARS = (
-    "\\t\\n\\x0b\\x0c\\r\\x1c\\x1d\\x1e\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+    "\\t\\n\\x0b\\x0c\\r\\x1c\\x1d\\x1e\\x1f \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
 )
 WHITESPACE_RUN = f"[{WHITESPACE_CHARS}]+"
 WHITESPACE_WORD = f"[^{WHITESPACE_CHARS}]+"
