@@ -2,6 +2,11 @@
 against Hugging Face `tokenizers` and `rustbpe`, on the same Parquet rows, in one run.
 
     python -m bench.train [--data ../shared/corpora/en] [--vocab-size 32768] [--pattern cl100k] [--repeat 3]
+    python -m bench.train --scale 500 --repeat 1 --no-dask    # a 500 MB corpus built from --data
+
+`--scale MB` first builds (once; kept in ~/.cache/bpe/bench/) a corpus of that many MB whose
+unique words keep growing with size (bench/scale_corpus.py). The local engine also runs on one
+thread (`--threads 1`), for the speed-up of counting and of the merge loop on the cores available.
 
 Every trainer runs as its own process; wall time is from start to exit (the Dask run includes
 starting its cluster), peak memory covers the process and all its children (bench/measure.py).
@@ -20,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 from bench.measure import REPO, python, run
+from bench.scale_corpus import build
 
 DEFAULT_DATA = REPO.parent / "shared" / "corpora" / "en"
 
@@ -50,18 +56,26 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs per trainer; the median is reported")
     parser.add_argument("--no-dask", action="store_true", help="skip the Dask engine")
     parser.add_argument("--json", type=Path, help="also write the measurements here")
+    parser.add_argument("--scale", type=float, help="build a corpus of this many MB from --data, and use it")
     args = parser.parse_args()
     if not args.data.exists():
         sys.exit(f"no corpus at {args.data} (give --data)")
+    if args.scale:
+        scaled = Path.home() / ".cache" / "bpe" / "bench" / f"scale-{args.scale:g}"
+        built = build(args.data, scaled, args.scale)
+        print(f"scale corpus {scaled}: {built['text_bytes'] / 1e6:,.0f} MB, {built['copies']} copies of {args.data}")
+        args.data = scaled
     work = Path(tempfile.mkdtemp(prefix="bpe-bench-"))
     try:
         run(bpe_train(args.data, 300, args.pattern, work / "warm"))  # compile once, outside the timing
         if not args.no_dask:
             run(bpe_train(args.data, 300, args.pattern, work / "warm", "--engine", "dask", "--workers", "2"))
-        runs: dict[str, list[dict]] = {"local": [], "dask": [], "dask1": [], "hf": [], "rustbpe": []}
+        runs: dict[str, list[dict]] = {"local": [], "local1": [], "dask": [], "dask1": [], "hf": [], "rustbpe": []}
         for _ in range(args.repeat):  # interleaved, so that drifts in machine load hit every trainer
             out = work / "tok"
             runs["local"].append(with_manifest(run(bpe_train(args.data, args.vocab_size, args.pattern, out)), out))
+            cmd = bpe_train(args.data, args.vocab_size, args.pattern, out, "--threads", "1")
+            runs["local1"].append(with_manifest(run(cmd), out))
             if not args.no_dask:
                 cmd = bpe_train(args.data, args.vocab_size, args.pattern, out, "--engine", "dask", "--workers", "2")
                 runs["dask"].append(with_manifest(run(cmd), out))
@@ -98,7 +112,12 @@ def report(args, runs: dict[str, list[dict]]) -> None:
     s = m["seconds"]
     print(f"local engine: count {s['count']:.2f} s ({mb / s['count']:,.1f} MB/s), merge {s['merge']:.2f} s "
           f"({m['result']['merges'] / s['merge']:,.0f} merges/s, {m['engine']['rounds']:,} rounds), "
-          f"export {s.get('export', 0):.2f} s")  # fmt: skip
+          f"export {s.get('export', 0):.2f} s; threads {m['engine']['threads']}, "
+          f"merge loop on {m['engine'].get('merge_threads', 1)}")  # fmt: skip
+    one = median(runs["local1"])["manifest"]["seconds"]
+    print(f"local engine on 1 thread: count {one['count']:.2f} s ({mb / one['count']:,.1f} MB/s), merge "
+          f"{one['merge']:.2f} s; speed-up on the cores available: counting {one['count'] / s['count']:.2f}x, "
+          f"merge loop {one['merge'] / s['merge']:.2f}x")  # fmt: skip
     if runs["dask"]:
         d = median(runs["dask"])["manifest"]
         ds, de = d["seconds"], d["engine"]

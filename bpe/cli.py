@@ -189,7 +189,8 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--text-column", default="text", help="Parquet column / JSON field holding the text")
     p.add_argument("--min-frequency", type=int, default=1, help="stop when the best pair occurs fewer times")
     p.add_argument("--tie-break", choices=TIE_BREAKS, default="bytes", help="order of pairs with equal counts")
-    p.add_argument("--threads", type=int, default=None, help="counting threads (default: one per core)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads for counting and the merge loop (default: the cores available)")  # fmt: skip
     p.add_argument("--engine", choices=ENGINES, default="local", help="dask needs the [dask] extra")
     p.add_argument("--scheduler", help="Dask scheduler address (engine dask); a local cluster is started without it")
     p.add_argument("--workers", type=int, default=None, help="workers of the local Dask cluster (engine dask)")

@@ -34,7 +34,7 @@ def check_setting(name: str, value) -> None:
     elif name == "min_frequency":
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             fail("an integer >= 1")
-    elif name == "threads":  # None: one counting thread per core
+    elif name == "threads":  # None: the cores available
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             fail("an integer >= 1")
     elif name == "tie_break":

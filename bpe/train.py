@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bpe.engine.compilation import CompileWatch
+from bpe.engine.cores import available_cores
 from bpe.engine.count import CountStats, WordCounter, WordCounts, count_shards, release_memory
 from bpe.engine.merge import learn_merges
 from bpe.errors import InputError, SettingsError, require_extra
@@ -99,12 +100,14 @@ def train_locally(
     release_memory()
     t1 = time.perf_counter()
     with CompileWatch() as merging_compiles:
+        merge_threads = threads or merge_threads_for(len(counts))
         merged = learn_merges(
             counts,
             settings.n_merges(),
             tie_break=settings.tie_break,
             min_frequency=settings.min_frequency,
             progress=None if progress is None else _merge_progress(progress, settings.n_merges()),
+            threads=merge_threads,
         )
     compiling = counting_compiles.seconds + merging_compiles.seconds  # the first run of a version only
     return TrainingRun(
@@ -114,8 +117,20 @@ def train_locally(
         fingerprints=fingerprints,
         seconds={"compile": compiling, "count": t1 - t0 - counting_compiles.seconds,
                  "merge": merged.seconds - merging_compiles.seconds},  # fmt: skip
-        engine={"engine": "local", "threads": threads or "auto", "rounds": merged.rounds},
+        engine={"engine": "local", "threads": threads or "auto", "merge_threads": merge_threads,
+                "rounds": merged.rounds},  # fmt: skip
     )
+
+
+# Below this many unique words a round's work is too small to share: handing it to another thread
+# costs more than it saves (measured in bench/train.py).
+THREADED_MERGE_MIN_WORDS = 500_000
+
+
+def merge_threads_for(unique_words: int) -> int:
+    """Threads for the merge loop when the user did not choose: the cores available, for a word
+    table large enough to gain from them."""
+    return available_cores() if unique_words >= THREADED_MERGE_MIN_WORDS else 1
 
 
 def _count_texts(texts: Iterable[str], settings: Settings) -> tuple[WordCounts, CountStats]:

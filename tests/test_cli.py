@@ -295,6 +295,18 @@ def test_threads_below_one_are_refused(shards, tmp_path, capsys, threads):
     assert not (tmp_path / "tok").exists()
 
 
+def test_threads_split_the_merge_loop_and_learn_the_same_merges(shards, tmp_path):
+    """`--threads 3` counts on three threads and runs the merge loop over three word shards; the
+    tokenizer is the same as on one thread, byte for byte."""
+    for threads in ("1", "3"):
+        out = tmp_path / threads
+        assert run("train", shards, "--vocab-size", 400, "--threads", threads, "--out", out, "--quiet") == 0
+    engine = json.loads((tmp_path / "3" / "manifest.json").read_text())["engine"]
+    assert engine["threads"] == 3 and engine["merge_threads"] == 3
+    assert (tmp_path / "3" / "merges.txt").read_bytes() == (tmp_path / "1" / "merges.txt").read_bytes()
+    assert (tmp_path / "3" / "tokenizer.json").read_bytes() == (tmp_path / "1" / "tokenizer.json").read_bytes()
+
+
 def test_versions_of_a_missing_store_is_an_error_and_of_an_empty_one_is_none(tmp_path, capsys):
     pytest.importorskip("prefect")
     assert run("versions", tmp_path / "missing" / "demo") == 1

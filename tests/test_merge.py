@@ -27,12 +27,19 @@ def merges_of(counts: dict[bytes, int], n: int, **kwargs) -> list[tuple[int, int
 
 
 @settings(max_examples=300, deadline=None)
-@given(corpora, st.integers(0, 40), st.sampled_from(["bytes", "ids"]), st.integers(1, 3), st.booleans())
-def test_merges_equal_the_reference(counts, n, tie_break, min_frequency, one_per_round):
+@given(
+    corpora,
+    st.integers(0, 40),
+    st.sampled_from(["bytes", "ids"]),
+    st.integers(1, 3),
+    st.booleans(),
+    st.integers(1, 4),
+)
+def test_merges_equal_the_reference(counts, n, tie_break, min_frequency, one_per_round, threads):
+    """Any corpus, settings and number of merge-loop threads: the reference's merges."""
     expected = train_reference(counts, n, tie_break, min_frequency)
-    assert (
-        merges_of(counts, n, tie_break=tie_break, min_frequency=min_frequency, one_per_round=one_per_round) == expected
-    )
+    options = dict(tie_break=tie_break, min_frequency=min_frequency, one_per_round=one_per_round, threads=threads)
+    assert merges_of(counts, n, **options) == expected
 
 
 @settings(max_examples=100, deadline=None)
@@ -75,6 +82,18 @@ def test_merges_on_real_text_equal_the_reference(corpus_rows):
     counts = count_words(corpus_rows[:1500], "cl100k").to_dict()
     for tie_break in ("bytes", "ids"):
         assert merges_of(counts, 150, tie_break=tie_break) == train_reference(counts, 150, tie_break)
+
+
+@pytest.mark.parametrize("threads", [2, 3, 4])
+def test_the_merge_loop_on_threads_learns_what_one_thread_does(corpus_rows, threads):
+    """Thousands of merges of real text: every merge, its count and the final token count equal
+    the one-thread loop's (itself checked against the reference above)."""
+    counts = count_words(corpus_rows[:3000], "cl100k")
+    one = learn_merges(counts, 3000)
+    several = learn_merges(counts, 3000, threads=threads)
+    assert len(one) == 3000
+    assert np.array_equal(several.merges, one.merges) and np.array_equal(several.counts, one.counts)
+    assert several.tokens_after == one.tokens_after and several.stop_reason == one.stop_reason
 
 
 def test_ties_go_to_the_greatest_byte_strings():

@@ -13,11 +13,8 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
-import numpy as np
-
 from bpe import storage
 from bpe.engine.count import CountStats, WordCounter, WordCounts, use_system_allocator
-from bpe.engine.hashing import hash_buckets
 from bpe.pretokenize import Pretokenizer
 from bpe.shards import InputError, Shard, check_parquet
 
@@ -87,18 +84,7 @@ def fingerprint_shard(shard: Shard) -> dict:
 
 def split_by_bucket(counts: WordCounts, n_buckets: int) -> list[WordCounts]:
     """Words go to bucket stable_hash(word) % n (FNV-1a over the bytes, the same in every process)."""
-    if n_buckets == 1:
-        return [counts]
-    buckets = hash_buckets(counts.data, counts.offsets, n_buckets)
-    parts = []
-    for b in range(n_buckets):
-        keep = np.flatnonzero(buckets == b)
-        lengths = np.diff(counts.offsets)[keep]
-        offsets = np.zeros(len(keep) + 1, np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        index = np.repeat(counts.offsets[keep], lengths) + (np.arange(offsets[-1]) - np.repeat(offsets[:-1], lengths))
-        parts.append(WordCounts(counts.data[index], offsets, counts.counts[keep]))
-    return parts
+    return counts.split_by_hash(n_buckets)
 
 
 def write_counts(counts: WordCounts, path: str) -> str:

@@ -13,7 +13,6 @@ compiled scanners in `bpe.engine.scanner` and counts in a compiled hash table; o
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from collections import Counter, namedtuple
@@ -25,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
+from bpe.engine.cores import available_cores
 from bpe.engine.hashing import FNV_OFFSET_BASIS, fnv1a_step, hash_buckets
 from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.scanner import SCANNER_IDS, decode_utf8, is_gap, next_piece_end, unicode_tables
@@ -101,6 +101,22 @@ class WordCounts:
         for part in parts:
             table = _table_add_words(table, part.data, part.offsets, part.counts)
         return _table_result(table)
+
+    def split_by_hash(self, n: int) -> list[WordCounts]:
+        """The words in `n` parts, word -> part FNV-1a(word) % n: the same split in every process
+        and thread, so a word's shard never depends on who counted it."""
+        if n == 1:
+            return [self]
+        buckets = hash_buckets(self.data, self.offsets, n)
+        parts = []
+        for b in range(n):
+            keep = np.flatnonzero(buckets == b)
+            lengths = np.diff(self.offsets)[keep]
+            offsets = np.zeros(len(keep) + 1, np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            index = np.repeat(self.offsets[keep], lengths) + (np.arange(offsets[-1]) - np.repeat(offsets[:-1], lengths))
+            parts.append(WordCounts(self.data[index], offsets, self.counts[keep]))
+        return parts
 
 
 @dataclass
@@ -309,7 +325,7 @@ def count_shards(
     """Count every shard: one thread reads batches, `threads` threads count them (the compiled
     scanner releases the GIL). Returns the counts, what was seen, and each shard's fingerprint."""
     if threads is None:
-        threads = min(os.cpu_count() or 1, 8)
+        threads = min(available_cores(), 8)
     check_setting("threads", threads)  # 0 or -5 would count nothing, or all on one thread unasked
     batches: queue.Queue = queue.Queue(maxsize=2 * threads)
     fingerprints: list[dict] = []
