@@ -62,17 +62,19 @@ def unicode_tables() -> tuple[np.ndarray, np.ndarray]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Small helpers. `cps` holds one document's code points; `n` is its length.
+# Small helpers. `cps` holds one document's code points; `n` is its length. The helpers and the
+# scanners are inlined where they are used (`inline="always"`): a call per character or per piece,
+# with its arrays, costs more than the work it does.
 
 
-@njit
+@njit(inline="always")
 def _run(cps, n, i, classes, bits):
     while i < n and classes[cps[i]] & bits:
         i += 1
     return i
 
 
-@njit
+@njit(inline="always")
 def _run_other(cps, n, i, classes):
     """Extend over [^\\s\\p{L}\\p{N}]."""
     while i < n and not classes[cps[i]] & (LETTER | NUMBER | SPACE):
@@ -80,12 +82,12 @@ def _run_other(cps, n, i, classes):
     return i
 
 
-@njit
+@njit(inline="always")
 def _is_other(k):
     return not k & (LETTER | NUMBER | SPACE)
 
 
-@njit
+@njit(inline="always")
 def _whitespace_run(cps, n, p, classes, end_rule, newline_rule):
     """The whitespace alternatives for a run starting at p, in order:
     [\\s++$] | [\\s*[\\r\\n]] | \\s+(?!\\S) | \\s (the bracketed ones only where the pattern has them)."""
@@ -103,7 +105,7 @@ def _whitespace_run(cps, n, p, classes, end_rule, newline_rule):
     return e - 1
 
 
-@njit
+@njit(inline="always")
 def _digits_up_to_3(cps, n, p, classes):
     """\\p{N}{1,3} from p (which is a number)."""
     e = p + 1
@@ -112,7 +114,7 @@ def _digits_up_to_3(cps, n, p, classes):
     return e
 
 
-@njit
+@njit(inline="always")
 def _punctuation(cps, n, p, classes, with_slash):
     """ ?[^\\s\\p{L}\\p{N}]+ and then [\\r\\n]* (cl100k) or [\\r\\n/]* (o200k) from p, or -1."""
     c = cps[p]
@@ -128,7 +130,7 @@ def _punctuation(cps, n, p, classes, with_slash):
     return e
 
 
-@njit
+@njit(inline="always")
 def _contraction_len(cps, n, i, folds):
     """Length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at i, or 0."""
     if i + 1 >= n or cps[i] != APOSTROPHE:
@@ -147,8 +149,8 @@ def _contraction_len(cps, n, i, folds):
 # One function per pattern: the end of the piece that starts at p.
 
 
-@njit
-def _next_gpt2(cps, n, p, classes):
+@njit(inline="always")
+def next_gpt2(cps, n, p, classes):
     # '(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s
     c = cps[p]
     if c == APOSTROPHE and p + 1 < n:
@@ -174,8 +176,8 @@ def _next_gpt2(cps, n, p, classes):
     return _whitespace_run(cps, n, p, classes, False, False)
 
 
-@njit
-def _next_cl100k(cps, n, p, classes, folds):
+@njit(inline="always")
+def next_cl100k(cps, n, p, classes, folds):
     # '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s
     c = cps[p]
     if c == APOSTROPHE and p + 1 < n:
@@ -200,7 +202,7 @@ def _next_cl100k(cps, n, p, classes, folds):
     return _whitespace_run(cps, n, p, classes, True, True)
 
 
-@njit
+@njit(inline="always")
 def _o200k_lower_word(cps, n, s, classes, folds):
     """[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+ and a contraction from s, or -1."""
     u = _run(cps, n, s, classes, UPPERISH)
@@ -217,7 +219,7 @@ def _o200k_lower_word(cps, n, s, classes, folds):
     return e + _contraction_len(cps, n, e, folds)
 
 
-@njit
+@njit(inline="always")
 def _o200k_upper_word(cps, n, s, classes, folds):
     """[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]* and a contraction from s, or -1."""
     if s >= n or not classes[cps[s]] & UPPERISH:
@@ -227,8 +229,8 @@ def _o200k_upper_word(cps, n, s, classes, folds):
     return e + _contraction_len(cps, n, e, folds)
 
 
-@njit
-def _next_o200k(cps, n, p, classes, folds):
+@njit(inline="always")
+def next_o200k(cps, n, p, classes, folds):
     c = cps[p]
     k = classes[c]
     prefix = c != CR and c != LF and not k & (LETTER | NUMBER)  # [^\r\n\p{L}\p{N}]
@@ -254,8 +256,8 @@ def _next_o200k(cps, n, p, classes, folds):
     return _whitespace_run(cps, n, p, classes, False, True)
 
 
-@njit
-def _next_whitespace(cps, n, p, classes):
+@njit(inline="always")
+def next_whitespace(cps, n, p, classes):
     """A run of non-whitespace (a word) or of whitespace (a gap, which `is_gap` tells apart)."""
     if classes[cps[p]] & SPLIT_SPACE:
         return _run(cps, n, p + 1, classes, SPLIT_SPACE)
@@ -269,21 +271,27 @@ def _next_whitespace(cps, n, p, classes):
 def next_piece_end(cps, n, p, scanner_id, classes, folds):
     """The end of the piece that starts at p, for the pattern kind `scanner_id`."""
     if scanner_id == GPT2:
-        return _next_gpt2(cps, n, p, classes)
+        return next_gpt2(cps, n, p, classes)
     if scanner_id == CL100K:
-        return _next_cl100k(cps, n, p, classes, folds)
+        return next_cl100k(cps, n, p, classes, folds)
     if scanner_id == O200K:
-        return _next_o200k(cps, n, p, classes, folds)
-    return _next_whitespace(cps, n, p, classes)
+        return next_o200k(cps, n, p, classes, folds)
+    return next_whitespace(cps, n, p, classes)
 
 
-@njit
+@njit(inline="always")
 def is_gap(cps, p, scanner_id, classes):
     """Whether the piece starting at p is whitespace that `str.split()` drops (never a piece)."""
-    return scanner_id == WHITESPACE and classes[cps[p]] & SPLIT_SPACE != 0
+    return scanner_id == WHITESPACE and is_split_space(cps, p, classes)
 
 
-@njit
+@njit(inline="always")
+def is_split_space(cps, p, classes):
+    """Whether the code point at p is one `str.split()` splits on."""
+    return classes[cps[p]] & SPLIT_SPACE != 0
+
+
+@njit(inline="always")
 def decode_utf8(data, start, end, cps, byte_pos):
     """Decode data[start:end] into cps; byte_pos[i] is where code point i starts. Returns the count."""
     i = start
