@@ -93,6 +93,21 @@ def layouts(texts, root: Path) -> dict[str, list[str]]:
     }
 
 
+def test_workers_with_several_threads_apply_each_round_on_all_of_them(texts, local_merges):
+    """A worker started with --nthreads 2 splits its word shard over two threads (as the local
+    engine does); the merges are the local engine's."""
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=2, processes=True, host="127.0.0.1", dashboard_address=None
+    )
+    try:
+        with distributed.Client(cluster) as client:
+            tok = train(texts, vocab_size=VOCAB, pattern="cl100k", engine="dask", client=client)
+    finally:
+        cluster.close()
+    assert tok.merges == local_merges
+    assert tok.manifest["engine"]["shard_threads"] == [min(2, os.cpu_count())] * 2
+
+
 @pytest.mark.parametrize("workers", [1, 2, 3, 4])
 def test_same_merges_as_the_local_engine(cluster, texts, local_merges, tmp_path, workers):
     scale(*cluster, workers)

@@ -11,6 +11,7 @@ from bpe.engine.count import WordCounts, count_words
 from bpe.engine.merge import learn_merges
 from bpe.engine.pair_keys import pack
 from bpe.engine.pair_queue import PairQueue
+from bpe.engine.word_shards import ThreadedWordTable
 from bpe.engine.word_table import WordTable
 from tests.reference import train_reference
 
@@ -65,6 +66,38 @@ runs = st.dictionaries(
 def test_rounds_of_several_merges_equal_one_merge_at_a_time(counts, n, tie_break):
     assert merges_of(counts, n, tie_break=tie_break) == merges_of(counts, n, tie_break=tie_break, one_per_round=True)
     assert merges_of(counts, n, tie_break=tie_break) == train_reference(counts, n, tie_break)
+
+
+def test_threaded_words_restored_from_a_checkpoint_carry_on_exactly(corpus_rows):
+    """Shards on threads written out mid-run (`to_words`) and read back on another number of
+    threads (`from_words`, as a Dask shard holder restores its checkpoint) give the same deltas as
+    one table all along."""
+    counts = count_words(corpus_rows[:800], "cl100k")
+    merges = learn_merges(counts, 400).merges
+    rows = np.column_stack([merges, 256 + np.arange(len(merges))]).astype(np.int64)
+    one = WordTable(counts)
+    one.take_deltas()
+    with ThreadedWordTable(counts, threads=3) as three:
+        three.take_deltas()
+        for batch in np.array_split(rows[:200], 7):
+            one.apply(batch)
+            three.apply(batch)
+            assert summed(*one.take_deltas()) == summed(*three.take_deltas())
+        saved = three.to_words()
+    with ThreadedWordTable.from_words(*saved, threads=2) as two:
+        for batch in np.array_split(rows[200:], 5):
+            one.apply(batch)
+            two.apply(batch)
+            assert summed(*one.take_deltas()) == summed(*two.take_deltas())
+        assert two.token_count() == one.token_count() and two.n_words == one.n_words
+
+
+def summed(keys: np.ndarray, deltas: np.ndarray) -> dict[int, int]:
+    """Deltas by pair key, added up (shards report a pair once each), zeros left out."""
+    total: dict[int, int] = {}
+    for key, delta in zip(keys.tolist(), deltas.tolist()):
+        total[key] = total.get(key, 0) + delta
+    return {k: v for k, v in total.items() if v}
 
 
 def test_a_round_ends_after_a_pair_of_equal_tokens():

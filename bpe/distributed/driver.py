@@ -320,6 +320,7 @@ def merge_on_workers(
         "recoveries": holders.recoveries,
         "seconds_waiting_for_shards": round(holders.wait_seconds, 3),
         "shard_peak_mb": [round(s["peak_mb"]) for s in shard_stats],
+        "shard_threads": [s.get("threads", 1) for s in shard_stats],
     }
     return ShardedMerge(merged, engine, sum(s["words"] for s in shard_stats), build_seconds, compiles.seconds)
 

@@ -36,7 +36,9 @@ import numpy as np
 
 from bpe import storage
 from bpe.distributed import channel
+from bpe.engine.cores import available_cores
 from bpe.engine.count import WordCounts
+from bpe.engine.word_shards import ThreadedWordTable, word_table
 from bpe.engine.word_table import WordTable
 
 HELLO_BYTES = 4096  # what a peer may send before it has shown it knows the secret
@@ -57,6 +59,17 @@ def _worker_address() -> str | None:
         return get_worker().address
     except (ImportError, ValueError):
         return None
+
+
+def _worker_threads() -> int:
+    """Threads this holder's word table may use: the Dask worker's (`--nthreads`), at most the
+    cores this process may use; 1 outside a worker."""
+    try:
+        from distributed import get_worker
+
+        return max(1, min(get_worker().state.nthreads, available_cores()))
+    except (ImportError, ValueError, AttributeError):
+        return 1
 
 
 def peak_memory_mb() -> float:
@@ -94,6 +107,7 @@ class ShardHolder:
             os.makedirs(storage.local_path(self.directory), exist_ok=True)
         self.merges_applied = 0
         self.worker = _worker_address()
+        self.threads = _worker_threads()
         self.restored_from = "its words"
         if isinstance(counts, str):
             counts = self._link_words(counts)
@@ -102,7 +116,7 @@ class ShardHolder:
         if counts is not None:
             # A fresh start: whatever an earlier holder left here is not this shard's state.
             storage.remove(self.checkpoint_path)
-            self.table = WordTable(counts)
+            self.table = word_table(counts, self.threads)
             self.initial = self.table.take_deltas()
         else:
             self.table = self._restore(merge_log if merge_log is not None else np.zeros((0, 3), np.int64))
@@ -159,7 +173,7 @@ class ShardHolder:
 
         storage.write_file(self.checkpoint_path, write)
 
-    def _load_checkpoint(self, limit: int) -> tuple[WordTable, int] | None:
+    def _load_checkpoint(self, limit: int) -> tuple[WordTable | ThreadedWordTable, int] | None:
         """The table and merge count of the checkpoint, or None when there is none or it cannot be
         trusted (truncated, corrupted, inconsistent, or ahead of the `limit` merges of the log)."""
         path = self.checkpoint_path
@@ -175,7 +189,8 @@ class ShardHolder:
                 raise ValueError("its arrays do not agree")
             if len(tokens) and (tokens.min() < 0 or tokens.max() >= 256 + done):
                 raise ValueError("it holds token ids its merges cannot have made")
-            table = WordTable.from_words(tokens, lengths, freqs)
+            table = (ThreadedWordTable.from_words(tokens, lengths, freqs, self.threads) if self.threads > 1
+                     else WordTable.from_words(tokens, lengths, freqs))  # fmt: skip
         except Exception as exc:  # BadZipFile, EOFError, a bad CRC, a missing array...: the words are always right
             reason = (str(exc).strip().splitlines() or [""])[0]
             self.restored_from = f"its words (checkpoint.npz unusable: {type(exc).__name__}: {reason})"
@@ -185,7 +200,7 @@ class ShardHolder:
         self.restored_from = f"its checkpoint after {done:,} merges"
         return table, done
 
-    def _restore(self, merge_log: np.ndarray) -> WordTable:
+    def _restore(self, merge_log: np.ndarray) -> WordTable | ThreadedWordTable:
         """The shard's table after `merge_log`: the latest checkpoint, or the shard's words when it
         has none or it is unreadable, then the rest of the log replayed."""
         loaded = self._load_checkpoint(len(merge_log))
@@ -200,7 +215,7 @@ class ShardHolder:
                     "workers (a shared filesystem, or object storage such as s3://bucket/scratch)"
                 )
             with storage.open_read(self.words_path) as f:
-                table = WordTable(WordCounts.from_arrow(pq.read_table(f)))
+                table = word_table(WordCounts.from_arrow(pq.read_table(f)), self.threads)
             table.take_deltas()
             done = 0
         table.apply(merge_log[done:])
@@ -284,6 +299,7 @@ class ShardHolder:
                         "words": self.table.n_words,
                         "tokens": self.table.token_count(),
                         "table_mb": self.table.nbytes / 1e6,
+                        "threads": self.threads,
                         "peak_mb": peak_memory_mb(),
                         "merges_applied": self.merges_applied,
                     }
@@ -295,3 +311,5 @@ class ShardHolder:
         finally:
             conn.close()
             self.server.close()
+            if isinstance(self.table, ThreadedWordTable):
+                self.table.close()

@@ -14,10 +14,8 @@ engine's protocol without the sockets, so the merges are the same for any number
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +24,7 @@ from numba import njit
 from bpe.engine.count import WordCounts
 from bpe.engine.interrupts import interrupts_held
 from bpe.engine.pair_queue import PairQueue, _add, _next_round
+from bpe.engine.word_shards import ThreadedWordTable
 from bpe.engine.word_table import WordTable, _apply_merges, _take_deltas
 
 ProgressCallback = Callable[[int], None]
@@ -121,17 +120,16 @@ def _learn_on_threads(
     progress: ProgressCallback | None,
 ) -> MergeResult:
     """The loop over `threads` word shards: each round the queue picks merges, every shard applies
-    them at once (this thread takes the first) and hands back its pair-count deltas, and all the
-    deltas go into the one queue before the next round."""
+    them at once and hands back its pair-count deltas, and all the deltas go into the one queue
+    before the next round."""
     start = time.perf_counter()
     batches: list[np.ndarray] = []
     done = rounds = 0
-    with interrupts_held(), ThreadPoolExecutor(threads) as pool:
-        tables = list(pool.map(WordTable, counts.split_by_hash(threads)))
-    queue = PairQueue(tie_break)
-    for table in tables:
-        queue.add(*table.take_deltas())
-    with ShardThreads(tables[1:]) as others:
+    with interrupts_held():
+        words = ThreadedWordTable(counts, threads)
+    with words:
+        queue = PairQueue(tie_break)
+        queue.add(*words.take_deltas())
         running = True
         while running and done < n_merges:
             # As on one thread: come back every 1024 merges to report progress and take Ctrl-C.
@@ -143,10 +141,7 @@ def _learn_on_threads(
                     if not len(batch):
                         running = False
                         break
-                    merges = np.ascontiguousarray(batch[:, :3])
-                    others.start(merges)
-                    queue._state = _add(queue._state, *_apply_and_take(tables[0], merges))
-                    for keys, deltas in others.wait():
+                    for keys, deltas in words.apply_and_take(batch[:, :3]):
                         queue._state = _add(queue._state, keys, deltas)
                     batches.append(batch)
                     made += len(batch)
@@ -155,65 +150,8 @@ def _learn_on_threads(
             if progress is not None and made:
                 progress(made)
     result = finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), start)
-    result.tokens_after = sum(table.token_count() for table in tables)
+    result.tokens_after = words.token_count()
     return result
-
-
-def _apply_and_take(table: WordTable, merges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    table._state = _apply_merges(table._state, merges)
-    return _take_deltas(table._state)
-
-
-class ShardThreads:
-    """One long-lived thread per word table, woken once per round: plain locks used as signals
-    cost a fraction of a thread pool's futures, which matters at ten thousand rounds a second."""
-
-    def __init__(self, tables: list[WordTable]) -> None:
-        self.tables = tables
-        self.merges: np.ndarray | None = None
-        self.results: list = [None] * len(tables)
-        self.go = [threading.Lock() for _ in tables]
-        self.done = [threading.Lock() for _ in tables]
-        for lock in self.go + self.done:
-            lock.acquire()
-        self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True, name=f"bpe-merge-{i + 1}")
-                        for i in range(len(tables))]  # fmt: skip
-
-    def _run(self, i: int) -> None:
-        while True:
-            self.go[i].acquire()
-            if self.merges is None:
-                return
-            try:
-                self.results[i] = _apply_and_take(self.tables[i], self.merges)
-            except BaseException as exc:  # handed to the loop, which raises it
-                self.results[i] = exc
-            self.done[i].release()
-
-    def start(self, merges: np.ndarray) -> None:
-        self.merges = merges
-        for go in self.go:
-            go.release()
-
-    def wait(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        for done in self.done:
-            done.acquire()
-        for result in self.results:
-            if isinstance(result, BaseException):
-                raise result
-        return self.results
-
-    def __enter__(self) -> ShardThreads:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.merges = None
-        for go in self.go:
-            go.release()
-        for thread in self.threads:
-            thread.join()
 
 
 def finish(batches: list[np.ndarray], rounds: int, reason: str, start: float) -> MergeResult:

@@ -1,0 +1,153 @@
+"""Words of one process split into shards, each on its own thread: `WordTable`'s interface over
+several word tables, so that one process applies each round's merges on all its cores.
+
+Each round every shard applies the merges at once (the kernels release the GIL) and takes its
+pair-count deltas; the deltas of all shards, summed, are exactly one table's. The local engine's
+merge loop and a Dask shard holder on a worker with several threads both use it.
+
+>>> from bpe.engine.count import count_words
+>>> with ThreadedWordTable(count_words(["aaab aab ab"], "whitespace"), threads=2) as table:
+...     keys, deltas = table.take_deltas()
+...     int(deltas.sum())   # pairs: aa aa ab, aa ab, ab
+6
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from bpe.engine.count import WordCounts
+from bpe.engine.word_table import WordTable, _apply_merges, _take_deltas
+
+Deltas = tuple[np.ndarray, np.ndarray]
+
+
+class ThreadedWordTable:
+    """`threads` word tables, words split by their stable hash; `apply` runs on all at once."""
+
+    def __init__(self, counts: WordCounts | None, threads: int, tables: list[WordTable] | None = None) -> None:
+        if tables is None:
+            with ThreadPoolExecutor(threads) as pool:
+                tables = list(pool.map(WordTable, counts.split_by_hash(threads)))
+        self.tables = tables
+        self._pending: list[Deltas] = [table.take_deltas() for table in tables]
+        self._threads = ShardThreads(tables[1:])
+
+    @classmethod
+    def from_words(cls, tokens: np.ndarray, lengths: np.ndarray, freqs: np.ndarray, threads: int) -> ThreadedWordTable:
+        """Tables over words given as token ids (a checkpoint), dealt round-robin: any split gives
+        the same summed deltas."""
+        starts = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=starts[1:])
+        tables = []
+        for k in range(threads):
+            mine = np.arange(k, len(lengths), threads)
+            index = np.concatenate([np.arange(starts[w], starts[w + 1]) for w in mine]) if len(mine) else mine
+            tables.append(WordTable.from_words(tokens[index], lengths[mine], freqs[mine]))
+        return cls(None, threads, tables)
+
+    def apply_and_take(self, merges: np.ndarray) -> list[Deltas]:
+        """Apply merges ((n, 3) int64: a, b, new id) on every shard at once; each shard's deltas."""
+        merges = np.ascontiguousarray(merges, dtype=np.int64)
+        self._threads.start(merges)
+        first = _apply_and_take(self.tables[0], merges)
+        return [first, *self._threads.wait()]
+
+    def apply(self, merges: np.ndarray) -> None:
+        self._pending += self.apply_and_take(merges)
+
+    def take_deltas(self) -> Deltas:
+        """(pair keys, count deltas) since the last call, of all shards (a key may come once per shard)."""
+        keys = np.concatenate([k for k, _ in self._pending]) if self._pending else np.zeros(0, np.int64)
+        deltas = np.concatenate([d for _, d in self._pending]) if self._pending else np.zeros(0, np.int64)
+        self._pending = []
+        return keys, deltas
+
+    def to_words(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        parts = [table.to_words() for table in self.tables]
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+
+    @property
+    def n_words(self) -> int:
+        return sum(table.n_words for table in self.tables)
+
+    def token_count(self) -> int:
+        return sum(table.token_count() for table in self.tables)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(table.nbytes for table in self.tables)
+
+    def close(self) -> None:
+        """Stop the threads (the tables stay readable)."""
+        self._threads.stop()
+
+    def __enter__(self) -> ThreadedWordTable:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def word_table(counts: WordCounts, threads: int = 1) -> WordTable | ThreadedWordTable:
+    """One table, or shards on `threads` threads when there are words enough to split."""
+    return ThreadedWordTable(counts, threads) if threads > 1 and len(counts) >= threads else WordTable(counts)
+
+
+def _apply_and_take(table: WordTable, merges: np.ndarray) -> Deltas:
+    table._state = _apply_merges(table._state, merges)
+    return _take_deltas(table._state)
+
+
+class ShardThreads:
+    """One long-lived thread per word table, woken once per round. Plain locks used as signals
+    cost less than a thread pool's futures, which matters at thousands of rounds a second."""
+
+    def __init__(self, tables: list[WordTable]) -> None:
+        self.tables = tables
+        self.merges: np.ndarray | None = None
+        self.results: list = [None] * len(tables)
+        self.go = [threading.Lock() for _ in tables]
+        self.done = [threading.Lock() for _ in tables]
+        for lock in self.go + self.done:
+            lock.acquire()
+        self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True, name=f"bpe-words-{i + 1}")
+                        for i in range(len(tables))]  # fmt: skip
+        for thread in self.threads:
+            thread.start()
+
+    def _run(self, i: int) -> None:
+        while True:
+            self.go[i].acquire()
+            if self.merges is None:
+                return
+            try:
+                self.results[i] = _apply_and_take(self.tables[i], self.merges)
+            except BaseException as exc:  # handed to `wait`, which raises it
+                self.results[i] = exc
+            self.done[i].release()
+
+    def start(self, merges: np.ndarray) -> None:
+        self.merges = merges
+        for go in self.go:
+            go.release()
+
+    def wait(self) -> list[Deltas]:
+        for done in self.done:
+            done.acquire()
+        for result in self.results:
+            if isinstance(result, BaseException):
+                raise result
+        return list(self.results)
+
+    def stop(self) -> None:
+        if self.threads and any(t.is_alive() for t in self.threads):
+            self.merges = None
+            for go in self.go:
+                go.release()
+            for thread in self.threads:
+                thread.join()
+        self.threads = []
