@@ -1,8 +1,11 @@
 """The `train-bpe` flow: shards -> counts (cached per shard) -> merges on Dask -> a new version.
 
 Parameters are the training settings; each left out comes from the configuration file (and its
-BPE_* environment overrides). A run whose data and settings equal the latest version's does not
-train: it logs "no new data since vNNNN" and completes. Orchestration only: the work is in `bpe`.
+BPE_* environment overrides). A run with the configuration's own training settings publishes to the
+main line and moves `latest`; a run whose parameters change a training setting publishes an
+experiment, which moves `latest` only with promote=True. A run whose data and settings equal a
+published version's (of either channel) does not train: it logs "no new data since vNNNN" and
+completes. Orchestration only: the work is in `bpe`.
 """
 
 from __future__ import annotations
@@ -15,10 +18,19 @@ from prefect.context import get_run_context
 
 from bpe import storage
 from bpe.distributed.client import dask_client, ready_workers, share_client
-from bpe.pipeline.config import load_config
+from bpe.pipeline.config import TRAINING_KEYS, load_config
 from bpe.pipeline.report import one_line
-from bpe.pipeline.store import VersionStore
-from bpe.pipeline.version import reason_to_train, summed_stats, unchanged_since, version_manifest
+from bpe.pipeline.retention import apply_retention, record_counts_in_use
+from bpe.pipeline.store import EXPERIMENT, MAIN, VersionStore
+from bpe.pipeline.version import (
+    channel_note,
+    overridden_settings,
+    reason_to_train,
+    settle_latest,
+    summed_stats,
+    unchanged_since,
+    version_manifest,
+)
 from bpe.results import TrainingRun
 from bpe.tasks.artifacts import evaluate_version, export_version, publish_version
 from bpe.tasks.data import combine_counts, count_all, discover_shards
@@ -41,22 +53,32 @@ def train_bpe(
     artifact_root: str | None = None,
     dask_scheduler: str | None = None,
     dask_workers: int | None = None,
+    promote: bool = False,
 ) -> dict:
-    """Train the tokenizer that `config` describes and publish it as the next version."""
-    overrides = {k: v for k, v in locals().items() if k != "config"}
+    """Train the tokenizer that `config` describes and publish it as the next version: on the main
+    line, or, when the parameters change a training setting, as an experiment that moves `latest`
+    only if `promote`."""
+    overrides = {k: v for k, v in locals().items() if k not in ("config", "promote")}
     cfg = load_config(config, overrides)
+    configured = load_config(config, {k: v for k, v in overrides.items() if k not in TRAINING_KEYS})
+    overridden = overridden_settings(configured, cfg)
+    channel = EXPERIMENT if overridden else MAIN
+    promoted = channel == MAIN or bool(promote)
     settings = cfg.settings()
     logger = get_run_logger()
     started = time.perf_counter()
     shards = discover_shards(cfg.data)
     fingerprint = data_fingerprint(shards)
     store = VersionStore(cfg.artifact_root, cfg.name)
+    record_counts_in_use(cfg, shards, logger.warning)
     unchanged = unchanged_since(store, fingerprint, cfg)
     if unchanged:
-        logger.info(f"no new data since {unchanged}: {len(shards)} shard(s), fingerprint {fingerprint[:16]}")
+        latest, then = settle_latest(store, unchanged, promote, by=f"flow run {run_ids().get('flow_run_id', '?')}")
+        logger.info(f"no new data since {unchanged}: {len(shards)} shard(s), fingerprint {fingerprint[:16]}; {then}")
         label_run("no-new-data")
-        return {"name": cfg.name, "version": unchanged, "trained": False, "location": store.location(unchanged)}
-    logger.info(f"training: {reason_to_train(store, shards, cfg)}")
+        return {"name": cfg.name, "version": unchanged, "trained": False, "location": store.location(unchanged),
+                "channel": channel, "latest": latest}  # fmt: skip
+    logger.info(f"training: {reason_to_train(store, shards, cfg)}; {channel_note(overridden, promote, store.latest())}")
 
     scratch = storage.join(cfg.counts_cache, "runs", uuid.uuid4().hex[:12])
     seconds = {}
@@ -91,21 +113,32 @@ def train_bpe(
     staged, described = export_version(run.merges.merges, settings, cfg.artifact_root, cfg.name)
     try:
         evaluation = evaluate_version(staged, run.merges.merges, settings, counted, cfg.artifact_root, cfg.name,
-                                      cfg.eval_sizes)  # fmt: skip
+                                      cfg.eval_sizes, holdout_fraction=cfg.holdout_fraction)  # fmt: skip
         manifest = version_manifest(cfg, staged.version, run, counted, cached, evaluation, described, run_ids(),
                                     time.perf_counter() - started)  # fmt: skip
+        manifest.update(channel=channel, promoted=promoted)  # `latest` moves to it only if promoted
         published = publish_version(staged, manifest, cfg.artifact_root, cfg.name)
     except BaseException:
         store.abort(staged)  # no partial version, and `latest` stays where it was
         raise
+    by = f"flow run {run_ids().get('flow_run_id', '?')}"
     if published["published"]:
         logger.info(one_line(manifest, published["location"]))
+        latest = store.latest()
+    else:  # identical to a published version: that one is promoted, if asked
+        latest, _ = settle_latest(store, published["version"], promote, by=by)
+    logger.info(f"{published['version']} is {'on the main line' if channel == MAIN else 'an experiment'}; "
+                f"latest is {latest}")  # fmt: skip
+    if published["published"]:
+        apply_retention(cfg, logger.info, logger.warning, by=f"{by} (retention)")
     label_run("published" if published["published"] else "identical")
     return {
         "name": cfg.name,
         "version": published["version"],
         "trained": True,
         "published": published["published"],
+        "channel": channel,
+        "latest": latest,
         "location": published["location"],
         "bytes_per_token": evaluation["bytes_per_token"],
         "counted_shards": len(counted) - cached,

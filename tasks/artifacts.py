@@ -7,8 +7,9 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
+from bpe import storage
 from bpe.distributed.counting import ShardCount, read_held_out
-from bpe.pipeline.evaluate import compression_curve, default_sizes, plot_curve
+from bpe.pipeline.evaluate import evaluate_version_on_set
 from bpe.pipeline.report import metrics_table, summary_markdown
 from bpe.pipeline.store import Staged, VersionStore
 from bpe.pipeline.version import identical_version
@@ -47,38 +48,43 @@ def held_out_texts(counted: list[ShardCount], limit: int = HELD_OUT_SAMPLE_BYTES
 
 @task(name="evaluate-version", cache_policy=NONE)
 def evaluate_version(staged: Staged, merges: np.ndarray, settings: Settings, counted: list[ShardCount], root: str,
-                     name: str, sizes: list[int]) -> dict:  # fmt: skip
-    """Bytes per token on held-out rows at every vocabulary size up to the trained one, for this
-    version and the previous one; the curve is also drawn to compression.png in the version."""
+                     name: str, sizes: list[int], *, holdout_fraction: float) -> dict:  # fmt: skip
+    """Bytes per token on the tokenizer's fixed evaluation set (frozen from the first version's
+    held-out rows, see `bpe.pipeline.evaluate`) at every vocabulary size up to the trained one, for
+    this version and the previous promoted one, with the trend of earlier versions on the same rows;
+    also, under `run_held_out`, on this run's own held-out rows. The curve and the trend are drawn
+    to compression.png in the version. `holdout_fraction` is the one the counts were made with: only
+    evaluation rows it holds out (never trained on) are used."""
     logger = get_run_logger()
-    texts = held_out_texts(counted)
     tokenizer = Tokenizer(merges, settings.pattern, list(settings.special_tokens))
-    sizes = sorted(set(sizes or default_sizes(tokenizer.vocab_size)) | {tokenizer.vocab_size})
-    curve = compression_curve(tokenizer, texts, sizes)
-    store = VersionStore(root, name)
-    previous_version = store.latest()
-    previous_curve = None
-    if previous_version:
-        previous = Tokenizer.load(store.location(previous_version))  # from a URL: via a temporary directory
-        previous_curve = compression_curve(previous, texts, sorted(set(sizes) | {previous.vocab_size}))
-    result = {
-        "rows": len(texts),
-        "bytes": sum(len(t.encode()) for t in texts),
-        "bytes_per_token": curve[-1]["bytes_per_token"] if curve else None,
-        "curve": curve,
-        "previous_version": previous_version,
-        "previous_bytes_per_token": previous_curve[-1]["bytes_per_token"] if previous_curve else None,
-        "previous_curve": previous_curve,
-    }
-    if texts and curve:
-        plot_curve(staged.directory / "compression.png", curve, f"{name} {staged.version}: held-out compression",
-                   previous_curve, label=staged.version, previous_label=f"previous: {previous_version}")  # fmt: skip
-        result["plot"] = "compression.png"
-    logger.info(
-        f"held-out compression: {result['bytes_per_token']} bytes per token on {len(texts):,} rows"
-        + (f" (previous {previous_version}: {result['previous_bytes_per_token']})" if previous_version else "")
-    )
+    result = evaluate_version_on_set(tokenizer, held_out_texts(counted), VersionStore(root, name), staged.version,
+                                     holdout_fraction, sizes, staged.directory / "compression.png",
+                                     log=logger.info, warn=logger.warning)  # fmt: skip
+    eval_set = result["eval_set"] or {}
+    if result["bytes_per_token"] is not None:
+        previous = result["previous_version"]
+        logger.info(
+            f"compression on the evaluation set {eval_set['fingerprint'][:16]} (frozen by {eval_set['frozen_by']}): "
+            f"{result['bytes_per_token']} bytes per token on {result['rows']:,} rows"
+            + (f" (previous {previous}: {result['previous_bytes_per_token']})" if previous else "")
+        )
+    own = result["run_held_out"]
+    if own["bytes_per_token"] is not None and own["fingerprint"] != eval_set.get("fingerprint"):
+        logger.info(f"on this run's own {own['rows']:,} held-out rows: {own['bytes_per_token']} bytes per token")
     return result
+
+
+def plot_png(staged: Staged, location: str, manifest: dict) -> bytes | None:
+    """The version's compression plot as PNG bytes (from its staging directory, or from its place
+    once moved there), or None when it has none or it cannot be read: the report then links it."""
+    plot = (manifest.get("evaluation") or {}).get("plot")
+    if not plot:
+        return None
+    try:
+        staged_plot = staged.directory / plot
+        return staged_plot.read_bytes() if staged_plot.exists() else storage.read_bytes(storage.join(location, plot))
+    except Exception:  # noqa: BLE001 - the embedded plot is a convenience; the link stays
+        return None
 
 
 @task(name="publish-version", cache_policy=NONE, retries=2, retry_delay_seconds=2)
@@ -91,7 +97,8 @@ def publish_version(staged: Staged, manifest: dict, root: str, name: str) -> dic
     store = VersionStore(root, name)
     location = store.location(staged.version)
     # Rendered first: a report that cannot be made fails the run before its version is in place.
-    markdown, table = summary_markdown(manifest, location), metrics_table(manifest)
+    markdown = summary_markdown(manifest, location, plot_png(staged, location, manifest))
+    table = metrics_table(manifest)
     if staged.directory.exists():  # not yet moved into place (a retry after the move skips this)
         twin = identical_version(store, manifest)
         if twin:

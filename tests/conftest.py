@@ -37,3 +37,19 @@ def write_parquet(path: Path, texts, column: str = "text") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table({column: pa.array(list(texts), pa.string())}), path)
     return path
+
+
+def publish_as(store, channel: str = "main", promoted: bool | None = None, bpt: float = 3.0,
+               eval_set: str = "set-a") -> str:  # fmt: skip
+    """Publish a version as the flow does, without training: its manifest says its channel, whether
+    it is promoted, and its bytes per token on the evaluation rows with fingerprint `eval_set`."""
+    import json
+
+    staged = store.stage()
+    manifest = {"channel": channel, "promoted": channel == "main" if promoted is None else promoted,
+                "evaluation": {"bytes_per_token": bpt, "eval_set": {"fingerprint": eval_set}},
+                "created": "2026-11-30T08:50:18+00:00", "result": {"vocab_size": 600}, "counts": {"bytes": 1_500_000},
+                "data": {"shards": [{}, {}]}}  # fmt: skip
+    (staged.directory / "manifest.json").write_text(json.dumps(manifest))
+    store.commit(staged)
+    return staged.version

@@ -8,10 +8,13 @@ override or a broken shard), so the tests pass in any order.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
@@ -61,7 +64,7 @@ def services(tmp_path_factory):
             service.stop()
 
 
-NAMES = ("first", "unchanged", "grows", "override", "broken", "planted", "overlap")
+NAMES = ("first", "unchanged", "grows", "override", "broken", "planted", "overlap", "trend")
 
 
 @pytest.fixture(scope="module")
@@ -303,6 +306,81 @@ def test_two_overlapping_runs_publish_one_version(services, deployed):
         with get_client(sync_client=True) as client:
             limit = client.read_deployment_by_name("train-bpe/overlap").global_concurrency_limit
             assert limit is not None and limit.limit == 1
+
+
+def markdown_cells(row: str) -> list[str]:
+    """The cells of a markdown table row, split on unescaped pipes as GitHub-flavoured markdown does."""
+    return [cell.strip() for cell in re.split(r"(?<!\\)\|", row.strip())[1:-1]]
+
+
+def test_versions_on_growing_data_are_measured_on_one_evaluation_set(services, deployed):
+    """v0001 freezes its held-out rows as the evaluation set; v0002, trained on one more shard,
+    is measured on the same rows; each manifest's figure is what encoding those rows with that
+    version gives; no evaluation row is in any training count; the artifact shows the trend and
+    embeds the plot."""
+    from bpe.distributed.counting import read_counts, read_held_out
+    from bpe.pipeline.config import load_config
+    from bpe.pipeline.count_cache import CountCache, counting_settings, shard_count_key
+    from bpe.pipeline.report import link_target
+    from bpe.pretokenize import Pretokenizer
+    from bpe.shards import discover
+
+    cfg = deployed["trend"]
+    first = first_run(services, cfg)
+    assert "evaluation set frozen now from v0001's held-out rows" in first["logs"]
+    write_shard(cfg["data_dir"] / "part-00003.parquet", cfg["paragraphs"][2700:3600])
+    result = run_deployment(services, cfg["name"])
+    assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]
+    versions = store(cfg)
+    assert versions.versions() == ["v0001", "v0002"]
+    m1, m2 = versions.manifest("v0001"), versions.manifest("v0002")
+
+    eval_dir = Path(cfg["artifact_root"]) / cfg["name"] / "eval-set"
+    record = json.loads((eval_dir / "eval-set.json").read_text())
+    rows = pq.read_table(eval_dir / record["parquet"]).column("text").to_pylist()
+    assert record["frozen_by"] == "v0001" and record["rows"] == len(rows) > 0
+    e1, e2 = m1["evaluation"], m2["evaluation"]
+    assert e1["eval_set"]["fingerprint"] == e2["eval_set"]["fingerprint"] == record["fingerprint"]
+    assert e1["rows"] == e2["rows"] == len(rows)
+    for version, evaluation in (("v0001", e1), ("v0002", e2)):
+        tok = Tokenizer.load(versions.path(version))
+        encoded = sum(len(tok.encode_ordinary(t)) for t in rows)
+        assert evaluation["bytes_per_token"] == round(sum(len(t.encode()) for t in rows) / encoded, 4), version
+    assert [(r["version"], r["bytes_per_token"]) for r in e2["trend"]] == [("v0001", e1["bytes_per_token"])]
+    assert e2["previous_version"] == "v0001" and e2["previous_bytes_per_token"] == e1["bytes_per_token"]
+    assert e2["run_held_out"]["rows"] > len(rows)  # its own held-out rows include the new shard's
+
+    # The training counts of v0002 are exactly its data's rows less the held-out ones, and every
+    # occurrence of an evaluation row in that data is among the held-out ones.
+    conf = load_config(services["root"] / "conf" / "trend.yaml")
+    cache, counting = CountCache(conf.counts_cache), counting_settings(conf)
+    trained, held = Counter(), []
+    for shard in discover([cfg["data"]]):
+        counts_path, held_path = cache.paths(shard_count_key({**shard.fingerprint(), "kind": shard.kind}, counting))
+        trained.update(read_counts(counts_path).to_dict())
+        held += read_held_out(held_path)
+    assert len(held) == m2["counts"]["held_out_rows"]  # every held-out row is on record
+    shards = sorted(cfg["data_dir"].glob("*.parquet"))
+    data = [t for path in shards for t in pq.read_table(path).column("text").to_pylist()]
+    words = Pretokenizer(cfg["pattern"], cfg["special_tokens"])
+    in_data, in_held = Counter(data), Counter(held)
+    assert all(in_held[t] == in_data[t] > 0 for t in rows)
+    expected = Counter(w.encode() for t in data for w in words.split(t))
+    expected.subtract(Counter(w.encode() for t in held for w in words.split(t)))
+    assert trained == +expected
+
+    # The artifact: the trend table, the plot embedded, a link to the version.
+    [markdown] = [a.data for a in result["artifacts"] if a.type == "markdown" and "# trend v0002" in a.data]
+    [uri] = re.findall(r"!\[[^\]]*\]\(data:image/png;base64,([^)]+)\)", markdown)
+    assert base64.b64decode(uri).startswith(b"\x89PNG\r\n\x1a\n")
+    trend = {re.match(r"\**(v\d+)", cells[0]).group(1): cells for cells in map(markdown_cells, markdown.splitlines())
+             if cells and re.match(r"\**v\d+", cells[0])}  # fmt: skip
+    assert list(trend) == ["v0001", "v0002"] and "(this version)" in trend["v0002"][0]
+    assert trend["v0001"][3] == f"{e1['bytes_per_token']:.4f}"
+    assert trend["v0002"][3:] == [
+        f"{e2['bytes_per_token']:.4f}", f"{e2['bytes_per_token'] - e1['bytes_per_token']:+.4f}"]  # fmt: skip
+    assert f"({link_target(versions.location('v0002'))})" in markdown
+    assert "compression on the evaluation set" in result["logs"]
 
 
 def test_a_version_identical_to_a_published_one_is_not_published_again(tmp_path):

@@ -15,6 +15,7 @@ import yaml
 from bpe.errors import SettingsError
 from bpe.pipeline.config import load_config
 from bpe.pipeline.store import COMPLETE, VersionStore, describe_versions
+from tests.conftest import publish_as
 
 
 def publish(root: str, name: str = "tok", payload: str = "x") -> str:
@@ -43,7 +44,8 @@ def test_an_aborted_version_leaves_nothing_and_latest_stays(tmp_path):
     staged = store.stage()
     (staged.directory / "merges.txt").write_text("half")
     store.abort(staged)
-    assert sorted(p.name for p in (tmp_path / "tok").iterdir()) == ["latest", "v0001"]
+    assert sorted(p.name for p in (tmp_path / "tok").iterdir()) == ["history.jsonl", "latest", "v0001"]
+    assert [e["action"] for e in store.history()] == ["publish"]  # the aborted version left no trace
     assert store.latest() == "v0001"
     assert publish(root) == "v0002"
 
@@ -114,6 +116,8 @@ def test_concurrent_runs_never_collide(tmp_path):
         p.join(60)
     got = sorted(queue.get(timeout=5) for _ in procs)
     assert got == [f"v{i:04d}" for i in range(1, 7)]
+    events = VersionStore(str(tmp_path), "tok").history()  # one history line each, none lost to a race
+    assert sorted(e["version"] for e in events) == got and {e["action"] for e in events} == {"publish"}
     store = VersionStore(str(tmp_path), "tok")
     assert store.versions() == got and store.latest() == "v0006"
     assert not [p for p in (tmp_path / "tok").iterdir() if p.name.startswith(".")]
@@ -213,4 +217,178 @@ def test_a_publisher_killed_between_stage_and_commit_leaves_nothing_for_good(tmp
     assert victim.exitcode == -signal.SIGKILL
     assert sorted(p.name.split("-")[0] for p in (tmp_path / "tok").iterdir()) == [".v0001.lock", ".v0001.tmp"]
     assert publish(str(tmp_path)) == "v0001"  # the next run sweeps what the dead one reserved, and reuses it
-    assert sorted(p.name for p in (tmp_path / "tok").iterdir()) == ["latest", "v0001"]
+    assert sorted(p.name for p in (tmp_path / "tok").iterdir()) == ["history.jsonl", "latest", "v0001"]
+
+
+# -- channels, promote, rollback, prune (without Prefect) -----------------------------------------
+
+
+def test_an_experiment_does_not_move_latest_unless_promoted(tmp_path):
+    store = VersionStore(str(tmp_path), "tok")
+    assert publish_as(store, "experiment") == "v0001"
+    assert store.latest() is None, "a store holding only an unpromoted experiment has no latest"
+    assert not (tmp_path / "tok" / "latest").exists()
+    assert publish_as(store) == "v0002" and store.latest() == "v0002"
+    assert publish_as(store, "experiment") == "v0003" and store.latest() == "v0002"
+    assert publish_as(store, "experiment", promoted=True) == "v0004" and store.latest() == "v0004"
+    events = store.history()
+    assert [(e["action"], e["version"], e["channel"], e["latest_before"], e["latest_after"]) for e in events] == [
+        ("publish", "v0001", "experiment", None, None),
+        ("publish", "v0002", "main", None, "v0002"),
+        ("publish", "v0003", "experiment", "v0002", "v0002"),
+        ("publish", "v0004", "experiment", "v0002", "v0004"),
+    ]
+    rows = {r["version"]: r for r in describe_versions(store)}
+    assert [rows[v]["channel"] for v in sorted(rows)] == ["experiment", "main", "experiment", "experiment"]
+    assert [v for v in sorted(rows) if rows[v]["promoted"]] == ["v0002", "v0004"]
+
+
+def test_promote_moves_latest_backwards_and_is_recorded(tmp_path):
+    store = VersionStore(str(tmp_path), "tok")
+    for _ in range(3):
+        publish_as(store)
+    assert store.promote("v0001", by="tester") == ("v0003", "v0001")
+    assert store.latest() == "v0001" and os.readlink(tmp_path / "tok" / "latest") == "v0001"
+    last = store.history()[-1]
+    assert (last["action"], last["version"], last["latest_before"], last["latest_after"], last["by"]) == (
+        "promote", "v0001", "v0003", "v0001", "tester"
+    )  # fmt: skip
+    assert store.promote("v0001") == ("v0001", "v0001") and len(store.history()) == 4, "a no-op is not recorded"
+    publish_as(store)  # a new main-line version moves latest forward again
+    assert store.latest() == "v0004"
+
+
+def test_promoting_an_unknown_version_is_an_error_and_changes_nothing(tmp_path):
+    from bpe.errors import InputError
+
+    store = VersionStore(str(tmp_path), "tok")
+    publish_as(store)
+    with pytest.raises(InputError, match=r"tok: no version v0009 \(versions: v0001\)$"):
+        store.promote("v0009")
+    with pytest.raises(SettingsError, match="is not a version name"):
+        store.promote("latest")
+    assert store.latest() == "v0001" and len(store.history()) == 1
+
+
+def test_rollback_walks_back_the_promotions_and_undoes_a_promote(tmp_path):
+    from bpe.errors import InputError
+
+    store = VersionStore(str(tmp_path), "tok")
+    for _ in range(3):
+        publish_as(store)  # v0001, v0002, v0003: each promoted when published
+    publish_as(store, "experiment")  # v0004: never latest, never a rollback target
+    assert store.rollback() == ("v0003", "v0002")
+    assert store.promote("v0004") == ("v0002", "v0004")
+    assert store.rollback() == ("v0004", "v0002"), "a rollback after a promote undoes the promote"
+    assert store.rollback() == ("v0002", "v0001")
+    with pytest.raises(InputError, match="nothing to roll back to: no version was promoted before v0001"):
+        store.rollback()
+    assert store.latest() == "v0001"
+    assert [e["action"] for e in store.history()][-4:] == ["rollback", "promote", "rollback", "rollback"]
+
+
+def test_rollback_in_a_store_published_before_there_was_a_history(tmp_path):
+    """Versions published by earlier releases have no channel and no history: each moved `latest`
+    forward when it was published, so they are the main line, in order."""
+    store = VersionStore(str(tmp_path), "tok")
+    for _ in range(2):
+        publish(str(tmp_path))
+    (tmp_path / "tok" / "history.jsonl").unlink()
+    assert store.history() == []
+    assert store.rollback() == ("v0002", "v0001")
+    assert store.history()[-1]["action"] == "rollback"
+
+
+def test_versions_show_the_change_against_the_previous_promoted_version(tmp_path):
+    store = VersionStore(str(tmp_path), "tok")
+    publish_as(store, bpt=3.5)  # v0001
+    publish_as(store, "experiment", bpt=3.75)  # v0002: compared with v0001
+    publish_as(store, bpt=3.6)  # v0003: compared with v0001 (v0002 was never promoted)
+    publish_as(store, bpt=3.4)  # v0004: compared with v0003
+    rows = describe_versions(store)
+    assert [(r["previous_promoted"], r["change"] and round(r["change"], 6)) for r in rows] == [
+        (None, None), ("v0001", 0.25), ("v0001", 0.1), ("v0003", -0.2)
+    ]  # fmt: skip
+    assert [r["rollback_target"] for r in rows] == [False, False, True, False]
+
+
+def test_versions_measured_on_other_evaluation_rows_show_no_change(tmp_path):
+    """A figure on other text (a lost evaluation set frozen again, a subset) is not compared."""
+    store = VersionStore(str(tmp_path), "tok")
+    publish_as(store, bpt=3.5, eval_set="set-a")
+    publish_as(store, bpt=3.6, eval_set="set-b")
+    publish_as(store, bpt=3.7, eval_set="set-b")
+    rows = describe_versions(store)
+    assert [r["change"] and round(r["change"], 6) for r in rows] == [None, None, 0.1]
+
+
+def test_prune_keeps_latest_the_rollback_target_and_the_newest_main_line_version(tmp_path):
+    from bpe.pipeline.retention import prune_versions
+
+    store = VersionStore(str(tmp_path), "tok")
+    for _ in range(4):
+        publish_as(store)  # v0001 .. v0004
+    publish_as(store, "experiment")  # v0005
+    publish_as(store, "experiment")  # v0006
+    store.promote("v0002")  # latest v0002; rollback would return to v0004
+    plan = prune_versions(store, keep=1)
+    assert plan.keep == {"v0002": "latest", "v0004": "rollback target, newest main-line version",
+                         "v0006": "among the 1 newest"}  # fmt: skip
+    assert plan.remove == ["v0001", "v0003", "v0005"]
+    assert store.versions() == [f"v{i:04d}" for i in range(1, 7)], "a dry run removes nothing"
+    plan = prune_versions(store, keep=1, apply=True, by="tester")
+    assert plan.removed == ["v0001", "v0003", "v0005"] and plan.spared == []
+    assert store.versions() == ["v0002", "v0004", "v0006"] and store.latest() == "v0002"
+    assert sorted(p.name for p in (tmp_path / "tok").iterdir()) == [
+        "history.jsonl", "latest", "v0002", "v0004", "v0006"
+    ]  # fmt: skip
+    pruned = [e["version"] for e in store.history() if e["action"] == "prune"]
+    assert pruned == ["v0001", "v0003", "v0005"]
+    assert store.rollback() == ("v0002", "v0004")
+    assert publish_as(store) == "v0007", "numbers are never given out again"
+
+
+def test_a_version_promoted_while_a_prune_runs_is_spared(tmp_path):
+    from bpe.pipeline.retention import plan_prune, protected_versions
+
+    store = VersionStore(str(tmp_path), "tok")
+    for _ in range(4):
+        publish_as(store)
+    plan = plan_prune(store, keep=1)
+    assert plan.remove == ["v0001", "v0002"]
+    store.promote("v0001")  # another operator, between the plan and the removal
+    channels = store.channels()
+    assert not store.unpublish("v0001", lambda p: protected_versions(p, channels))
+    assert store.unpublish("v0002", lambda p: protected_versions(p, channels))
+    assert store.versions() == ["v0001", "v0003", "v0004"] and store.latest() == "v0001"
+    assert not store.unpublish("v0004", lambda p: {}), "the newest version is never removed"
+
+
+def test_prune_on_object_storage_unpublishes_before_deleting(tmp_path):
+    """On object storage a version stops being one when its COMPLETE marker goes; a prune cut
+    short after that leaves files that the next prune removes."""
+    import fsspec
+
+    from bpe.pipeline.retention import prune_versions
+
+    store = VersionStore("memory://bpe-prune", "tok")
+    for _ in range(3):
+        publish_as(store)
+    fs = fsspec.filesystem("memory")
+    fs.rm("/bpe-prune/tok/v0001/COMPLETE")  # an earlier prune got this far
+    assert store.versions() == ["v0002", "v0003"]
+    plan = prune_versions(store, keep=1, apply=True)
+    assert plan.removed == [] and plan.keep == {"v0002": "rollback target", "v0003": "among the 1 newest, latest, "
+                                                "newest main-line version"}  # fmt: skip
+    assert not fs.exists("/bpe-prune/tok/v0001"), "what the interrupted prune left is gone"
+    assert store.promote("v0002") == ("v0003", "v0002") and store.latest() == "v0002"
+    assert fs.cat_file("/bpe-prune/tok/latest") == b"v0002\n"
+
+
+def test_prune_needs_keep_of_at_least_one(tmp_path):
+    from bpe.pipeline.retention import plan_prune
+
+    store = VersionStore(str(tmp_path), "tok")
+    publish_as(store)
+    with pytest.raises(SettingsError, match=r"^--keep: expected an integer >= 1"):
+        plan_prune(store, 0)

@@ -25,6 +25,17 @@ TRAINING_KEYS = ("vocab_size", "pattern", "special_tokens", "min_frequency", "ti
 
 
 @dataclass(frozen=True)
+class Retention:
+    """What the flow removes after it publishes (`retention:` in the configuration; nothing when
+    absent): versions beyond the newest `keep_versions` (never `latest`, the version a rollback
+    would return to, or the newest main-line version), and count cache entries no run has used for
+    `cache_days` days. `bpe prune` and `bpe prune-cache` do the same by hand."""
+
+    keep_versions: int | None = None
+    cache_days: float | None = None
+
+
+@dataclass(frozen=True)
 class TokenizerConfig:
     """Where the data is, what to train, where versions go, and when to retrain."""
 
@@ -43,6 +54,7 @@ class TokenizerConfig:
     dask_workers: int | None = None  # size of that local cluster (default: one per core)
     schedule: str | None = None  # cron of the scheduled deployment; none: no schedule
     eval_sizes: list[int] = field(default_factory=list)  # vocabulary sizes to report compression at
+    retention: Retention = field(default_factory=Retention)  # what to remove after publishing
     source: str = ""  # the file it came from (set on load)
 
     def settings(self) -> Settings:
@@ -151,6 +163,8 @@ def _check(where: str, key: str, value):
         if not isinstance(value, list) or not all(isinstance(v, int) and v >= 256 for v in value):
             fail("a list of integers >= 256")
         return list(value)
+    if key == "retention":
+        return _check_retention(where, value)
     if key == "schedule":
         if value is None:
             return None
@@ -166,6 +180,26 @@ def _check(where: str, key: str, value):
             fail("a non-empty string or null")
         return value
     return value
+
+
+def _check_retention(where: str, value) -> Retention:
+    """`retention: {keep_versions: 10, cache_days: 30}`: either key may be left out or null."""
+    if value is None:
+        return Retention()
+    if isinstance(value, Retention):
+        return value
+    known = [f.name for f in fields(Retention)]
+    if not isinstance(value, dict):
+        raise SettingsError(f"{where}: retention: expected a mapping with {' and/or '.join(known)}, got {value!r}")
+    unknown = sorted(set(value) - set(known))
+    if unknown:
+        raise SettingsError(f"{where}: retention: unknown key {unknown[0]!r} (known: {', '.join(known)})")
+    keep, days = value.get("keep_versions"), value.get("cache_days")
+    if keep is not None and (not isinstance(keep, int) or isinstance(keep, bool) or keep < 1):
+        raise SettingsError(f"{where}: retention: keep_versions: expected an integer >= 1 or null, got {keep!r}")
+    if days is not None and (not isinstance(days, (int, float)) or isinstance(days, bool) or not days > 0):
+        raise SettingsError(f"{where}: retention: cache_days: expected a number of days > 0 or null, got {days!r}")
+    return Retention(keep_versions=keep, cache_days=None if days is None else float(days))
 
 
 def packaged_config(name: str) -> Path:

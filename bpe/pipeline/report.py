@@ -3,7 +3,9 @@ the pipeline publishes as Prefect artifacts, and the line `bpe demo` ends with."
 
 from __future__ import annotations
 
+import base64
 import re
+from urllib.parse import quote
 
 
 def metrics_table(manifest: dict) -> list[dict]:
@@ -35,15 +37,86 @@ def code_cell(text: str) -> str:
     return f"{fence}{padded}{fence}".replace("|", "\\|")
 
 
-def summary_markdown(manifest: dict, location: str) -> str:
-    """The markdown summary of a version: data, settings, timing and compression."""
+def text_cell(text: str) -> str:
+    r"""Plain `text` inside a markdown table cell: pipes escaped, line breaks flattened.
+
+    >>> text_cell("a|b\nc")
+    'a\\|b c'
+    """
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def link_target(location: str) -> str:
+    """A URL for a version's location or one of its files: a URL as it is (`s3://...`), a local path
+    as a `file://` URL (spaces and the like percent-encoded, so the markdown link stays one link).
+
+    >>> link_target("/artifacts/my tok/v0001")
+    'file:///artifacts/my%20tok/v0001'
+    """
+    if "://" in location:
+        return location
+    return "file://" + quote(location, safe="/:@-._~")
+
+
+def data_uri(png: bytes) -> str:
+    """`png` as a data: URI, which an <img> shows without fetching anything: the Prefect UI renders
+    it inside a markdown artifact, where a file:// link to the plot cannot be opened."""
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def trend_section(manifest: dict) -> list[str]:
+    """The markdown table of bytes per token across versions on this version's evaluation rows,
+    oldest first and this version last, with the change from the row above (4 places, as the figures
+    are kept, so a small regression does not print as 0.000) and the channel of a version off the
+    main line (an experiment); empty when no earlier
+    version was measured on the same rows."""
+    evaluation = manifest.get("evaluation") or {}
+    eval_set = evaluation.get("eval_set") or {}
+    trend = evaluation.get("trend") or []
+    if not trend or evaluation.get("bytes_per_token") is None:
+        return []
+    this = {"version": manifest["version"], "created": manifest.get("created", ""),
+            "vocab_size": (manifest.get("result") or {}).get("vocab_size"),
+            "bytes_per_token": evaluation["bytes_per_token"], "channel": manifest.get("channel")}  # fmt: skip
+    lines = [
+        "",
+        "## Trend on the evaluation set",
+        "",
+        f"Bytes per token of each version on the same {eval_set.get('rows', 0):,} held-out rows (fingerprint "
+        f"`{eval_set.get('fingerprint', '')[:16]}`, frozen by {eval_set.get('frozen_by', '?')}), oldest first; "
+        "each at its own vocabulary size.",
+        "",
+        "| version | created | vocabulary | bytes per token | change |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
+    before = None
+    for row in [*trend, this]:
+        channel = row.get("channel")  # absent before channels; the main line's is not repeated on every row
+        name = row["version"] + (f" ({text_cell(channel)})" if channel and channel != "main" else "")
+        if row is this:
+            name = f"**{name}** (this version)"
+        value = row.get("bytes_per_token")
+        change = f"{value - before:+.4f}" if value is not None and before is not None else ""
+        size = f"{row['vocab_size']:,}" if row.get("vocab_size") else ""
+        shown = f"{value:.4f}" if value is not None else ""  # as measured: small changes show
+        lines.append(f"| {name} | {text_cell(row.get('created', ''))} | {size} | {shown} | {change} |")
+        before = value if value is not None else before
+    return lines
+
+
+def summary_markdown(manifest: dict, location: str, plot_png: bytes | None = None) -> str:
+    """The markdown summary of a version: data, settings, timing, compression on the evaluation set
+    and its trend across versions, with a link to the version and, given `plot_png`, the plot
+    embedded as a data: URI (a link to the file otherwise)."""
     s, c, r = manifest["settings"], manifest["counts"], manifest["result"]
     seconds, data = manifest["seconds"], manifest["data"]
     evaluation = manifest.get("evaluation") or {}
+    eval_set = evaluation.get("eval_set") or {}
+    own = evaluation.get("run_held_out") or {}
     lines = [
         f"# {manifest['name']} {manifest['version']}",
         "",
-        f"Written to `{location}` at {manifest['created']}.",
+        f"Written to [`{location}`]({link_target(location)}) at {manifest['created']}.",
         "",
         "| | |",
         "| --- | --- |",
@@ -56,14 +129,24 @@ def summary_markdown(manifest: dict, location: str) -> str:
         f"| result | {r['merges']:,} merges, vocabulary {r['vocab_size']:,}; stopped: {r['stop_reason']} |",
         "| time | " + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items()) + " |",
     ]
-    if evaluation and evaluation.get("bytes_per_token") is None:  # holdout_fraction 0: nothing held out
+    if evaluation and evaluation.get("bytes_per_token") is None:  # holdout_fraction 0, or no usable set
         lines.append("| compression | no held-out rows to evaluate on |")
     elif evaluation:
         before = evaluation.get("previous_bytes_per_token")
         compared = f" (previous version {evaluation['previous_version']}: {before:.3f})" if before else ""
+        if eval_set:
+            where = (f"the evaluation set: {evaluation['rows']:,} held-out rows, {evaluation.get('bytes', 0):,} bytes, "
+                     f"fingerprint `{eval_set['fingerprint'][:16]}`, frozen by {eval_set['frozen_by']}")  # fmt: skip
+        else:  # a manifest from before the evaluation set
+            where = f"{evaluation['rows']:,} held-out rows"
+        lines.append(f"| compression | {evaluation['bytes_per_token']:.3f} bytes per token on {where}{compared} |")
+    if own.get("bytes_per_token") is not None and own.get("fingerprint") != eval_set.get("fingerprint"):
+        lines.append(f"| this run's held-out rows | {own['bytes_per_token']:.3f} bytes per token on this run's own "
+                     f"{own['rows']:,} held-out rows (its own data: not comparable across versions) |")  # fmt: skip
+    lines += [f"| note | {text_cell(note)} |" for note in evaluation.get("notes") or []]
+    if evaluation.get("bytes_per_token") is not None:
+        lines += trend_section(manifest)
         lines += [
-            f"| compression | {evaluation['bytes_per_token']:.3f} bytes per token on {evaluation['rows']:,} "
-            f"held-out rows{compared} |",
             "",
             "## Compression by vocabulary size",
             "",
@@ -74,13 +157,19 @@ def summary_markdown(manifest: dict, location: str) -> str:
             prev = f"{row['previous_version']:.3f}" if row["previous_version"] else ""
             lines.append(f"| {row['vocab_size']:,} | {row['bytes_per_token']:.3f} | {prev} |")
         if evaluation.get("plot"):
-            plot = f"{location}/{evaluation['plot']}"
-            lines += ["", f"Plot: [{plot}]({plot if '://' in plot else 'file://' + plot})"]
+            plot = f"{location.rstrip('/')}/{evaluation['plot']}"
+            lines.append("")
+            if plot_png:
+                lines += [f"![bytes per token by vocabulary size, and across versions]({data_uri(plot_png)})", ""]
+            lines.append(f"Plot file: [{plot}]({link_target(plot)})")
     return "\n".join(lines) + "\n"
 
 
 def one_line(manifest: dict, location: str) -> str:
+    """The line a run ends with: where the version is, and its bytes per token on held-out text."""
     evaluation = manifest.get("evaluation") or {}
     bpt = evaluation.get("bytes_per_token")
-    compression = f"{bpt:.3f} bytes per token on held-out text" if bpt else "no held-out text to evaluate on"
+    eval_set = evaluation.get("eval_set") or {}
+    on = f" (evaluation set `{eval_set['fingerprint'][:16]}`, {evaluation['rows']:,} rows)" if eval_set else ""
+    compression = f"{bpt:.3f} bytes per token on held-out text{on}" if bpt else "no held-out text to evaluate on"
     return f"{manifest['name']} {manifest['version']} written to {location}: {compression}"

@@ -3,11 +3,20 @@
 A version is staged in a local temporary directory and moved into place whole: on a local
 filesystem by one rename; elsewhere (any fsspec URL) by an upload followed by a `COMPLETE` marker,
 which readers require. Version numbers are reserved with an exclusive-create lock file, so two
-concurrent runs never get the same one, and `latest` is moved last, and only forward.
+concurrent runs never get the same one, and `latest` is moved last: by a publish only forward, and
+only for a version published as promoted (the main line, or an experiment run with promote=True).
+
+`promote` and `rollback` move `latest` deliberately, backwards too, under the same lock as a
+publish. Every move of `latest` (and every publish and prune) is appended to `history.jsonl` beside
+the versions, rewritten whole (temporary name + rename, or one object) under that lock: the versions
+themselves are never rewritten once published, the history has one order across all of them, and it
+outlives the versions that retention removes. `rollback` goes back one step on the stack of
+promotions this history gives (a publish or promote that moved `latest` pushes; a rollback pops).
 """
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import re
@@ -17,14 +26,16 @@ import tempfile
 import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from bpe.errors import SettingsError
+from bpe.errors import InputError, SettingsError
 from bpe.leftovers import process_is_gone
 
 VERSION = re.compile(r"^v(\d{4,})$")
 COMPLETE = "COMPLETE"
+HISTORY = "history.jsonl"  # one JSON object per line: every publish, promote, rollback and prune
+MAIN, EXPERIMENT = "main", "experiment"  # a version's channel (manifests from before channels: main)
 # A tokenizer's name is one path segment: it cannot climb out of the artifact root ("..") or nest.
 ABANDONED_AFTER = 24 * 3600.0  # seconds after which another host's reservation is abandoned
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -40,6 +51,78 @@ def check_name(name: str) -> str:
     return name
 
 
+def who() -> str:
+    """Who moved `latest`, for the history: user@host."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid()) if hasattr(os, "getuid") else "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def describe_names(versions: list[str]) -> str:
+    """The versions a store holds, for an error message: `versions: v0001, v0002` (abridged)."""
+    if not versions:
+        return "the store holds no versions"
+    shown = versions if len(versions) <= 6 else [*versions[:2], "...", *versions[-3:]]
+    return f"versions: {', '.join(shown)}"
+
+
+@dataclass
+class Promotions:
+    """Where `latest` has been. `stack`: the versions it was moved to, oldest first, its top the
+    current one; a publish or promote that moved it pushes, a rollback goes back down to the version
+    it moved to. `rollback` moves `latest` to the nearest version below the top that is still in
+    the store. `promoted`: every version that was ever `latest`."""
+
+    latest: str | None
+    stack: list[str] = field(default_factory=list)
+    promoted: set[str] = field(default_factory=set)
+    versions: list[str] = field(default_factory=list)
+
+    @property
+    def rollback_target(self) -> str | None:
+        """The version `bpe rollback` would move `latest` to, or None."""
+        existing = set(self.versions)
+        for version in reversed(self.stack[:-1]):
+            if version in existing and version != self.latest:
+                return version
+        return None
+
+    @classmethod
+    def replay(cls, legacy: list[str], history: list[dict], latest: str | None, versions: list[str]) -> Promotions:
+        """The stack from the versions published before there was a history (each moved `latest`
+        forward), then the history's moves of `latest`; the pointer itself has the last word (a
+        move whose history line was never written, say)."""
+        stack: list[str] = []
+        promoted: set[str] = set()
+
+        def push(version: str) -> None:
+            if not stack or stack[-1] != version:
+                stack.append(version)
+            promoted.add(version)
+
+        def back_to(version: str) -> None:
+            del stack[len(stack) - stack[::-1].index(version) :]
+
+        for version in sorted(legacy, key=lambda v: int(v[1:])):
+            push(version)
+        for event in history:
+            before, after = event.get("latest_before"), event.get("latest_after")
+            if not isinstance(after, str) or not VERSION.match(after) or after == before:
+                continue
+            if event.get("action") == "rollback" and after in stack:
+                back_to(after)
+            else:
+                push(after)
+        if latest and (not stack or stack[-1] != latest):
+            if latest in stack:
+                back_to(latest)
+            else:
+                push(latest)
+        return cls(latest, stack, promoted, list(versions))
+
+
 @dataclass
 class Staged:
     """A version being written: fill `directory`, then `VersionStore.commit` it (or `abort`)."""
@@ -52,10 +135,11 @@ class VersionStore:
     """Versions of one tokenizer under `root` (a local path or an fsspec URL)."""
 
     def __init__(self, root: str, name: str) -> None:
-        import fsspec
+        from bpe import storage
 
         self.url = f"{str(root).rstrip('/')}/{check_name(name)}"
-        self.fs, self.base = fsspec.core.url_to_fs(self.url)
+        # Listings are not cached: other processes publish, promote and prune the same store.
+        self.fs, self.base = storage.filesystem(self.url)
         self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
         self.name = name
 
@@ -73,12 +157,18 @@ class VersionStore:
         return sorted(found, key=lambda v: int(v[1:]))
 
     def latest(self) -> str | None:
-        """The version `latest` names (falling back to the newest complete one)."""
+        """The version `latest` names (falling back to the newest complete one not published as an
+        unpromoted experiment: a store holding only experiments has no latest)."""
         pointed = self._pointer()
         if pointed:
             return pointed
-        versions = self.versions()
-        return versions[-1] if versions else None
+        for version in reversed(self.versions()):
+            try:
+                if self.manifest(version).get("promoted", True) is not False:
+                    return version
+            except (FileNotFoundError, ValueError):
+                return version  # a version without a readable manifest: as before channels
+        return None
 
     def _pointer(self) -> str | None:
         """The version `latest` names; anything but a version name (a tampered pointer) is ignored."""
@@ -103,6 +193,49 @@ class VersionStore:
 
     def manifest(self, version: str) -> dict:
         return json.loads(self.fs.cat_file(f"{self.path(version)}/manifest.json"))
+
+    def history(self) -> list[dict]:
+        """Every recorded publish, promote, rollback and prune, oldest first (a line that is not a
+        JSON object, e.g. edited by hand, is skipped)."""
+        try:
+            text = self.fs.cat_file(f"{self.base}/{HISTORY}").decode()
+        except FileNotFoundError:
+            return []
+        events = []
+        for line in text.splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                events.append(event)
+        return events
+
+    def channels(self, versions: list[str] | None = None) -> dict[str, str]:
+        """Each version's channel, `main` or `experiment` (a version from before channels: main)."""
+        found = {}
+        for version in self.versions() if versions is None else versions:
+            try:
+                found[version] = self.manifest(version).get("channel") or MAIN
+            except (FileNotFoundError, ValueError):
+                found[version] = MAIN
+        return found
+
+    def promotions(self) -> Promotions:
+        """Where `latest` has been: see `Promotions`."""
+        versions = self.versions()
+        history = self.history()
+        mentioned = {e.get("version") for e in history}
+        # Versions published before there was a history each moved `latest` forward when published.
+        legacy = []
+        for version in versions:
+            if version not in mentioned:
+                try:
+                    if "channel" not in self.manifest(version):
+                        legacy.append(version)
+                except (FileNotFoundError, ValueError):
+                    legacy.append(version)
+        return Promotions.replay(legacy, history, self.latest(), versions)
 
     def local_copy(self, version: str) -> Path:
         """A local directory holding the version (the directory itself on a local filesystem)."""
@@ -165,8 +298,17 @@ class VersionStore:
                         shutil.rmtree(stale, ignore_errors=True)
                 self.fs.rm(f"{self.base}/{name}")
 
-    def commit(self, staged: Staged) -> str:
-        """Move the staged version into place, then move `latest` to it if it is the newest."""
+    def commit(self, staged: Staged, promote: bool | None = None, by: str | None = None) -> str:
+        """Move the staged version into place, then, if it is promoted, move `latest` to it if it
+        is the newest; the publish is recorded in the history. `promote` None: as the staged
+        manifest says (`promoted`, true when absent: the main line)."""
+        described = {}
+        try:
+            described = json.loads((staged.directory / "manifest.json").read_text())
+        except (FileNotFoundError, ValueError):
+            pass
+        if promote is None:
+            promote = described.get("promoted", True) is not False
         (staged.directory / COMPLETE).write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
         final = self.path(staged.version)
         if self.local:
@@ -179,7 +321,9 @@ class VersionStore:
                 self.fs.put_file(str(p), f"{final}/{p.name}")
             self.fs.put_file(str(marker), f"{final}/{COMPLETE}")
             shutil.rmtree(staged.directory, ignore_errors=True)
-        self._advance_latest(staged.version)
+        flow_run = (described.get("prefect") or {}).get("flow_run_id")
+        self._advance_latest(staged.version, promote, channel=described.get("channel") or MAIN,
+                             by=by or (f"flow run {flow_run}" if flow_run else None))  # fmt: skip
         self.fs.rm(f"{self.base}/.{staged.version}.lock")
         return final
 
@@ -198,18 +342,147 @@ class VersionStore:
             return []
         return [e.rstrip("/").rsplit("/", 1)[-1] for e in entries]
 
-    def _advance_latest(self, version: str) -> None:
+    def _advance_latest(self, version: str, promote: bool = True, channel: str = MAIN, by: str | None = None) -> None:
+        """A publish: `latest` moves to `version` if it is promoted and newer than the current one
+        (a publish never moves `latest` back); recorded in the history either way."""
         with self._lock(".latest.lock"):
             current = self._pointer()
-            if current and VERSION.match(current) and int(current[1:]) >= int(version[1:]):
-                return
-            pointer = f"{self.base}/latest"
+            forward = not current or int(current[1:]) < int(version[1:])
+            moves = promote and forward
+            if moves:
+                self._set_latest(version)
+            self._record("publish", version, current, version if moves else current, by, channel=channel,
+                         promoted=promote)  # fmt: skip
+
+    def promote(self, version: str, by: str | None = None) -> tuple[str | None, str]:
+        """Move `latest` to `version` (backwards too) and record it; returns (before, after). An
+        unknown version is an InputError; promoting the latest version changes nothing."""
+        self.path(version)
+        with self._lock(".latest.lock"):
+            versions = self.versions()
+            if version not in versions:
+                raise InputError(f"{self.location_of_store()}: no version {version} ({describe_names(versions)})")
+            before = self.latest()
+            if before == version:  # already latest (perhaps by the fallback): write the pointer, record nothing
+                if self._pointer() != version:
+                    self._set_latest(version)
+                return before, version
+            self._set_latest(version)
+            self._record("promote", version, before, version, by)
+        return before, version
+
+    def rollback(self, by: str | None = None) -> tuple[str, str]:
+        """Move `latest` back to the version promoted before it (see `Promotions`) and record it;
+        returns (before, after). Nothing to go back to is an InputError."""
+        with self._lock(".latest.lock"):
+            promotions = self.promotions()
+            current, target = promotions.latest, promotions.rollback_target
+            if current is None:
+                raise InputError(f"{self.location_of_store()}: nothing to roll back: no version is latest")
+            if target is None:
+                raise InputError(f"{self.location_of_store()}: nothing to roll back to: no version was promoted "
+                                 f"before {current} (that is still in the store)")  # fmt: skip
+            self._set_latest(target)
+            self._record("rollback", target, current, target, by)
+        return current, target
+
+    def unpublish(self, version: str, protected, by: str | None = None) -> bool:
+        """Take `version` out of the store for good, unless `protected(promotions)` (called under
+        the lock, with the store's state then) names it: it stops being a version at once (renamed
+        away, or its COMPLETE marker removed), then its files go. True if it was removed. The newest
+        version is never removed: the next publish would be given its number again."""
+        self.path(version)
+        with self._lock(".latest.lock"):
+            promotions = self.promotions()
+            if version not in promotions.versions[:-1] or version in protected(promotions):
+                return False
             if self.local:
-                tmp = f"{pointer}.tmp-{uuid.uuid4().hex[:8]}"
-                os.symlink(version, tmp)
-                os.replace(tmp, pointer)
+                gone = f"{self.base}/.{version}.pruned-{uuid.uuid4().hex[:8]}"
+                os.rename(self.path(version), gone)
             else:
-                self.fs.pipe_file(pointer, f"{version}\n".encode())
+                gone = self.path(version)
+                self.fs.rm(f"{gone}/{COMPLETE}")
+            self._record("prune", version, promotions.latest, promotions.latest, by)
+        self._remove_files(gone)
+        return True
+
+    def sweep_pruned(self) -> None:
+        """Finish what an interrupted prune left: a renamed-away version on a local store; on object
+        storage, a version directory without its COMPLETE marker, without a reservation lock, and
+        older than the newest complete version (so no upload can be under way in it)."""
+        names = self._names()
+        if self.local:
+            for name in names:
+                if re.match(r"^\.v\d+\.pruned-[0-9a-f]+$", name):
+                    shutil.rmtree(f"{self.base}/{name}", ignore_errors=True)
+            return
+        complete = self.versions()
+        if not complete:
+            return
+        newest = int(complete[-1][1:])
+        locked = {m.group(1) for n in names if (m := re.match(r"^\.(v\d+)\.lock$", n))}
+        for name in names:
+            if VERSION.match(name) and name not in complete and name not in locked and int(name[1:]) < newest:
+                self._remove_files(self.path(name))
+
+    def _remove_files(self, path: str) -> None:
+        if self.local:
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                self.fs.rm(path, recursive=True)
+            except FileNotFoundError:
+                pass
+
+    def location_of_store(self) -> str:
+        """The store as users name it (`artifacts/demo`, `s3://bucket/artifacts/demo`)."""
+        return self.url
+
+    def _set_latest(self, version: str) -> None:
+        """Point `latest` at `version` in one step (a symlink renamed over it, or one object)."""
+        pointer = f"{self.base}/latest"
+        if self.local:
+            tmp = f"{pointer}.tmp-{uuid.uuid4().hex[:8]}"
+            os.symlink(version, tmp)
+            os.replace(tmp, pointer)
+        else:
+            self.fs.pipe_file(pointer, f"{version}\n".encode())
+
+    def _record(self, action: str, version: str, before: str | None, after: str | None, by: str | None,
+                **details) -> None:  # fmt: skip
+        """Append one event to the history (the caller holds `.latest.lock`): the whole file is
+        rewritten under a temporary name and renamed over the old one (one object on object
+        storage), so a reader sees the history before or after, never half of it."""
+        event = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "action": action,
+            "version": version,
+            "latest_before": before,
+            "latest_after": after,
+            **details,
+            "by": by or who(),
+        }
+        path = f"{self.base}/{HISTORY}"
+        try:
+            old = self.fs.cat_file(path)
+        except FileNotFoundError:
+            old = b""
+        if old and not old.endswith(b"\n"):
+            old += b"\n"
+        data = old + (json.dumps(event) + "\n").encode()
+        if self.local:
+            tmp = f"{self.base}/.{HISTORY}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            try:
+                with open(tmp, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        else:
+            self.fs.pipe_file(path, data)
 
     @contextmanager
     def _lock(self, name: str, stale_after: float = 60.0):
@@ -249,24 +522,43 @@ class VersionStore:
 
 
 def describe_versions(store: VersionStore) -> list[dict]:
-    """One row per version for `bpe versions`: date, vocabulary, data, compression."""
-    latest = store.latest()
+    """One row per version for `bpe versions`: date, channel, vocabulary, data, compression, and
+    its change in bytes per token against the previous promoted version (the newest version
+    before it that was ever `latest`), only when both were measured on the same evaluation rows
+    (`evaluation.eval_set.fingerprint`): figures on other text do not compare."""
+    promotions = store.promotions()
+    target = promotions.rollback_target
     rows = []
-    for version in store.versions():
+    previous: tuple[str, float | None, str | None] | None = None  # the newest promoted version so far
+    for version in promotions.versions:
         try:
             m = store.manifest(version)
         except (FileNotFoundError, json.JSONDecodeError):
             continue
         evaluation = m.get("evaluation") or {}
+        bytes_per_token = evaluation.get("bytes_per_token")
+        eval_set = (evaluation.get("eval_set") or {}).get("fingerprint")
+        change = None
+        if (previous and eval_set and previous[2] == eval_set and isinstance(bytes_per_token, (int, float))
+                and isinstance(previous[1], (int, float))):  # fmt: skip
+            change = bytes_per_token - previous[1]
         rows.append(
             {
                 "version": version,
-                "latest": version == latest,
+                "latest": version == promotions.latest,
+                "promoted": version in promotions.promoted,
+                "rollback_target": version == target,
+                "channel": m.get("channel") or MAIN,
                 "created": m.get("created", ""),
                 "vocab_size": m.get("result", {}).get("vocab_size"),
                 "shards": len(m.get("data", {}).get("shards") or []),
                 "data_bytes": m.get("counts", {}).get("bytes"),
-                "bytes_per_token": evaluation.get("bytes_per_token"),
+                "bytes_per_token": bytes_per_token,
+                "eval_set": eval_set,
+                "previous_promoted": previous[0] if previous else None,
+                "change": change,
             }
         )
+        if version in promotions.promoted:
+            previous = (version, bytes_per_token, eval_set)
     return rows

@@ -7,7 +7,7 @@ from __future__ import annotations
 from bpe.distributed.counting import ShardCount
 from bpe.engine.count import CountStats
 from bpe.pipeline.config import TRAINING_KEYS, TokenizerConfig
-from bpe.pipeline.store import VersionStore
+from bpe.pipeline.store import MAIN, VersionStore
 from bpe.results import TrainingRun
 from bpe.train import build_manifest
 
@@ -48,16 +48,61 @@ def version_manifest(
 
 
 def unchanged_since(store: VersionStore, fingerprint: str, cfg: TokenizerConfig) -> str | None:
-    """The latest version, if it was trained on exactly this data with these settings."""
+    """The newest version, of either channel, trained on exactly this data with these settings: a
+    run that would train it again completes with "no new data since vNNNN" instead (a main-line run
+    against the main line, an experiment against the same experiment). It compares with every
+    version, not only `latest`, so that after a rollback the main line does not retrain (and take
+    `latest` back) until its data or settings change."""
+    settings = cfg.training_settings()
+    for version in reversed(store.versions()):
+        try:
+            manifest = store.manifest(version)
+        except (FileNotFoundError, ValueError):
+            continue
+        config = manifest.get("config") or {}
+        same_data = manifest.get("data", {}).get("fingerprint") == fingerprint
+        if same_data and config.get("vocab_size") is not None and all(config.get(k) == v for k, v in settings.items()):
+            return version
+    return None
+
+
+def overridden_settings(configured: TokenizerConfig, run: TokenizerConfig) -> dict[str, tuple]:
+    """The training settings a run's parameters change from its configuration's, as
+    {key: (configured, run)}: none, and the run is on the main line; any, and it is an experiment."""
+    before, after = configured.training_settings(), run.training_settings()
+    return {key: (before[key], after[key]) for key in before if before[key] != after[key]}
+
+
+def channel_note(overridden: dict[str, tuple], promote: bool, latest: str | None) -> str:
+    """What a run that trains will do with `latest`, for its log line."""
+    if not overridden:
+        return "main line: latest moves to the new version"
+    what = f"experiment (parameters override {', '.join(overridden)})"
+    if promote:
+        return f"{what}, promote=True: latest moves to the new version"
+    return f"{what}: latest stays {latest or 'unset'} unless promote=True"
+
+
+def settle_latest(store: VersionStore, version: str, promote: bool, by: str) -> tuple[str | None, str]:
+    """After a run that published nothing new (`version` already holds its data and settings):
+    promote `version` if asked (`promote=True`). Returns `latest` and what to log about it."""
     latest = store.latest()
-    if not latest:
-        return None
-    manifest = store.manifest(latest)
-    same_data = manifest.get("data", {}).get("fingerprint") == fingerprint
-    same_settings = (manifest.get("config") or {}).get("vocab_size") is not None and all(
-        manifest["config"].get(k) == v for k, v in cfg.training_settings().items()
-    )
-    return latest if same_data and same_settings else None
+    if promote and latest != version:
+        latest = store.promote(version, by=f"{by} (promote=True)")[1]
+        return latest, f"promoted {version} (promote=True): latest is {latest}"
+    return latest, f"latest is {latest}" + ("" if latest == version else " (`bpe promote` to change it)")
+
+
+def newest_main_line(store: VersionStore) -> tuple[str, dict] | None:
+    """The newest main-line version and its manifest: what the main line last trained on."""
+    for version in reversed(store.versions()):
+        try:
+            manifest = store.manifest(version)
+        except (FileNotFoundError, ValueError):
+            continue
+        if (manifest.get("channel") or MAIN) == MAIN:
+            return version, manifest
+    return None
 
 
 def identical_version(store: VersionStore, manifest: dict) -> str | None:
@@ -77,12 +122,14 @@ def identical_version(store: VersionStore, manifest: dict) -> str | None:
 
 
 def reason_to_train(store: VersionStore, shards: list[dict], cfg: TokenizerConfig) -> str:
-    """Why a run trains, against the latest version: the shards added, changed or removed, and
-    the settings that differ, e.g. "1 new shard (part-00003.parquet); vocab_size 600 -> 700"."""
-    latest = store.latest()
-    if not latest:
-        return "no version yet"
-    manifest = store.manifest(latest)
+    """Why a run trains, against the newest main-line version (what the main line last trained
+    on, whether or not a rollback or promote moved `latest` elsewhere since): the shards added,
+    changed or removed, and the settings that differ, e.g.
+    "1 new shard(s) (part-00003.parquet); vocab_size 600 -> 700 since v0002"."""
+    newest = newest_main_line(store)
+    if newest is None:
+        return "no main-line version yet" if store.versions() else "no version yet"
+    version, manifest = newest
     before = {s.get("path"): s.get("sha256") for s in manifest.get("data", {}).get("shards") or []}
     now = {s["path"]: s["sha256"] for s in shards}
     reasons = []
@@ -98,4 +145,4 @@ def reason_to_train(store: VersionStore, shards: list[dict], cfg: TokenizerConfi
     for key, value in cfg.training_settings().items():
         if old.get(key) != value:
             reasons.append(f"{key} {old.get(key)!r} -> {value!r}")
-    return "; ".join(reasons) or f"the data or settings differ from {latest}'s"
+    return ("; ".join(reasons) or f"the data or settings differ from {version}'s") + f" since {version}"
