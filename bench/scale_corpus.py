@@ -45,8 +45,8 @@ def alphabet(copy: int) -> dict[int, str]:
 
 def build(source: Path, out: Path, size_mb: float, text_column: str = "text") -> dict:
     """Write copies of `source`'s shards into `out` until they hold `size_mb` MB of UTF-8 text;
-    returns (and writes to out/corpus.json) what was built. Reuses a finished build."""
-    record = out / "corpus.json"
+    returns (and writes to out/.corpus.json) what was built. Reuses a finished build."""
+    record = out / ".corpus.json"  # hidden: a walk of the corpus directory skips it
     if record.exists():
         built = json.loads(record.read_text())
         if built["size_mb"] == size_mb and built["source"] == str(source):
