@@ -636,10 +636,9 @@ def run_cluster(args: argparse.Namespace) -> int:
 
 def run_deploy(args: argparse.Namespace) -> int:
     require_extra("pipeline", "bpe deploy")
-    from bpe.flows.deploy import REPO, deploy_all, require_server
+    from bpe.flows.deploy import deploy_all, require_server
 
     require_server()
-    print(f"registering flows/train_bpe.py:train_bpe from {REPO} on work pool {args.pool}")
     for name in deploy_all(args.conf, args.pool):
         print(f"deployed {name} on work pool {args.pool}")
     return 0

@@ -5,6 +5,10 @@ process work pool, each with the cron schedule its configuration gives.
     prefect worker start --pool bpe   # runs the flow runs (as the docker-compose prefect-worker does)
     prefect deployment run 'train-bpe/demo' --param vocab_size=8192
 
+Each deployment gets, when its configuration has `alerts: {webhook: URL}` (or BPE_ALERT_WEBHOOK is
+set), a Prefect automation that POSTs a message to that webhook when one of its runs fails or
+crashes (`bpe.pipeline.alerts`); deploying again updates it in place.
+
 Deployments are declared here in Python rather than in a static prefect.yaml because their
 schedules and parameters come from conf/*.yaml, the single place a tokenizer is described; they
 target a process work pool rather than `flow.serve` so that the same topology runs everywhere: a
@@ -14,6 +18,8 @@ server, any number of workers, and a Dask cluster the flow runs point at.
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -45,42 +51,62 @@ def require_server() -> None:
                             "(e.g. http://127.0.0.1:4200/api, as `bpe cluster up` prints)")  # fmt: skip
 
 
-def deploy_all(conf_dir: Path | None = None, pool: str = POOL, source: Path = REPO) -> list[str]:
-    """Register a deployment per configuration file (default: `conf/` beside `flows/`); returns
-    one line per deployment (train-bpe/<name>, and why it is paused, if it is). The source tree is
-    where this file's folder sits, so the same code serves a checkout (`flows/`, `conf/`) and an
-    installed package (`bpe/flows`, `bpe/conf`). A configuration whose data is not there yet is
-    registered with its schedule paused, rather than failing every scheduled run: resume it once
-    the data is in place (`prefect deployment schedule resume`, or deploy again)."""
-    from bpe.flows.train_bpe import train_bpe
-    from bpe.pipeline.config import load_config
+def deploy_all(conf_dir: Path | None = None, pool: str = POOL, source: Path = REPO,
+               say: Callable[[str], None] = print) -> list[str]:  # fmt: skip
+    """Register a deployment per configuration file (default: `conf/` beside `flows/`), with its
+    failure alert; returns one line per deployment: `train-bpe/<name> (schedule '<cron>', active)`,
+    or `(schedule '<cron>', paused: <data> not found)`, then `; alerts to <scheme://host/...>` when
+    it has alerts. Lines that concern every deployment (no alerts configured anywhere) go to `say`.
 
+    The source tree is where this file's folder sits, so the same code serves a checkout (`flows/`,
+    `conf/`) and an installed package (`bpe/flows`, `bpe/conf`). A configuration whose data is not
+    there yet is registered with its schedule paused, rather than failing every scheduled run: resume
+    it once the data is in place (`prefect deployment schedule resume`, or deploy again). Every
+    configuration (and BPE_ALERT_WEBHOOK) is validated before anything is registered."""
+    from prefect import get_client
+
+    from bpe.flows.train_bpe import train_bpe
+    from bpe.pipeline.alerts import ENV, ensure_alert, remove_alert, webhook_for
+    from bpe.pipeline.config import load_config, redact_url
+
+    paths = sorted(Path(conf_dir or source / "conf").glob("*.yaml"))
+    configs = [(path, load_config(path)) for path in paths]
+    webhooks = {cfg.name: webhook_for(cfg) for _, cfg in configs}
+    say(f"registering flows/train_bpe.py:train_bpe from {source} on work pool {pool}")
     ensure_pool(pool)
-    names = []
-    for path in sorted(Path(conf_dir or source / "conf").glob("*.yaml")):
-        cfg = load_config(path)
-        missing = missing_data(cfg.data, source)
-        flow = train_bpe.from_source(source=str(source), entrypoint="flows/train_bpe.py:train_bpe")
-        flow.deploy(
-            name=cfg.name,
-            work_pool_name=pool,
-            cron=cfg.schedule,
-            paused=bool(missing),
-            concurrency_limit=1,  # one run per tokenizer at a time: an overlapping run waits its turn
-            job_variables={"env": result_storage_env(cfg)},
-            parameters={"config": _relative_to(path, source)},
-            description=f"Train the {cfg.name} tokenizer from {path.name}; retrains on its schedule when data changed.",
-            tags=["bpe", cfg.name],
-            build=False,
-            push=False,
-            print_next_steps=False,
-        )
-        if missing:
-            note = f" (schedule paused: {', '.join(missing)} not found)"
-        else:
-            note = f" (schedule {cfg.schedule!r})" if cfg.schedule else " (no schedule)"
-        names.append(f"train-bpe/{cfg.name}{note}")
-    return names
+    if configs and not any(webhooks.values()):
+        say(f"alerts: none configured (set `alerts: {{webhook: URL}}` in a configuration, or {ENV})")
+    flow = train_bpe.from_source(source=str(source), entrypoint="flows/train_bpe.py:train_bpe")
+    lines = []
+    with get_client(sync_client=True) as client:
+        for path, cfg in configs:
+            missing = missing_data(cfg.data, source)
+            # to_deployment + apply rather than flow.deploy(): the same registration without the
+            # console output flow.deploy() prints for every deployment (a "use .serve" notice for
+            # process work pools, a success banner and a table); this command reports instead.
+            deployment = flow.to_deployment(
+                name=cfg.name,
+                cron=cfg.schedule,
+                paused=bool(missing),
+                concurrency_limit=1,  # one run per tokenizer at a time: an overlapping run waits its turn
+                job_variables={"env": result_storage_env(cfg)},
+                parameters={"config": _relative_to(path, source)},
+                description=f"Train the {cfg.name} tokenizer from {path.name}; retrains on its schedule when data "
+                "changed.",
+                tags=["bpe", cfg.name],
+            )  # fmt: skip
+            deployment_id = deployment.apply(work_pool_name=pool)
+            full_name = f"train-bpe/{cfg.name}"
+            schedule = f"schedule {cfg.schedule!r}" if cfg.schedule else "no schedule"
+            state = f"paused: {', '.join(missing)} not found" if missing else "active"
+            line = f"{full_name} ({schedule}, {state}"
+            if webhooks[cfg.name]:
+                ensure_alert(client, deployment_id, full_name, cfg.name, webhooks[cfg.name])
+                line += f"; alerts to {redact_url(webhooks[cfg.name])}"
+            else:
+                remove_alert(client, full_name, cfg.name)  # its configuration no longer asks for alerts
+            lines.append(line + ")")
+    return lines
 
 
 def result_storage_env(cfg) -> dict[str, str]:
@@ -131,9 +157,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conf", type=Path, default=REPO / "conf", help="directory of tokenizer configurations")
     parser.add_argument("--pool", default=POOL, help="process work pool (created if missing)")
     args = parser.parse_args(argv)
-    require_server()
-    for name in deploy_all(args.conf, args.pool):
-        print(f"deployed {name} on work pool {args.pool}")
+    from bpe.errors import BpeError
+
+    try:
+        require_server()
+        for name in deploy_all(args.conf, args.pool):
+            print(f"deployed {name} on work pool {args.pool}")
+    except BpeError as exc:  # a bad configuration or webhook: one line, as `bpe deploy` says it
+        print(f"deploy: error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -101,7 +101,8 @@ def deployed(services) -> dict[str, dict]:
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith(f"registering flows/train_bpe.py:train_bpe from {REPO} on work pool {POOL}\n")
     for name in NAMES:
-        assert f"deployed train-bpe/{name} (schedule '17 4 * * *') on work pool {POOL}" in done.stdout, done.stdout
+        line = f"deployed train-bpe/{name} (schedule '17 4 * * *', active) on work pool {POOL}"
+        assert line in done.stdout, done.stdout
     configs["deploy_output"] = done.stdout
     return configs
 
@@ -282,7 +283,7 @@ def test_a_deployment_whose_data_is_missing_is_registered_paused(services, deplo
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    assert "deployed train-bpe/waiting (schedule paused: " in deployed["deploy_output"]
+    assert "deployed train-bpe/waiting (schedule '17 4 * * *', paused: " in deployed["deploy_output"]
     assert "not-yet not found) on work pool" in deployed["deploy_output"]
     with temporary_settings({PREFECT_API_URL: services["env"]["PREFECT_API_URL"]}):
         with get_client(sync_client=True) as client:

@@ -36,6 +36,16 @@ class Retention:
 
 
 @dataclass(frozen=True)
+class Alerts:
+    """Where a failed or crashed run of this tokenizer's deployment is reported (`alerts:` in the
+    configuration; none when absent): `webhook`, an http(s) URL that the Prefect server POSTs a JSON
+    message to (see `bpe.pipeline.alerts`). `bpe deploy` sets it up; BPE_ALERT_WEBHOOK gives one to
+    every configuration that names none."""
+
+    webhook: str | None = None
+
+
+@dataclass(frozen=True)
 class TokenizerConfig:
     """Where the data is, what to train, where versions go, and when to retrain."""
 
@@ -55,6 +65,7 @@ class TokenizerConfig:
     schedule: str | None = None  # cron of the scheduled deployment; none: no schedule
     eval_sizes: list[int] = field(default_factory=list)  # vocabulary sizes to report compression at
     retention: Retention = field(default_factory=Retention)  # what to remove after publishing
+    alerts: Alerts = field(default_factory=Alerts)  # where a failed run is reported (set up by `bpe deploy`)
     source: str = ""  # the file it came from (set on load)
 
     def settings(self) -> Settings:
@@ -79,7 +90,11 @@ class TokenizerConfig:
         return path if storage.is_remote(path) else os.path.abspath(storage.local_path(path))
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The configuration as plain data (recorded in each version's manifest), with the alert
+        webhook cut to its scheme and host: a webhook's path is often its secret (Slack's are)."""
+        values = asdict(self)
+        values["alerts"] = {"webhook": redact_url(self.alerts.webhook)}
+        return values
 
 
 _TYPES = {f.name: f.type for f in fields(TokenizerConfig)}
@@ -165,6 +180,8 @@ def _check(where: str, key: str, value):
         return list(value)
     if key == "retention":
         return _check_retention(where, value)
+    if key == "alerts":
+        return _check_alerts(where, value)
     if key == "schedule":
         if value is None:
             return None
@@ -200,6 +217,59 @@ def _check_retention(where: str, value) -> Retention:
     if days is not None and (not isinstance(days, (int, float)) or isinstance(days, bool) or not days > 0):
         raise SettingsError(f"{where}: retention: cache_days: expected a number of days > 0 or null, got {days!r}")
     return Retention(keep_versions=keep, cache_days=None if days is None else float(days))
+
+
+def _check_alerts(where: str, value) -> Alerts:
+    """`alerts: {webhook: https://hooks.example.com/...}`; null or absent: no alerts."""
+    if value is None:
+        return Alerts()
+    if isinstance(value, Alerts):
+        return value
+    known = [f.name for f in fields(Alerts)]
+    if not isinstance(value, dict):
+        raise SettingsError(f"{where}: alerts: expected a mapping with {', '.join(known)}, got {value!r}")
+    unknown = sorted(set(value) - set(known))
+    if unknown:
+        raise SettingsError(f"{where}: alerts: unknown key {unknown[0]!r} (known: {', '.join(known)})")
+    webhook = value.get("webhook")
+    if webhook is not None:
+        try:
+            check_webhook_url(webhook)
+        except SettingsError as exc:
+            raise SettingsError(f"{where}: alerts: webhook: {exc}", parameter="alerts") from None
+    return Alerts(webhook=webhook)
+
+
+def check_webhook_url(url) -> str:
+    """An http:// or https:// URL with a host, returned as given; SettingsError (one line, which the
+    caller prefixes with where the URL came from) for anything else."""
+    from urllib.parse import urlsplit
+
+    def valid() -> bool:
+        if not isinstance(url, str) or any(c.isspace() for c in url):
+            return False
+        try:
+            parts = urlsplit(url)
+            _ = parts.port  # a port that is not a number in range raises ValueError
+        except ValueError:
+            return False
+        return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+    if not valid():
+        raise SettingsError(f"expected an http:// or https:// URL with a host, got {url!r}")
+    return url
+
+
+def redact_url(url: str | None) -> str | None:
+    """`scheme://host[:port]/...` of a URL, without its user, path or query (where secrets sit)."""
+    if not url:
+        return url
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}/..."
 
 
 def packaged_config(name: str) -> Path:

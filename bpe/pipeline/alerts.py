@@ -1,0 +1,135 @@
+"""Alerts: a Prefect automation per `train-bpe` deployment that POSTs a message to a webhook when one
+of its flow runs fails or crashes. `bpe deploy` sets it up (flows/deploy.py).
+
+What is created, for deployment `train-bpe/<name>`, both found again by name, so that deploying
+again updates them in place rather than adding a second automation:
+
+- a notification block `bpe-alert-<name>` (Prefect's `CustomWebhookNotificationBlock`): a JSON POST of
+  `{"subject": ..., "body": ..., "text": subject + newline + body}` to the webhook (`text` is what
+  Slack, Mattermost and similar incoming webhooks show). The URL is kept among the block's secrets,
+  since a webhook's path is often its only credential;
+- an automation `train-bpe/<name>: failed or crashed run`: a reactive trigger on the events
+  `prefect.flow-run.Failed` and `prefect.flow-run.Crashed` of flow runs related to that deployment
+  (by its id), whose action sends the block a message naming the deployment, the flow run, its state
+  and its state message. A run that fails on bad data has the error line naming the shard in that
+  message (`Flow run encountered an exception: InputError: .../part-00004.parquet: no column 'text'`).
+
+Why one automation per deployment rather than one for every train-bpe run: each configuration may
+name its own webhook (the team that owns a tokenizer hears of its failures), an alert is removed
+with its configuration's `alerts` key, and the trigger matches the deployment by id, so a run of the
+flow outside the deployments (`bpe demo`, a test) alerts nobody.
+
+The automation is evaluated by the Prefect server (its triggers and actions services, on by default
+in `prefect server start`): the server sends the POST, so the webhook must be reachable from it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+from uuid import UUID
+
+from bpe.errors import SettingsError
+from bpe.pipeline.config import TokenizerConfig, check_webhook_url, redact_url
+
+ENV = "BPE_ALERT_WEBHOOK"  # a webhook for every configuration that names none
+EVENTS = ("prefect.flow-run.Failed", "prefect.flow-run.Crashed")
+
+# Rendered by the server (Jinja, with the flow run read back from the API when the event arrives);
+# <deployment> is filled in here, when the automation is made.
+SUBJECT = "<deployment>: flow run {{ flow_run.name }} {{ flow_run.state.name | lower }}"
+BODY = (
+    "Deployment <deployment>: flow run {{ flow_run.name }} ({{ flow_run.id }}) "
+    "{{ flow_run.state.name }} at {{ flow_run.state.timestamp }}.\n"
+    "{{ flow_run.state.message or '(no state message)' }}\n"
+    "Configuration: {{ flow_run.parameters.config }}; logs: prefect flow-run logs {{ flow_run.id }}"
+)
+
+
+def webhook_for(cfg: TokenizerConfig, environ: Mapping[str, str] | None = None) -> str | None:
+    """The webhook this configuration's failures go to: its `alerts.webhook`, else BPE_ALERT_WEBHOOK,
+    else None. A malformed BPE_ALERT_WEBHOOK is a one-line SettingsError naming the variable."""
+    if cfg.alerts.webhook:
+        return cfg.alerts.webhook
+    value = (os.environ if environ is None else environ).get(ENV, "").strip()
+    if not value:
+        return None
+    try:
+        return check_webhook_url(value)
+    except SettingsError as exc:
+        raise SettingsError(f"{ENV}: {exc}") from None
+
+
+def automation_name(deployment: str) -> str:
+    """The automation's name, by which deploying again finds it: `train-bpe/en: failed or crashed run`."""
+    return f"{deployment}: failed or crashed run"
+
+
+def block_name(name: str) -> str:
+    """The notification block's name (block names allow lowercase letters, digits and dashes)."""
+    return "bpe-alert-" + re.sub(r"[^a-z0-9-]", "-", name.lower())
+
+
+def ensure_alert(client: Any, deployment_id: UUID, deployment: str, name: str, webhook: str) -> str:
+    """Create or update the webhook block and the automation for one deployment (`client`: Prefect's
+    sync client). Returns "created" or "updated"; never leaves two automations of the same name."""
+    from prefect.blocks.notifications import CustomWebhookNotificationBlock
+    from prefect.events.actions import SendNotification
+    from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
+
+    block = CustomWebhookNotificationBlock(
+        name=automation_name(deployment),
+        url="{{webhook}}",  # filled from `secrets` when the message is sent
+        secrets={"webhook": webhook},
+        method="POST",
+        json_data={"subject": "{{subject}}", "body": "{{body}}", "text": "{{subject}}\n{{body}}"},
+    )
+    block_id = block.save(block_name(name), overwrite=True)
+    automation = AutomationCore(
+        name=automation_name(deployment),
+        description=f"Notify {redact_url(webhook)} when a run of {deployment} fails or crashes (set up by bpe deploy).",
+        tags=["bpe"],
+        trigger=EventTrigger(
+            expect=set(EVENTS),
+            match={"prefect.resource.id": "prefect.flow-run.*"},
+            match_related={"prefect.resource.id": f"prefect.deployment.{deployment_id}"},
+            posture=Posture.Reactive,
+            threshold=1,
+            within=0,
+        ),
+        actions=[
+            SendNotification(
+                block_document_id=block_id,
+                subject=SUBJECT.replace("<deployment>", deployment),
+                body=BODY.replace("<deployment>", deployment),
+            )
+        ],
+    )
+    existing = client.read_automations_by_name(automation_name(deployment))
+    for extra in existing[1:]:  # newest first; only a race of two deploys could have made more
+        client.delete_automation(extra.id)
+    if existing:
+        client.update_automation(existing[0].id, automation)
+        return "updated"
+    client.create_automation(automation)
+    return "created"
+
+
+def remove_alert(client: Any, deployment: str, name: str) -> bool:
+    """Delete the automation and block of a deployment whose configuration no longer asks for
+    alerts (so that removing the key stops the messages); True if there was one."""
+    from prefect.blocks.notifications import CustomWebhookNotificationBlock
+    from prefect.exceptions import ObjectNotFound
+
+    existing = client.read_automations_by_name(automation_name(deployment))
+    for automation in existing:
+        client.delete_automation(automation.id)
+    try:
+        slug = CustomWebhookNotificationBlock.get_block_type_slug()
+        document = client.read_block_document_by_name(block_name(name), block_type_slug=slug, include_secrets=False)
+    except ObjectNotFound:
+        return bool(existing)
+    client.delete_block_document(document.id)
+    return True
