@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from bpe.errors import require_extra
-from bpe.settings import ENGINES, PATTERNS, TIE_BREAKS
+from bpe.settings import ENGINES, PATTERNS, TEXT_FORMATS, TIE_BREAKS
 
 EXIT_ERROR = 1
 
@@ -91,9 +91,17 @@ FLAGS = {
     "vocab_size": "--vocab-size",
     "pattern": "--pattern",
     "special_tokens": "--special-token",
+    "bos_token": "--bos-token",
+    "eos_token": "--eos-token",
+    "pad_token": "--pad-token",
+    "unk_token": "--unk-token",
     "min_frequency": "--min-frequency",
     "tie_break": "--tie-break",
     "text_column": "--text-column",
+    "text_format": "--text-format",
+    "limit": "--limit",
+    "sample": "--sample",
+    "seed": "--seed",
     "engine": "--engine",
     "threads": "--threads",
     "texts": "inputs",
@@ -123,11 +131,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bpe", description="Train and use byte-level BPE tokenizers.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    t = sub.add_parser("train", help="train a tokenizer on .parquet/.txt/.jsonl files, directories, globs or URLs")
-    t.add_argument("inputs", nargs="+", help="files, directories, globs or fsspec URLs")
+    t = sub.add_parser("train", help="train a tokenizer on text, .parquet, .jsonl, .json or .csv files (compressed "
+                       "too), directories, globs, URLs or - (stdin)")  # fmt: skip
+    t.add_argument("inputs", nargs="+", help="files, directories, globs, fsspec URLs, or - for stdin (read once)")
     add_training_options(t)
     t.add_argument("--out", required=True, help="output directory or object store URL (must not hold a tokenizer)")
     t.add_argument("--force", action="store_true", help="replace a tokenizer already in --out")
+    for role in ("bos", "eos", "pad", "unk"):  # roles transformers reads from tokenizer_config.json
+        t.add_argument(f"--{role}-token", metavar="TOKEN", help=f"the {role} token for transformers (added as a "
+                       "special token if no --special-token names it)")  # fmt: skip
     t.set_defaults(run=run_train)
 
     e = sub.add_parser("encode", help="print the token ids of text (arguments, or stdin)")
@@ -213,7 +225,16 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vocab-size", type=int, required=True, help="tokens in all: 256 bytes + merges + special tokens")
     p.add_argument("--pattern", default="cl100k", help=f"{', '.join(PATTERNS)}, or a regex (default: cl100k)")
     p.add_argument("--special-token", action="append", default=[], dest="special_tokens", metavar="TOKEN")
-    p.add_argument("--text-column", default="text", help="Parquet column / JSON field holding the text")
+    p.add_argument("--text-column", default="text", help="Parquet/CSV column or JSON field holding the text")
+    p.add_argument("--text-format", choices=TEXT_FORMATS, default="doc",
+                   help="a text file (any suffix but .parquet/.jsonl/.json/.csv/.tsv) is one document (doc, the "
+                   "default) or one document per line (lines: line endings and empty lines are not text)")  # fmt: skip
+    p.add_argument("--limit", metavar="BYTES|ROWS",
+                   help="train on the start of the input only: a size of text (10MB, 512KiB, 1.5GB) or of rows "
+                   "(5000rows), in input order, after --sample")  # fmt: skip
+    p.add_argument("--sample", type=float, metavar="FRACTION",
+                   help="train on this fraction of the rows (documents), chosen by a hash of each row and --seed")
+    p.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
     p.add_argument("--min-frequency", type=int, default=1, help="stop when the best pair occurs fewer times")
     p.add_argument("--tie-break", choices=TIE_BREAKS, default="bytes", help="order of pairs with equal counts")
     p.add_argument("--threads", type=int, default=None,
@@ -229,11 +250,14 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
 def run_train(args: argparse.Namespace) -> int:
     from bpe.engine.compilation import CompileWatch
     from bpe.progress import TerminalProgress
-    from bpe.shards import check_parquet, discover
+    from bpe.shards import Skipped, check_parquet, discover
     from bpe.train import train
 
     _check_out(args.out, args.force)
-    shards = discover(args.inputs)
+    skipped = Skipped()
+    shards = discover(args.inputs, skipped)
+    if skipped:
+        print(f"bpe: {skipped.summary()}", file=sys.stderr)
     for shard in shards:
         if shard.kind == "parquet":
             check_parquet(shard, args.text_column)
@@ -253,13 +277,19 @@ def run_train(args: argparse.Namespace) -> int:
     try:
         with notice:
             tokenizer = train(
-                files=[s.path for s in shards],
+                files=shards,  # as found: stdin is read once
                 vocab_size=args.vocab_size,
                 pattern=args.pattern,
                 special_tokens=args.special_tokens,
+                special_token_roles={role: token for role in ("bos", "eos", "pad", "unk")
+                                     if (token := getattr(args, f"{role}_token")) is not None},  # fmt: skip
                 min_frequency=args.min_frequency,
                 tie_break=args.tie_break,
                 text_column=args.text_column,
+                text_format=args.text_format,
+                limit=args.limit,
+                sample=args.sample,
+                seed=args.seed,
                 threads=args.threads,
                 engine=args.engine,
                 progress=progress,
@@ -362,6 +392,10 @@ def summary(manifest: dict, out: str | Path) -> str:
         f"({r['merges'] / merge_s if merge_s else 0:,.0f} merges/s), export {s.get('export', 0):.2f} s"
         + (f", compile {s['compile']:.1f} s (first run of this version only)" if s.get("compile", 0) >= 0.5 else ""),
     ]
+    if isinstance(shards, list):  # which kinds of file, how text files were read, --sample and --limit
+        from bpe.shards import describe_inputs
+
+        lines.insert(2, f"  inputs    {describe_inputs([f['path'] for f in shards], manifest['settings'])}")
     if r["stop_reason"] == "no_pairs":
         lines.append(f"warning: pairs ran out after {r['merges']:,} merges; the vocabulary is smaller than asked")
     return "\n".join(lines)

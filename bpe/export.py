@@ -26,8 +26,14 @@ MERGES_FILE = "merges.txt"
 VOCAB_FILE = "vocab.json"
 HF_FILE = "tokenizer.json"
 TIKTOKEN_FILE = "tokenizer.tiktoken"
+# What `transformers.AutoTokenizer.from_pretrained(dir)` reads beside tokenizer.json: the class to
+# build and which special token plays which role (bos, eos, pad, unk).
+CONFIG_FILE = "tokenizer_config.json"
+SPECIAL_MAP_FILE = "special_tokens_map.json"
 MANIFEST_FILE = "manifest.json"
-TOKENIZER_FILES = (MERGES_FILE, VOCAB_FILE, HF_FILE, TIKTOKEN_FILE, MANIFEST_FILE)
+TOKENIZER_FILES = (MERGES_FILE, VOCAB_FILE, HF_FILE, TIKTOKEN_FILE, CONFIG_FILE, SPECIAL_MAP_FILE, MANIFEST_FILE)
+# The roles transformers gives special tokens, in the order `train` adds role tokens it was not given.
+ROLES = ("bos", "eos", "pad", "unk")
 
 
 @lru_cache(maxsize=1)
@@ -181,6 +187,182 @@ def write_tokenizer_json(path: Path, *args) -> None:
     path.write_text(json.dumps(tokenizer_json(*args), ensure_ascii=False) + "\n", encoding="utf-8")
 
 
+# -- transformers: tokenizer_config.json and special_tokens_map.json -----------------------------
+
+
+def special_tokens_map(special_tokens: dict[str, int], roles: dict[str, str]) -> dict:
+    """special_tokens_map.json: `{"eos_token": "<|endoftext|>", ...}` for each role given, and the
+    special tokens without a role as `additional_special_tokens` (so transformers counts them as
+    special: `decode(ids, skip_special_tokens=True)` drops them)."""
+    mapping: dict = {f"{role}_token": roles[role] for role in ROLES if role in roles}
+    others = [token for token in special_tokens if token not in roles.values()]
+    if others:
+        mapping["additional_special_tokens"] = others
+    return mapping
+
+
+# How tokenizer.json's added_tokens describe a special token: matched as its exact text.
+ADDED_TOKEN_FLAGS = {"lstrip": False, "normalized": False, "rstrip": False, "single_word": False, "special": True}
+
+
+def transformers_config(special_tokens: dict[str, int], roles: dict[str, str]) -> dict:
+    """tokenizer_config.json: a `PreTrainedTokenizerFast` over tokenizer.json, with the special
+    tokens' roles. `clean_up_tokenization_spaces` is off so that decoding gives the text back
+    exactly (transformers would otherwise drop the space in " ." and "n 't"); the model inputs are
+    the ids and the attention mask (no token type ids: a byte-level BPE has one segment)."""
+    return {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "clean_up_tokenization_spaces": False,
+        "model_input_names": ["input_ids", "attention_mask"],
+        **special_tokens_map(special_tokens, roles),
+        "added_tokens_decoder": {
+            str(token_id): {**ADDED_TOKEN_FLAGS, "content": text} for text, token_id in special_tokens.items()
+        },
+    }
+
+
+def write_transformers_files(directory: Path, special_tokens: dict[str, int], roles: dict[str, str]) -> None:
+    """Write tokenizer_config.json and special_tokens_map.json beside tokenizer.json."""
+    for name, doc in ((CONFIG_FILE, transformers_config(special_tokens, roles)),
+                      (SPECIAL_MAP_FILE, special_tokens_map(special_tokens, roles))):  # fmt: skip
+        (directory / name).write_text(json.dumps(doc, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+
+
+def roles_in_transformers_config(path: Path, special_tokens: dict[str, int]) -> dict[str, str]:
+    """The roles a tokenizer_config.json made elsewhere gives (`"eos_token": "</s>"`, or an added
+    token object with a `content`), keeping those whose token is one of `special_tokens`."""
+    doc = read_json(path)
+    roles: dict[str, str] = {}
+    if not isinstance(doc, dict):
+        return roles
+    for role in ROLES:
+        value = doc.get(f"{role}_token")
+        token = value.get("content") if isinstance(value, dict) else value
+        if isinstance(token, str) and token in special_tokens:
+            roles[role] = token
+    return roles
+
+
+# -- Hugging Face tokenizer.json made elsewhere ---------------------------------------------------
+
+
+def _named(where: str, part: object) -> str:
+    """A component of tokenizer.json by its type, for an error: "pre_tokenizer Metaspace"."""
+    kind = part.get("type") if isinstance(part, dict) else None
+    return f"{where} {kind}" if kind else f"{where} {json.dumps(part)[:60]}"
+
+
+def hf_pattern(path: Path, pre_tokenizer: object) -> str:
+    """Our split pattern (a name or a regex) for a byte-level pre-tokenizer of tokenizer.json:
+    `ByteLevel` with its own (GPT-2) regex, or `Split` by a regex (pieces isolated, or whitespace
+    removed as `save` writes the `whitespace` pattern) followed by `ByteLevel` without a regex.
+    Anything else raises ExportError naming the file and the part that is not supported."""
+    from bpe.pretokenize import NAMED_PATTERNS
+
+    def unsupported(what: str) -> ExportError:
+        return ExportError(f"{path}: {what} is not supported (only byte-level BPE: a ByteLevel pre-tokenizer, "
+                           "alone or after one regex Split)")  # fmt: skip
+
+    steps = pre_tokenizer.get("pretokenizers") if isinstance(pre_tokenizer, dict) else None
+    if not (isinstance(pre_tokenizer, dict) and pre_tokenizer.get("type") == "Sequence"):
+        steps = [pre_tokenizer]
+    if not isinstance(steps, list) or not steps or pre_tokenizer is None:
+        raise unsupported("a tokenizer without a ByteLevel pre-tokenizer")
+    *splits, last = steps
+    if not (isinstance(last, dict) and last.get("type") == "ByteLevel"):
+        raise unsupported(_named("pre_tokenizer", last))
+    if last.get("add_prefix_space"):
+        raise unsupported("ByteLevel with add_prefix_space=true (a space put before the text)")
+    if not splits:
+        if last.get("use_regex", True) is False:
+            raise unsupported("ByteLevel without a regex and without a Split before it (no split at all)")
+        return "gpt2"  # ByteLevel's own regex is GPT-2's
+    if len(splits) > 1:
+        raise unsupported(f"a sequence of {len(steps)} pre-tokenizers")
+    split = splits[0]
+    if not (isinstance(split, dict) and split.get("type") == "Split"):
+        raise unsupported(_named("pre_tokenizer", split))
+    if last.get("use_regex", True) is not False:
+        raise unsupported("a Split followed by ByteLevel with its own regex (two splits)")
+    regex_text = split.get("pattern", {}).get("Regex") if isinstance(split.get("pattern"), dict) else None
+    if not isinstance(regex_text, str):
+        raise unsupported(f"Split by {json.dumps(split.get('pattern'))[:60]} (only a Regex)")
+    behavior, invert = split.get("behavior"), split.get("invert", False)
+    for name, known in NAMED_PATTERNS.items():
+        if hf_split_regex(name, known) == (regex_text, behavior, invert):
+            return name
+    if behavior != "Isolated" or invert:
+        raise unsupported(f"Split with behavior {behavior!r}, invert {invert!r} (only 'Isolated')")
+    return regex_text
+
+
+def read_foreign_tokenizer_json(path: Path) -> tuple[dict[str, int], list[tuple[str, str]], dict[str, int], str]:
+    """(vocab as spelling -> id, merges as pairs of spellings, added tokens as content -> id, split
+    pattern) of a Hugging Face byte-level BPE `tokenizer.json` made by any tool. A model that is not
+    BPE, a normalizer, a pre-tokenizer that is not byte-level, BPE options that change the result
+    (dropout, word prefixes and suffixes) and added tokens that strip spaces raise ExportError
+    naming the file and what is not supported. The post-processor (a BOS template, say) is not
+    applied: ids are those of the text alone, as `encode(text, add_special_tokens=False)` gives."""
+    doc = read_json(path)
+    if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
+        raise ExportError(f"{path}: not a Hugging Face tokenizer.json (no 'model' object)")
+    model = doc["model"]
+    kind = model.get("type", "BPE" if "merges" in model else None)
+    if kind != "BPE":
+        raise ExportError(f"{path}: model type {kind!r} is not supported (only byte-level BPE)")
+    if doc.get("normalizer") is not None:
+        raise ExportError(f"{path}: {_named('normalizer', doc['normalizer'])} is not supported (byte-level BPE "
+                          "encodes the text as it is; a normalizer would change it first)")  # fmt: skip
+    pattern = hf_pattern(path, doc.get("pre_tokenizer"))
+    for option, neutral in (("dropout", (None, 0, 0.0)), ("continuing_subword_prefix", (None, "")),
+                            ("end_of_word_suffix", (None, ""))):  # fmt: skip
+        if model.get(option) not in neutral:
+            raise ExportError(f"{path}: BPE {option} {model[option]!r} is not supported")
+    if not isinstance(model.get("vocab"), dict) or not isinstance(model.get("merges"), list):
+        raise ExportError(f"{path}: its BPE model has no vocab object and merges list")
+    vocab = model["vocab"]
+    for spelling, token_id in vocab.items():
+        if type(token_id) is not int:
+            raise ExportError(f"{path}: model.vocab: token {spelling!r} has id {token_id!r}, not an integer")
+    merges = hf_merges(path, model["merges"])
+    added: dict[str, int] = {}
+    for k, token in enumerate(doc.get("added_tokens") or []):
+        if not (isinstance(token, dict) and isinstance(token.get("content"), str) and type(token.get("id")) is int):
+            raise ExportError(f"{path}: added_tokens[{k}] is not a token with a content and an id")
+        stripping = [flag for flag in ("lstrip", "rstrip", "single_word") if token.get(flag)]
+        if stripping:
+            raise ExportError(f"{path}: added token {token['content']!r} has {stripping[0]}=true, which is not "
+                              "supported (special tokens match their exact text)")  # fmt: skip
+        added[token["content"]] = token["id"]
+    return vocab, merges, added, pattern
+
+
+def read_tiktoken_ranks(path: Path) -> dict[bytes, int]:
+    """A tiktoken ranks file made by any tool (`base64(token) rank` a line, in any order) as token
+    bytes -> rank, as tiktoken's `load_tiktoken_bpe` reads it, with errors naming the line."""
+    ranks: dict[bytes, int] = {}
+    seen: dict[int, int] = {}
+    for line_no, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            raise ExportError(f"{path}:{line_no}: expected a base64 token and its rank separated by a space")
+        try:
+            token = base64.b64decode(parts[0], validate=True)
+        except (binascii.Error, ValueError):
+            raise ExportError(f"{path}:{line_no}: {parts[0]!r} is not base64") from None
+        rank = int(parts[1])
+        if token in ranks or rank in seen:
+            what = f"token {token!r}" if token in ranks else f"rank {rank}"
+            raise ExportError(f"{path}:{line_no}: {what} appears twice")
+        ranks[token] = rank
+        seen[rank] = line_no
+    if not ranks:
+        raise ExportError(f"{path}: holds no token")
+    return ranks
+
+
 def read_gpt2_files(directory: Path) -> tuple[dict[str, int], list[tuple[str, str]]]:
     """(vocab.json as token spelling -> id, merges.txt as pairs of spellings)."""
     merges, _ = read_merges(directory / MERGES_FILE)
@@ -298,6 +480,17 @@ def vocab_by_id(entries: dict[str, int], special_tokens: dict[str, int], where: 
     return [ordinary[i] for i in range(n)]
 
 
+def hf_merges(path: Path, listed: list) -> list[tuple[str, str]]:
+    """A tokenizer.json's `model.merges` as pairs of spellings: "a b" strings or ["a", "b"] lists."""
+    merges = []
+    for k, merge in enumerate(listed):
+        parts = merge.split(" ") if isinstance(merge, str) else merge
+        if not isinstance(parts, list) or len(parts) != 2 or not all(isinstance(p, str) for p in parts):
+            raise ExportError(f"{path}: model.merges[{k}]: expected two tokens, got {merge!r}")
+        merges.append((parts[0], parts[1]))
+    return merges
+
+
 def read_tiktoken(path: Path) -> list[bytes]:
     """Token bytes by rank from a tiktoken file, whose lines must give ranks 0, 1, 2, ... in order."""
     tokens: list[bytes] = []
@@ -336,12 +529,7 @@ def read_tokenizer_json(path: Path, special_tokens: dict[str, int]) -> tuple[lis
         if type(token_id) is not int:
             raise ExportError(f"{path}: model.vocab: token {spelling!r} has id {token_id!r}, not an integer")
     vocab = vocab_by_id(model["vocab"], special_tokens, f"{path}: model.vocab")
-    merges = []
-    for k, merge in enumerate(model["merges"]):
-        parts = merge.split(" ") if isinstance(merge, str) else merge
-        if not isinstance(parts, list) or len(parts) != 2 or not all(isinstance(p, str) for p in parts):
-            raise ExportError(f"{path}: model.merges[{k}]: expected two tokens, got {merge!r}")
-        merges.append((parts[0], parts[1]))
+    merges = hf_merges(path, model["merges"])
     made, pairs = merge_ids(merges, lambda k: f"{path}: model.merges[{k}]")
     if made != vocab:
         raise ExportError(f"{path}: its merges and its vocab disagree ({difference('merges', made, 'vocab', vocab)})")

@@ -18,8 +18,40 @@ from bpe.pretokenize import PATTERNS, Pretokenizer, resolve_pattern
 
 ENGINES = ("local", "dask")
 TIE_BREAKS = ("bytes", "ids")
+TEXT_FORMATS = ("doc", "lines")  # a text file is one document, or one document per line (bpe.shards)
+# --limit: decimal and binary byte units, or rows (documents).
+LIMIT_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "row": 0, "rows": 0}  # fmt: skip
 
-__all__ = ["ENGINES", "PATTERNS", "TIE_BREAKS", "Settings", "check_setting"]
+__all__ = ["ENGINES", "PATTERNS", "TEXT_FORMATS", "TIE_BREAKS", "Settings", "check_setting", "parse_limit"]
+
+
+def parse_limit(text: str) -> tuple[str, int]:
+    """`--limit`: ("bytes", n) for a size with its unit, ("rows", n) for a count of rows.
+
+    >>> parse_limit("10MB"), parse_limit("1.5 KiB"), parse_limit("5000rows")
+    (('bytes', 10000000), ('bytes', 1536), ('rows', 5000))
+    """
+    import re
+
+    def fail() -> None:
+        raise SettingsError(
+            f"limit: expected a size such as 10MB, 512KiB, 1.5GB or a row count such as 5000rows, got {text!r}",
+            parameter="limit",
+        )
+
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*", text) if isinstance(text, str) else None
+    if match is None or match.group(2).lower() not in LIMIT_UNITS:
+        fail()
+    number, unit = match.group(1), LIMIT_UNITS[match.group(2).lower()]
+    if unit == 0:
+        if "." in number or int(number) < 1:
+            fail()
+        return "rows", int(number)
+    amount = int(float(number) * unit)
+    if amount < 1:
+        fail()
+    return "bytes", amount
 
 
 def check_setting(name: str, value) -> None:
@@ -50,6 +82,18 @@ def check_setting(name: str, value) -> None:
         if not isinstance(value, str) or not value:
             fail(f"one of {', '.join(PATTERNS)} or a regex")
         resolve_pattern(value)
+    elif name == "text_format":
+        if value not in TEXT_FORMATS:
+            fail(f"one of {', '.join(TEXT_FORMATS)}")
+    elif name == "limit":  # None: no limit
+        if value is not None:
+            parse_limit(value)
+    elif name == "sample":  # None: every row
+        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= 1):
+            fail("a fraction of rows to keep, above 0 and at most 1")
+    elif name == "seed":
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            fail("an integer >= 0")
     elif name == "special_tokens":
         if isinstance(value, str) or not all(isinstance(t, str) for t in value):
             fail("a list of strings")
@@ -66,10 +110,16 @@ class Settings:
     min_frequency: int = 1
     tie_break: str = "bytes"
     text_column: str = "text"
+    text_format: str = "doc"  # how a text file is read: one document, or one per line
+    limit: str | None = None  # "10MB" or "5000rows": train on the first of the input only
+    sample: float | None = None  # train on this fraction of the rows (chosen by a hash of each, with seed)
+    seed: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "special_tokens", tuple(self.special_tokens))
-        for name in ("vocab_size", "pattern", "special_tokens", "min_frequency", "tie_break", "text_column"):
+        names = ("vocab_size", "pattern", "special_tokens", "min_frequency", "tie_break", "text_column",
+                 "text_format", "limit", "sample", "seed")  # fmt: skip
+        for name in names:
             check_setting(name, getattr(self, name))
         self.n_merges()
         self._check_special_tokens_can_be_written()

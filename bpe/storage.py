@@ -51,6 +51,21 @@ def join(base: str | Path, *parts: str) -> str:
     return os.path.join(local_path(base), *parts)
 
 
+# The standard AWS variables, passed to s3fs as options when set: fsspec keeps one filesystem per
+# distinct options, so a process whose endpoint or credentials change gets a filesystem for the new
+# ones rather than the first it made.
+_S3_OPTIONS = {"endpoint_url": "AWS_ENDPOINT_URL", "key": "AWS_ACCESS_KEY_ID",
+               "secret": "AWS_SECRET_ACCESS_KEY", "token": "AWS_SESSION_TOKEN"}  # fmt: skip
+
+
+def fs_options(url: str) -> dict:
+    """Options for the filesystem of `url` beyond fsspec's defaults: for s3://, the AWS_* settings
+    in force now (see _S3_OPTIONS)."""
+    if url.split("://", 1)[0] not in ("s3", "s3a"):
+        return {}
+    return {option: os.environ[name] for option, name in _S3_OPTIONS.items() if os.environ.get(name)}
+
+
 def filesystem(url: str):
     """(fsspec filesystem, path within it) of a URL. Listings are not cached: other processes
     write the same store, and a stale listing would hide their versions."""
@@ -58,9 +73,9 @@ def filesystem(url: str):
 
     try:
         try:
-            return fsspec.core.url_to_fs(url, use_listings_cache=False)
+            return fsspec.core.url_to_fs(url, use_listings_cache=False, **fs_options(url))
         except TypeError:  # a filesystem without a listings cache
-            return fsspec.core.url_to_fs(url)
+            return fsspec.core.url_to_fs(url, **fs_options(url))
     except ImportError as exc:
         protocol = url.split("://", 1)[0]
         extra = "s3" if protocol in ("s3", "s3a") else None

@@ -9,6 +9,11 @@ tokens with the same bytes) a plain Python encoder applies the merges in order i
 [256, 32, 256]
 >>> tok.decode([256, 32, 256])
 'hi hi'
+
+`Tokenizer.load` also reads what other tools make: GPT-2's vocab.json + merges.txt, a Hugging Face
+byte-level BPE tokenizer.json, a tiktoken ranks file (with its split pattern); `from_tiktoken` and
+`to_tiktoken` convert from and to a `tiktoken.Encoding`. The names of the methods are tiktoken's
+(`encode_batch`, `n_vocab`, `eot_token`, ...) or Hugging Face's (`token_to_id`, `get_vocab`, ...).
 """
 
 from __future__ import annotations
@@ -16,9 +21,10 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -26,11 +32,25 @@ from bpe import export, storage
 from bpe.errors import ExportError, InputError, InvalidTextError, SettingsError, SpecialTokenError
 from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
 
+if TYPE_CHECKING:
+    import tiktoken
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class Tokenizer:
-    """Byte-level BPE: token i < 256 is byte i; merge k makes token 256 + k; special tokens follow."""
+    """Byte-level BPE: token i < 256 is byte i; merge k makes token 256 + k; special tokens follow.
+
+    `special_token_roles` says which special token transformers uses as bos, eos, pad or unk
+    (`{"eos": "<|endoftext|>", "pad": "<|pad|>"}`; keys `eos_token` etc. are taken too); each must
+    be one of `special_tokens`. `save` writes them into tokenizer_config.json.
+
+    >>> tok = Tokenizer([(104, 105)], "gpt2", ["<|endoftext|>"], special_token_roles={"eos": "<|endoftext|>"})
+    >>> tok
+    Tokenizer(vocab_size=258, pattern='gpt2', special_tokens={'<|endoftext|>': 257}, roles={'eos': '<|endoftext|>'})
+    >>> len(tok), tok.eot_token, tok.token_to_id("hi"), tok.id_to_token(257)
+    (258, 257, 256, '<|endoftext|>')
+    """
 
     def __init__(
         self,
@@ -38,6 +58,7 @@ class Tokenizer:
         pattern: str = "gpt2",
         special_tokens: Sequence[str] | dict[str, int] = (),
         *,
+        special_token_roles: Mapping[str, str] | None = None,
         manifest: dict | None = None,
         ids: dict[int, int] | None = None,
     ) -> None:
@@ -53,6 +74,7 @@ class Tokenizer:
             self.special_tokens = {t: len(self.vocab) + i for i, t in enumerate(special_tokens)}
         self.pretokenizer = Pretokenizer(pattern, list(self.special_tokens))
         self.manifest = manifest or {}
+        self._roles = check_roles(special_token_roles, self.special_tokens)
         # Internally special token i is len(vocab) + i. `ids` renumbers the other tokens for
         # vocabularies made elsewhere (GPT-2's files): our id -> the file's id.
         n = len(self.vocab)
@@ -65,6 +87,7 @@ class Tokenizer:
         self._from_ids = {int(external): internal for internal, external in enumerate(table)}
         self._encoding = None
         self._python_ranks: dict[tuple[int, int], int] | None = None
+        self._internal_of_bytes: dict[bytes, int] | None = None
 
     # -- sizes and names ---------------------------------------------------------------------
 
@@ -74,7 +97,60 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
+        """Tokens in all: 256 bytes, one per merge, and the special tokens (HF's `get_vocab_size()`)."""
         return len(self.vocab) + len(self.special_tokens)
+
+    def __len__(self) -> int:
+        """The vocabulary size, special tokens included, as `len()` of a transformers tokenizer."""
+        return self.vocab_size
+
+    @property
+    def max_token_value(self) -> int:
+        """The largest token id (tiktoken's name)."""
+        return int(self._to_ids.max())
+
+    @property
+    def n_vocab(self) -> int:
+        """tiktoken's vocabulary size: the largest id + 1 (equal to `vocab_size` unless ids have gaps)."""
+        return self.max_token_value + 1
+
+    @property
+    def special_token_roles(self) -> dict[str, str]:
+        """The roles transformers gives special tokens: role (bos, eos, pad, unk) -> token."""
+        return dict(self._roles)
+
+    def _role_id(self, role: str) -> int | None:
+        token = self._roles.get(role)
+        return None if token is None else self.special_tokens[token]
+
+    @property
+    def bos_token_id(self) -> int | None:
+        return self._role_id("bos")
+
+    @property
+    def eos_token_id(self) -> int | None:
+        return self._role_id("eos")
+
+    @property
+    def pad_token_id(self) -> int | None:
+        return self._role_id("pad")
+
+    @property
+    def unk_token_id(self) -> int | None:
+        return self._role_id("unk")
+
+    @property
+    def eot_token(self) -> int | None:
+        """Id of the end-of-text token (tiktoken's name): the eos role's token if one is set, else
+        `<|endoftext|>` if it is a special token, else None (where tiktoken would raise KeyError)."""
+        if "eos" in self._roles:
+            return self.eos_token_id
+        return self.special_tokens.get("<|endoftext|>")
+
+    @property
+    def special_tokens_set(self) -> set[str]:
+        """The special tokens' texts (tiktoken's name); `special_tokens` maps each to its id."""
+        return set(self.special_tokens)
 
     def token_bytes(self, token_id: int) -> bytes:
         internal = self._from_ids.get(token_id)
@@ -83,6 +159,88 @@ class Tokenizer:
         if internal >= len(self.vocab):
             return list(self.special_tokens)[internal - len(self.vocab)].encode("utf-8")
         return self.vocab[internal]
+
+    def decode_single_token_bytes(self, token_id: int) -> bytes:
+        """The bytes of one token (tiktoken's name for `token_bytes`)."""
+        return self.token_bytes(token_id)
+
+    def encode_single_token(self, text_or_bytes: str | bytes) -> int:
+        """The id of a text or bytes that is exactly one token (a special token's text included), as
+        tiktoken's method; KeyError otherwise. `encode_single_token(" the")` -> the id of b" the"."""
+        if isinstance(text_or_bytes, str):
+            if text_or_bytes in self.special_tokens:
+                return self.special_tokens[text_or_bytes]
+            text_or_bytes = text_or_bytes.encode("utf-8")
+        internal = self._internal_bytes_index().get(bytes(text_or_bytes))
+        if internal is None:
+            raise KeyError(text_or_bytes)
+        return int(self._to_ids[internal])
+
+    def token_to_id(self, token: str) -> int | None:
+        """Id of a token as Hugging Face spells it (`"Ġthe"` for b" the", a special token as its text),
+        or None, as `tokenizers.Tokenizer.token_to_id`."""
+        if token in self.special_tokens:
+            return self.special_tokens[token]
+        try:
+            data = export.unspell(token)
+        except ExportError:
+            return None
+        internal = self._internal_bytes_index().get(data)
+        return None if internal is None else int(self._to_ids[internal])
+
+    def id_to_token(self, token_id: int) -> str | None:
+        """Hugging Face's spelling of a token id (`"Ġthe"`; a special token's text), or None for an
+        id outside the vocabulary, as `tokenizers.Tokenizer.id_to_token`."""
+        internal = self._from_ids.get(int(token_id))
+        if internal is None:
+            return None
+        if internal >= len(self.vocab):
+            return list(self.special_tokens)[internal - len(self.vocab)]
+        return export.spell(self.vocab[internal])
+
+    def get_vocab(self, with_added_tokens: bool = True) -> dict[str, int]:
+        """Hugging Face's spelling of every token -> its id (`{"Ġthe": 262, ...}`), special tokens
+        included, as `tokenizers.Tokenizer.get_vocab`. `with_added_tokens=False` leaves the special
+        tokens out (Hugging Face keeps those that its model's vocab lists, as ours does)."""
+        entries = {export.spell(token): int(self._to_ids[i]) for i, token in enumerate(self.vocab)}
+        if with_added_tokens:
+            entries.update(self.special_tokens)
+        return entries
+
+    def _internal_bytes_index(self) -> dict[bytes, int]:
+        if self._internal_of_bytes is None:
+            index: dict[bytes, int] = {}
+            for internal, token in enumerate(self.vocab):
+                index.setdefault(token, internal)
+            self._internal_of_bytes = index
+        return self._internal_of_bytes
+
+    # -- comparison and display ----------------------------------------------------------------
+
+    def __eq__(self, other: object) -> bool:
+        """Equal tokenizers encode and decode alike and save the same files: the same merges, split
+        pattern, special tokens with their ids, token ids and roles. The manifest is not compared."""
+        if not isinstance(other, Tokenizer):
+            return NotImplemented
+        return (
+            self.merges == other.merges
+            and self.pretokenizer.regex == other.pretokenizer.regex
+            and self.special_tokens == other.special_tokens
+            and list(self.special_tokens) == list(other.special_tokens)
+            and np.array_equal(self._to_ids, other._to_ids)
+            and self._roles == other._roles
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable (manifest), compared by value
+
+    def __repr__(self) -> str:
+        """`Tokenizer(vocab_size=..., pattern=..., special_tokens={...})`, abridged for long ones."""
+        pattern = self.pattern if len(self.pattern) <= 60 else self.pattern[:57] + "..."
+        specials = list(self.special_tokens.items())
+        shown = "{" + ", ".join(f"{t!r}: {i}" for t, i in specials[:6])
+        shown += f", ... ({len(specials)} in all)}}" if len(specials) > 6 else "}"
+        roles = f", roles={self._roles!r}" if self._roles else ""
+        return f"Tokenizer(vocab_size={self.vocab_size}, pattern={pattern!r}, special_tokens={shown}{roles})"
 
     # -- encode / decode ---------------------------------------------------------------------
 
@@ -97,18 +255,8 @@ class Tokenizer:
         """Token ids of `text`. Special tokens in `allowed_special` become their ids; any other
         special token in the text raises SpecialTokenError, unless `special_as_text` encodes it as text.
         A lone surrogate raises InvalidTextError, unless `errors="replace"` encodes it as U+FFFD."""
-        text = _unicode_text(text, errors)
-        allowed = set(self.special_tokens) if allowed_special == "all" else set(allowed_special)
-        unknown = allowed - set(self.special_tokens)
-        if unknown:
-            raise SettingsError(f"not special tokens of this tokenizer: {', '.join(sorted(unknown))}")
-        if not special_as_text:
-            for token in self.special_tokens:
-                if token not in allowed and token in text:
-                    raise SpecialTokenError(
-                        f"text holds special token {token!r}, which is not allowed here; allow it, or pass "
-                        "special_as_text=True to encode it as ordinary text"
-                    )
+        allowed = self._allowed(allowed_special)
+        text = self._checked_text(text, allowed, special_as_text, errors)
         encoding = self._tiktoken()
         if encoding is not None:
             ids = encoding.encode(text, allowed_special=allowed, disallowed_special=())
@@ -120,6 +268,45 @@ class Tokenizer:
         """Token ids of `text`, treating special tokens as ordinary text."""
         return self.encode(text, allowed_special=(), special_as_text=True, errors=errors)
 
+    def encode_batch(
+        self,
+        texts: Sequence[str],
+        *,
+        num_threads: int = 8,
+        allowed_special: Collection[str] | Literal["all"] = "all",
+        special_as_text: bool = False,
+        errors: Literal["strict", "replace"] = "strict",
+    ) -> list[list[int]]:
+        """`encode` of each text, on `num_threads` threads: tiktoken's `encode_batch` (which encodes
+        without holding the GIL), or a thread pool over the plain encoder where tiktoken cannot take
+        this tokenizer. The options are `encode`'s.
+
+        >>> Tokenizer([(104, 105)]).encode_batch(["hi", "hi hi"])
+        [[256], [256, 32, 256]]
+        """
+        rows = _text_list(texts)
+        check_setting_threads(num_threads)
+        allowed = self._allowed(allowed_special)
+        rows = [self._checked_text(text, allowed, special_as_text, errors) for text in rows]
+        encoding = self._tiktoken()
+        if encoding is not None:
+            batch = encoding.encode_batch(rows, num_threads=num_threads, allowed_special=allowed, disallowed_special=())
+        else:
+            with ThreadPoolExecutor(num_threads) as pool:
+                batch = list(pool.map(lambda text: self._encode_python(text, allowed), rows))
+        return [self._to_external(ids) for ids in batch]
+
+    def encode_ordinary_batch(
+        self, texts: Sequence[str], *, num_threads: int = 8, errors: Literal["strict", "replace"] = "strict"
+    ) -> list[list[int]]:
+        """`encode_ordinary` of each text, on `num_threads` threads (tiktoken's name and signature).
+
+        >>> Tokenizer([(104, 105)], special_tokens=["<|x|>"]).encode_ordinary_batch(["hi<|x|>"])[0][:2]
+        [256, 60]
+        """
+        return self.encode_batch(texts, num_threads=num_threads, allowed_special=(), special_as_text=True,
+                                 errors=errors)  # fmt: skip
+
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         return b"".join(self.token_bytes(int(i)) for i in ids)
 
@@ -127,12 +314,63 @@ class Tokenizer:
         """Text of token ids; byte sequences that are not UTF-8 become U+FFFD unless `errors` says otherwise."""
         return self.decode_bytes(ids).decode("utf-8", errors=errors)
 
+    def decode_batch(
+        self, batch: Sequence[Sequence[int]], *, num_threads: int = 8, errors: str = "replace"
+    ) -> list[str]:
+        """`decode` of each list of ids, on `num_threads` threads (tiktoken's `decode_batch` where
+        tiktoken takes this tokenizer). An id outside the vocabulary raises InputError.
+
+        >>> Tokenizer([(104, 105)]).decode_batch([[256], [256, 32, 256]])
+        ['hi', 'hi hi']
+        """
+        check_setting_threads(num_threads)
+        rows = [np.asarray(ids, dtype=np.int64).reshape(-1) for ids in batch]
+        encoding = self._tiktoken()
+        if encoding is None:
+            with ThreadPoolExecutor(num_threads) as pool:
+                return list(pool.map(lambda ids: self.decode(ids.tolist(), errors=errors), rows))
+        internal = self._internal_ids()
+        converted = []
+        for ids in rows:
+            inside = (ids >= 0) & (ids < len(internal))
+            found = np.where(inside, internal[np.where(inside, ids, 0)], -1)
+            if ids.size and found.min() < 0:
+                bad = int(ids[np.argmax(found < 0)])
+                raise InputError(f"token id {bad} is not in this tokenizer's vocabulary")
+            converted.append(found.tolist())
+        return encoding.decode_batch(converted, errors=errors, num_threads=num_threads)
+
     # -- encoders ----------------------------------------------------------------------------
+
+    def _allowed(self, allowed_special: Collection[str] | Literal["all"]) -> set[str]:
+        allowed = set(self.special_tokens) if allowed_special == "all" else set(allowed_special)
+        unknown = allowed - set(self.special_tokens)
+        if unknown:
+            raise SettingsError(f"not special tokens of this tokenizer: {', '.join(sorted(unknown))}")
+        return allowed
+
+    def _checked_text(self, text: str, allowed: set[str], special_as_text: bool, errors: str) -> str:
+        """`text` ready to encode: checked to be Unicode and to hold no special token not allowed."""
+        text = _unicode_text(text, errors)
+        if not special_as_text:
+            for token in self.special_tokens:
+                if token not in allowed and token in text:
+                    raise SpecialTokenError(
+                        f"text holds special token {token!r}, which is not allowed here; allow it, or pass "
+                        "special_as_text=True to encode it as ordinary text"
+                    )
+        return text
 
     def _to_external(self, ids: list[int]) -> list[int]:
         if not self._foreign_ids and self.special_tokens == self._natural_special_ids():
             return ids
         return self._to_ids[np.asarray(ids, dtype=np.int64)].tolist()
+
+    def _internal_ids(self) -> np.ndarray:
+        """External id -> internal id (-1 where no token has that id), as an array."""
+        table = np.full(self.max_token_value + 1, -1, dtype=np.int64)
+        table[self._to_ids] = np.arange(len(self._to_ids))
+        return table
 
     def _natural_special_ids(self) -> dict[str, int]:
         return {t: len(self.vocab) + i for i, t in enumerate(self.special_tokens)}
@@ -162,11 +400,86 @@ class Tokenizer:
     def _internal_special(self, token: str) -> int:
         return len(self.vocab) + list(self.special_tokens).index(token)
 
+    # -- tiktoken ------------------------------------------------------------------------------
+
+    def to_tiktoken(self, name: str = "bpe") -> tiktoken.Encoding:
+        """A `tiktoken.Encoding` giving exactly this tokenizer's ids: ranks are the token ids, the
+        split pattern and special tokens are this tokenizer's. ExportError when tiktoken cannot
+        hold it (two tokens with the same bytes, ids that do not follow the merge order, a pattern
+        tiktoken's regex engine cannot compile).
+
+        >>> Tokenizer([(104, 105)], "gpt2").to_tiktoken().encode("hi hi")
+        [256, 32, 256]
+        """
+        import tiktoken
+
+        if len(set(self.vocab)) != len(self.vocab):
+            raise ExportError("this tokenizer holds two tokens with the same bytes, which tiktoken's ranks cannot")
+        made = self._to_ids[256 : len(self.vocab)]
+        if made.size > 1 and np.any(np.diff(made) <= 0):
+            raise ExportError("the ids of this tokenizer's merged tokens do not follow the merge order, so they "
+                              "cannot serve as tiktoken's ranks")  # fmt: skip
+        pattern = export.WHITESPACE_WORD if self.pretokenizer.name == "whitespace" else self.pretokenizer.regex
+        ranks = {token: int(self._to_ids[i]) for i, token in enumerate(self.vocab)}
+        try:
+            return tiktoken.Encoding(name=name, pat_str=pattern, mergeable_ranks=ranks,
+                                     special_tokens=dict(self.special_tokens))  # fmt: skip
+        except Exception as exc:  # tiktoken's regex engine refuses the pattern
+            raise ExportError(f"tiktoken cannot take this tokenizer's split pattern: {exc}") from None
+
+    @classmethod
+    def from_tiktoken(cls, encoding: tiktoken.Encoding) -> Tokenizer:
+        """The tokenizer of a `tiktoken.Encoding` (its ranks, split pattern and special tokens), giving
+        exactly its ids: `Tokenizer.from_tiktoken(tiktoken.get_encoding("cl100k_base"))`. The merges
+        are recovered from the ranks as tiktoken merges: token r is the two tokens of lower rank that
+        its bytes merge into."""
+        source = f"tiktoken encoding {encoding.name!r}"
+        return cls._from_ranks(encoding._mergeable_ranks, encoding._pat_str, dict(encoding._special_tokens), source)
+
+    @classmethod
+    def _from_ranks(cls, ranks: Mapping[bytes, int], pattern: str, special_tokens: dict[str, int],
+                    source: str) -> Tokenizer:  # fmt: skip
+        """A tokenizer from tiktoken ranks (token bytes -> rank = id); errors name `source`."""
+        missing = [b for b in range(256) if bytes([b]) not in ranks]
+        if missing:
+            raise ExportError(f"{source}: lacks the byte token {bytes([missing[0]])!r} (a byte-level BPE has all 256)")
+        taken = set(ranks.values())
+        clash = next((t for t, i in special_tokens.items() if i in taken), None)
+        if clash is not None:
+            raise ExportError(f"{source}: special token {clash!r} has id {special_tokens[clash]}, which a token holds")
+        internal_of = {bytes([b]): b for b in range(256)}
+        ids = {b: int(ranks[bytes([b])]) for b in range(256)}
+        merges: list[tuple[int, int]] = []
+        for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
+            if len(token) == 1:
+                continue
+            parts = _merge_parts(ranks, token, rank)
+            if len(parts) != 2:
+                raise ExportError(f"{source}: token {token!r} (rank {rank}) is not the merge of two tokens of lower "
+                                  "rank, so these are not BPE ranks")  # fmt: skip
+            internal = 256 + len(merges)
+            merges.append((internal_of[parts[0]], internal_of[parts[1]]))
+            internal_of[token] = internal
+            ids[internal] = int(rank)
+        if pattern == export.WHITESPACE_WORD:  # how to_tiktoken and save spell the whitespace pattern
+            pattern = "whitespace"
+        specials = dict(sorted(special_tokens.items(), key=lambda item: item[1]))
+        natural = all(ids[i] == i for i in ids) and list(specials.values()) == list(
+            range(len(ids), len(ids) + len(specials))
+        )
+        try:
+            return cls(merges, pattern, specials, ids=None if natural else ids)
+        except SettingsError as exc:
+            raise ExportError(f"{source}: {exc}") from None
+
     # -- files -------------------------------------------------------------------------------
 
     def save(self, directory: str | Path, *, force: bool = False, manifest: dict | None = None) -> Path | str:
         """Write all formats into `directory` (via a temporary directory renamed into place), or
-        under an object store URL (`s3://bucket/tok/`: uploaded, then marked complete)."""
+        under an object store URL (`s3://bucket/tok/`: uploaded, then marked complete): merges.txt
+        and vocab.json (GPT-2's), tokenizer.json with tokenizer_config.json and
+        special_tokens_map.json (for `transformers.AutoTokenizer.from_pretrained(directory)`), the
+        tiktoken ranks, and manifest.json (how it was trained, the roles, each file's SHA-256)."""
         record = json.loads(json.dumps(manifest or self.manifest))
         if storage.is_remote(directory):  # s3://bucket/tok/: uploaded, then marked COMPLETE
             export.write_remote_dir(str(directory), lambda tmp: self.write_files(tmp, record), force=force)
@@ -180,7 +493,8 @@ class Tokenizer:
         """Write every format into an existing directory; `manifest` (updated with this tokenizer's
         description and the export time) is written last. Used by `save` and the artifact store."""
         if self._foreign_ids:
-            raise ValueError("this tokenizer was loaded from another tool's files; save is for tokenizers trained here")
+            raise ValueError("this tokenizer was loaded from another tool's files with that tool's ids; save is for "
+                             "tokenizers whose ids are bytes, then merges, then special tokens")  # fmt: skip
         export.check_unique(self.vocab)
         started = time.perf_counter()
         export.write_merges(directory / export.MERGES_FILE, self.vocab, self.merges)
@@ -193,6 +507,7 @@ class Tokenizer:
             self.pretokenizer.name,
             self.pretokenizer.regex,
         )
+        export.write_transformers_files(directory, self.special_tokens, self._roles)
         export.write_tiktoken(directory / export.TIKTOKEN_FILE, self.vocab)
         if manifest is None:
             return
@@ -203,44 +518,110 @@ class Tokenizer:
         write_manifest(directory, manifest)
 
     def describe(self) -> dict:
-        return {
+        """The manifest's `tokenizer` section; `special_token_roles` only when a role is set (a
+        manifest without it, like those written before roles existed, means none)."""
+        described = {
             "pattern": self.pretokenizer.name,
             "regex": self.pretokenizer.regex,
             "special_tokens": self.special_tokens,
             "vocab_size": self.vocab_size,
             "merges": len(self.merges),
         }
+        if self._roles:
+            described["special_token_roles"] = dict(self._roles)
+        return described
 
     @classmethod
-    def load(cls, directory: str | Path, pattern: str | None = None) -> Tokenizer:
-        """Load a directory written by `save`, or one holding only GPT-2-style vocab.json + merges.txt
-        (pattern `gpt2` unless `pattern` says otherwise). A saved directory is checked first: each
-        file against the SHA-256 the manifest records (if it records them), and the files against
-        each other; tampered or damaged files raise ExportError naming the file, rather than loading
-        as a different tokenizer. `directory` may be an object store URL (`s3://bucket/tok/`); a
-        tokenizer there is read only once its upload is marked complete."""
-        if storage.is_remote(directory):
-            return cls._load_remote(str(directory), pattern)
-        directory = Path(storage.local_path(directory))
+    def load(
+        cls,
+        path: str | Path,
+        pattern: str | None = None,
+        *,
+        special_tokens: Sequence[str] | dict[str, int] | None = None,
+    ) -> Tokenizer:
+        """Load a tokenizer from `path`, which may be:
+
+        - a directory written by `save` (its manifest.json is read first);
+        - a Hugging Face byte-level BPE `tokenizer.json`, or a directory holding one (roles are read
+          from a tokenizer_config.json beside it);
+        - a directory holding GPT-2-style vocab.json + merges.txt (pattern `gpt2` unless `pattern`
+          says otherwise);
+        - a tiktoken ranks file (`*.tiktoken`, or a directory holding one), which records no split
+          pattern: give `pattern` (a name or a regex), and `special_tokens` (texts, numbered after
+          the largest rank, or text -> id) if it has any.
+
+        A saved directory is checked first: each file against the SHA-256 the manifest records (if
+        it records them), and the files against each other; tampered or damaged files raise
+        ExportError naming the file, rather than loading as a different tokenizer. So does a file
+        that another tool made in a form this tokenizer cannot reproduce exactly (a WordPiece
+        tokenizer.json, a normalizer, ...). `path` may be an object store URL (`s3://bucket/tok/`);
+        a tokenizer there is read only once its upload is marked complete."""
+        if storage.is_remote(path):
+            return cls._load_remote(str(path), pattern)
+        path = Path(storage.local_path(path))
+        if path.is_file():
+            return cls._load_file(path, pattern, special_tokens)
+        directory = path
         manifest_path = directory / export.MANIFEST_FILE
         if manifest_path.exists():
+            _only_for_tiktoken(special_tokens, manifest_path)
             manifest = export.read_json(manifest_path)
-            special_tokens, stored_pattern = _tokenizer_section(manifest_path, manifest)
+            special_tokens_found, stored_pattern, roles = _tokenizer_section(manifest_path, manifest)
             if "files" in manifest:
                 export.check_digests(directory, manifest["files"])
-            vocab, merge_ids = export.read_checked(directory, special_tokens)
-            _check_counts(manifest_path, manifest["tokenizer"], vocab, special_tokens)
+            vocab, merge_ids = export.read_checked(directory, special_tokens_found)
+            _check_counts(manifest_path, manifest["tokenizer"], vocab, special_tokens_found)
             try:
-                return cls(merge_ids, pattern or stored_pattern, special_tokens, manifest=manifest)
+                return cls(merge_ids, pattern or stored_pattern, special_tokens_found, special_token_roles=roles,
+                           manifest=manifest)  # fmt: skip
             except SettingsError as exc:
                 if pattern is not None and exc.parameter == "pattern":
                     raise  # the caller's pattern, not the file's
                 raise ExportError(f"{manifest_path}: {exc}") from None
-        if not (directory / export.VOCAB_FILE).exists() or not (directory / export.MERGES_FILE).exists():
-            raise FileNotFoundError(
-                f"{directory}: holds no tokenizer (expected manifest.json, or vocab.json and merges.txt)"
-            )
-        return cls._from_gpt2_files(directory, pattern or "gpt2")
+        if (directory / export.HF_FILE).exists():
+            return cls._load_file(directory / export.HF_FILE, pattern, special_tokens)
+        if (directory / export.VOCAB_FILE).exists() and (directory / export.MERGES_FILE).exists():
+            _only_for_tiktoken(special_tokens, directory / export.VOCAB_FILE)
+            return cls._from_gpt2_files(directory, pattern or "gpt2")
+        ranks_files = sorted(directory.glob("*.tiktoken")) if directory.is_dir() else []
+        if len(ranks_files) == 1:
+            return cls._load_file(ranks_files[0], pattern, special_tokens)
+        raise FileNotFoundError(
+            f"{directory}: holds no tokenizer (expected manifest.json, tokenizer.json, vocab.json and merges.txt, "
+            "or one .tiktoken file)"
+        )
+
+    @classmethod
+    def _load_file(
+        cls, path: Path, pattern: str | None, special_tokens: Sequence[str] | dict[str, int] | None
+    ) -> Tokenizer:
+        """A tokenizer file made elsewhere: a Hugging Face tokenizer.json or tiktoken ranks."""
+        if path.suffix == ".tiktoken":
+            if pattern is None:
+                raise ExportError(
+                    f"{path}: a tiktoken ranks file records no split pattern; give it as pattern "
+                    f"({', '.join(NAMED_PATTERNS)} or a regex; --pattern in the command)"
+                )
+            ranks = export.read_tiktoken_ranks(path)
+            if special_tokens is None:
+                specials = {}
+            elif isinstance(special_tokens, dict):
+                specials = dict(special_tokens)
+            else:
+                specials = {t: max(ranks.values()) + 1 + i for i, t in enumerate(special_tokens)}
+            Pretokenizer(pattern)  # the caller's pattern: a bad one is a SettingsError naming `pattern`
+            return cls._from_ranks(ranks, pattern, specials, str(path))
+        if path.suffix == ".json":
+            _only_for_tiktoken(special_tokens, path)
+            if pattern is not None:
+                raise SettingsError(
+                    f"pattern: {path} records its own split regex; give pattern only for vocab.json + merges.txt or "
+                    "a .tiktoken file",
+                    parameter="pattern",
+                )
+            return cls._from_hf_json(path)
+        raise ExportError(f"{path}: not a tokenizer file this can read (a tokenizer.json, a .tiktoken file, or a "
+                          "directory)")  # fmt: skip
 
     @classmethod
     def _load_remote(cls, url: str, pattern: str | None) -> Tokenizer:
@@ -257,37 +638,86 @@ class Tokenizer:
                 raise type(exc)(message) from None
 
     @classmethod
+    def _from_hf_json(cls, path: Path) -> Tokenizer:
+        """A Hugging Face byte-level BPE tokenizer.json made by any tool, with its own ids; the roles
+        come from a tokenizer_config.json beside it, if there is one."""
+        vocab, merges, added, pattern = export.read_foreign_tokenizer_json(path)
+        for text, token_id in added.items():
+            if text in vocab and vocab[text] != token_id:
+                raise ExportError(f"{path}: added token {text!r} has id {token_id}, model.vocab gives it {vocab[text]}")
+        ordinary = {spelling: token_id for spelling, token_id in vocab.items() if spelling not in added}
+        tok = cls._from_spelled(ordinary, merges, lambda k: f"{path}: model.merges[{k}]", added, pattern,
+                                f"{path}: model.vocab", orphans_are_special=False)  # fmt: skip
+        config = path.parent / export.CONFIG_FILE
+        if config.exists():
+            tok._roles = export.roles_in_transformers_config(config, tok.special_tokens)
+        return tok
+
+    @classmethod
     def _from_gpt2_files(cls, directory: Path, pattern: str) -> Tokenizer:
         """GPT-2-style files from another tool: ids are the file's; tokens no merge makes are special."""
         vocab_path, merges_path = directory / export.VOCAB_FILE, directory / export.MERGES_FILE
         vocab = export.read_vocab_json(vocab_path)
         merges, line_numbers = export.read_merges(merges_path)
-        file_id_of_bytes = {}
-        specials = {}
+        return cls._from_spelled(vocab, merges, lambda k: f"{merges_path}:{line_numbers[k]}", {}, pattern,
+                                 str(vocab_path), orphans_are_special=True, lacks=vocab_path.name)  # fmt: skip
+
+    @classmethod
+    def _from_spelled(
+        cls,
+        vocab: dict[str, int],
+        merges: list[tuple[str, str]],
+        where: Callable[[int], str],
+        special_tokens: dict[str, int],
+        pattern: str,
+        source: str,
+        *,
+        orphans_are_special: bool,
+        lacks: str = "the vocab",
+    ) -> Tokenizer:
+        """A tokenizer from a vocabulary in GPT-2's spelling (spelling -> the file's id) and spelled
+        merges, keeping the file's ids. Tokens no merge makes (other than the bytes) are special
+        tokens with `orphans_are_special` (GPT-2's vocab.json lists <|endoftext|> so), an error
+        otherwise. Errors name `source` (the vocabulary) or `where(k)` (merge k)."""
+        file_id_of_bytes: dict[bytes, int] = {}
+        specials = dict(special_tokens)
         for spelling, file_id in vocab.items():
             try:
                 file_id_of_bytes[export.unspell(spelling)] = file_id
             except export.ExportError:
+                if not orphans_are_special:
+                    raise ExportError(f"{source}: token {spelling!r} is not spelled with GPT-2's byte characters, so "
+                                      "this is not a byte-level BPE vocabulary") from None  # fmt: skip
                 specials[spelling] = file_id
         missing = [b for b in range(256) if bytes([b]) not in file_id_of_bytes]
         if missing:
-            raise ExportError(f"{vocab_path}: lacks the byte token {export.spell(bytes([missing[0]]))!r}")
-        vocab_bytes, merge_ids = export.merge_ids(merges, lambda k: f"{merges_path}:{line_numbers[k]}", unique=False)
+            raise ExportError(f"{source}: lacks the byte token {export.spell(bytes([missing[0]]))!r}")
+        vocab_bytes, merge_ids = export.merge_ids(merges, where, unique=False)
         ours: dict[int, int] = {}
         for internal, token in enumerate(vocab_bytes):
             if token not in file_id_of_bytes:
-                line = line_numbers[internal - 256]
-                raise ExportError(f"{merges_path}:{line}: makes {export.spell(token)!r}, which {vocab_path.name} lacks")
+                raise ExportError(f"{where(internal - 256)}: makes {export.spell(token)!r}, which {lacks} lacks")
             ours[internal] = file_id_of_bytes[token]
         made = set(vocab_bytes)
         for token, file_id in file_id_of_bytes.items():
             if token not in made:
+                if not orphans_are_special:
+                    raise ExportError(f"{source}: token {export.spell(token)!r} (id {file_id}) is made by no merge "
+                                      "and is not a byte, which a byte-level BPE cannot produce")  # fmt: skip
                 specials[token.decode("utf-8", errors="replace")] = file_id
-        return cls(merge_ids, pattern, specials, ids=ours)
+        ids_of_tokens = [file_id for token, file_id in file_id_of_bytes.items() if token in made]
+        ids_of_tokens += list(specials.values())
+        if len(set(ids_of_tokens)) != len(ids_of_tokens):
+            raise ExportError(f"{source}: two different tokens have the same id")
+        specials = dict(sorted(specials.items(), key=lambda item: item[1]))
+        n = len(vocab_bytes)
+        natural = all(ours[i] == i for i in range(n)) and list(specials.values()) == list(range(n, n + len(specials)))
+        return cls(merge_ids, pattern, specials, ids=None if natural else ours)
 
 
-def _tokenizer_section(path: Path, manifest: object) -> tuple[dict[str, int], str]:
-    """(special tokens, pattern) that a manifest records for its tokenizer, or ExportError."""
+def _tokenizer_section(path: Path, manifest: object) -> tuple[dict[str, int], str, dict[str, str]]:
+    """(special tokens, pattern, roles) that a manifest records for its tokenizer, or ExportError.
+    A manifest without `special_token_roles` (written before roles existed) gives no roles."""
     info = manifest.get("tokenizer") if isinstance(manifest, dict) else None
     if not isinstance(info, dict):
         raise ExportError(f"{path}: has no 'tokenizer' section")
@@ -299,7 +729,112 @@ def _tokenizer_section(path: Path, manifest: object) -> tuple[dict[str, int], st
     name, regex = info.get("pattern"), info.get("regex")
     if name not in (*NAMED_PATTERNS, "custom") or not isinstance(regex, str):
         raise ExportError(f"{path}: tokenizer.pattern {name!r} is not a known pattern name nor 'custom' with a regex")
-    return special_tokens, regex if name == "custom" else name
+    roles = info.get("special_token_roles", {})
+    if not isinstance(roles, dict):
+        raise ExportError(f"{path}: tokenizer.special_token_roles is not a mapping of role -> token")
+    try:
+        roles = check_roles(roles, special_tokens)
+    except SettingsError as exc:
+        raise ExportError(f"{path}: tokenizer.special_token_roles: {exc}") from None
+    return special_tokens, regex if name == "custom" else name, roles
+
+
+def check_roles(roles: Mapping[str, str] | None, special_tokens: Collection[str]) -> dict[str, str]:
+    """`roles` as role -> token in the order bos, eos, pad, unk, each token one of `special_tokens`.
+    Keys may be spelled as transformers does (`eos_token`); anything else raises SettingsError."""
+    roles = normalize_roles(roles)
+    for role, token in roles.items():
+        if token not in special_tokens:
+            known = ", ".join(map(repr, special_tokens)) or "none"
+            raise SettingsError(
+                f"{role}_token: {token!r} is not a special token of this tokenizer (its special tokens: {known})",
+                parameter=f"{role}_token",
+            )
+    return roles
+
+
+def normalize_roles(roles: Mapping[str, str] | None) -> dict[str, str]:
+    """`{"eos_token": "</s>"}` or `{"eos": "</s>"}` -> `{"eos": "</s>"}`, in the order bos, eos,
+    pad, unk; an unknown role or a token that is not a non-empty string raises SettingsError.
+
+    >>> normalize_roles({"pad_token": "<|pad|>", "eos": "<|endoftext|>"})
+    {'eos': '<|endoftext|>', 'pad': '<|pad|>'}
+    """
+    if roles is None:
+        return {}
+    if not isinstance(roles, Mapping):
+        raise SettingsError(f"special_token_roles: expected a mapping of role -> token, got {type(roles).__name__}",
+                            parameter="special_token_roles")  # fmt: skip
+    found: dict[str, str] = {}
+    for key, token in roles.items():
+        role = key.removesuffix("_token") if isinstance(key, str) else key
+        if role not in export.ROLES:
+            raise SettingsError(f"special_token_roles: unknown role {key!r} (expected {', '.join(export.ROLES)})",
+                                parameter="special_token_roles")  # fmt: skip
+        if role in found:
+            raise SettingsError(f"special_token_roles: the {role} role is given twice", parameter="special_token_roles")
+        if not isinstance(token, str) or not token:
+            raise SettingsError(f"{role}_token: expected a non-empty token, got {token!r}", parameter=f"{role}_token")
+        if token in export.bytes_to_unicode().values():
+            raise SettingsError(f"{role}_token: {token!r} is spelled like a byte token in vocab.json; choose a longer "
+                                "one, such as <|pad|>", parameter=f"{role}_token")  # fmt: skip
+        found[role] = token
+    return {role: found[role] for role in export.ROLES if role in found}
+
+
+def with_role_tokens(special_tokens: Sequence[str], roles: Mapping[str, str] | None) -> list[str]:
+    """The special tokens to train with: `special_tokens`, then each role's token that is not among
+    them, in the order bos, eos, pad, unk (as transformers' `add_special_tokens` adds a pad token).
+
+    >>> with_role_tokens(["<|endoftext|>"], {"eos": "<|endoftext|>", "pad": "<|pad|>"})
+    ['<|endoftext|>', '<|pad|>']
+    """
+    tokens = list(special_tokens)
+    for token in normalize_roles(roles).values():
+        if token not in tokens:
+            tokens.append(token)
+    return tokens
+
+
+def _only_for_tiktoken(special_tokens: object, path: Path) -> None:
+    if special_tokens is not None:
+        raise SettingsError(
+            f"special_tokens: {path} records its special tokens; special_tokens is only for a .tiktoken file",
+            parameter="special_tokens",
+        )
+
+
+def _text_list(texts: Sequence[str]) -> list[str]:
+    """`texts` as a list of strings; a bare string (a common slip) raises SettingsError."""
+    if isinstance(texts, str):
+        raise SettingsError("texts: expected a list of strings, got one str (wrap it in a list: [text])",
+                            parameter="texts")  # fmt: skip
+    return list(texts)
+
+
+def check_setting_threads(num_threads: int) -> None:
+    if not isinstance(num_threads, int) or isinstance(num_threads, bool) or num_threads < 1:
+        raise SettingsError(f"num_threads: expected an integer >= 1, got {num_threads!r}", parameter="num_threads")
+
+
+def _merge_parts(ranks: Mapping[bytes, int], token: bytes, max_rank: int) -> list[bytes]:
+    """The pieces tiktoken's merging makes of `token`'s bytes using only ranks below `max_rank`:
+    for a BPE ranks table, the two tokens whose merge is `token`.
+
+    >>> _merge_parts({b"a": 0, b"b": 1, b"c": 2, b"ab": 3, b"abc": 4}, b"abc", 4)
+    [b'ab', b'c']
+    """
+    parts = [token[i : i + 1] for i in range(len(token))]
+    while len(parts) > 1:
+        best, best_rank = -1, max_rank
+        for i in range(len(parts) - 1):
+            rank = ranks.get(parts[i] + parts[i + 1])
+            if rank is not None and rank < best_rank:
+                best, best_rank = i, rank
+        if best < 0:
+            break
+        parts[best : best + 2] = [parts[best] + parts[best + 1]]
+    return parts
 
 
 def _check_counts(path: Path, info: dict, vocab: list[bytes], special_tokens: dict[str, int]) -> None:

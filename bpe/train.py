@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import platform
 import time
+import warnings
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,9 +22,9 @@ from bpe.engine.merge import learn_merges
 from bpe.errors import InputError, SettingsError, require_extra
 from bpe.progress import ProgressFn
 from bpe.results import TrainingRun
-from bpe.settings import Settings, check_setting
-from bpe.shards import Shard, discover
-from bpe.tokenizer import Tokenizer
+from bpe.settings import Settings, check_setting, parse_limit
+from bpe.shards import Shard, Skipped, apply_limit, discover, iter_texts, with_options
+from bpe.tokenizer import Tokenizer, with_role_tokens
 
 
 def train(
@@ -32,33 +33,59 @@ def train(
     pattern: str = "cl100k",
     special_tokens: Sequence[str] = (),
     *,
+    special_token_roles: dict[str, str] | None = None,
     files: str | Path | Sequence[str | Path] | None = None,
     min_frequency: int = 1,
     tie_break: str = "bytes",
     text_column: str = "text",
+    text_format: str = "doc",
+    limit: str | None = None,
+    sample: float | None = None,
+    seed: int = 0,
     engine: str = "local",
     threads: int | None = None,
     progress: ProgressFn | None = None,
     **engine_options,
 ) -> Tokenizer:
-    """Train a byte-level BPE tokenizer on `texts` (an iterable of documents) or on `files`
-    (paths, directories, globs or URLs of .parquet/.txt/.jsonl). The result carries its manifest.
+    """Train a byte-level BPE tokenizer on `texts` or on `files`. The result carries its manifest.
+
+    `texts`: an iterable of documents (str, None for a null row), of dicts (rows: the text in their
+    `text_column` field), or a Hugging Face `datasets.Dataset`/`IterableDataset` (read in batches);
+    a bare str is refused. `files`: paths, directories, globs, URLs or "-" (stdin) of .parquet,
+    .jsonl, .json, .csv/.tsv or any other (text) file, compressed or not (.gz, .zst, .bz2, .xz);
+    `text_format` "doc" reads a text file as one document, "lines" as one per line (see bpe.shards).
+    `limit` ("10MB", "5000rows") trains on the first documents only and `sample` on a fraction of
+    them, chosen by a hash of each with `seed`; both for quick runs, recorded in the manifest.
+
+    `special_token_roles` (`{"eos": "<|endoftext|>", "pad": "<|pad|>"}`) names the special tokens
+    transformers uses as bos, eos, pad and unk (written to tokenizer_config.json by `save`); a
+    role's token missing from `special_tokens` is added after them, within `vocab_size`.
 
     `engine="dask"` (the `[dask]` extra) takes `scheduler=`, `workers=`, `client=`, `scratch=`, `log=`."""
     settings = Settings(
-        vocab_size=vocab_size, pattern=pattern, special_tokens=tuple(special_tokens),
+        vocab_size=vocab_size, pattern=pattern,
+        special_tokens=tuple(with_role_tokens(special_tokens, special_token_roles)),
         min_frequency=min_frequency, tie_break=tie_break, text_column=text_column,
+        text_format=text_format, limit=limit, sample=sample, seed=seed,
     )  # fmt: skip
     check_setting("engine", engine)
     check_setting("threads", threads)
     started = time.perf_counter()
+    limited = parse_limit(limit) if limit is not None else None
     if files is not None:
-        specs = [files] if isinstance(files, (str, Path)) else list(files)
-        shards: list[Shard] | None = discover([str(s) for s in specs])
+        specs = [files] if isinstance(files, (str, Path, Shard)) else list(files)
+        skipped = Skipped()
+        shards: list[Shard] | None = discover([s if isinstance(s, Shard) else str(s) for s in specs], skipped)
+        if skipped:
+            warnings.warn(skipped.summary(), stacklevel=2)
+        shards = with_options(shards, text_format, sample, seed)
+        if limited is not None:
+            shards = apply_limit(shards, limited, text_column, settings.pretokenizer)
     elif texts is None:
         raise SettingsError("texts: give texts or files to train on", parameter="texts")
     else:
         shards = None
+        texts = iter_texts(texts, text_column, sample, seed, limited)
     if engine == "dask":
         require_extra("dask", "the Dask engine")
         from bpe.distributed.driver import train_on_dask
@@ -75,7 +102,8 @@ def train(
             f"{named}: no text to train on (no pre-token in {run.stats.documents:,} document(s); "
             f"{run.stats.null_rows:,} null row(s) skipped)"
         )
-    tokenizer = Tokenizer(run.merges.merges, pattern, list(settings.special_tokens))
+    tokenizer = Tokenizer(run.merges.merges, pattern, list(settings.special_tokens),
+                          special_token_roles=special_token_roles)  # fmt: skip
     tokenizer.manifest = build_manifest(settings, run)
     tokenizer.manifest["seconds"]["total"] = round(time.perf_counter() - started, 3)
     return tokenizer

@@ -26,7 +26,7 @@ from bpe.pipeline.config import Retention, load_config
 from bpe.pipeline.retention import mark_in_use, sweep_count_cache
 from bpe.pipeline.store import VersionStore
 from tests import test_pipeline
-from tests.conftest import publish_as
+from tests.conftest import moto_s3, publish_as
 from tests.test_pipeline import POOL, run_deployment, write_shard
 
 # The Prefect server, process worker and Dask cluster of the pipeline tests (a module-scoped
@@ -398,30 +398,13 @@ def test_the_flow_applies_the_configurations_retention_after_publishing(services
 
 
 @pytest.fixture
-def s3_bucket(tmp_path, monkeypatch) -> str:
-    """A bucket on moto's standalone S3 server, reached by this process and the commands it starts
-    through the standard AWS_* variables."""
-    boto3 = pytest.importorskip("boto3")
-    pytest.importorskip("s3fs")
-    pytest.importorskip("moto")
-    from bpe.pipeline.services import free_port, port_in_use, stop
+def s3_bucket(tmp_path) -> str:
+    """A bucket on moto's standalone S3 server (see tests/conftest.py `moto_s3`)."""
+    import boto3
 
-    port = free_port()
-    with open(tmp_path / "moto.log", "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while not port_in_use(port):
-            assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "moto.log").read_text()
-            time.sleep(0.1)
-        for name, value in {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "testing",
-                            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():  # fmt: skip
-            monkeypatch.setenv(name, value)
+    with moto_s3(tmp_path):
         boto3.client("s3").create_bucket(Bucket="bpe-channels")
         yield "bpe-channels"
-    finally:
-        stop(process, first=15)
 
 
 @pytest.mark.services

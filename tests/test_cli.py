@@ -190,7 +190,7 @@ def parquet_with(name: str, table: pa.Table):
         (file_with("bad.jsonl", b'{"text": "ok"}\n{"text": "\xc3("}\n'), "bad.jsonl: invalid UTF-8 at byte 25"),
         (file_with("json.jsonl", '{"text": "ok"}\n{"text": \n'), "json.jsonl:2: invalid JSON"),
         (file_with("nofield.jsonl", '{"body": "ok"}\n'), "nofield.jsonl:1: no field 'text'"),
-        (file_with("notes.md", "x"), "notes.md: unsupported file type"),
+        (file_with("logo.png", b"\x89PNG"), "logo.png: a .png file is not text"),  # any other suffix is text
     ],
 )
 def test_bad_input_gives_one_clear_line(tmp_path, capsys, make, message):

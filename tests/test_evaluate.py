@@ -8,9 +8,6 @@ import base64
 import json
 import re
 import shutil
-import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -41,6 +38,7 @@ from bpe.pipeline.report import metrics_table, one_line, summary_markdown
 from bpe.pipeline.store import VersionStore
 from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
 from bpe.tokenizer import write_manifest
+from tests.conftest import moto_s3
 
 TEXTS = stdlib_paragraphs()[:1500]
 
@@ -342,30 +340,12 @@ def test_the_plot_gains_a_trend_panel_once_there_are_two_versions(tmp_path):
 
 @pytest.fixture
 def s3_bucket(tmp_path):
-    """A bucket on moto's S3 server on 127.0.0.1, reached through the standard AWS_* variables."""
-    boto3 = pytest.importorskip("boto3")
-    pytest.importorskip("s3fs")
-    pytest.importorskip("moto")
-    from bpe.pipeline.services import free_port, port_in_use
+    """A bucket on moto's S3 server on 127.0.0.1 (see tests/conftest.py `moto_s3`)."""
+    import boto3
 
-    port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while not port_in_use(port):
-            assert process.poll() is None and time.monotonic() < deadline
-            time.sleep(0.1)
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
-            for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                               "AWS_DEFAULT_REGION": "us-east-1"}.items():  # fmt: skip
-                patch.setenv(key, value)
-            boto3.client("s3").create_bucket(Bucket="evalset")
-            yield "s3://evalset"
-    finally:
-        process.terminate()
-        process.wait(10)
+    with moto_s3(tmp_path):
+        boto3.client("s3").create_bucket(Bucket="evalset")
+        yield "s3://evalset"
 
 
 @pytest.mark.services

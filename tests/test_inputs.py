@@ -1,5 +1,8 @@
 """Inputs at the edges: symbolic links and loops, files that are not regular files, large .txt files
-read in pieces, byte order marks, Arrow string layouts, empty corpora and the threads setting."""
+read in pieces, byte order marks, Arrow string layouts, empty corpora and the threads setting; and
+the inputs users already have (issue 13, point 4): any suffix as text, one document per file or per
+line, compressed files, JSON arrays, CSV, stdin, directory walks that say what they skip, Python
+iterables of str or dicts and `datasets`, --limit and --sample, on both engines."""
 
 from __future__ import annotations
 
@@ -24,9 +27,10 @@ import bpe.shards as bpe_shards
 from bpe import train
 from bpe.engine.count import WordCounter, count_shards
 from bpe.errors import InputError, SettingsError
-from bpe.pretokenize import Pretokenizer
+from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
 from bpe.settings import check_setting
 from bpe.shards import Shard, discover, read_batches
+from tests.reference import train_reference
 
 REPO = Path(__file__).resolve().parent.parent
 NAMED = ["gpt2", "cl100k", "o200k", "whitespace"]
@@ -304,3 +308,518 @@ def test_threads_must_be_a_positive_integer(tmp_path, threads):
 def test_threads_none_means_one_per_core_and_one_is_allowed():
     check_setting("threads", None)
     assert train(["some text"], vocab_size=260, threads=1).merges
+
+
+# --- issue 13, point 4: the inputs users already have ---------------------------------------------
+# Every format trains the merges of the same documents given as Parquet rows (proven elsewhere
+# against the reference trainer), and lines mode is checked against the reference trainer over the
+# `regex` module's split of each line. Errors are one line naming the file, row or setting.
+
+# Documents of every kind the readers must keep intact: several lines, CR LF, quotes, commas and
+# tabs (CSV/TSV), non-ASCII, an empty one, leading and trailing spaces, a JSON-looking string.
+ROWS = [
+    "The cat sat on the mat.\nIt was a sunny day, and the cat was happy.",
+    "Don't stop now: 12345 times!\r\nSay \"hello\", then 'goodbye'.",
+    "é中文 — naïve café, 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 🙂",
+    "",
+    "  tabs\tand  spaces  ",
+    '{"text": "not a record"}',
+] + [f"line {i}: the quick brown fox jumps over the lazy dog {i * 7}" for i in range(40)]
+# One document per line: lines mode reads these from a text file.
+LINES = [row.replace("\r\n", " ").replace("\n", " ") for row in ROWS if row]
+VOCAB = 330
+CODECS = {
+    "": lambda data: data,
+    ".gz": lambda data: __import__("gzip").compress(data),
+    ".bz2": lambda data: __import__("bz2").compress(data),
+    ".xz": lambda data: __import__("lzma").compress(data),
+    ".zst": lambda data: __import__("zstandard").ZstdCompressor().compress(data),
+}
+
+
+def as_parquet(path: Path, rows, column: str = "text") -> Path:
+    pq.write_table(pa.table({column: pa.array(list(rows), pa.string())}), path)
+    return path
+
+
+def write_format(root: Path, fmt: str, rows: list[str], suffix: str = "") -> tuple[Path, dict]:
+    """The rows written in format `fmt` (compressed by `suffix`); returns the input and train() options."""
+    import csv as csv_module
+
+    def save(name: str, data: bytes) -> Path:
+        path = root / (name + suffix)
+        path.write_bytes(CODECS[suffix](data))
+        return path
+
+    if fmt == "jsonl":
+        return save("rows.jsonl", "".join(json.dumps({"text": r, "n": 1}) + "\n" for r in rows).encode()), {}
+    if fmt == "json strings":
+        return save("rows.json", json.dumps(rows, ensure_ascii=False).encode()), {}
+    if fmt == "json objects":
+        data = json.dumps([{"id": i, "body": r} for i, r in enumerate(rows)], indent=1).encode()
+        return save("rows.json", data), {"text_column": "body"}
+    if fmt == "json lines in .json":
+        return save("rows.json", "".join(json.dumps({"text": r}) + "\n" for r in rows).encode()), {}
+    if fmt in ("csv", "tsv"):
+        out = io.StringIO(newline="")
+        writer = csv_module.writer(out, delimiter="," if fmt == "csv" else "\t")
+        writer.writerow(["id", "body"])
+        writer.writerows([i, r] for i, r in enumerate(rows))
+        return save(f"rows.{fmt}", out.getvalue().encode()), {"text_column": "body"}
+    if fmt == "text, one file per document":
+        folder = root / "docs"
+        folder.mkdir()
+        for i, r in enumerate(rows):
+            (folder / f"doc-{i:03d}.txt{suffix}").write_bytes(CODECS[suffix](r.encode()))
+        return folder, {}
+    if fmt == "text lines (corpus.en)":
+        return save("corpus.en", "\r\n".join(rows).encode() + b"\n\n"), {"text_format": "lines"}
+    raise ValueError(fmt)
+
+
+FORMATS = ["jsonl", "json strings", "json objects", "json lines in .json", "csv", "tsv",
+           "text, one file per document", "text lines (corpus.en)"]  # fmt: skip
+
+
+@pytest.mark.parametrize("suffix", list(CODECS))
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_format_trains_the_merges_of_the_same_rows_as_parquet(tmp_path, fmt, suffix):
+    rows = LINES if fmt.startswith("text lines") else ROWS
+    oracle = train(files=as_parquet(tmp_path / "oracle.parquet", rows), vocab_size=VOCAB, pattern="cl100k")
+    (tmp_path / "in").mkdir()
+    path, options = write_format(tmp_path / "in", fmt, rows, suffix)
+    tok = train(files=[str(path)], vocab_size=VOCAB, pattern="cl100k", **options)
+    assert tok.merges == oracle.merges
+    counts, expected = tok.manifest["counts"], oracle.manifest["counts"]
+    assert (counts["bytes"], counts["pretokens"], counts["unique_words"]) == (
+        expected["bytes"], expected["pretokens"], expected["unique_words"])  # fmt: skip
+    assert counts["documents"] == len(rows)
+    assert tok.manifest["settings"]["text_format"] == options.get("text_format", "doc")
+
+
+def test_a_peer_style_corpus_en_trains_from_the_command(tmp_path, capsys):
+    from bpe.cli import main
+
+    (tmp_path / "corpus.en").write_text("\n".join(LINES) + "\n")
+    assert main(["train", str(tmp_path / "corpus.en"), "--vocab-size", "300", "--out", str(tmp_path / "tok"),
+                 "--quiet"]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "inputs    1 text; text files read one document per file (--text-format doc)" in printed
+    assert train(files=str(tmp_path / "corpus.en"), vocab_size=300).merges == train(
+        ["\n".join(LINES) + "\n"], vocab_size=300).merges  # fmt: skip
+    assert main(["train", str(tmp_path / "corpus.en"), "--vocab-size", "300", "--out", str(tmp_path / "tok2"),
+                 "--quiet", "--text-format", "lines"]) == 0  # fmt: skip
+    assert "text files read one document per line (--text-format lines)" in capsys.readouterr().out
+
+
+# --- lines mode: exact counts, pieces never cross a line ---------------------------------------
+
+LINE_FRAGMENTS = FRAGMENTS + ["\n", "\r\n", "\n\n", " \n ", "\r", "word\n", ".\n/"]
+LINE_TEXTS = st.lists(st.sampled_from(LINE_FRAGMENTS), max_size=80).map("".join)
+
+
+def reference_lines(text: str) -> list[str]:
+    """The definition of lines mode: split at \\n, drop one \\r before it, drop empty lines."""
+    return [line for line in (part.removesuffix("\r") for part in text.split("\n")) if line]
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=LINE_TEXTS, pattern=st.sampled_from(NAMED), block=st.integers(1, 16), bom=st.booleans())
+def test_lines_mode_counts_equal_a_regex_split_of_each_line(tmp_path_factory, text, pattern, block, bom):
+    path = tmp_path_factory.mktemp("lines") / "train.en"
+    path.write_bytes(b"\xef\xbb\xbf" * bom + text.encode())
+    shard = bpe_shards.with_options(discover([str(path)]), text_format="lines")[0]
+    saved = bpe_shards.TXT_CHUNK_BYTES
+    bpe_shards.TXT_CHUNK_BYTES = block  # blocks cut anywhere: lines longer than a block, CR LF across blocks
+    try:
+        counts, stats, _ = count_shards([shard], Pretokenizer(pattern), threads=2)
+    finally:
+        bpe_shards.TXT_CHUNK_BYTES = saved
+    lines = reference_lines(text)
+    expected = Counter(p.encode() for line in lines for p in regex.findall(NAMED_PATTERNS[pattern], line))
+    assert counts.to_dict() == dict(expected)
+    assert (stats.documents, stats.bytes) == (len(lines), sum(len(line.encode()) for line in lines))
+
+
+def test_lines_mode_trains_the_reference_trainers_merges(tmp_path):
+    text = "\n".join(LINES[:20]) + "\r\nlast line without an ending"
+    (tmp_path / "train.en.gz").write_bytes(CODECS[".gz"](text.encode()))
+    tok = train(files=str(tmp_path / "train.en.gz"), vocab_size=VOCAB, pattern="gpt2", text_format="lines")
+    words = Counter(p.encode() for line in reference_lines(text) for p in regex.findall(NAMED_PATTERNS["gpt2"], line))
+    assert tok.merges == train_reference(dict(words), VOCAB - 256)
+    assert not any(b"\n" in tok.vocab[256 + i] for i in range(len(tok.merges)))  # no line ending is text
+
+
+# --- the directory walk, stdin -------------------------------------------------------------------
+
+
+def test_a_walk_reads_any_text_and_reports_what_it_skipped_in_one_line(tmp_path, capsys):
+    from bpe.cli import main
+
+    data = tmp_path / "data"
+    (data / ".git").mkdir(parents=True)
+    (data / ".git" / "HEAD").write_text("ref: x")
+    (data / "_delta_log").mkdir()
+    (data / "_delta_log" / "0.json").write_text('{"add": {}}\n')
+    (data / "sub").mkdir()
+    (data / "sub" / "train.en").write_text("the cat sat on the mat")
+    (data / "README").write_text("a readme is text too")
+    (data / ".DS_Store").write_bytes(b"\0\0\1Bud1")
+    (data / "_SUCCESS").write_text("")
+    (data / "logo.png").write_bytes(b"\x89PNG\r\n")
+    (data / "model.weights").write_bytes(b"\x01\x02\0\0binary")
+    (data / "old.parquet.gz").write_bytes(b"")
+    as_parquet(data / "rows.parquet", ["a parquet row"])
+    skipped: list[tuple[str, str]] = []
+    shards = discover([str(data)], skipped)
+    assert [(os.path.relpath(s.path, data), s.kind) for s in shards] == [
+        ("README", "txt"), ("rows.parquet", "parquet"), ("sub/train.en", "txt")]  # fmt: skip
+    reasons = {os.path.relpath(p.rstrip("/"), data): r for p, r in skipped}
+    assert reasons == {".git": "hidden", ".DS_Store": "hidden", "_delta_log": "_-prefixed metadata",
+                       "_SUCCESS": "_-prefixed metadata", "logo.png": "binary by suffix",
+                       "model.weights": "binary by content (a NUL byte)",
+                       "old.parquet.gz": "compressed Parquet"}  # fmt: skip
+    assert main(["train", str(data), "--vocab-size", "270", "--out", str(tmp_path / "tok"), "--quiet"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("bpe: skipped 7 file(s) or folder(s) in directory walks and globs: ")
+    assert "2 hidden (.git/, .DS_Store)" in err[0] and "1 binary by content (a NUL byte) (model.weights)" in err[0]
+    with pytest.warns(UserWarning, match="^skipped 7 file"):
+        train(files=str(data), vocab_size=270)
+    # a glob follows the same rules; named explicitly, a file is read whatever its suffix
+    assert [os.path.basename(s.path) for s in discover([f"{data}/*"])] == ["README", "rows.parquet"]
+    assert discover([str(data / "model.weights")])[0].kind == "txt"
+
+
+def test_a_walk_or_glob_with_nothing_to_read_says_what_it_skipped(tmp_path):
+    (tmp_path / "logo.png").write_bytes(b"\x89PNG")
+    with pytest.raises(InputError, match=r"holds no file to read \(skipped 1 file\(s\) .*1 binary by suffix"):
+        discover([str(tmp_path)], [])
+    with pytest.raises(InputError, match=r"\*\.png: matches no file to read"):
+        discover([f"{tmp_path}/*.png"])
+
+
+class FakeStdin:
+    """stdin with bytes behind it; a second read gets nothing, as a pipe's would."""
+
+    def __init__(self, data: bytes, tty: bool = False) -> None:
+        self.buffer, self.tty = io.BytesIO(data), tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def read(self) -> str:
+        return self.buffer.read().decode()
+
+
+def test_stdin_is_read_once_and_fingerprinted_by_its_content(tmp_path, monkeypatch, capsys):
+    import hashlib
+
+    from bpe.cli import main
+
+    data = ("\n".join(LINES) + "\n").encode()
+    monkeypatch.setattr(sys, "stdin", FakeStdin(data))
+    assert main(["train", "-", "--vocab-size", str(VOCAB), "--text-format", "lines", "--out", str(tmp_path / "tok"),
+                 "--quiet"]) == 0  # fmt: skip
+    manifest = json.loads((tmp_path / "tok" / "manifest.json").read_text())
+    assert manifest["data"]["shards"] == [
+        {"path": "<stdin>", "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    ]
+    oracle = train(files=as_parquet(tmp_path / "o.parquet", LINES), vocab_size=VOCAB)
+    assert json.loads((tmp_path / "tok" / "manifest.json").read_text())["result"]["merges"] == len(oracle.merges)
+    from bpe.tokenizer import Tokenizer
+
+    assert Tokenizer.load(tmp_path / "tok").merges == oracle.merges
+    monkeypatch.setattr(sys, "stdin", FakeStdin(b"ok \xff", tty=False))
+    assert main(["train", "-", "--vocab-size", "300", "--out", str(tmp_path / "bad"), "--quiet"]) == 1
+    assert capsys.readouterr().err.strip() == "bpe: error: <stdin>: invalid UTF-8 at byte 3"
+    monkeypatch.setattr(sys, "stdin", FakeStdin(b"", tty=True))
+    with pytest.raises(InputError, match="^-: stdin is a terminal"):
+        discover(["-"])
+    assert not (tmp_path / "bad").exists()
+
+
+# --- one-line errors -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, content, options, message",
+    [
+        ("train.en", b"good text \xff\xfe more", [], r"train.en: invalid UTF-8 at byte 10$"),
+        (
+            "a.txt.gz",
+            CODECS[".gz"](b"ok\n" * 5 + b"\xc3("),
+            [],
+            r"a.txt.gz \(decompressed\): invalid UTF-8 at byte 15$",
+        ),
+        (
+            "b.en.xz",
+            CODECS[".xz"](b"ok\nok\n\xff\n"),
+            ["--text-format", "lines"],
+            r"b.en.xz \(decompressed\): invalid UTF-8 at byte 6$",
+        ),
+        ("c.txt.gz", b"not gzip at all", [], r"c.txt.gz: cannot read it as gzip data \(BadGzipFile: .*\)$"),
+        (
+            "d.jsonl.zst",
+            CODECS[".zst"](b'{"text": "ok"}\n' * 50)[:-4],
+            [],
+            r"d.jsonl.zst: cannot read it as zstd data \(EOFError: the file ends inside a zstd frame",
+        ),
+        ("d2.txt.gz", CODECS[".gz"](b"ok " * 100)[:-9], [], r"d2.txt.gz: cannot read it as gzip data \(EOFError: "),
+        ("d3.txt.zst", b"\x28\xb5\x2f\xfdgarbage", [], r"d3.txt.zst: cannot read it as zstd data \(ZstdError: "),
+        (
+            "e.json",
+            b'[{"text": "ok"}, {"body": "x"}]',
+            [],
+            r"e.json: element 1: no field 'text'; choose one with --text-column$",
+        ),
+        ("f.json", b'["ok", 3]', [], r"f.json: element 1: holds int, not a string$"),
+        ("g.json", b'["ok",\n oops]', [], r"g.json:2: invalid JSON \(Expecting value\)$"),
+        (
+            "h.csv",
+            b"id,body\n1,x\n",
+            [],
+            r"h.csv: no column 'text' \(columns: id, body\); choose one with --text-column$",
+        ),
+        ("i.csv", b"id,text\n1,x\n2\n", [], r"i.csv:3: 1 field\(s\), no 'text'$"),
+        ("j.csv", b"text\nok\n\xff\n", [], r"j.csv: invalid UTF-8 at byte 8$"),
+        ("k.parquet.gz", b"", [], r"k.parquet.gz: a compressed Parquet file cannot be read"),
+        ("l.txt", b"text", ["--limit", "10"], r"--limit: expected a size such as 10MB, .* got '10'$"),
+        ("l.txt", b"text", ["--limit", "1.5rows"], r"--limit: expected .* got '1.5rows'$"),
+        ("l.txt", b"text", ["--sample", "0"], r"--sample: expected a fraction of rows to keep, above 0 and at most 1"),
+        ("l.txt", b"text", ["--seed", "-1"], r"--seed: expected an integer >= 0, got -1$"),
+    ],
+    ids=lambda value: value if isinstance(value, str) and len(value) < 16 else "",
+)
+def test_bad_inputs_and_settings_fail_in_one_line_writing_nothing(tmp_path, capsys, name, content, options, message):
+    from bpe.cli import main
+
+    (tmp_path / name).write_bytes(content)
+    out = tmp_path / "tok"
+    assert main(["train", str(tmp_path / name), "--vocab-size", "300", "--out", str(out), "--quiet", *options]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and regex.search(message, err[0]), err
+    assert not out.exists()
+
+
+def test_a_missing_codec_package_is_named_in_one_line(tmp_path, monkeypatch):
+    import fsspec.compression
+
+    (tmp_path / "a.txt.zst").write_bytes(CODECS[".zst"](b"some text"))
+    monkeypatch.delitem(fsspec.compression.compr, "zstd")
+    with pytest.raises(
+        InputError, match=r"a.txt.zst: reading zstd files needs the zstandard package: pip install zstandard$"
+    ):
+        train(files=str(tmp_path / "a.txt.zst"), vocab_size=300)
+
+
+def test_text_format_must_be_doc_or_lines(tmp_path):
+    with pytest.raises(SettingsError, match="^text_format: expected one of doc, lines, got 'line'$"):
+        train(["x y"], vocab_size=300, text_format="line")
+
+
+# --- train() in Python: str, iterables of str or dicts, datasets -----------------------------------
+
+
+@pytest.mark.parametrize("bad", ["some text", b"some bytes", {"text": "a dict"}])
+def test_a_bare_string_is_refused_with_a_clear_type_error(bad):
+    with pytest.raises(TypeError, match=r"^texts: expected an iterable of documents.*got a (str|bytes|dict)"):
+        train(bad, vocab_size=300)
+
+
+def test_iterables_of_strings_and_of_dicts_train_as_the_same_rows(tmp_path):
+    oracle = train(files=as_parquet(tmp_path / "o.parquet", ROWS), vocab_size=VOCAB).merges
+    assert train((r for r in ROWS), vocab_size=VOCAB).merges == oracle
+    assert train(tuple(ROWS), vocab_size=VOCAB).merges == oracle
+    assert train([{"text": r, "id": i} for i, r in enumerate(ROWS)], vocab_size=VOCAB).merges == oracle
+    assert train(({"body": r} for r in ROWS), vocab_size=VOCAB, text_column="body").merges == oracle
+    assert train(pa.table({"body": ROWS}), vocab_size=VOCAB, text_column="body").merges == oracle
+    with pytest.raises(InputError, match=r"^texts: row 1 has no field 'text' \(fields: body\)"):
+        train([{"text": "x"}, {"body": "y"}], vocab_size=300)
+    with pytest.raises(TypeError, match=r"^texts: row 2 is a int, not a str or a dict$"):
+        train(["a", "b", 3], vocab_size=300)
+
+
+def test_a_hugging_face_dataset_is_read_in_batches_never_whole(tmp_path, monkeypatch):
+    datasets = pytest.importorskip("datasets")
+    oracle = train(files=as_parquet(tmp_path / "o.parquet", ROWS), vocab_size=VOCAB).merges
+    dataset = datasets.Dataset.from_dict({"id": list(range(len(ROWS))), "text": ROWS})
+    batch_sizes: list[int] = []
+    for cls in (datasets.Dataset, datasets.IterableDataset):
+        real_iter = cls.iter
+
+        def spy(self, batch_size, *args, real_iter=real_iter, **kwargs):
+            batch_sizes.append(batch_size)
+            return real_iter(self, batch_size, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "iter", spy)
+        for whole in ("to_list", "to_dict", "to_pandas", "__iter__"):  # what converting it whole would call
+            if hasattr(cls, whole):
+                monkeypatch.setattr(cls, whole, lambda *a, **k: pytest.fail("the dataset was converted whole"))
+    assert train(dataset, vocab_size=VOCAB).merges == oracle
+    assert train(dataset.to_iterable_dataset(num_shards=2), vocab_size=VOCAB).merges == oracle
+    assert batch_sizes.count(8192) == 2  # once each, in batches of 8,192 rows
+    renamed = dataset.rename_column("text", "body")
+    assert train(renamed, vocab_size=VOCAB, text_column="body").merges == oracle
+    with pytest.raises(InputError, match=r"^texts: the dataset has no column 'text' \(columns: id, body\)"):
+        train(renamed, vocab_size=VOCAB)
+
+
+# --- --limit and --sample --------------------------------------------------------------------------
+
+
+def fnv_sample(rows, fraction: float, seed: int) -> list:
+    """The documented --sample rule, written out independently: FNV-1a 64 of
+    "bpe-sample:{seed}:" + the row's UTF-8 bytes, modulo a million, below fraction x a million."""
+
+    def fnv(data: bytes) -> int:
+        h = 0xCBF29CE484222325
+        for byte in data:
+            h = ((h ^ byte) * 0x100000001B3) % (1 << 64)
+        return h
+
+    return [r for r in rows if fnv(f"bpe-sample:{seed}:{r}".encode()) % 1_000_000 < round(fraction * 1_000_000)]
+
+
+def cut_to_bytes(rows, n: int) -> list[str]:
+    """The first n bytes of the documents, in order: the one crossing n cut at a character boundary."""
+    kept = []
+    for row in rows:
+        size = len(row.encode())
+        if size > n:
+            kept.append(row.encode()[:n].decode("utf-8", "ignore"))
+            break
+        kept.append(row)
+        n -= size
+        if n == 0:
+            break
+    return kept
+
+
+def three_shards(root: Path) -> list[Path]:
+    """ROWS over three files of three formats, in path order: a.parquet, b.jsonl.gz, c.en (lines)."""
+    as_parquet(root / "a.parquet", ROWS[:10])
+    (root / "b.jsonl.gz").write_bytes(
+        CODECS[".gz"]("".join(json.dumps({"text": r}) + "\n" for r in ROWS[10:25]).encode())
+    )
+    (root / "c.en").write_text("\n".join(ROWS[25:]) + "\n")
+    return [root / "a.parquet", root / "b.jsonl.gz", root / "c.en"]
+
+
+@pytest.mark.parametrize("limit, kept", [
+    ("3rows", ROWS[:3]), ("12rows", ROWS[:12]), ("30rows", ROWS[:30]), ("150B", cut_to_bytes(ROWS, 150)),
+    ("1KB", cut_to_bytes(ROWS, 1000)), ("1.5KiB", cut_to_bytes(ROWS, 1536)), ("1GB", ROWS),
+])  # fmt: skip
+def test_limit_trains_on_the_first_rows_or_bytes_in_input_order(tmp_path, limit, kept):
+    files = three_shards(tmp_path)
+    tok = train(files=[str(f) for f in reversed(files)], vocab_size=VOCAB, text_format="lines", limit=limit)
+    oracle = train(kept, vocab_size=VOCAB)
+    assert tok.merges == oracle.merges
+    assert tok.manifest["counts"]["bytes"] == sum(len(r.encode()) for r in kept)
+    assert tok.manifest["settings"]["limit"] == limit
+    assert tok.manifest["counts"]["documents"] == len(kept)
+    read = [os.path.basename(s["path"]) for s in tok.manifest["data"]["shards"]]  # the files after it are not read
+    assert read == ["a.parquet", "b.jsonl.gz", "c.en"][: 1 if len(kept) <= 10 else 2 if len(kept) <= 25 else 3]
+
+
+def test_limit_cuts_a_large_document_exactly_where_the_text_reaches_it(tmp_path, monkeypatch):
+    text = "The cat sat.\nOn the mat, 12345 times! é中 Don't  stop\n\n  now. " * 400
+    (tmp_path / "big.txt").write_text(text)
+    monkeypatch.setattr(bpe_shards, "TXT_CHUNK_BYTES", 64)  # read in pieces: the cut falls inside one
+    for n in (1000, 5003, 12345):
+        tok = train(files=str(tmp_path / "big.txt"), vocab_size=VOCAB, pattern="o200k", limit=f"{n}B")
+        assert tok.merges == train(cut_to_bytes([text], n), vocab_size=VOCAB, pattern="o200k").merges
+        assert tok.manifest["counts"]["bytes"] == len(cut_to_bytes([text], n)[0].encode())
+
+
+@pytest.mark.parametrize("fraction, seed", [(0.5, 0), (0.5, 1), (0.3, 7), (1.0, 0)])
+def test_sample_keeps_the_rows_a_seeded_hash_chooses_in_every_format(tmp_path, fraction, seed):
+    files = three_shards(tmp_path)
+    kept = fnv_sample(ROWS, fraction, seed)
+    tok = train(files=[str(f) for f in files], vocab_size=VOCAB, text_format="lines", sample=fraction, seed=seed)
+    assert tok.merges == train(kept, vocab_size=VOCAB).merges
+    assert tok.manifest["counts"]["documents"] == len(fnv_sample(ROWS, fraction, seed))  # "" of a.parquet too
+    assert train(ROWS, vocab_size=VOCAB, sample=fraction, seed=seed).merges == tok.merges  # in-memory texts too
+    settings_ = tok.manifest["settings"]
+    assert (settings_["sample"], settings_["seed"]) == (fraction, seed)
+
+
+def test_samples_differ_by_seed_and_sample_before_limit(tmp_path):
+    files = three_shards(tmp_path)
+    rows = [r for r in ROWS if r]
+    assert fnv_sample(rows, 0.5, 0) != fnv_sample(rows, 0.5, 1)  # the seed matters
+    tok = train(files=[str(f) for f in files], vocab_size=VOCAB, text_format="lines", sample=0.5, seed=1, limit="7rows")
+    assert tok.merges == train(fnv_sample(ROWS, 0.5, 1)[:7], vocab_size=VOCAB).merges
+    assert tok.manifest["counts"]["documents"] == 7
+
+
+def test_sample_in_doc_mode_keeps_whole_files_by_their_content_hash(tmp_path):
+    import hashlib
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i, row in enumerate(ROWS):
+        (folder / f"{i:03d}.txt").write_text(row)
+    digests = {hashlib.sha256(r.encode()).hexdigest(): r for r in ROWS}
+    kept = [digests[d] for d in fnv_sample(list(digests), 0.5, 3)]
+    tok = train(files=str(folder), vocab_size=VOCAB, sample=0.5, seed=3)
+    assert tok.merges == train(kept, vocab_size=VOCAB).merges
+    assert tok.manifest["counts"]["documents"] == len(kept)
+
+
+# --- both engines read the same: the Dask engine on a real local cluster ------------------------
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                       dashboard_address=None)  # fmt: skip
+    client = distributed.Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+def on_both_engines(client, oracle: list, keys=("documents", "bytes", "pretokens"), **options) -> None:
+    """Train on the local engine and on the Dask cluster: both give the merges of `oracle`'s rows
+    (trained in memory), and count the same documents, bytes and pre-tokens."""
+    options = {"vocab_size": VOCAB, "pattern": "cl100k", **options}
+    expected = train(oracle, vocab_size=VOCAB, pattern="cl100k")
+    local = train(**options)
+    on_dask = train(**options, engine="dask", client=client)
+    assert local.merges == expected.merges and on_dask.merges == expected.merges
+    for key in keys:
+        assert on_dask.manifest["counts"][key] == local.manifest["counts"][key] == expected.manifest["counts"][key], key
+
+
+@pytest.mark.services
+@pytest.mark.parametrize("case", ["compressed formats", "lines mode", "limit and sample", "stdin and dicts"])
+def test_the_dask_engine_reads_every_input_as_the_local_engine_does(dask_client, tmp_path, case, monkeypatch):
+    if case == "compressed formats":
+        for fmt, suffix in (("jsonl", ".zst"), ("csv", ".gz"), ("json objects", ".xz")):
+            folder = tmp_path / fmt.replace(" ", "-")
+            folder.mkdir()
+            path, options = write_format(folder, fmt, ROWS, suffix)
+            on_both_engines(dask_client, ROWS, files=str(path), **options)
+    elif case == "lines mode":
+        path, options = write_format(tmp_path, "text lines (corpus.en)", LINES, ".bz2")
+        on_both_engines(dask_client, LINES, files=str(path), **options)
+        # and one document per file, cut by --limit: read in 64-byte pieces here, whole on the workers
+        text = "\n".join(ROWS) * 20
+        (tmp_path / "big.txt.gz").write_bytes(CODECS[".gz"](text.encode()))
+        monkeypatch.setattr(bpe_shards, "TXT_CHUNK_BYTES", 64)
+        cut = cut_to_bytes([text], 7777)  # (the local engine counts each piece as a document: not compared)
+        on_both_engines(dask_client, cut, ("bytes", "pretokens"), files=str(tmp_path / "big.txt.gz"), limit="7777B")
+    elif case == "limit and sample":
+        files = [str(f) for f in three_shards(tmp_path)]
+        pq.write_table(pa.table({"text": ROWS[:10]}), files[0], row_group_size=3)  # Dask reads row groups apart
+        for options, oracle in (
+            ({"sample": 0.6, "seed": 2}, fnv_sample(ROWS, 0.6, 2)),
+            ({"sample": 0.7, "seed": 2, "limit": "700B"}, cut_to_bytes(fnv_sample(ROWS, 0.7, 2), 700)),
+            ({"limit": "5rows"}, ROWS[:5]),
+        ):
+            on_both_engines(dask_client, oracle, files=files, text_format="lines", **options)
+    else:
+        monkeypatch.setattr(sys, "stdin", FakeStdin(("\n".join(LINES) + "\n").encode()))
+        on_both_engines(dask_client, LINES, files=discover(["-"]), text_format="lines")
+        on_both_engines(dask_client, LINES, texts=[{"text": t} for t in LINES])

@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -27,15 +26,13 @@ from bpe.engine.count import holdout_mask
 from bpe.pipeline.demo import stdlib_paragraphs
 from bpe.pipeline.services import (
     free_port,
-    port_in_use,
     prefect_env,
     start_dask_scheduler,
     start_dask_worker,
     start_prefect_server,
     start_prefect_worker,
-    stop,
 )
-from tests.conftest import write_parquet
+from tests.conftest import moto_s3, write_parquet
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
 
@@ -54,28 +51,9 @@ POOL = "bpe-s3-test"
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    """moto's S3 server on 127.0.0.1; this process (and every process it starts) reaches it through
-    the standard variables, as any S3 client would."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("s3") / "moto.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-    deadline = time.monotonic() + 30
-    while not port_in_use(port):
-        assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-        time.sleep(0.1)
-    env = {
-        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-    with pytest.MonkeyPatch.context() as patch:
-        for key, value in env.items():
-            patch.setenv(key, value)
+    """moto's S3 server on 127.0.0.1 for the module (see tests/conftest.py `moto_s3`)."""
+    with moto_s3(tmp_path_factory.mktemp("s3")) as env:
         yield env
-    stop(process, first=signal.SIGTERM)
 
 
 @pytest.fixture
@@ -168,7 +146,8 @@ def test_train_reads_and_writes_object_storage_and_a_tokenizer_there_loads(bucke
     assert f"trained s3://{bucket}/tok/" in done.stdout
     assert keys(bucket, "tok/") == sorted(f"tok/{name}" for name in
                                           ["COMPLETE", "manifest.json", "merges.txt", "tokenizer.json",
-                                           "tokenizer.tiktoken", "vocab.json"])  # fmt: skip
+                                           "tokenizer.tiktoken", "vocab.json", "tokenizer_config.json",
+                                           "special_tokens_map.json"])  # fmt: skip
     loaded = Tokenizer.load(f"s3://{bucket}/tok/")
     assert loaded.merges == local.merges
     text = "Return the sum of a and b; raise ValueError on <|endoftext|> inputs."
@@ -344,3 +323,15 @@ def test_the_pipeline_keeps_data_cache_and_versions_on_object_storage(bucket, co
     assert not results.exists() or not any(results.rglob("*")), sorted(results.rglob("*"))
     assert keys(bucket, "cache/prefect-results/"), "the failed run's result went to the store"
     assert files_left_in(cluster["homes"]) == []
+
+
+def test_a_new_endpoint_or_credentials_get_their_own_filesystem(s3, bucket, tmp_path):
+    """fsspec keeps one filesystem per set of options: a process whose AWS_ENDPOINT_URL changes
+    (another store, a test's own server) must reach the new endpoint, not the one it first used."""
+    storage.write_bytes(f"s3://{bucket}/first.txt", b"first")
+    with moto_s3(tmp_path) as other:
+        boto3.client("s3", endpoint_url=other["AWS_ENDPOINT_URL"]).create_bucket(Bucket=bucket)
+        storage.write_bytes(f"s3://{bucket}/second.txt", b"second")
+        assert storage.exists(f"s3://{bucket}/second.txt") and not storage.exists(f"s3://{bucket}/first.txt")
+    assert storage.read_bytes(f"s3://{bucket}/first.txt") == b"first"  # back on the module's server
+    assert keys(bucket) == ["first.txt"]

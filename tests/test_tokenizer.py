@@ -5,24 +5,17 @@ from __future__ import annotations
 import pytest
 import tiktoken
 from hypothesis import given, settings
-from hypothesis import strategies as st
 from tiktoken.load import load_tiktoken_bpe
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers
 
 from bpe import Tokenizer, train
-from bpe.errors import SpecialTokenError
+from bpe.errors import InputError, SettingsError, SpecialTokenError
 from bpe.export import TIKTOKEN_FILE, bytes_to_unicode, spell, unspell
-from tests.conftest import GPT2
+from tests.conftest import GPT2, WHITESPACE
+from tests.conftest import any_text as any_text_of
 
-# Every character some split pattern treats as whitespace (regex's \s, str.split()'s \x1c-\x1f), which
-# regex engines disagree on most often, mixed into arbitrary Unicode.
-WHITESPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B)))
-WHITESPACE += "\u2028\u2029\u202f\u205f\u3000"
-any_text = st.text(
-    st.one_of(st.characters(exclude_categories=("Cs",)), st.sampled_from(WHITESPACE), st.sampled_from("ab1 ")),
-    max_size=60,
-)
+any_text = any_text_of("ab1 ")
 SAMPLE_TEXTS = [
     "Hello world!  It's 2024... naïve café 中文 🙂\n\n  x",
     "   leading and trailing spaces   ",
@@ -141,3 +134,89 @@ def test_gpt2_files_give_hugging_face_ids(gpt2_dir, corpus_rows):
 def test_loading_a_directory_without_a_tokenizer_fails_clearly(tmp_path):
     with pytest.raises(FileNotFoundError, match="holds no tokenizer"):
         Tokenizer.load(tmp_path)
+
+
+# -- ergonomics: names and behaviour as in tiktoken and Hugging Face ------------------------------
+
+
+def test_sizes_and_vocabulary_match_hugging_face_and_tiktoken(trained):
+    tok, out = trained
+    hf_tok = hf(out)
+    reference = tiktoken.Encoding("t", pat_str=tok.pretokenizer.regex,
+                                  mergeable_ranks=load_tiktoken_bpe(str(out / TIKTOKEN_FILE)),
+                                  special_tokens=tok.special_tokens)  # fmt: skip
+    assert len(tok) == tok.vocab_size == hf_tok.get_vocab_size() == 1000
+    assert tok.n_vocab == reference.n_vocab and tok.max_token_value == reference.max_token_value
+    assert tok.get_vocab() == hf_tok.get_vocab()
+    ordinary = {s: i for s, i in hf_tok.get_vocab().items() if s not in tok.special_tokens}
+    assert tok.get_vocab(with_added_tokens=False) == ordinary
+    assert tok.id_to_token(-1) is None
+    for token_id in [0, 32, 255, 256, 500, 997, 998, 999, 1000]:
+        assert tok.id_to_token(token_id) == hf_tok.id_to_token(token_id), token_id
+    for spelling in ["Ġthe", "the", "<|pad|>", "<|endoftext|>", "Ġ", "not-a-token-xyz", "中", "ä¸Ń"]:
+        assert tok.token_to_id(spelling) == hf_tok.token_to_id(spelling), spelling
+    assert tok.eot_token == reference.eot_token == tok.special_tokens["<|endoftext|>"]
+    assert tok.special_tokens_set == reference.special_tokens_set
+    ranks = reference._mergeable_ranks
+    tokens = [t for t in [b" the", b"a", " th", "th", b"he"] if (t if isinstance(t, bytes) else t.encode()) in ranks]
+    tokens.append("<|pad|>")
+    assert len(tokens) >= 3
+    for piece in tokens:
+        assert tok.encode_single_token(piece) == reference.encode_single_token(piece)
+    with pytest.raises(KeyError):
+        tok.encode_single_token("definitely not one token")
+    assert tok.decode_single_token_bytes(tok.special_tokens["<|pad|>"]) == b"<|pad|>"
+
+
+def test_batches_equal_tiktoken_batches_and_single_calls(trained, corpus_rows):
+    tok, out = trained
+    reference = tiktoken_encoding(tok, out)
+    texts = corpus_rows[2500:2700] + SAMPLE_TEXTS
+    expected = reference.encode_ordinary_batch(texts, num_threads=2)
+    assert tok.encode_ordinary_batch(texts, num_threads=2) == expected
+    assert tok.encode_batch(texts, num_threads=2) == [tok.encode(t) for t in texts] == expected
+    assert tok.decode_batch(expected, num_threads=2) == reference.decode_batch(expected)
+    mixed = ["a<|endoftext|>b", "x<|pad|>"]
+    assert tok.encode_batch(mixed) == [hf(out).encode(t).ids for t in mixed]
+    with pytest.raises(SpecialTokenError):
+        tok.encode_batch(mixed, allowed_special={"<|endoftext|>"})
+
+
+def test_batches_without_tiktoken_use_a_thread_pool(trained, corpus_rows):
+    """The plain encoder (where tiktoken cannot take a tokenizer) gives the same batches."""
+    tok, out = trained
+    plain = Tokenizer(tok.merges, tok.pattern, tok.special_tokens)
+    plain._encoding = False  # as when tiktoken cannot compile the pattern
+    texts = corpus_rows[2700:2760] + SAMPLE_TEXTS
+    expected = tiktoken_encoding(tok, out).encode_ordinary_batch(texts)
+    assert plain.encode_ordinary_batch(texts, num_threads=2) == expected
+    assert plain.decode_batch(expected, num_threads=2) == [tok.decode(ids) for ids in expected]
+
+
+def test_batch_arguments_are_checked(trained):
+    tok, _ = trained
+    with pytest.raises(SettingsError, match="^texts: expected a list of strings, got one str"):
+        tok.encode_batch("one string")
+    with pytest.raises(SettingsError, match="^num_threads: expected an integer >= 1, got 0"):
+        tok.encode_ordinary_batch(["a"], num_threads=0)
+    with pytest.raises(InputError, match="^token id 5000 is not in this tokenizer's vocabulary"):
+        tok.decode_batch([[1, 2], [5000]])
+    assert tok.encode_batch([]) == [] and tok.decode_batch([[]]) == [""]
+
+
+def test_equality_and_repr(trained):
+    tok, out = trained
+    loaded = Tokenizer.load(out)
+    assert loaded == tok and loaded is not tok
+    assert Tokenizer(tok.merges[:-1], tok.pattern, list(tok.special_tokens)) != tok  # one merge fewer
+    assert Tokenizer(tok.merges, "gpt2" if tok.pattern != "gpt2" else "cl100k", list(tok.special_tokens)) != tok
+    assert Tokenizer(tok.merges, tok.pattern, list(reversed(tok.special_tokens))) != tok  # ids swapped
+    assert Tokenizer(tok.merges, tok.pattern, tok.special_tokens, special_token_roles={"pad": "<|pad|>"}) != tok
+    assert tok != "not a tokenizer"
+    text = repr(tok)
+    assert text.startswith("Tokenizer(vocab_size=1000, pattern=") and f"{tok.pattern!r}" in text
+    assert "'<|endoftext|>': 998" in text and "'<|pad|>': 999" in text
+    long_regex = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|\p{L}+|\p{N}{1,3}|[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+    custom = Tokenizer([], long_regex, [f"<|t{i}|>" for i in range(10)])
+    assert custom.pattern == long_regex and long_regex not in repr(custom)  # abridged: a repr is one short line
+    assert '..."' in repr(custom) and "(10 in all)" in repr(custom) and len(repr(custom)) < 240

@@ -43,7 +43,7 @@ def count_partition(
 
 
 def _partition_batches(shard: Shard, row_group: int | None, text_column: str):
-    from bpe.shards import read_batches
+    from bpe.shards import read_batches, select_rows
 
     if row_group is None:
         for batch, _ in read_batches(shard, text_column):
@@ -66,7 +66,7 @@ def _partition_batches(shard: Shard, row_group: int | None, text_column: str):
             except pa.ArrowInvalid as exc:
                 raise InputError(f"{shard.path}: rows {row}-{row + len(chunk) - 1}: {_first_line(exc)}") from None
             row += len(chunk)
-            yield chunk.cast(pa.large_string())
+            yield select_rows(shard, chunk)  # --sample, by the rule read_batches applies
 
 
 def _first_line(exc: BaseException) -> str:
@@ -118,10 +118,11 @@ def _item(result, *keys):
 
 
 def partitions(shards: Sequence[Shard], text_column: str) -> list[tuple[Shard, int | None, int]]:
-    """(shard, row group or None for a whole file, weight in bytes), largest first."""
+    """(shard, row group or None for a whole file, weight in bytes), largest first. A Parquet file
+    that `--limit` cuts (`Shard.budget`) is read whole, in order, as the limit is defined."""
     parts = []
     for shard in shards:
-        if shard.kind == "parquet":
+        if shard.kind == "parquet" and shard.budget is None:
             meta = check_parquet(shard, text_column)
             for rg in range(meta.num_row_groups):
                 parts.append((shard, rg, max(meta.row_group(rg).total_byte_size, 1)))
@@ -183,7 +184,7 @@ def count_on_dask(
     In-memory `texts` (when `shards` is None) are counted here, then placed on the workers."""
     if shards is None:
         counter = WordCounter(pretokenizer)
-        counter.add_texts(list(texts or ()))
+        counter.add_stream(texts or ())  # in batches: a generator or a dataset is never held whole
         buckets = split_by_bucket(counter.result(), n_buckets)
         return client.scatter(buckets), counter.stats, None
     # Hashing the shards waits behind the counting (lower priority): it fills the counting's tail.
