@@ -155,6 +155,10 @@ def test_the_wheel_ships_flows_tasks_and_demo_config_inside_the_package(wheel):
     for shipped in ("bpe/flows/train_bpe.py", "bpe/flows/deploy.py", "bpe/tasks/data.py", "bpe/conf/demo.yaml",
                     "bpe/engine/word_table.py", "bpe/distributed/driver.py", "bpe/pipeline/store.py"):  # fmt: skip
         assert shipped in names, shipped
+    # The kernels compiled as the wheel was built (setup.py), for every kernel both engines run.
+    indexes = {n.rsplit("/", 1)[1].split("-")[0] for n in names if n.startswith("bpe/engine/prebuilt/")
+               and n.endswith(".nbi")}  # fmt: skip
+    assert {"count._count_cl100k", "word_table._apply_merges", "pair_queue._add", "merge._run_rounds"} <= indexes
 
 
 def test_the_wheel_declares_the_extras_by_tier(wheel):
