@@ -557,7 +557,8 @@ def test_the_stack_trains_survives_a_killed_worker_keeps_versions_and_cleans_up(
         logged_before = len(container_log(worker))
         run = subprocess.Popen(
             [*stack.base, "exec", "-T", "prefect-worker", "prefect", "deployment", "run", "train-bpe/demo",
-             "-p", 'data=["/data/big"]', "-p", "name=big", "-p", f"vocab_size={BIG_VOCAB}", "--watch"],
+             "-p", 'data=["/data/big"]', "-p", "name=big", "-p", f"vocab_size={BIG_VOCAB}",
+             "-p", "promote=true", "--watch"],  # an override is an experiment: promoted, it becomes latest
             cwd=REPO, env=stack.environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         started = time.perf_counter()
