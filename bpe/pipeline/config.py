@@ -199,18 +199,27 @@ def _check(where: str, key: str, value):
     return value
 
 
-def _check_retention(where: str, value) -> Retention:
-    """`retention: {keep_versions: 10, cache_days: 30}`: either key may be left out or null."""
+def _section(where: str, key: str, value, cls):
+    """A key holding a mapping of its own (`retention:`, `alerts:`): null is `cls()` (the defaults),
+    a `cls` stays as it is, and a mapping is returned once it holds only `cls`'s fields."""
     if value is None:
-        return Retention()
-    if isinstance(value, Retention):
+        return cls()
+    if isinstance(value, cls):
         return value
-    known = [f.name for f in fields(Retention)]
+    known = [f.name for f in fields(cls)]
     if not isinstance(value, dict):
-        raise SettingsError(f"{where}: retention: expected a mapping with {' and/or '.join(known)}, got {value!r}")
+        raise SettingsError(f"{where}: {key}: expected a mapping with {' and/or '.join(known)}, got {value!r}")
     unknown = sorted(set(value) - set(known))
     if unknown:
-        raise SettingsError(f"{where}: retention: unknown key {unknown[0]!r} (known: {', '.join(known)})")
+        raise SettingsError(f"{where}: {key}: unknown key {unknown[0]!r} (known: {', '.join(known)})")
+    return value
+
+
+def _check_retention(where: str, value) -> Retention:
+    """`retention: {keep_versions: 10, cache_days: 30}`: either key may be left out or null."""
+    value = _section(where, "retention", value, Retention)
+    if isinstance(value, Retention):
+        return value
     keep, days = value.get("keep_versions"), value.get("cache_days")
     if keep is not None and (not isinstance(keep, int) or isinstance(keep, bool) or keep < 1):
         raise SettingsError(f"{where}: retention: keep_versions: expected an integer >= 1 or null, got {keep!r}")
@@ -221,16 +230,9 @@ def _check_retention(where: str, value) -> Retention:
 
 def _check_alerts(where: str, value) -> Alerts:
     """`alerts: {webhook: https://hooks.example.com/...}`; null or absent: no alerts."""
-    if value is None:
-        return Alerts()
+    value = _section(where, "alerts", value, Alerts)
     if isinstance(value, Alerts):
         return value
-    known = [f.name for f in fields(Alerts)]
-    if not isinstance(value, dict):
-        raise SettingsError(f"{where}: alerts: expected a mapping with {', '.join(known)}, got {value!r}")
-    unknown = sorted(set(value) - set(known))
-    if unknown:
-        raise SettingsError(f"{where}: alerts: unknown key {unknown[0]!r} (known: {', '.join(known)})")
     webhook = value.get("webhook")
     if webhook is not None:
         try:
