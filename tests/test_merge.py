@@ -118,9 +118,17 @@ def test_merges_on_real_text_equal_the_reference(corpus_rows):
 
 
 @pytest.mark.parametrize("threads", [2, 3, 4])
-def test_the_merge_loop_on_threads_learns_what_one_thread_does(corpus_rows, threads):
+@pytest.mark.parametrize("waits", ["spin", "sleep", "spin, small hand-over buffer"])
+def test_the_merge_loop_on_threads_learns_what_one_thread_does(corpus_rows, threads, waits, monkeypatch):
     """Thousands of merges of real text: every merge, its count and the final token count equal
-    the one-thread loop's (itself checked against the reference above)."""
+    the one-thread loop's (itself checked against the reference above), whether the shard threads
+    spin between rounds (no more threads than cores) or sleep (more), and when a round's deltas
+    take many hand-overs through the spinning threads' buffer."""
+    from bpe.engine import merge, spin_rounds
+
+    monkeypatch.setattr(merge, "available_cores", lambda: 64 if waits.startswith("spin") else 1)
+    if "small" in waits:
+        monkeypatch.setattr(spin_rounds, "CHUNK", 7)
     counts = count_words(corpus_rows[:3000], "cl100k")
     one = learn_merges(counts, 3000)
     several = learn_merges(counts, 3000, threads=threads)

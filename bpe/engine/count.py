@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
+from bpe.engine.borrow import borrowed
 from bpe.engine.cores import available_cores
 from bpe.engine.hashing import FNV_OFFSET_BASIS, fnv1a_step, hash_buckets
 from bpe.engine.interrupts import holds_interrupts
@@ -426,6 +427,12 @@ def _table_new(expected_entries, expected_bytes):
     )
 
 
+@njit
+def _borrowed_table(table):
+    """The table as borrowed views (see `borrow.py`), for a kernel's loop; never returned."""
+    return CountTable(borrowed(table.slots), borrowed(table.starts), borrowed(table.store), borrowed(table.meta))
+
+
 @njit(inline="always")
 def _hash_and_prefix(data, start, end):
     """FNV-1a hash of data[start:end] and its first 8 bytes packed little-endian."""
@@ -520,6 +527,7 @@ def _table_add_words(table, data, offsets, weights):
 def _insert_until_full(table, data, offsets, weights, first):
     """Add words `first`, `first` + 1, ...; returns where it stopped (all done, or the table is full).
     The arrays stay fixed inside the loop, which keeps it fast."""
+    table, data, offsets, weights = _borrowed_table(table), borrowed(data), borrowed(offsets), borrowed(weights)
     for i in range(first, len(weights)):
         if not _table_insert(table, data, offsets[i], offsets[i + 1], weights[i]):
             return i
@@ -543,13 +551,16 @@ def _count_pieces(data, doc_offsets, scanner_id, classes, folds, table):
 
 
 # One counting kernel per pattern, each with its scanner compiled into its loop (a call per piece
-# through a switch over the patterns cost half the counting time). Each counts pieces from code point
-# `position` of document `doc` on, and stops where the table is full: it returns (doc, position,
-# pieces counted), doc == number of documents when all are done.
+# through a switch over the patterns cost half the counting time), over borrowed views of its arrays
+# (reference counts on every scanner call and table insert cost two thirds of the rest). Each counts
+# pieces from code point `position` of document `doc` on, and stops where the table is full: it
+# returns (doc, position, pieces counted), doc == number of documents when all are done.
 
 
 @njit(nogil=True, cache=True)
 def _count_gpt2(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
+    table, data, doc_offsets = _borrowed_table(table), borrowed(data), borrowed(doc_offsets)
+    classes, folds, cps, byte_pos = borrowed(classes), borrowed(folds), borrowed(cps), borrowed(byte_pos)
     pieces = 0
     for d in range(doc, len(doc_offsets) - 1):
         n = decode_utf8(data, doc_offsets[d], doc_offsets[d + 1], cps, byte_pos)
@@ -565,6 +576,8 @@ def _count_gpt2(table, data, doc_offsets, doc, position, classes, folds, cps, by
 
 @njit(nogil=True, cache=True)
 def _count_cl100k(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
+    table, data, doc_offsets = _borrowed_table(table), borrowed(data), borrowed(doc_offsets)
+    classes, folds, cps, byte_pos = borrowed(classes), borrowed(folds), borrowed(cps), borrowed(byte_pos)
     pieces = 0
     for d in range(doc, len(doc_offsets) - 1):
         n = decode_utf8(data, doc_offsets[d], doc_offsets[d + 1], cps, byte_pos)
@@ -580,6 +593,8 @@ def _count_cl100k(table, data, doc_offsets, doc, position, classes, folds, cps, 
 
 @njit(nogil=True, cache=True)
 def _count_o200k(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
+    table, data, doc_offsets = _borrowed_table(table), borrowed(data), borrowed(doc_offsets)
+    classes, folds, cps, byte_pos = borrowed(classes), borrowed(folds), borrowed(cps), borrowed(byte_pos)
     pieces = 0
     for d in range(doc, len(doc_offsets) - 1):
         n = decode_utf8(data, doc_offsets[d], doc_offsets[d + 1], cps, byte_pos)
@@ -595,6 +610,8 @@ def _count_o200k(table, data, doc_offsets, doc, position, classes, folds, cps, b
 
 @njit(nogil=True, cache=True)
 def _count_whitespace(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
+    table, data, doc_offsets = _borrowed_table(table), borrowed(data), borrowed(doc_offsets)
+    classes, folds, cps, byte_pos = borrowed(classes), borrowed(folds), borrowed(cps), borrowed(byte_pos)
     pieces = 0
     for d in range(doc, len(doc_offsets) - 1):
         n = decode_utf8(data, doc_offsets[d], doc_offsets[d + 1], cps, byte_pos)

@@ -21,10 +21,12 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from bpe.engine.cores import available_cores
 from bpe.engine.count import WordCounts
 from bpe.engine.interrupts import interrupts_held
 from bpe.engine.pair_queue import PairQueue, _add, _next_round
-from bpe.engine.word_shards import ThreadedWordTable
+from bpe.engine.spin_rounds import SpinningShards
+from bpe.engine.word_shards import ThreadedWordTable, split_tables
 from bpe.engine.word_table import WordTable, _apply_merges, _take_deltas
 
 ProgressCallback = Callable[[int], None]
@@ -69,15 +71,32 @@ def learn_merges(
     queue = PairQueue(tie_break)
     table = WordTable(counts)
     queue.add(*table.take_deltas())
+
+    def run_rounds(budget: int) -> tuple[np.ndarray, int]:
+        table._state, queue._state, batch, n_rounds = _run_rounds(
+            table._state, queue._state, budget, min_frequency, one_per_round
+        )
+        return batch, n_rounds
+
+    batches, done, rounds = drive(run_rounds, n_merges, progress)
+    result = finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), start)
+    result.tokens_after = table.token_count()
+    return result
+
+
+def drive(
+    run_rounds: Callable[[int], tuple[np.ndarray, int]], n_merges: int, progress: ProgressCallback | None
+) -> tuple[list[np.ndarray], int, int]:
+    """Call `run_rounds(budget)` (rounds in a compiled call: the merges made, the rounds) until
+    `n_merges` merges are made or none is left, coming back every 1024 merges to report progress
+    and take Ctrl-C. Returns the batches of merges, the merges made and the rounds."""
     batches: list[np.ndarray] = []
     done = rounds = 0
+    if progress is not None:
+        progress(0)  # the loop starts: its progress and its rate are timed from here
     while done < n_merges:
-        # Many rounds per compiled call; come back now and then to report progress.
-        budget = min(n_merges - done, 1024)
         with interrupts_held():
-            table._state, queue._state, batch, n_rounds = _run_rounds(
-                table._state, queue._state, budget, min_frequency, one_per_round
-            )
+            batch, n_rounds = run_rounds(min(n_merges - done, 1024))
         if not len(batch):
             break
         batches.append(batch)
@@ -85,9 +104,7 @@ def learn_merges(
         rounds += n_rounds
         if progress is not None:
             progress(len(batch))
-    result = finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), start)
-    result.tokens_after = table.token_count()
-    return result
+    return batches, done, rounds
 
 
 @njit(cache=True)
@@ -121,34 +138,58 @@ def _learn_on_threads(
 ) -> MergeResult:
     """The loop over `threads` word shards: each round the queue picks merges, every shard applies
     them at once and hands back its pair-count deltas, and all the deltas go into the one queue
-    before the next round."""
+    before the next round. With no more threads than cores the threads spin between rounds
+    (`SpinningShards`); otherwise they sleep (`ThreadedWordTable`)."""
+    if threads > available_cores():
+        return _learn_on_sleeping_threads(counts, n_merges, threads, tie_break, min_frequency, one_per_round, progress)
     start = time.perf_counter()
-    batches: list[np.ndarray] = []
-    done = rounds = 0
+    with interrupts_held():
+        tables = split_tables(counts, threads)
+    queue = PairQueue(tie_break)
+    for table in tables:
+        queue.add(*table.take_deltas())
+    with SpinningShards(tables) as shards:
+
+        def run_rounds(budget: int) -> tuple[np.ndarray, int]:
+            queue._state, batch, n_rounds = shards.run_rounds(queue._state, budget, min_frequency, one_per_round)
+            return batch, n_rounds
+
+        batches, done, rounds = drive(run_rounds, n_merges, progress)
+    result = finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), start)
+    result.tokens_after = sum(table.token_count() for table in tables)
+    return result
+
+
+def _learn_on_sleeping_threads(
+    counts: WordCounts,
+    n_merges: int,
+    threads: int,
+    tie_break: str,
+    min_frequency: int,
+    one_per_round: bool,
+    progress: ProgressCallback | None,
+) -> MergeResult:
+    """The same loop with threads that sleep between rounds: for more threads than cores."""
+    start = time.perf_counter()
     with interrupts_held():
         words = ThreadedWordTable(counts, threads)
     with words:
         queue = PairQueue(tie_break)
         queue.add(*words.take_deltas())
-        running = True
-        while running and done < n_merges:
-            # As on one thread: come back every 1024 merges to report progress and take Ctrl-C.
-            made = 0
-            with interrupts_held():
-                while done + made < n_merges and made < 1024:
-                    wanted = 1 if one_per_round else n_merges - done - made
-                    queue._state, batch = _next_round(queue._state, wanted, min_frequency)
-                    if not len(batch):
-                        running = False
-                        break
-                    for keys, deltas in words.apply_and_take(batch[:, :3]):
-                        queue._state = _add(queue._state, keys, deltas)
-                    batches.append(batch)
-                    made += len(batch)
-                    rounds += 1
-            done += made
-            if progress is not None and made:
-                progress(made)
+
+        def run_rounds(budget: int) -> tuple[np.ndarray, int]:
+            made: list[np.ndarray] = []
+            while sum(map(len, made)) < budget:
+                wanted = 1 if one_per_round else budget - sum(map(len, made))
+                queue._state, batch = _next_round(queue._state, wanted, min_frequency)
+                if not len(batch):
+                    break
+                for keys, deltas in words.apply_and_take(batch[:, :3]):
+                    queue._state = _add(queue._state, keys, deltas)
+                made.append(batch)
+            return (np.concatenate(made) if made else np.zeros((0, 4), np.int64)), len(made)
+
+        batches, done, rounds = drive(run_rounds, n_merges, progress)
     result = finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), start)
     result.tokens_after = words.token_count()
     return result

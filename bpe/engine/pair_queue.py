@@ -43,6 +43,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from bpe.engine.borrow import borrowed
 from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.pair_keys import KEY_COLUMN, slot_of, unpack
 from bpe.errors import SettingsError
@@ -127,6 +128,15 @@ def _new(tie_break):
         state.tok_len[t] = 1
         state.tok_data[t] = t
     return state
+
+
+@njit
+def _borrowed_queue(state):
+    """The state as borrowed views (see `borrow.py`), for a kernel's loop; never returned."""
+    return QueueState(
+        borrowed(state.counts), borrowed(state.heap_count), borrowed(state.heap_key), borrowed(state.tok_start),
+        borrowed(state.tok_len), borrowed(state.tok_data), borrowed(state.marks), borrowed(state.meta),
+    )  # fmt: skip
 
 
 @njit
@@ -247,7 +257,9 @@ def _add(state, keys, deltas):
     """Add deltas (a key may come several times, from several word tables); push each pair whose
     count went up once, with its final count."""
     state = _grow(state, len(keys), len(keys), 0, 0)
-    counts, meta = state.counts, state.meta
+    view = _borrowed_queue(state)
+    keys, deltas = borrowed(keys), borrowed(deltas)
+    counts, meta = view.counts, view.meta
     meta[_N_ADDS] += 1
     call = meta[_N_ADDS]
     slots = np.empty(len(keys), dtype=np.int64)
@@ -268,7 +280,7 @@ def _add(state, keys, deltas):
             if count < 0:
                 raise ValueError("a pair count went negative: the deltas do not match the counts")
             if count > before[i]:
-                _push(state, count, keys[i])
+                _push(view, count, keys[i])
     return state
 
 
@@ -303,7 +315,8 @@ ENDS_WITH, STARTS_WITH = 0, 1  # marks[t, ENDS_WITH] == round: pairs ending with
 def _next_round(state, max_merges, min_frequency):
     max_merges = min(max_merges, MAX_ROUND)
     state = _grow(state, 0, max_merges + 2, max_merges, 0)
-    marks, meta = state.marks, state.meta
+    view = _borrowed_queue(state)
+    marks, meta = view.marks, view.meta
     meta[_ROUND] += 1
     this_round = meta[_ROUND]
     taken_key = np.empty(max(max_merges, 1), dtype=np.int64)
@@ -311,16 +324,16 @@ def _next_round(state, max_merges, min_frequency):
     k = 0
     stop_count = -1
     while k <= max_merges:
-        count, key = _pop_valid(state)
+        count, key = _pop_valid(view)
         if count < 0:
             break
         a, b = unpack(key)
         if count < min_frequency or k == max_merges:
-            _push(state, count, key)
+            _push(view, count, key)
             stop_count = count
             break
         if marks[b, ENDS_WITH] == this_round or marks[a, STARTS_WITH] == this_round:
-            _push(state, count, key)
+            _push(view, count, key)
             stop_count = count
             break
         duplicate = False  # a second heap entry of a pair taken this round
@@ -337,7 +350,7 @@ def _next_round(state, max_merges, min_frequency):
             max_merges = k  # pairs that (a, a) creates are bounded only by (a, a): the round ends here
     while k > 1 and taken_count[k - 1] <= stop_count:
         k -= 1
-        _push(state, taken_count[k], taken_key[k])
+        _push(view, taken_count[k], taken_key[k])
     new_bytes = 0
     for t in range(k):
         a, b = unpack(taken_key[t])

@@ -29,12 +29,9 @@ class ThreadedWordTable:
     """`threads` word tables, words split by their stable hash; `apply` runs on all at once."""
 
     def __init__(self, counts: WordCounts | None, threads: int, tables: list[WordTable] | None = None) -> None:
-        if tables is None:
-            with ThreadPoolExecutor(threads) as pool:
-                tables = list(pool.map(WordTable, counts.split_by_hash(threads)))
-        self.tables = tables
-        self._pending: list[Deltas] = [table.take_deltas() for table in tables]
-        self._threads = ShardThreads(tables[1:])
+        self.tables = split_tables(counts, threads) if tables is None else tables
+        self._pending: list[Deltas] = [table.take_deltas() for table in self.tables]
+        self._threads = ShardThreads(self.tables[1:])
 
     @classmethod
     def from_words(cls, tokens: np.ndarray, lengths: np.ndarray, freqs: np.ndarray, threads: int) -> ThreadedWordTable:
@@ -90,6 +87,12 @@ class ThreadedWordTable:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def split_tables(counts: WordCounts, threads: int) -> list[WordTable]:
+    """`threads` word tables over `counts`, words split by their stable hash, built on threads."""
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(WordTable, counts.split_by_hash(threads)))
 
 
 def word_table(counts: WordCounts, threads: int = 1) -> WordTable | ThreadedWordTable:

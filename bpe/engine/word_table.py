@@ -25,6 +25,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from bpe.engine.borrow import borrowed
 from bpe.engine.count import WordCounts
 from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.pair_keys import KEY_COLUMN, LOW32, pack, slot_of
@@ -116,6 +117,16 @@ def _ranges(lengths: np.ndarray) -> np.ndarray:
 
 
 @njit
+def _borrowed_words(state):
+    """The state as borrowed views (see `borrow.py`), for a kernel's loop; never returned."""
+    return WordState(
+        borrowed(state.tokens), borrowed(state.starts), borrowed(state.lengths), borrowed(state.freqs),
+        borrowed(state.pairs), borrowed(state.node_word), borrowed(state.node_next), borrowed(state.touched),
+        borrowed(state.meta),
+    )  # fmt: skip
+
+
+@njit
 def _slot_for(pairs, meta, key):
     """The slot of `key`, inserting it if new (the caller guarantees room)."""
     i = slot_of(pairs, key)
@@ -187,6 +198,7 @@ def _build(tokens, starts, lengths, freqs):
 def _index_words(state, first):
     """Count and index the pairs of words `first`, `first` + 1, ...; returns where it stopped (the
     number of words when done, earlier when the pair table needs room first)."""
+    state = _borrowed_words(state)
     tokens, starts, lengths, freqs = state.tokens, state.starts, state.lengths, state.freqs
     pairs, touched, meta = state.pairs, state.touched, state.meta
     node_word, node_next = state.node_word, state.node_next
@@ -260,6 +272,7 @@ def _merge_words(state, node, a, b, new):
     Returns -1 when the list is done, or the node to resume from when the tables need room first
     (a word of length n adds at most n pairs and n nodes).
     """
+    state = _borrowed_words(state)
     tokens, starts, lengths, freqs = state.tokens, state.starts, state.lengths, state.freqs
     pairs, touched, meta = state.pairs, state.touched, state.meta
     node_word, node_next = state.node_word, state.node_next
