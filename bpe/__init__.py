@@ -14,8 +14,41 @@ The package is built in tiers whose imports point one way:
   services (the `[pipeline]` extra); the flows and tasks themselves ship as `bpe.flows`, `bpe.tasks`.
 """
 
-from bpe.tokenizer import Tokenizer
-from bpe.train import train
+import os
+import sys
+import types
 
 __all__ = ["Tokenizer", "train"]
 __version__ = "0.1.0"
+
+# numba colours its error messages with colorama when that is installed (Prefect brings it), and
+# colorama's exit handler then prints ESC[0m to a terminal after everything else: a stray escape
+# after the summary of `bpe train`. Plain messages; set the variable to 0 for coloured ones.
+os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
+
+# `train` and `Tokenizer` are imported when first used: `import bpe` (and so `bpe --help`) loads
+# neither numpy nor numba.
+_LAZY = {"train": "bpe.train", "Tokenizer": "bpe.tokenizer"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'bpe' has no attribute {name!r}")
+
+
+class _Package(types.ModuleType):
+    """Importing the submodule `bpe.train` binds it as the package's attribute `train`, which would
+    then hide the function: `bpe.train` stays the function, as `from bpe import train` promises."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _LAZY and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -23,10 +23,15 @@ EXIT_ERROR = 1
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    from bpe.engine.count import use_system_allocator
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # `bpe encode tok --out ids.npy a.txt`: argparse (before 3.12.7) leaves inputs after an option over
+        if args.command != "encode" or any(x.startswith("-") and x != "-" for x in extra):
+            parser.parse_args(argv)  # reports what is not understood, as argparse does, and exits
+        args.inputs += extra
+    if args.command != "encode":  # encoding imports no numba (80 MB): it sets Arrow's allocator itself
+        from bpe.engine.count import use_system_allocator
 
-    use_system_allocator()
+        use_system_allocator()
     previous = signal.getsignal(signal.SIGINT)
     ours = previous is signal.default_int_handler and threading.current_thread() is threading.main_thread()
     if ours:
@@ -128,7 +133,10 @@ def in_flags(exc: Exception) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from bpe import __version__  # the package itself: loads neither numpy nor numba
+
     parser = argparse.ArgumentParser(prog="bpe", description="Train and use byte-level BPE tokenizers.")
+    parser.add_argument("--version", action="version", version=f"bpe {__version__}", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="train a tokenizer on text, .parquet, .jsonl, .json or .csv files (compressed "
@@ -137,14 +145,33 @@ def build_parser() -> argparse.ArgumentParser:
     add_training_options(t)
     t.add_argument("--out", required=True, help="output directory or object store URL (must not hold a tokenizer)")
     t.add_argument("--force", action="store_true", help="replace a tokenizer already in --out")
+    t.add_argument("--json", action="store_true",
+                   help="print the summary as one JSON object on stdout, for scripts (no progress bars)")  # fmt: skip
     for role in ("bos", "eos", "pad", "unk"):  # roles transformers reads from tokenizer_config.json
         t.add_argument(f"--{role}-token", metavar="TOKEN", help=f"the {role} token for transformers (added as a "
                        "special token if no --special-token names it)")  # fmt: skip
     t.set_defaults(run=run_train)
 
-    e = sub.add_parser("encode", help="print the token ids of text (arguments, or stdin)")
+    e = sub.add_parser("encode", help="write the token ids of files (any training format), stdin or text arguments")
     e.add_argument("tokenizer", help="a tokenizer directory or URL")
-    e.add_argument("text", nargs="*", help="text to encode; read from stdin when absent (one trailing newline dropped)")
+    e.add_argument("inputs", nargs="*", metavar="FILE|TEXT",
+                   help="files, directories, globs, URLs or - (stdin), streamed; or, if none of them is a file, "
+                   "text to encode (see --text); stdin when absent (one final newline dropped)")  # fmt: skip
+    e.add_argument("--text", action="store_true", help="the arguments are text to encode, even if they name files")
+    e.add_argument("--out", help="write the ids here (a temporary file renamed into place at the end); default stdout")
+    e.add_argument("--format", choices=("txt", "jsonl", "npy", "bin"),
+                   help="txt: a line of ids per document; jsonl: {\"ids\": [...]} per document; npy: one flat "
+                   "array; bin: raw uint16/uint32 (default: from --out's suffix, else txt)")  # fmt: skip
+    e.add_argument("--force", action="store_true", help="replace an existing --out or --offsets file")
+    e.add_argument("--eot", action="store_true", help="append the end-of-text token after each document")
+    e.add_argument("--offsets", metavar="PATH",
+                   help="also write where each document starts in the flat ids, and where the last ends "
+                   "(an int64 .npy of documents + 1 entries)")  # fmt: skip
+    e.add_argument("--text-column", default="text", help="Parquet/CSV column or JSON field holding the text")
+    e.add_argument("--text-format", choices=TEXT_FORMATS, default="doc",
+                   help="a text file is one document (doc, the default) or one document per line (lines)")  # fmt: skip
+    e.add_argument("--threads", type=int, default=None, help="encoding threads (default: the cores available)")
+    e.add_argument("--quiet", action="store_true", help="no progress line and no summary on stderr")
     e.add_argument("--special-as-text", action="store_true", help="encode special tokens in the text as ordinary text")
     e.add_argument("--pattern", help="split pattern for a directory holding only vocab.json + merges.txt")
     e.set_defaults(run=run_encode)
@@ -201,9 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
     cl_sub = cl.add_subparsers(dest="action", required=True)
     cl_up = cl_sub.add_parser("up", help="start Prefect server + worker and a Dask scheduler + workers")
     cl_up.add_argument("--workers", type=int, default=2, help="Dask workers (default 2)")
-    cl_up.add_argument("--prefect-port", type=int, default=4200)
-    cl_up.add_argument("--dask-port", type=int, default=8786)
-    cl_up.add_argument("--dashboard-port", type=int, default=8787)
+    cl_up.add_argument("--prefect-port", type=int, default=4200, help="Prefect server and UI port (default 4200)")
+    cl_up.add_argument("--dask-port", type=int, default=8786, help="Dask scheduler port (default 8786)")
+    cl_up.add_argument("--dashboard-port", type=int, default=8787, help="Dask dashboard port (default 8787)")
     cl_up.add_argument("--database-url", help="PostgreSQL URL for the Prefect server (default: SQLite)")
     cl_up.add_argument("--conf", type=Path, default=None, help="configurations to deploy (default: conf/)")
     for p in (
@@ -224,7 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
 def add_training_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vocab-size", type=int, required=True, help="tokens in all: 256 bytes + merges + special tokens")
     p.add_argument("--pattern", default="cl100k", help=f"{', '.join(PATTERNS)}, or a regex (default: cl100k)")
-    p.add_argument("--special-token", action="append", default=[], dest="special_tokens", metavar="TOKEN")
+    p.add_argument("--special-token", action="append", default=[], dest="special_tokens", metavar="TOKEN",
+                   help="a special token, kept whole and never merged (repeat the flag for several; their ids "
+                   "follow the merges)")  # fmt: skip
     p.add_argument("--text-column", default="text", help="Parquet/CSV column or JSON field holding the text")
     p.add_argument("--text-format", choices=TEXT_FORMATS, default="doc",
                    help="a text file (any suffix but .parquet/.jsonl/.json/.csv/.tsv) is one document (doc, the "
@@ -244,12 +273,12 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=None, help="workers of the local Dask cluster (engine dask)")
     p.add_argument("--scratch", help="where the Dask engine keeps word shards and checkpoints: a path every worker "
                    "shares or an object store URL (default: a temporary directory on this machine)")  # fmt: skip
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--quiet", action="store_true", help="no progress bars (drawn only on a terminal anyway)")
 
 
 def run_train(args: argparse.Namespace) -> int:
     from bpe.engine.compilation import CompileWatch
-    from bpe.progress import TerminalProgress
+    from bpe.progress import Bars
     from bpe.shards import Skipped, check_parquet, discover
     from bpe.train import train
 
@@ -261,7 +290,7 @@ def run_train(args: argparse.Namespace) -> int:
     for shard in shards:
         if shard.kind == "parquet":
             check_parquet(shard, args.text_column)
-    progress = None if args.quiet else TerminalProgress()
+    progress = None if args.quiet or args.json else Bars()  # bars on a terminal only
     engine_options = {}
     if args.engine == "dask":
         require_extra("dask", "--engine dask")
@@ -300,7 +329,12 @@ def run_train(args: argparse.Namespace) -> int:
             progress.finish()  # ends the bar's line, so that a message after it starts a line of its own
     tokenizer.save(args.out, force=args.force)
     tokenizer.manifest["seconds"]["total"] = round(time.perf_counter() - started, 3)
-    print(summary(tokenizer.manifest, args.out))
+    if args.json:
+        import json
+
+        print(json.dumps(summary_record(tokenizer.manifest, args.out)))
+    else:
+        print(summary(tokenizer.manifest, args.out))
     return 0
 
 
@@ -373,32 +407,59 @@ def _check_remote_out(out: str, force: bool) -> None:
 
 
 def summary(manifest: dict, out: str | Path) -> str:
-    """The short report printed after training."""
-    c, r, s = manifest["counts"], manifest["result"], manifest["seconds"]
-    shards = manifest["data"]["shards"]
-    n_files = len(shards) if isinstance(shards, list) else 0
-    count_s, merge_s = s.get("count", 0.0), s.get("merge", 0.0)
-    mb = c["bytes"] / 1e6
-    n_special = len(manifest["settings"]["special_tokens"])
-    stopped = STOP_REASONS.get(r["stop_reason"], r["stop_reason"])
+    """The short report printed after training (`summary_record` as text)."""
+    d = summary_record(manifest, out)
+    s = d["seconds"]
+    mb, loop_s = d["bytes"] / 1e6, s.get("merge_loop", s.get("merge", 0))
+    stopped = STOP_REASONS.get(d["stop_reason"], d["stop_reason"])
     lines = [
         f"trained {str(out).rstrip('/')}/ in {s.get('total', 0):.1f} s",
-        f"  data      {n_files} file(s), {c['documents']:,} documents ({c['null_rows']:,} null rows skipped), "
-        f"{mb:,.1f} MB, {c['pretokens']:,} pre-tokens, {c['unique_words']:,} unique words",
-        f"  merges    {r['merges']:,} (vocabulary {r['vocab_size']:,} with {n_special} special token(s)); "
+        f"  data      {d['files']} file(s), {d['documents']:,} documents ({d['null_rows']:,} null rows skipped), "
+        f"{mb:,.1f} MB, {d['pretokens']:,} pre-tokens, {d['unique_words']:,} unique words",
+        f"  merges    {d['merges']:,} (vocabulary {d['vocab_size']:,} with {d['special_tokens']} special token(s)); "
         f"stopped: {stopped}",
-        f"  compress  {r['bytes_per_token'] or 0:.3f} bytes per token on the training text",
-        f"  time      count {count_s:.2f} s ({mb / count_s if count_s else 0:,.0f} MB/s), merge {merge_s:.2f} s "
-        f"({r['merges'] / merge_s if merge_s else 0:,.0f} merges/s), export {s.get('export', 0):.2f} s"
+        f"  compress  {d['bytes_per_token'] or 0:.3f} bytes per token on the training text",
+        f"  time      count {s.get('count', 0):.2f} s ({(d['bytes_per_second'] or 0) / 1e6:,.0f} MB/s), merge "
+        f"{s.get('merge', 0):.2f} s (loop {loop_s:.2f} s, {d['merges_per_second'] or 0:,.0f} merges/s), "
+        f"export {s.get('export', 0):.2f} s"
         + (f", compile {s['compile']:.1f} s (first run of this version only)" if s.get("compile", 0) >= 0.5 else ""),
     ]
+    if d["inputs"] is not None:
+        lines.insert(2, f"  inputs    {d['inputs']}")
+    lines += [f"warning: {w}" for w in d["warnings"]]
+    return "\n".join(lines)
+
+
+def summary_record(manifest: dict, out: str | Path) -> dict:
+    """What the summary shows, as data (`bpe train --json`): rates in the progress bars' units
+    (text bytes per second of counting, merges per second of the merge loop alone)."""
+    c, r, s = manifest["counts"], manifest["result"], manifest["seconds"]
+    shards = manifest["data"]["shards"]
+    count_s, loop_s = s.get("count", 0.0), s.get("merge_loop", s.get("merge", 0.0))
+    inputs = None
     if isinstance(shards, list):  # which kinds of file, how text files were read, --sample and --limit
         from bpe.shards import describe_inputs
 
-        lines.insert(2, f"  inputs    {describe_inputs([f['path'] for f in shards], manifest['settings'])}")
+        inputs = describe_inputs([f["path"] for f in shards], manifest["settings"])
+    warnings = []
     if r["stop_reason"] == "no_pairs":
-        lines.append(f"warning: pairs ran out after {r['merges']:,} merges; the vocabulary is smaller than asked")
-    return "\n".join(lines)
+        warnings.append(f"pairs ran out after {r['merges']:,} merges; the vocabulary is smaller than asked")
+    return {
+        "out": str(out),
+        "vocab_size": r["vocab_size"],
+        "merges": r["merges"],
+        "special_tokens": len(manifest["settings"]["special_tokens"]),
+        "stop_reason": r["stop_reason"],
+        "bytes_per_token": r["bytes_per_token"],
+        "files": len(shards) if isinstance(shards, list) else 0,
+        "inputs": inputs,
+        **{key: c[key] for key in ("documents", "null_rows", "bytes", "pretokens", "unique_words")},
+        "seconds": dict(s),
+        "bytes_per_second": c["bytes"] / count_s if count_s else None,
+        "merges_per_second": r["merges"] / loop_s if loop_s else None,
+        "engine": manifest["engine"],
+        "warnings": warnings,
+    }
 
 
 STOP_REASONS = {
@@ -409,26 +470,33 @@ STOP_REASONS = {
 
 
 def run_encode(args: argparse.Namespace) -> int:
-    """Encode the arguments, or stdin (less one final newline). The input's bytes must be UTF-8:
-    invalid bytes are an error naming their offset, never silently U+FFFD."""
-    from bpe.errors import InputError
+    """Encode files or stdin, streamed in batches (bpe.encode_stream), or the arguments as text. The
+    input's bytes must be UTF-8: invalid bytes are an error naming the file and offset, never
+    silently U+FFFD. A summary line goes to stderr when inputs were named."""
+    from bpe.encode_stream import classify_arguments, encode_inputs, map_large_blocks
     from bpe.tokenizer import Tokenizer
 
+    if args.threads is not None and args.threads < 1:
+        from bpe.errors import SettingsError
+
+        raise SettingsError(f"--threads: expected an integer >= 1, got {args.threads}")
     tokenizer = Tokenizer.load(args.tokenizer, pattern=args.pattern)
-    if args.text:
-        # Python hands over invalid bytes in arguments as lone surrogates; this gives them back.
-        source, data = "arguments", " ".join(args.text).encode("utf-8", "surrogateescape")
-    else:
-        buffer = getattr(sys.stdin, "buffer", None)  # a text stream put in its place has none
-        source, data = "stdin", buffer.read() if buffer is not None else sys.stdin.read()
+    inputs = classify_arguments(args.inputs, as_text=args.text)
+    named = inputs.text is None and not inputs.implicit_stdin
+    map_large_blocks()  # bounded memory: freed batches go back to the system
     try:
-        text = data.decode("utf-8") if isinstance(data, bytes) else data
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{source}: invalid UTF-8 at byte {exc.start}") from None
-    if source == "stdin" and text.endswith("\n"):
-        text = text[:-1]
-    ids = tokenizer.encode(text, special_as_text=args.special_as_text)
-    print(" ".join(map(str, ids)))
+        summary = encode_inputs(
+            tokenizer, inputs, out=args.out, format=args.format, force=args.force, eot=args.eot,
+            offsets=args.offsets, text_column=args.text_column, text_format=args.text_format,
+            num_threads=args.threads, special_as_text=args.special_as_text, progress=named and not args.quiet,
+        )  # fmt: skip
+    except BrokenPipeError:  # `bpe encode tok big.txt | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    if named and not args.quiet:
+        if summary.skipped:
+            print(f"bpe: {summary.skipped}", file=sys.stderr)
+        print(summary.line(), file=sys.stderr)
     return 0
 
 

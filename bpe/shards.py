@@ -509,7 +509,7 @@ def read_batches(
 
     Given the `pretokenizer` that will count them, a text file read as one document comes in pieces
     of about `chunk_bytes` (default `TXT_CHUNK_BYTES`) whose counts are exactly those of the whole
-    file (see `txt_chunks`); without it, whole."""
+    file (see `txt_chunks`); without it, whole. Read as lines, it comes in blocks of that size."""
     budget = _Budget(*shard.budget) if shard.budget is not None else None
     yield from _selected_batches(shard, text_column, pretokenizer, chunk_bytes, budget)
 
@@ -560,7 +560,7 @@ def _format_batches(
         f = _decompressing(raw, shard) if compressed else raw  # type: ignore[arg-type]
         with f:
             if shard.kind == "txt" and shard.text_format == "lines":
-                batches = _line_batches(f, shard)
+                batches = _line_batches(f, shard, chunk_bytes or TXT_CHUNK_BYTES)
             elif shard.kind == "txt":
                 chunks = txt_chunks(f, _label(shard), pretokenizer, chunk_bytes or TXT_CHUNK_BYTES)
                 batches = ((pa.array([text], pa.large_string()), share) for text, share in chunks)
@@ -777,10 +777,12 @@ def describe_inputs(paths: Sequence[str], settings: dict) -> str:
 # --- the formats ---------------------------------------------------------------------------------
 
 
-def _line_batches(f: BinaryIO, shard: Shard) -> Iterator[tuple[pa.LargeStringArray, int]]:
+def _line_batches(
+    f: BinaryIO, shard: Shard, block_bytes: int = TXT_CHUNK_BYTES
+) -> Iterator[tuple[pa.LargeStringArray, int]]:
     """A text file read as one document per line: lines end at \\n (a \\r before it is part of the
     line ending), line endings are not text, empty lines are not documents. Blocks of about
-    TXT_CHUNK_BYTES are read and cut after their last newline (never inside a UTF-8 character: no
+    `block_bytes` are read and cut after their last newline (never inside a UTF-8 character: no
     byte of one is a newline), so a batch holds whole lines and memory stays bounded."""
     label = _label(shard)
     head = f.read(len(BOM))
@@ -789,7 +791,7 @@ def _line_batches(f: BinaryIO, shard: Shard) -> Iterator[tuple[pa.LargeStringArr
     offset = skipped  # where `pending` starts in the file
     first = True
     while True:
-        block = f.read(TXT_CHUNK_BYTES)
+        block = f.read(block_bytes)
         eof = not block
         data = pending + block
         end = len(data) if eof else data.rfind(b"\n") + 1

@@ -7,12 +7,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import platform
 import time
 import warnings
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
+from itertools import islice
 from pathlib import Path
 
 from bpe.engine.compilation import CompileWatch
@@ -20,7 +22,7 @@ from bpe.engine.cores import available_cores
 from bpe.engine.count import CountStats, WordCounter, WordCounts, count_shards, release_memory
 from bpe.engine.merge import learn_merges
 from bpe.errors import InputError, SettingsError, require_extra
-from bpe.progress import ProgressFn
+from bpe.progress import Bars, PhaseClock, ProgressFn, at_most
 from bpe.results import TrainingRun
 from bpe.settings import Settings, check_setting, parse_limit
 from bpe.shards import Shard, Skipped, apply_limit, discover, iter_texts, with_options
@@ -44,7 +46,7 @@ def train(
     seed: int = 0,
     engine: str = "local",
     threads: int | None = None,
-    progress: ProgressFn | None = None,
+    progress: ProgressFn | bool | None = None,
     **engine_options,
 ) -> Tokenizer:
     """Train a byte-level BPE tokenizer on `texts` or on `files`. The result carries its manifest.
@@ -61,6 +63,10 @@ def train(
     transformers uses as bos, eos, pad and unk (written to tokenizer_config.json by `save`); a
     role's token missing from `special_tokens` is added after them, within `vocab_size`.
 
+    `progress=True` shows progress bars (tqdm: a widget in Jupyter, text on stderr elsewhere) for
+    counting, in bytes of text, and for the merge loop, in merges; False or None shows nothing; a
+    callable gets `progress(phase, done, total)` calls instead (see `bpe.progress`).
+
     `engine="dask"` (the `[dask]` extra) takes `scheduler=`, `workers=`, `client=`, `scratch=`, `log=`."""
     settings = Settings(
         vocab_size=vocab_size, pattern=pattern,
@@ -70,8 +76,12 @@ def train(
     )  # fmt: skip
     check_setting("engine", engine)
     check_setting("threads", threads)
+    progress, bars = _progress(progress)
     started = time.perf_counter()
     limited = parse_limit(limit) if limit is not None else None
+    if progress is not None and limited is not None and limited[0] == "bytes":
+        progress = at_most(progress, "count", limited[1])  # the text counted cannot be more
+    rows = None  # documents in `texts`, when known: the count bar's total is estimated from them
     if files is not None:
         specs = [files] if isinstance(files, (str, Path, Shard)) else list(files)
         skipped = Skipped()
@@ -85,16 +95,23 @@ def train(
         raise SettingsError("texts: give texts or files to train on", parameter="texts")
     else:
         shards = None
+        if sample is None and limited is None:
+            with contextlib.suppress(TypeError):  # a generator or an IterableDataset: not known
+                rows = len(texts)
         texts = iter_texts(texts, text_column, sample, seed, limited)
-    if engine == "dask":
-        require_extra("dask", "the Dask engine")
-        from bpe.distributed.driver import train_on_dask
+    try:
+        if engine == "dask":
+            require_extra("dask", "the Dask engine")
+            from bpe.distributed.driver import train_on_dask
 
-        run = train_on_dask(settings, shards, texts, progress=progress, threads=threads, **engine_options)
-    else:
-        if engine_options:
-            raise TypeError(f"unknown options for the local engine: {', '.join(engine_options)}")
-        run = train_locally(settings, shards, texts, threads=threads, progress=progress)
+            run = train_on_dask(settings, shards, texts, progress=progress, threads=threads, **engine_options)
+        else:
+            if engine_options:
+                raise TypeError(f"unknown options for the local engine: {', '.join(engine_options)}")
+            run = train_locally(settings, shards, texts, threads=threads, progress=progress, rows=rows)
+    finally:
+        if bars is not None:
+            bars.finish()
     if run.stats.pretokens == 0:  # nothing was learnt: a 256-token tokenizer would hide a wrong input
         paths = [s.path for s in shards] if shards is not None else ["texts"]
         named = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
@@ -115,26 +132,29 @@ def train_locally(
     texts: Iterable[str] | None,
     threads: int | None = None,
     progress: ProgressFn | None = None,
+    rows: int | None = None,
 ) -> TrainingRun:
-    """The local engine: count on threads, then learn the merges in this process."""
+    """The local engine: count on threads, then learn the merges in this process. `seconds` holds
+    `merge_loop`, the merge loop's own time (as its progress bar measures it), within `merge`."""
     t0 = time.perf_counter()
     with CompileWatch() as counting_compiles:
         if shards is not None:
             pretokenizer, column = settings.pretokenizer, settings.text_column
             counts, stats, fingerprints = count_shards(shards, pretokenizer, column, threads, progress)
         else:
-            counts, stats = _count_texts(texts or (), settings)
+            counts, stats = _count_texts(texts or (), settings, progress, rows)
             fingerprints = None
     release_memory()
     t1 = time.perf_counter()
     with CompileWatch() as merging_compiles:
         merge_threads = threads or merge_threads_for(len(counts))
+        loop = PhaseClock(progress, compiling=lambda: merging_compiles.seconds)
         merged = learn_merges(
             counts,
             settings.n_merges(),
             tie_break=settings.tie_break,
             min_frequency=settings.min_frequency,
-            progress=None if progress is None else _merge_progress(progress, settings.n_merges()),
+            progress=_merge_progress(loop, settings.n_merges()),
             threads=merge_threads,
         )
     compiling = counting_compiles.seconds + merging_compiles.seconds  # the first run of a version only
@@ -144,7 +164,7 @@ def train_locally(
         merges=merged,
         fingerprints=fingerprints,
         seconds={"compile": compiling, "count": t1 - t0 - counting_compiles.seconds,
-                 "merge": merged.seconds - merging_compiles.seconds},  # fmt: skip
+                 "merge": merged.seconds - merging_compiles.seconds, "merge_loop": loop.seconds("merge")},  # fmt: skip
         engine={"engine": "local", "threads": threads or "auto", "merge_threads": merge_threads,
                 "rounds": merged.rounds},  # fmt: skip
     )
@@ -162,13 +182,40 @@ def merge_threads_for(unique_words: int) -> int:
     return available_cores() if unique_words >= THREADED_MERGE_MIN_WORDS else 1
 
 
-def _count_texts(texts: Iterable[str], settings: Settings) -> tuple[WordCounts, CountStats]:
+def _count_texts(
+    texts: Iterable[str], settings: Settings, progress: ProgressFn | None = None, rows: int | None = None
+) -> tuple[WordCounts, CountStats]:
+    """Count in-memory documents a batch at a time, reporting the text bytes counted, of a total
+    estimated from the documents seen of `rows` (None when not known)."""
     counter = WordCounter(settings.pretokenizer)
-    counter.add_stream(texts)
+    if progress is not None:
+        progress("count", 0, None)
+    documents = iter(texts)
+    while batch := list(islice(documents, 8192)):
+        counter.add_texts(batch)
+        if progress is not None:
+            seen, counted = counter.stats.documents + counter.stats.null_rows, counter.stats.bytes
+            progress("count", counted, max(counted, round(counted * rows / seen)) if rows and seen else None)
+    if progress is not None:
+        progress("count", counter.stats.bytes, counter.stats.bytes)
     return counter.result(), counter.stats
 
 
+def _progress(progress: ProgressFn | bool | None) -> tuple[ProgressFn | None, Bars | None]:
+    """What `train(progress=...)` reports to, and the bars to finish at the end (for True)."""
+    if progress is True:
+        bars = Bars(force=True)  # asked for: drawn in a notebook or a pipe too
+        return bars, bars
+    if progress is None or progress is False:
+        return None, None
+    if not callable(progress):
+        raise SettingsError(f"progress: expected True, False, None or a callable progress(phase, done, total), "
+                            f"got {progress!r}", parameter="progress")  # fmt: skip
+    return progress, None
+
+
 def _merge_progress(progress: ProgressFn, total: int):
+    """learn_merges's callback (merges just made; 0 as the loop starts) as progress("merge", done, total)."""
     done = [0]
 
     def report(n: int) -> None:

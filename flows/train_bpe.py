@@ -98,6 +98,7 @@ def train_bpe(
             seconds["combine"] = time.perf_counter() - t2
             sharded = train_merges(word_shards, settings, scratch, address)
             seconds["build"], seconds["merge"] = sharded.build_seconds, sharded.merges.seconds
+            seconds["merge_loop"] = sharded.loop_seconds
             seconds["compile"] += sharded.compile_seconds
     finally:
         storage.remove_tree(scratch)

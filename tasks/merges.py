@@ -27,7 +27,8 @@ def train_merges(word_shards: list[str], settings: Settings, scratch: str, sched
     if sharded.compile_seconds >= 0.5:
         logger.info(f"compiled the pair queue's kernels in {sharded.compile_seconds:.1f} s (not in the loop's time)")
     logger.info(
-        f"{len(merged.merges):,} merges in {merged.rounds:,} rounds, {merged.seconds:.1f} s "
-        f"({len(merged.merges) / max(merged.seconds, 1e-9):,.0f} merges/s); stopped: {merged.stop_reason}"
+        f"{len(merged.merges):,} merges in {merged.rounds:,} rounds, {merged.seconds:.1f} s (loop "
+        f"{sharded.loop_seconds:.1f} s, {len(merged.merges) / max(sharded.loop_seconds, 1e-9):,.0f} merges/s); "
+        f"stopped: {merged.stop_reason}"
     )
     return sharded

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from bpe import storage
 from bpe.engine.count import CountStats, WordCounter, WordCounts, use_system_allocator
 from bpe.pretokenize import Pretokenizer
+from bpe.progress import estimate_text_bytes
 from bpe.shards import InputError, Shard, check_parquet
 
 # ---------------------------------------------------------------------------------------------
@@ -145,7 +146,10 @@ def submit_counts(client, shards, pretokenizer, text_column, n_buckets, holdout,
     ]
     stats_of = [client.submit(_item, t, "stats") for t in tasks]  # picked as each count ends
     weight = {t.key: p[2] for t, p in zip(tasks, parts)}
-    done = 0
+    stats_by_key = {t.key: s for t, s in zip(tasks, stats_of)}
+    done = text_done = 0  # progress: partition bytes (the weights) and bytes of text counted
+    if progress is not None:
+        progress("count", 0, total)
     for future in as_completed(tasks):
         if future.status != "finished":
             error = _failure(future)  # read first: once cancelled, a future has lost its exception
@@ -153,11 +157,14 @@ def submit_counts(client, shards, pretokenizer, text_column, n_buckets, holdout,
                 t.cancel()
             raise error
         done += weight[future.key]
-        if progress is not None:
-            progress("count", done, total)
+        if progress is not None:  # in bytes of text, as the summary counts
+            text_done += stats_by_key[future.key].result()["bytes"]
+            progress("count", text_done, estimate_text_bytes(text_done, done, total))
     stats = CountStats()
     for part in client.gather(stats_of):
         stats.add(CountStats(**part))
+    if progress is not None:
+        progress("count", stats.bytes, stats.bytes)
     return tasks, stats
 
 

@@ -41,7 +41,7 @@ from bpe.engine.merge import MergeResult, finish, stop_reason
 from bpe.engine.pair_queue import PairQueue
 from bpe.errors import SchedulerLost, WorkersLost
 from bpe.leftovers import sweep, temporary_prefix
-from bpe.progress import ProgressFn
+from bpe.progress import PhaseClock, ProgressFn
 from bpe.results import TrainingRun
 from bpe.settings import Settings
 from bpe.shards import Shard
@@ -246,6 +246,8 @@ def merge_on_dask(
     holders.merge_log = merge_log  # what a rebuilt holder replays (rounds sent and answered so far)
     done = rounds = 0
     last_check = last_checkpoint = time.monotonic()
+    if progress is not None:
+        progress("merge", 0, n_merges)  # the loop starts: its progress and its rate are timed from here
     while done < n_merges:
         batch = queue.next_round(n_merges - done, min_frequency)
         if not len(batch):
@@ -280,6 +282,7 @@ class ShardedMerge:
     unique_words: int
     build_seconds: float
     compile_seconds: float = 0.0  # this process compiling the pair queue's kernels (left out of the merge time)
+    loop_seconds: float = 0.0  # the loop alone (as its progress bar measures it): merges per second are over these
 
 
 def merge_on_workers(
@@ -302,9 +305,10 @@ def merge_on_workers(
         release_memory()
         build_seconds = time.perf_counter() - started
         with CompileWatch() as compiles:  # a first run of this version compiles the pair queue here
+            loop = PhaseClock(progress, compiling=lambda: compiles.seconds)
             merged = merge_on_dask(
                 holders, initial, settings.n_merges(), settings.tie_break, settings.min_frequency,
-                progress, checkpoint_seconds,
+                loop, checkpoint_seconds,
             )  # fmt: skip
         merged.seconds -= compiles.seconds
         shard_stats = holders.stats()
@@ -322,7 +326,8 @@ def merge_on_workers(
         "shard_peak_mb": [round(s["peak_mb"]) for s in shard_stats],
         "shard_threads": [s.get("threads", 1) for s in shard_stats],
     }
-    return ShardedMerge(merged, engine, sum(s["words"] for s in shard_stats), build_seconds, compiles.seconds)
+    return ShardedMerge(merged, engine, sum(s["words"] for s in shard_stats), build_seconds, compiles.seconds,
+                        loop.seconds("merge"))  # fmt: skip
 
 
 def train_on_dask(
@@ -360,6 +365,7 @@ def train_on_dask(
             sharded = merge_on_workers(c, buckets, settings, scratch, progress, log, call_timeout, checkpoint_seconds)
             del buckets
             seconds["build"], seconds["merge"] = sharded.build_seconds, sharded.merges.seconds
+            seconds["merge_loop"] = sharded.loop_seconds
             seconds["compile"] += sharded.compile_seconds
             engine = {"scheduler": cluster["scheduler"], "cluster_started_here": cluster["started_here"],
                       **sharded.engine}  # fmt: skip

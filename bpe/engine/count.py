@@ -43,6 +43,7 @@ from bpe.engine.scanner import (
     unicode_tables,
 )
 from bpe.pretokenize import Pretokenizer
+from bpe.progress import estimate_text_bytes
 from bpe.settings import check_setting
 from bpe.shards import Shard, is_text_type, read_batches
 
@@ -344,7 +345,7 @@ def count_shards(
     batches: queue.Queue = queue.Queue(maxsize=2 * threads)
     fingerprints: list[dict] = []
     failures: list[BaseException] = []
-    done_bytes = [0]
+    done_bytes = [0, 0]  # progress: file bytes read, text bytes counted (the summary's bytes)
     total_bytes = sum(s.size for s in shards)
     lock = threading.Lock()
     stop = threading.Event()
@@ -374,11 +375,13 @@ def count_shards(
                 continue
             try:
                 array, share = item
+                before = counter.stats.bytes
                 counter.add_arrow(array)
                 with lock:
                     done_bytes[0] += share
+                    done_bytes[1] += counter.stats.bytes - before
                     if progress is not None:
-                        progress("count", done_bytes[0], total_bytes)
+                        progress("count", done_bytes[1], estimate_text_bytes(done_bytes[1], done_bytes[0], total_bytes))
             except BaseException as exc:
                 failures.append(exc)
                 stop.set()
@@ -386,6 +389,8 @@ def count_shards(
     counters = [WordCounter(pretokenizer) for _ in range(threads)]
     workers = [threading.Thread(target=read, daemon=True)]
     workers += [threading.Thread(target=count, args=(c,), daemon=True) for c in counters]
+    if progress is not None:
+        progress("count", 0, total_bytes)
     for w in workers:
         w.start()
     for w in workers:
@@ -395,7 +400,7 @@ def count_shards(
     for other in counters[1:]:
         counters[0].absorb(other)
     if progress is not None:
-        progress("count", total_bytes, total_bytes)
+        progress("count", counters[0].stats.bytes, counters[0].stats.bytes)
     return counters[0].result(), counters[0].stats, fingerprints
 
 

@@ -1,0 +1,268 @@
+"""Progress and the command around it: bars in the summary's units and rates (text bytes, merges
+of the loop), with elapsed time and a real ETA; `train(progress=True)`; `bpe train --json`;
+`bpe --version`; a `bpe --help` that loads no numba; help for every option; no stray escapes."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from bpe import train
+from bpe.cli import build_parser, main, summary
+from bpe.progress import Bars, LogProgress
+from tests.conftest import REPO, write_parquet
+
+
+def documents(n: int = 2000, seed: int = 0) -> list[str]:
+    """Text with many distinct words (so that a vocabulary of 1,500 is reached), compressing well
+    in Parquet (so that file bytes and text bytes differ)."""
+    rng = random.Random(seed)
+    words = ["".join(rng.choices("abcdefghij", k=rng.randint(2, 8))) for _ in range(3000)]
+    return [" ".join(rng.choices(words, k=40)) for _ in range(n)]
+
+
+def recorded(**options) -> tuple[dict, list[tuple[str, int, int | None, float]]]:
+    """Train with a progress callable; the manifest and every call, with the time it came."""
+    calls: list[tuple[str, int, int | None, float]] = []
+    tokenizer = train(progress=lambda phase, done, total: calls.append((phase, done, total, time.perf_counter())),
+                      **options)  # fmt: skip
+    return tokenizer.manifest, calls
+
+
+def test_counting_reports_the_text_bytes_the_summary_counts(tmp_path):
+    data = write_parquet(tmp_path / "d.parquet", documents())
+    manifest, calls = recorded(files=data, vocab_size=1500, pattern="gpt2")
+    count = [c for c in calls if c[0] == "count"]
+    text_bytes = manifest["counts"]["bytes"]
+    assert text_bytes > data.stat().st_size  # not the file's bytes (Parquet compresses)
+    assert count[0][1] == 0  # the bar starts when counting does
+    assert count[-1][1:3] == (text_bytes, text_bytes)  # ends exact: the summary's figure
+    assert all(0 <= done <= total for _, done, total, _ in count)
+    assert [done for _, done, _, _ in count] == sorted(done for _, done, _, _ in count)
+
+
+def test_a_byte_limit_caps_the_estimated_total(tmp_path):
+    data = write_parquet(tmp_path / "d.parquet", documents())
+    manifest, calls = recorded(files=data, vocab_size=300, pattern="gpt2", limit="100KB")
+    count = [c for c in calls if c[0] == "count"]
+    assert manifest["counts"]["bytes"] <= 100_000 and count[-1][1:3] == (manifest["counts"]["bytes"],) * 2
+    assert all(total <= 100_000 for _, _, total, _ in count)
+
+
+def test_in_memory_texts_report_counting_too():
+    texts = documents(300)
+    manifest, calls = recorded(texts=texts, vocab_size=300, pattern="gpt2")
+    count = [c for c in calls if c[0] == "count"]
+    assert count[0][1] == 0 and count[-1][1:3] == (manifest["counts"]["bytes"],) * 2
+    assert count[-1][1] == sum(len(t.encode()) for t in texts)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_merge_rate_is_that_of_the_loop_alone_in_bar_and_summary(tmp_path, threads):
+    """The merge bar starts when the loop does (after the word table and the pair counts are
+    built) and the summary's merges/s is over the same seconds: `seconds.merge_loop`."""
+    data = write_parquet(tmp_path / "d.parquet", documents())
+    manifest, calls = recorded(files=data, vocab_size=1500, pattern="gpt2", threads=threads)
+    merge = [c for c in calls if c[0] == "merge"]
+    merges, seconds = manifest["result"]["merges"], manifest["seconds"]
+    assert merge[0][1] == 0 and merge[-1][1] == merges == 1500 - 256
+    assert all(total == 1500 - 256 for _, _, total, _ in merge)
+    assert seconds["merge_loop"] == pytest.approx(merge[-1][3] - merge[0][3], abs=2e-3)
+    assert 0 < seconds["merge_loop"] <= seconds["merge"]
+    assert f"{merges / seconds['merge_loop']:,.0f} merges/s" in summary(manifest, tmp_path / "tok")
+
+
+def test_a_bar_shows_elapsed_time_rate_and_a_real_eta(monkeypatch):
+    import tqdm.std
+
+    now = [1000.0]
+    monkeypatch.setattr(tqdm.std, "time", lambda: now[0])
+    out = io.StringIO()
+    bars = Bars(file=out, force=True)
+    bars("count", 0, 30_000_000)
+    now[0] += 1
+    bars("count", 10_000_000, 45_000_000)  # the estimate of the total grows as text is counted
+    assert "| 10.0M/45.0M [00:01<00:03, 10.0MB/s]" in out.getvalue()
+    bars("merge", 0, 1000)  # a new phase: a new bar, its own clock
+    now[0] += 10
+    bars("merge", 100, 1000)
+    assert "100/1.00k [00:10<01:30, 10.0 merges/s]" in out.getvalue()  # 900 to go at 10 a second
+    now[0] += 90
+    bars("merge", 1000, 1000)
+    bars.finish()
+    assert out.getvalue().endswith("1.00k/1.00k [01:40<00:00, 10.0 merges/s]\n")
+
+
+def test_log_lines_use_the_same_units_rates_and_eta():
+    now = [0.0]
+    lines: list[str] = []
+    log = LogProgress(lines.append, every=5.0, clock=lambda: now[0])
+    log("count", 0, 30_000_000)
+    now[0] = 1.0
+    log("count", 10_000_000, 45_000_000)
+    log("count", 45_000_000, 45_000_000)
+    log("merge", 0, 1000)
+    now[0] = 11.0
+    log("merge", 100, 1000)
+    now[0] = 21.0
+    log("merge", 1000, 1000)
+    assert lines == [
+        "count: 0 B of about 30.0 MB (0%) in 0:00",
+        "count: 45.0 MB (100%) in 0:01, 45.0 MB/s",
+        "merge: 0 of 1,000 merges (0%) in 0:00",
+        "merge: 100 of 1,000 merges (10%) in 0:10, 10 merges/s, about 1:30 left",
+        "merge: 1,000 merges (100%) in 0:20, 50 merges/s",
+    ]
+
+
+def test_train_progress_true_shows_bars_false_and_none_nothing(capsys):
+    texts = documents(300)
+    train(texts, vocab_size=300, pattern="gpt2", progress=True)
+    err = capsys.readouterr().err
+    assert "count" in err and "merge" in err and "merges/s" in err and "B/s" in err
+    for quiet in (False, None):
+        train(texts, vocab_size=300, pattern="gpt2", progress=quiet)
+        assert capsys.readouterr().err == ""
+
+
+def test_progress_must_be_a_flag_or_a_callable():
+    from bpe.errors import SettingsError
+
+    with pytest.raises(SettingsError, match="progress: expected"):
+        train(["a b"], vocab_size=257, progress="yes")
+
+
+# --- the command ------------------------------------------------------------------------------
+
+
+def bpe(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bpe.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=600)  # fmt: skip
+
+
+def test_version():
+    done = bpe("--version", cwd=REPO)
+    assert done.returncode == 0 and done.stdout == f"bpe {version('bpe-trainer')}\n"
+    import bpe as package
+
+    assert package.__version__ == version("bpe-trainer")
+
+
+LOADED_AFTER = """
+import sys
+from bpe.cli import main
+for argv in {argvs!r}:
+    try:
+        main(argv)
+    except SystemExit:
+        pass
+print("loaded:", *sorted(m for m in ("numba", "numpy", "pyarrow") if m in sys.modules))
+"""
+
+
+def commands(parser: argparse.ArgumentParser, path: list[str]):
+    yield path
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from commands(sub, [*path, name])
+
+
+def test_help_and_version_load_neither_numba_nor_numpy():
+    """`bpe --help`, `bpe <command> --help` and `bpe --version` start fast: the package and the
+    command's module import nothing heavy until a command runs."""
+    argvs = [[*path, "--help"] for path in commands(build_parser(), [])] + [["--version"]]
+    done = subprocess.run([sys.executable, "-c", LOADED_AFTER.format(argvs=argvs)], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "loaded:"
+
+
+def test_every_option_and_command_has_help():
+    missing = []
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                missing.extend(f"{path} {a.dest}" for a in action._choices_actions if not a.help)
+                for name, sub in action.choices.items():
+                    walk(sub, f"{path} {name}")
+            elif not action.help:
+                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(build_parser(), "bpe")
+    assert not missing
+
+
+def test_json_prints_the_summary_as_one_object_matching_the_manifest(tmp_path, capsys):
+    data = write_parquet(tmp_path / "data" / "d.parquet", documents(300) + [None])
+    out = tmp_path / "tok"
+    assert main(["train", str(data), "--vocab-size", "400", "--out", str(out), "--threads", "2", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""  # no bars, no notices
+    record = json.loads(captured.out)  # the whole of stdout is one object
+    manifest = json.loads((out / "manifest.json").read_text())
+    c, r = manifest["counts"], manifest["result"]
+    assert record["out"] == str(out)
+    assert (record["vocab_size"], record["merges"], record["stop_reason"]) == (400, r["merges"], "vocab_size")
+    assert record["bytes_per_token"] == r["bytes_per_token"]
+    assert record["files"] == 1 and record["inputs"] == "1 Parquet"
+    for key in ("documents", "null_rows", "bytes", "pretokens", "unique_words"):
+        assert record[key] == c[key], key
+    assert record["engine"] == manifest["engine"] and record["engine"]["threads"] == 2
+    for key in ("count", "merge", "merge_loop", "export"):
+        assert record["seconds"][key] == manifest["seconds"][key], key
+    assert record["seconds"]["total"] >= manifest["seconds"]["total"]  # the command's, export included
+    assert record["merges_per_second"] == pytest.approx(r["merges"] / manifest["seconds"]["merge_loop"], rel=1e-3)
+    assert record["bytes_per_second"] == pytest.approx(c["bytes"] / manifest["seconds"]["count"], rel=1e-3)
+    assert record["warnings"] == []
+
+
+def test_piped_output_has_no_bars_and_no_escape_sequences(tmp_path):
+    data = write_parquet(tmp_path / "d.parquet", documents(300))
+    done = bpe("train", data, "--vocab-size", 300, "--out", tmp_path / "tok", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "\x1b" not in done.stdout + done.stderr and "\r" not in done.stderr
+    assert "merges/s" in done.stdout
+
+
+@pytest.mark.parametrize("size", [(24, 120), (0, 0)])  # a new pseudo-terminal's size is unknown: 0 x 0
+def test_a_terminal_gets_bars_and_no_stray_escape_sequence(tmp_path, size):
+    """numba colours its error messages with colorama when it is installed, whose exit handler
+    printed ESC[0m to a terminal after the summary."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    data = write_parquet(tmp_path / "d.parquet", documents(300))
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING"}
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", *size, 0, 0))
+    command = [sys.executable, "-m", "bpe.cli", "train", str(data), "--vocab-size", "300", "--out", "tok"]
+    process = subprocess.Popen(command, stdin=follower, stdout=follower, stderr=follower, cwd=tmp_path, env=env)
+    os.close(follower)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(leader, 1 << 16)
+        except OSError:  # EIO: the command has exited and closed the terminal
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(leader)
+    assert process.wait(timeout=600) == 0, output.decode(errors="replace")[-2000:]
+    text = output.decode()
+    assert "\x1b" not in text, repr(text[-300:])
+    assert "merges/s]" in text and "B/s]" in text  # the bars (tqdm's), then the summary
