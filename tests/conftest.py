@@ -1,9 +1,14 @@
-"""Shared fixtures: the shared English corpus (skipped when absent) and small inputs on disk."""
+"""Shared fixtures: the shared English corpus (skipped when absent), small inputs on disk, and the
+services started once per session (a Prefect server, a Dask cluster with a Prefect worker, an S3
+server) for every module that needs them."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,6 +26,19 @@ def shared_corpus() -> Path:
     if not (CORPUS / "part-00000.parquet").exists():
         pytest.skip(f"shared corpus not found at {CORPUS}")
     return CORPUS
+
+
+@functools.cache
+def _stdlib_paragraphs() -> tuple[str, ...]:
+    from bpe.pipeline.demo import stdlib_paragraphs as read
+
+    return tuple(read())
+
+
+def stdlib_paragraphs() -> list[str]:
+    """`bpe.pipeline.demo.stdlib_paragraphs()` (real prose every machine has), parsed once per
+    session rather than once per module (about 2 s each): a new list on every call."""
+    return list(_stdlib_paragraphs())
 
 
 # Every character some split pattern treats as whitespace (regex's \s, str.split()'s \x1c-\x1f), which
@@ -71,36 +89,184 @@ def publish_as(store, channel: str = "main", promoted: bool | None = None, bpt: 
     return staged.version
 
 
-@contextlib.contextmanager
-def moto_s3(log_dir: Path):
-    """moto's standalone S3 server on 127.0.0.1, for the `with` block: this process (and every
-    process it starts) reaches it through the standard AWS_* variables, as any S3 client would.
-    Yields those variables."""
+def _moto_server(log_dir: Path):
+    """Start moto's standalone S3 server on a free port of 127.0.0.1; returns the process and the
+    AWS_* variables that reach it (not set anywhere: the caller decides where they apply)."""
     pytest.importorskip("boto3")
     pytest.importorskip("s3fs")
     pytest.importorskip("moto")
-    import signal
     import subprocess
     import sys
     import time
 
-    from bpe.pipeline.services import free_port, port_in_use, stop
+    from bpe.pipeline.services import free_port, port_in_use
 
     port = free_port()
     log = log_dir / f"moto-{port}.log"
     with open(log, "wb") as out:
         process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not port_in_use(port):
+        if process.poll() is not None or time.monotonic() > deadline:
+            _stop_moto(process)
+            raise AssertionError(log.read_text()[-2000:])
+        time.sleep(0.1)
+    env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "testing",
+           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
+    return process, env
+
+
+def _stop_moto(process) -> None:
+    import signal
+
+    from bpe.pipeline.services import stop
+
+    stop(process, first=signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def moto_s3(log_dir: Path):
+    """A moto S3 server of its own on 127.0.0.1, for the `with` block: this process (and every
+    process it starts) reaches it through the standard AWS_* variables, as any S3 client would.
+    Yields those variables. For a test that needs a second endpoint; the others share `s3_server`."""
+    process, env = _moto_server(log_dir)
     try:
-        deadline = time.monotonic() + 30
-        while not port_in_use(port):
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-            time.sleep(0.1)
-        env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "testing",
-               "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
         with pytest.MonkeyPatch.context() as patch:
             for key, value in env.items():
                 patch.setenv(key, value)
             yield env
     finally:
-        stop(process, first=signal.SIGTERM)
+        _stop_moto(process)
+
+
+# The session-scoped services below (a Prefect server, a Dask cluster with a Prefect worker, an S3
+# server) are started for the first test that needs them and stopped at the end of the session.
+SHARED_SERVICES = ("prefect_server", "s3_server")
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering of parametrized fixtures
+def pytest_collection_modifyitems(items) -> None:
+    """Run the modules that use the shared services last, one after another (each module whole, in
+    its usual order): the services start once for them and never idle through the rest of the suite."""
+    modules = {item.nodeid.split("::")[0] for item in items
+               if any(name in getattr(item, "fixturenames", ()) for name in SHARED_SERVICES)}  # fmt: skip
+    items.sort(key=lambda item: item.nodeid.split("::")[0] in modules)  # stable: order kept otherwise
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory) -> Iterator[dict]:
+    """One moto S3 server on 127.0.0.1 for the whole session; yields its AWS_* variables without
+    setting them. Tests reach it through `s3_env` (or set the variables for their module) and each
+    works in buckets of its own (`unique_bucket`), so none sees another's objects."""
+    process, env = _moto_server(tmp_path_factory.mktemp("s3-server"))
+    try:
+        yield env
+    finally:
+        _stop_moto(process)
+
+
+@pytest.fixture
+def s3_env(s3_server, monkeypatch) -> dict:
+    """The session's S3 server, reached through the AWS_* variables for this test only."""
+    for key, value in s3_server.items():
+        monkeypatch.setenv(key, value)
+    return s3_server
+
+
+def unique_bucket(prefix: str = "bpe") -> str:
+    """A bucket name no other test uses on the shared S3 server."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def prefect_server(tmp_path_factory) -> Iterator[dict]:
+    """One real Prefect server (`prefect server start`, SQLite in a PREFECT_HOME of its own, on a
+    free port of 127.0.0.1) for every module that runs flows against a server; stopped at the end
+    of the session, after the workers that use it. Sets no environment variable: clients get the
+    API URL from what this yields. Modules keep apart by their own work pools, deployment names,
+    artifact roots and client PREFECT_HOMEs."""
+    pytest.importorskip("prefect")
+    from bpe.pipeline.services import free_port, start_prefect_server
+
+    root = tmp_path_factory.mktemp("prefect-server")
+    with pytest.MonkeyPatch.context() as patch:
+        # A run that finds its deployment's concurrency slot taken retries after this many seconds
+        # (Prefect's default is 30): the same queueing, without half a minute of idling per test.
+        patch.setenv("PREFECT_SERVER_DEPLOYMENTS_CONCURRENCY_SLOT_WAIT_SECONDS", "2")
+        server = start_prefect_server(root / "home", free_port(), log=root / "server.log", ui=False)
+    try:
+        yield {"url": server.url, "api": f"{server.url}/api", "log": server.log}
+    finally:
+        server.stop()
+
+
+PIPELINE_POOL = "bpe-test"
+
+
+@pytest.fixture(scope="session")
+def pipeline_services(prefect_server, tmp_path_factory) -> Iterator[dict]:
+    """A Dask scheduler with two workers and a Prefect process worker on the pool `bpe-test`, all
+    on 127.0.0.1 against the session's Prefect server: shared by the modules that deploy the
+    train-bpe flow with local artifact roots (`tests.test_pipeline`'s `services` gives each module
+    a directory of its own). Stopped at the end of the session, workers first."""
+    from bpe.pipeline.services import (
+        free_port,
+        prefect_env,
+        start_dask_scheduler,
+        start_dask_worker,
+        start_prefect_worker,
+    )
+
+    root = tmp_path_factory.mktemp("pipeline-services")
+    logs = root / "logs"
+    logs.mkdir()
+    home = root / "prefect-home"  # the clients' and flow runs' PREFECT_HOME (the server has its own)
+    started = []
+    try:
+        scheduler = start_dask_scheduler(free_port(), log=logs / "dask-scheduler.log")
+        started.append(scheduler)
+        for i in range(2):
+            started.append(start_dask_worker(scheduler.url, log=logs / f"dask-worker-{i}.log"))
+        api = prefect_server["api"]
+        env = {**prefect_env(api, home), "PREFECT_WORKER_QUERY_SECONDS": "1"}
+        started.append(start_prefect_worker(api, home, PIPELINE_POOL, log=logs / "worker.log", env=env))
+        yield {"env": env, "scheduler": scheduler.url, "logs": logs}
+    finally:
+        for service in reversed(started):  # the Prefect worker, Dask workers, then the scheduler
+            service.stop()
+
+
+_deployment_names: dict[str, str] = {}
+
+
+def claim_deployment_names(owner: str, *names: str) -> None:
+    """Record that `owner` (a test module) deploys train-bpe/<name> on the session's Prefect
+    server; a name another module already uses fails the test, so runs, artifacts (keyed
+    `bpe-<name>`) and automations never mix between modules."""
+    for name in names:
+        assert _deployment_names.setdefault(name, owner) == owner, (
+            f"train-bpe/{name} is deployed by {_deployment_names[name]} too: choose another name"
+        )
+
+
+@pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory) -> dict:
+    """The wheel `pip install .` would install, built once per session (building compiles the
+    kernels into it, about half a minute) from a copy of the tracked files (setuptools writes a
+    build/ folder into the tree it builds). Yields its path and the build's output."""
+    import shutil
+    import subprocess
+    import sys
+
+    source, out = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel")
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    for name in filter(None, tracked.decode().split("\0")):
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(out), str(source)],
+                           capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-3000:]
+    (path,) = out.glob("*.whl")
+    return {"path": path, "output": build.stdout + build.stderr}

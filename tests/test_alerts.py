@@ -4,8 +4,8 @@ registered (schedule, paused or active, source directory, work pool, alerts) in 
 without Prefect's per-deployment console output.
 
 The service tests run against a real Prefect server, process worker and Dask cluster on 127.0.0.1
-(`tests.test_pipeline`'s module fixture: this module starts its own) and a small HTTP receiver in a
-thread, which records what the server POSTs. Nothing is mocked: the server's triggers and actions
+(the session's, shared with `tests.test_pipeline`: see tests/conftest.py) and a small HTTP receiver
+in a thread, which records what the server POSTs. Nothing is mocked: the server's triggers and actions
 services evaluate the automation and send the message.
 """
 
@@ -29,11 +29,11 @@ import yaml
 from bpe.errors import SettingsError
 from bpe.pipeline.alerts import ENV, automation_name, webhook_for
 from bpe.pipeline.config import load_config
-from bpe.pipeline.demo import stdlib_paragraphs
 from tests import test_pipeline
+from tests.conftest import claim_deployment_names, stdlib_paragraphs
 from tests.test_pipeline import POOL, run_deployment, write_shard
 
-services = test_pipeline.services  # a Prefect server, a process worker and a Dask cluster, for this module
+services = test_pipeline.services  # the session's Prefect server, worker and Dask cluster; a directory of our own
 
 REPO = Path(__file__).resolve().parent.parent
 BPE = str(Path(sys.executable).parent / "bpe")
@@ -180,6 +180,7 @@ def read_run(services, run_id: str):
 def alerting(services, receiver) -> dict:
     """Two configurations with alerts, each to a path of its own on the receiver: `alerted`, whose
     second shard has no text column, and `healthy`, whose data is fine; deployed twice."""
+    claim_deployment_names(__name__, "alerted", "healthy")
     root = services["root"]
     paragraphs = stdlib_paragraphs()
     conf = root / "conf-alerts"
@@ -267,6 +268,7 @@ def test_a_failing_run_sends_exactly_one_notification_and_a_successful_run_none(
 def test_without_a_webhook_deploy_says_so_once_and_drops_an_earlier_alert(services, receiver):
     """BPE_ALERT_WEBHOOK gives every configuration without one an alert; deployed again without it,
     the alert is removed (no messages the configuration no longer asks for), and one line says so."""
+    claim_deployment_names(__name__, "quiet-a", "quiet-b")
     root = services["root"]
     conf = root / "conf-quiet"
     conf.mkdir()
@@ -296,6 +298,7 @@ def test_a_bad_webhook_is_one_line_and_registers_nothing(services):
     from prefect.exceptions import ObjectNotFound
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
+    claim_deployment_names(__name__, "fine", "bad", "bare")
     conf = services["root"] / "conf-bad"
     conf.mkdir()
     good = {"name": "fine", "data": "x", "vocab_size": 400, "alerts": {"webhook": "http://127.0.0.1:9/ok"}}

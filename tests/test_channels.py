@@ -1,6 +1,6 @@
 """Channels, promote and rollback, retention: the commands an operator types, and the train-bpe
 flow against real services (a Prefect server, a process worker, a Dask scheduler with two
-workers, all on 127.0.0.1, started by `tests.test_pipeline`'s fixture and stopped at the end).
+workers, all on 127.0.0.1: the session's, shared with `tests.test_pipeline`, see tests/conftest.py).
 
 A run with the configuration's own settings publishes to the main line and moves `latest`; a run
 whose parameters change a training setting publishes an experiment that leaves `latest` alone
@@ -26,11 +26,10 @@ from bpe.pipeline.config import Retention, load_config
 from bpe.pipeline.retention import mark_in_use, sweep_count_cache
 from bpe.pipeline.store import VersionStore
 from tests import test_pipeline
-from tests.conftest import moto_s3, publish_as
+from tests.conftest import claim_deployment_names, publish_as, stdlib_paragraphs, unique_bucket
 from tests.test_pipeline import POOL, run_deployment, write_shard
 
-# The Prefect server, process worker and Dask cluster of the pipeline tests (a module-scoped
-# fixture: this module starts its own, on free ports, and stops them when its tests are done).
+# The session's Prefect server, process worker and Dask cluster, with a directory of this module's own.
 services = test_pipeline.services
 
 REPO = Path(__file__).resolve().parent.parent
@@ -265,8 +264,7 @@ CHANNEL_NAMES = ("chan", "kept")
 def deployed(services) -> dict[str, dict]:
     """One configuration per test, over three Parquet shards of its own, all deployed; `kept` has
     a retention key (one version beyond the protected ones, cache entries unused for 30 days)."""
-    from bpe.pipeline.demo import stdlib_paragraphs
-
+    claim_deployment_names(__name__, *CHANNEL_NAMES)
     root = services["root"]
     paragraphs = stdlib_paragraphs()
     conf = root / "conf-channels"
@@ -398,13 +396,13 @@ def test_the_flow_applies_the_configurations_retention_after_publishing(services
 
 
 @pytest.fixture
-def s3_bucket(tmp_path) -> str:
-    """A bucket on moto's standalone S3 server (see tests/conftest.py `moto_s3`)."""
+def s3_bucket(s3_env) -> str:
+    """A bucket of this test's own on the session's moto S3 server (see tests/conftest.py `s3_server`)."""
     import boto3
 
-    with moto_s3(tmp_path):
-        boto3.client("s3").create_bucket(Bucket="bpe-channels")
-        yield "bpe-channels"
+    bucket = unique_bucket("bpe-channels")
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    return bucket
 
 
 @pytest.mark.services

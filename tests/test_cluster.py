@@ -15,10 +15,9 @@ import pytest
 import yaml
 
 from bpe.pipeline.cluster import _alive
-from bpe.pipeline.demo import stdlib_paragraphs
 from bpe.pipeline.services import free_port, run_deployment, wait_for_flow_run
 from bpe.pipeline.store import VersionStore
-from tests.conftest import CORPUS, write_parquet
+from tests.conftest import CORPUS, stdlib_paragraphs, write_parquet
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
+import zipfile
 from collections import Counter
 from pathlib import Path
 
@@ -89,20 +89,14 @@ def test_bpe_warm_compiles_every_kernel_ahead_so_no_run_compiles(data, tmp_path)
     assert json.loads((tmp_path / "tok" / "manifest.json").read_text())["seconds"]["compile"] < 0.5
 
 
-def test_a_built_package_carries_its_kernels_so_a_new_machine_compiles_nothing(data, tmp_path):
-    """Building the package (what `pip install` runs) compiles the kernels into it; imported from
-    another directory with an empty kernel cache, both engines' first runs load them, compile
-    nothing and learn the reference's merges."""
-    source = tmp_path / "source"
-    for name in ["bpe", "flows", "tasks", "conf"]:
-        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "prebuilt"))
-    for name in ["setup.py", "pyproject.toml", "README.md"]:
-        shutil.copy(ROOT / name, source / name)
+def test_a_built_package_carries_its_kernels_so_a_new_machine_compiles_nothing(built_wheel, data, tmp_path):
+    """Building the package (what `pip install` runs: the wheel, tests/conftest.py `built_wheel`)
+    compiles the kernels into it; installed in another directory with an empty kernel cache, both
+    engines' first runs load them, compile nothing and learn the reference's merges."""
+    assert "bpe: kernels compiled in" in built_wheel["output"], built_wheel["output"][-2000:]
     site = tmp_path / "site"
-    build = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(site)], cwd=source,
-                           capture_output=True, text=True, timeout=900)  # fmt: skip
-    assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-3000:]
-    assert "bpe: kernels compiled in" in build.stdout, build.stdout[-2000:]
+    with zipfile.ZipFile(built_wheel["path"]) as wheel:  # what pip does with a pure-Python wheel
+        wheel.extractall(site)
     assert list((site / "bpe" / "engine" / "prebuilt").glob("*/engine/*.nbi")), "no kernels in the built package"
 
     env = {**os.environ, "PYTHONPATH": str(site), "BPE_KERNEL_CACHE": str(tmp_path / "new-machine-cache")}

@@ -19,8 +19,7 @@ from bpe import train
 from bpe.cli import main
 from bpe.engine.count import WordCounts, count_words
 from bpe.errors import InputError
-from bpe.pipeline.demo import stdlib_paragraphs
-from tests.conftest import write_parquet
+from tests.conftest import stdlib_paragraphs, write_parquet
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
 

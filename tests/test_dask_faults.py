@@ -19,7 +19,7 @@ from bpe import train
 from bpe.distributed.shard_holder import ShardHolder
 from bpe.engine.count import count_words
 from bpe.engine.word_table import WordTable
-from bpe.pipeline.demo import stdlib_paragraphs
+from tests.conftest import stdlib_paragraphs
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
 

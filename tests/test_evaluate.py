@@ -18,7 +18,6 @@ import regex
 
 from bpe import Tokenizer, storage, train
 from bpe.engine.count import WordCounter, holdout_mask
-from bpe.pipeline.demo import stdlib_paragraphs
 from bpe.pipeline.evaluate import (
     EvalSetDamaged,
     bytes_per_token,
@@ -38,7 +37,7 @@ from bpe.pipeline.report import metrics_table, one_line, summary_markdown
 from bpe.pipeline.store import VersionStore
 from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
 from bpe.tokenizer import write_manifest
-from tests.conftest import moto_s3
+from tests.conftest import stdlib_paragraphs, unique_bucket
 
 TEXTS = stdlib_paragraphs()[:1500]
 
@@ -339,13 +338,13 @@ def test_the_plot_gains_a_trend_panel_once_there_are_two_versions(tmp_path):
 
 
 @pytest.fixture
-def s3_bucket(tmp_path):
-    """A bucket on moto's S3 server on 127.0.0.1 (see tests/conftest.py `moto_s3`)."""
+def s3_bucket(s3_env):
+    """A bucket of this test's own on the session's moto S3 server (see tests/conftest.py `s3_server`)."""
     import boto3
 
-    with moto_s3(tmp_path):
-        boto3.client("s3").create_bucket(Bucket="evalset")
-        yield "s3://evalset"
+    bucket = unique_bucket("evalset")
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    return f"s3://{bucket}"
 
 
 @pytest.mark.services

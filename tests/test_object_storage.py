@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,16 +22,14 @@ import yaml
 
 from bpe import Tokenizer, storage, train
 from bpe.engine.count import holdout_mask
-from bpe.pipeline.demo import stdlib_paragraphs
 from bpe.pipeline.services import (
     free_port,
     prefect_env,
     start_dask_scheduler,
     start_dask_worker,
-    start_prefect_server,
     start_prefect_worker,
 )
-from tests.conftest import moto_s3, write_parquet
+from tests.conftest import claim_deployment_names, moto_s3, stdlib_paragraphs, unique_bucket, write_parquet
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
 
@@ -50,15 +47,18 @@ POOL = "bpe-s3-test"
 
 
 @pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    """moto's S3 server on 127.0.0.1 for the module (see tests/conftest.py `moto_s3`)."""
-    with moto_s3(tmp_path_factory.mktemp("s3")) as env:
-        yield env
+def s3(s3_server):
+    """The session's moto S3 server on 127.0.0.1 (see tests/conftest.py `s3_server`), reached
+    through the AWS_* variables for the whole module, its Dask workers and Prefect worker included."""
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in s3_server.items():
+            patch.setenv(key, value)
+        yield s3_server
 
 
 @pytest.fixture
 def bucket(s3) -> str:
-    name = f"bpe-{uuid.uuid4().hex[:12]}"
+    name = unique_bucket()
     boto3.client("s3").create_bucket(Bucket=name)
     return name
 
@@ -240,20 +240,17 @@ def test_a_worker_killed_mid_loop_is_rebuilt_from_its_checkpoint_in_object_stora
 
 
 @pytest.fixture(scope="module")
-def prefect(s3, cluster, tmp_path_factory):
-    """A Prefect server and a process worker; the flow runs reach the store through AWS_* only."""
+def prefect(s3, cluster, prefect_server, tmp_path_factory):
+    """A process worker of this module's own (its pool, its PREFECT_HOME, the S3 endpoint in its
+    environment) on the session's Prefect server; the flow runs reach the store through AWS_* only."""
     root = tmp_path_factory.mktemp("prefect")
-    server = start_prefect_server(root / "home", free_port(), log=root / "server.log", ui=False)
-    api = f"{server.url}/api"
+    api = prefect_server["api"]
     env = {**prefect_env(api, root / "home"), **s3, "PREFECT_WORKER_QUERY_SECONDS": "1"}
+    worker = start_prefect_worker(api, root / "home", POOL, log=root / "worker.log", env=env)
     try:
-        worker = start_prefect_worker(api, root / "home", POOL, log=root / "worker.log", env=env)
-        try:
-            yield {"env": env, "home": root / "home", "root": root}
-        finally:
-            worker.stop()
+        yield {"env": env, "home": root / "home", "root": root}
     finally:
-        server.stop()
+        worker.stop()
 
 
 def run(prefect, deployment: str) -> dict:
@@ -264,6 +261,7 @@ def run(prefect, deployment: str) -> dict:
 
 def test_the_pipeline_keeps_data_cache_and_versions_on_object_storage(bucket, corpus, paragraphs, local,
                                                                        cluster, prefect, tmp_path):  # fmt: skip
+    claim_deployment_names(__name__, "ons3")
     for path in sorted(corpus.iterdir())[:2]:
         upload(path, bucket, f"data/{path.name}")
     root = f"s3://{bucket}/artifacts"

@@ -1,5 +1,6 @@
 """The train-bpe pipeline against real services: a Prefect server, a process worker, and a Dask
-scheduler with two workers, all started here on 127.0.0.1 and stopped at the end (workers first).
+scheduler with two workers, all on 127.0.0.1, started once for the session (tests/conftest.py)
+and stopped at its end (workers first).
 
 Each test owns a tokenizer of its own (its shards, its versions, its deployment), all deployed
 at once, and makes the history it checks (a first run, then no new data, a new shard, a parameter
@@ -22,46 +23,25 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from bpe.pipeline.demo import stdlib_paragraphs
-from bpe.pipeline.services import (
-    free_port,
-    prefect_env,
-    start_dask_scheduler,
-    start_dask_worker,
-    start_prefect_server,
-    start_prefect_worker,
-    wait_for_flow_run,
-)
 from bpe.pipeline.services import run_deployment as start_deployment
+from bpe.pipeline.services import wait_for_flow_run
 from bpe.pipeline.store import VersionStore
 from bpe.tokenizer import Tokenizer
+from tests.conftest import PIPELINE_POOL, claim_deployment_names, stdlib_paragraphs
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
 
 REPO = Path(__file__).resolve().parent.parent
-POOL = "bpe-test"
+POOL = PIPELINE_POOL
 
 
 @pytest.fixture(scope="module")
-def services(tmp_path_factory):
-    root = tmp_path_factory.mktemp("pipeline")
-    logs = root / "logs"
-    logs.mkdir()
-    started = []
-    try:
-        server = start_prefect_server(root / "prefect-home", free_port(), log=logs / "server.log", ui=False)
-        started.append(server)
-        scheduler = start_dask_scheduler(free_port(), log=logs / "dask-scheduler.log")
-        started.append(scheduler)
-        for i in range(2):
-            started.append(start_dask_worker(scheduler.url, log=logs / f"dask-worker-{i}.log"))
-        api = f"{server.url}/api"
-        env = {**prefect_env(api, root / "prefect-home"), "PREFECT_WORKER_QUERY_SECONDS": "1"}
-        started.append(start_prefect_worker(api, root / "prefect-home", POOL, log=logs / "worker.log", env=env))
-        yield {"root": root, "env": env, "scheduler": scheduler.url, "logs": logs}
-    finally:
-        for service in reversed(started):  # the Prefect worker, Dask workers, then scheduler and server
-            service.stop()
+def services(pipeline_services, tmp_path_factory):
+    """The session's Prefect server, process worker (pool `bpe-test`) and Dask cluster (see
+    tests/conftest.py `pipeline_services`), with a directory of this module's own for its data,
+    configurations and artifact roots. Deployment names are unique across the modules that share
+    them (tests.test_channels, tests.test_alerts), so no module sees another's runs or artifacts."""
+    yield {**pipeline_services, "root": tmp_path_factory.mktemp("pipeline")}
 
 
 NAMES = ("first", "unchanged", "grows", "override", "broken", "planted", "overlap", "trend")
@@ -70,6 +50,7 @@ NAMES = ("first", "unchanged", "grows", "override", "broken", "planted", "overla
 @pytest.fixture(scope="module")
 def deployed(services) -> dict[str, dict]:
     """One configuration per test, each over three Parquet shards of its own, all deployed."""
+    claim_deployment_names(__name__, *NAMES, "waiting")
     root = services["root"]
     paragraphs = stdlib_paragraphs()
     conf = root / "conf"

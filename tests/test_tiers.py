@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -133,19 +132,10 @@ def test_a_command_needing_a_missing_extra_names_it_in_one_line(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> zipfile.ZipFile:
-    """The wheel `pip install .` would install, built from a copy of the tracked files (setuptools
-    writes a build/ folder into the tree it builds)."""
-    source, out = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel")
-    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
-    for name in filter(None, tracked.decode().split("\0")):
-        if (REPO / name).is_file():
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, source / name)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(source)],
-                   check=True, capture_output=True, timeout=600)  # fmt: skip
-    (path,) = out.glob("*.whl")
-    return zipfile.ZipFile(path)
+def wheel(built_wheel) -> zipfile.ZipFile:
+    """The wheel `pip install .` would install (tests/conftest.py `built_wheel`, shared with the
+    cold-start test that installs it)."""
+    return zipfile.ZipFile(built_wheel["path"])
 
 
 def test_the_wheel_ships_flows_tasks_and_demo_config_inside_the_package(wheel):
