@@ -278,8 +278,9 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     from bpe.engine.compilation import CompileWatch
+    from bpe.inputs.discover import Skipped, discover
+    from bpe.inputs.formats import check_parquet
     from bpe.progress import Bars
-    from bpe.shards import Skipped, check_parquet, discover
     from bpe.train import train
 
     _check_out(args.out, args.force)
@@ -438,7 +439,7 @@ def summary_record(manifest: dict, out: str | Path) -> dict:
     count_s, loop_s = s.get("count", 0.0), s.get("merge_loop", s.get("merge", 0.0))
     inputs = None
     if isinstance(shards, list):  # which kinds of file, how text files were read, --sample and --limit
-        from bpe.shards import describe_inputs
+        from bpe.inputs.discover import describe_inputs
 
         inputs = describe_inputs([f["path"] for f in shards], manifest["settings"])
     warnings = []

@@ -1,11 +1,11 @@
 """`bpe encode`: token ids of files, stdin or text arguments, streamed in bounded memory.
 
-Inputs are read by the training readers (`bpe.shards`: every format, compression, `--text-column`,
+Inputs are read by the training readers (`bpe.inputs`: every format, compression, `--text-column`,
 `--text-format`), in batches of about `BATCH_BYTES` of text. A reader thread reads ahead, an
 encoder thread encodes each batch on the tokenizer's threads (`Tokenizer.encode_batch_to_numpy`),
 and the calling thread writes, so the three overlap and memory holds a few batches whatever the
 size of the input. A text file read as one document comes in pieces cut where the split pattern
-cannot join text across the cut (`shards.txt_chunks`): encoding the pieces gives exactly the ids
+cannot join text across the cut (`bpe.inputs.formats.txt_chunks`): encoding the pieces gives exactly the ids
 of the whole text.
 
 Outputs (`FORMATS`): `txt` (one line of space-separated ids per document), `jsonl` (one
@@ -34,7 +34,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bpe.errors import InputError, SettingsError
-from bpe.shards import Shard, Skipped, check_parquet, discover, read_batches, with_options
+from bpe.inputs.discover import Skipped, discover
+from bpe.inputs.formats import check_parquet
+from bpe.inputs.read import read_batches
+from bpe.inputs.shard import Shard, with_options
 
 if TYPE_CHECKING:
     from bpe.tokenizer import Tokenizer

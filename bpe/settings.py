@@ -18,7 +18,7 @@ from bpe.pretokenize import PATTERNS, Pretokenizer, resolve_pattern
 
 ENGINES = ("local", "dask")
 TIE_BREAKS = ("bytes", "ids")
-TEXT_FORMATS = ("doc", "lines")  # a text file is one document, or one document per line (bpe.shards)
+TEXT_FORMATS = ("doc", "lines")  # a text file is one document, or one document per line (bpe.inputs.formats)
 # --limit: decimal and binary byte units, or rows (documents).
 LIMIT_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
                "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "row": 0, "rows": 0}  # fmt: skip

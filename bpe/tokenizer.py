@@ -10,10 +10,11 @@ tokens with the same bytes) a plain Python encoder applies the merges in order i
 >>> tok.decode([256, 32, 256])
 'hi hi'
 
-`Tokenizer.load` also reads what other tools make: GPT-2's vocab.json + merges.txt, a Hugging Face
-byte-level BPE tokenizer.json, a tiktoken ranks file (with its split pattern); `from_tiktoken` and
-`to_tiktoken` convert from and to a `tiktoken.Encoding`. The names of the methods are tiktoken's
-(`encode_batch`, `n_vocab`, `eot_token`, ...) or Hugging Face's (`token_to_id`, `get_vocab`, ...).
+`Tokenizer.load` also reads what other tools make (see `bpe.foreign`): GPT-2's vocab.json +
+merges.txt, a Hugging Face byte-level BPE tokenizer.json, a tiktoken ranks file (with its split
+pattern); `from_tiktoken` and `to_tiktoken` convert from and to a `tiktoken.Encoding`. The names of
+the methods are tiktoken's (`encode_batch`, `n_vocab`, `eot_token`, ...) or Hugging Face's
+(`token_to_id`, `get_vocab`, ...).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 import numpy as np
 
-from bpe import export, storage
+from bpe import export, foreign, storage
 from bpe.errors import ExportError, InputError, InvalidTextError, SettingsError, SpecialTokenError
 from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
 
@@ -507,43 +508,9 @@ class Tokenizer:
         are recovered from the ranks as tiktoken merges: token r is the two tokens of lower rank that
         its bytes merge into."""
         source = f"tiktoken encoding {encoding.name!r}"
-        return cls._from_ranks(encoding._mergeable_ranks, encoding._pat_str, dict(encoding._special_tokens), source)
-
-    @classmethod
-    def _from_ranks(cls, ranks: Mapping[bytes, int], pattern: str, special_tokens: dict[str, int],
-                    source: str) -> Tokenizer:  # fmt: skip
-        """A tokenizer from tiktoken ranks (token bytes -> rank = id); errors name `source`."""
-        missing = [b for b in range(256) if bytes([b]) not in ranks]
-        if missing:
-            raise ExportError(f"{source}: lacks the byte token {bytes([missing[0]])!r} (a byte-level BPE has all 256)")
-        taken = set(ranks.values())
-        clash = next((t for t, i in special_tokens.items() if i in taken), None)
-        if clash is not None:
-            raise ExportError(f"{source}: special token {clash!r} has id {special_tokens[clash]}, which a token holds")
-        internal_of = {bytes([b]): b for b in range(256)}
-        ids = {b: int(ranks[bytes([b])]) for b in range(256)}
-        merges: list[tuple[int, int]] = []
-        for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
-            if len(token) == 1:
-                continue
-            parts = _merge_parts(ranks, token, rank)
-            if len(parts) != 2:
-                raise ExportError(f"{source}: token {token!r} (rank {rank}) is not the merge of two tokens of lower "
-                                  "rank, so these are not BPE ranks")  # fmt: skip
-            internal = 256 + len(merges)
-            merges.append((internal_of[parts[0]], internal_of[parts[1]]))
-            internal_of[token] = internal
-            ids[internal] = int(rank)
-        if pattern == export.WHITESPACE_WORD:  # how to_tiktoken and save spell the whitespace pattern
-            pattern = "whitespace"
-        specials = dict(sorted(special_tokens.items(), key=lambda item: item[1]))
-        natural = all(ids[i] == i for i in ids) and list(specials.values()) == list(
-            range(len(ids), len(ids) + len(specials))
+        return foreign.from_ranks(
+            cls, encoding._mergeable_ranks, encoding._pat_str, dict(encoding._special_tokens), source
         )
-        try:
-            return cls(merges, pattern, specials, ids=None if natural else ids)
-        except SettingsError as exc:
-            raise ExportError(f"{source}: {exc}") from None
 
     # -- files -------------------------------------------------------------------------------
 
@@ -633,11 +600,11 @@ class Tokenizer:
             return cls._load_remote(str(path), pattern)
         path = Path(storage.local_path(path))
         if path.is_file():
-            return cls._load_file(path, pattern, special_tokens)
+            return foreign.load_file(cls, path, pattern, special_tokens)
         directory = path
         manifest_path = directory / export.MANIFEST_FILE
         if manifest_path.exists():
-            _only_for_tiktoken(special_tokens, manifest_path)
+            foreign.only_for_tiktoken(special_tokens, manifest_path)
             manifest = export.read_json(manifest_path)
             special_tokens_found, stored_pattern, roles = _tokenizer_section(manifest_path, manifest)
             if "files" in manifest:
@@ -652,51 +619,18 @@ class Tokenizer:
                     raise  # the caller's pattern, not the file's
                 raise ExportError(f"{manifest_path}: {exc}") from None
         if (directory / export.HF_FILE).exists():
-            return cls._load_file(directory / export.HF_FILE, pattern, special_tokens)
+            return foreign.load_file(cls, directory / export.HF_FILE, pattern, special_tokens)
         if (directory / export.VOCAB_FILE).exists() and (directory / export.MERGES_FILE).exists():
-            _only_for_tiktoken(special_tokens, directory / export.VOCAB_FILE)
-            return cls._from_gpt2_files(directory, pattern or "gpt2")
+            foreign.only_for_tiktoken(special_tokens, directory / export.VOCAB_FILE)
+            return foreign.from_gpt2_files(cls, directory, pattern or "gpt2")
         ranks_files = sorted(directory.glob("*.tiktoken")) if directory.is_dir() else []
         if len(ranks_files) == 1:
-            return cls._load_file(ranks_files[0], pattern, special_tokens)
+            return foreign.load_file(cls, ranks_files[0], pattern, special_tokens)
         raise FileNotFoundError(
             f"{directory}: holds no tokenizer (expected manifest.json, tokenizer.json, vocab.json and merges.txt, "
             "or one .tiktoken file)"
         )
 
-    @classmethod
-    def _load_file(
-        cls, path: Path, pattern: str | None, special_tokens: Sequence[str] | dict[str, int] | None
-    ) -> Tokenizer:
-        """A tokenizer file made elsewhere: a Hugging Face tokenizer.json or tiktoken ranks."""
-        if path.suffix == ".tiktoken":
-            if pattern is None:
-                raise ExportError(
-                    f"{path}: a tiktoken ranks file records no split pattern; give it as pattern "
-                    f"({', '.join(NAMED_PATTERNS)} or a regex; --pattern in the command)"
-                )
-            ranks = export.read_tiktoken_ranks(path)
-            if special_tokens is None:
-                specials = {}
-            elif isinstance(special_tokens, dict):
-                specials = dict(special_tokens)
-            else:
-                specials = {t: max(ranks.values()) + 1 + i for i, t in enumerate(special_tokens)}
-            Pretokenizer(pattern)  # the caller's pattern: a bad one is a SettingsError naming `pattern`
-            return cls._from_ranks(ranks, pattern, specials, str(path))
-        if path.suffix == ".json":
-            _only_for_tiktoken(special_tokens, path)
-            if pattern is not None:
-                raise SettingsError(
-                    f"pattern: {path} records its own split regex; give pattern only for vocab.json + merges.txt or "
-                    "a .tiktoken file",
-                    parameter="pattern",
-                )
-            return cls._from_hf_json(path)
-        raise ExportError(f"{path}: not a tokenizer file this can read (a tokenizer.json, a .tiktoken file, or a "
-                          "directory)")  # fmt: skip
-
-    @classmethod
     def _load_remote(cls, url: str, pattern: str | None) -> Tokenizer:
         """Download the tokenizer files under `url` and load them; errors name the URL."""
         present = storage.listing(url)
@@ -709,83 +643,6 @@ class Tokenizer:
             except (ExportError, FileNotFoundError) as exc:
                 message = str(exc).replace(str(local), url.rstrip("/"))
                 raise type(exc)(message) from None
-
-    @classmethod
-    def _from_hf_json(cls, path: Path) -> Tokenizer:
-        """A Hugging Face byte-level BPE tokenizer.json made by any tool, with its own ids; the roles
-        come from a tokenizer_config.json beside it, if there is one."""
-        vocab, merges, added, pattern = export.read_foreign_tokenizer_json(path)
-        for text, token_id in added.items():
-            if text in vocab and vocab[text] != token_id:
-                raise ExportError(f"{path}: added token {text!r} has id {token_id}, model.vocab gives it {vocab[text]}")
-        ordinary = {spelling: token_id for spelling, token_id in vocab.items() if spelling not in added}
-        tok = cls._from_spelled(ordinary, merges, lambda k: f"{path}: model.merges[{k}]", added, pattern,
-                                f"{path}: model.vocab", orphans_are_special=False)  # fmt: skip
-        config = path.parent / export.CONFIG_FILE
-        if config.exists():
-            tok._roles = export.roles_in_transformers_config(config, tok.special_tokens)
-        return tok
-
-    @classmethod
-    def _from_gpt2_files(cls, directory: Path, pattern: str) -> Tokenizer:
-        """GPT-2-style files from another tool: ids are the file's; tokens no merge makes are special."""
-        vocab_path, merges_path = directory / export.VOCAB_FILE, directory / export.MERGES_FILE
-        vocab = export.read_vocab_json(vocab_path)
-        merges, line_numbers = export.read_merges(merges_path)
-        return cls._from_spelled(vocab, merges, lambda k: f"{merges_path}:{line_numbers[k]}", {}, pattern,
-                                 str(vocab_path), orphans_are_special=True, lacks=vocab_path.name)  # fmt: skip
-
-    @classmethod
-    def _from_spelled(
-        cls,
-        vocab: dict[str, int],
-        merges: list[tuple[str, str]],
-        where: Callable[[int], str],
-        special_tokens: dict[str, int],
-        pattern: str,
-        source: str,
-        *,
-        orphans_are_special: bool,
-        lacks: str = "the vocab",
-    ) -> Tokenizer:
-        """A tokenizer from a vocabulary in GPT-2's spelling (spelling -> the file's id) and spelled
-        merges, keeping the file's ids. Tokens no merge makes (other than the bytes) are special
-        tokens with `orphans_are_special` (GPT-2's vocab.json lists <|endoftext|> so), an error
-        otherwise. Errors name `source` (the vocabulary) or `where(k)` (merge k)."""
-        file_id_of_bytes: dict[bytes, int] = {}
-        specials = dict(special_tokens)
-        for spelling, file_id in vocab.items():
-            try:
-                file_id_of_bytes[export.unspell(spelling)] = file_id
-            except export.ExportError:
-                if not orphans_are_special:
-                    raise ExportError(f"{source}: token {spelling!r} is not spelled with GPT-2's byte characters, so "
-                                      "this is not a byte-level BPE vocabulary") from None  # fmt: skip
-                specials[spelling] = file_id
-        missing = [b for b in range(256) if bytes([b]) not in file_id_of_bytes]
-        if missing:
-            raise ExportError(f"{source}: lacks the byte token {export.spell(bytes([missing[0]]))!r}")
-        vocab_bytes, merge_ids = export.merge_ids(merges, where, unique=False)
-        ours: dict[int, int] = {}
-        for internal, token in enumerate(vocab_bytes):
-            if token not in file_id_of_bytes:
-                raise ExportError(f"{where(internal - 256)}: makes {export.spell(token)!r}, which {lacks} lacks")
-            ours[internal] = file_id_of_bytes[token]
-        made = set(vocab_bytes)
-        for token, file_id in file_id_of_bytes.items():
-            if token not in made:
-                if not orphans_are_special:
-                    raise ExportError(f"{source}: token {export.spell(token)!r} (id {file_id}) is made by no merge "
-                                      "and is not a byte, which a byte-level BPE cannot produce")  # fmt: skip
-                specials[token.decode("utf-8", errors="replace")] = file_id
-        ids_of_tokens = [file_id for token, file_id in file_id_of_bytes.items() if token in made]
-        ids_of_tokens += list(specials.values())
-        if len(set(ids_of_tokens)) != len(ids_of_tokens):
-            raise ExportError(f"{source}: two different tokens have the same id")
-        specials = dict(sorted(specials.items(), key=lambda item: item[1]))
-        n = len(vocab_bytes)
-        natural = all(ours[i] == i for i in range(n)) and list(specials.values()) == list(range(n, n + len(specials)))
-        return cls(merge_ids, pattern, specials, ids=None if natural else ours)
 
 
 def _tokenizer_section(path: Path, manifest: object) -> tuple[dict[str, int], str, dict[str, str]]:
@@ -869,14 +726,6 @@ def with_role_tokens(special_tokens: Sequence[str], roles: Mapping[str, str] | N
     return tokens
 
 
-def _only_for_tiktoken(special_tokens: object, path: Path) -> None:
-    if special_tokens is not None:
-        raise SettingsError(
-            f"special_tokens: {path} records its special tokens; special_tokens is only for a .tiktoken file",
-            parameter="special_tokens",
-        )
-
-
 def _text_list(texts: Sequence[str]) -> list[str]:
     """`texts` as a list of strings; a bare string (a common slip) raises SettingsError."""
     if isinstance(texts, str):
@@ -900,26 +749,6 @@ def _in_runs(rows: list[str], encode_run: Callable[[list[str]], T], num_threads:
 def check_setting_threads(num_threads: int) -> None:
     if not isinstance(num_threads, int) or isinstance(num_threads, bool) or num_threads < 1:
         raise SettingsError(f"num_threads: expected an integer >= 1, got {num_threads!r}", parameter="num_threads")
-
-
-def _merge_parts(ranks: Mapping[bytes, int], token: bytes, max_rank: int) -> list[bytes]:
-    """The pieces tiktoken's merging makes of `token`'s bytes using only ranks below `max_rank`:
-    for a BPE ranks table, the two tokens whose merge is `token`.
-
-    >>> _merge_parts({b"a": 0, b"b": 1, b"c": 2, b"ab": 3, b"abc": 4}, b"abc", 4)
-    [b'ab', b'c']
-    """
-    parts = [token[i : i + 1] for i in range(len(token))]
-    while len(parts) > 1:
-        best, best_rank = -1, max_rank
-        for i in range(len(parts) - 1):
-            rank = ranks.get(parts[i] + parts[i + 1])
-            if rank is not None and rank < best_rank:
-                best, best_rank = i, rank
-        if best < 0:
-            break
-        parts[best : best + 2] = [parts[best] + parts[best + 1]]
-    return parts
 
 
 def _check_counts(path: Path, info: dict, vocab: list[bytes], special_tokens: dict[str, int]) -> None:

@@ -22,10 +22,13 @@ from bpe.engine.cores import available_cores
 from bpe.engine.count import CountStats, WordCounter, WordCounts, count_shards, release_memory
 from bpe.engine.merge import learn_merges
 from bpe.errors import InputError, SettingsError, require_extra
+from bpe.inputs.discover import Skipped, discover
+from bpe.inputs.documents import iter_texts
+from bpe.inputs.read import apply_limit
+from bpe.inputs.shard import Shard, with_options
 from bpe.progress import Bars, PhaseClock, ProgressFn, at_most
 from bpe.results import TrainingRun
 from bpe.settings import Settings, check_setting, parse_limit
-from bpe.shards import Shard, Skipped, apply_limit, discover, iter_texts, with_options
 from bpe.tokenizer import Tokenizer, with_role_tokens
 
 
@@ -55,7 +58,7 @@ def train(
     `text_column` field), or a Hugging Face `datasets.Dataset`/`IterableDataset` (read in batches);
     a bare str is refused. `files`: paths, directories, globs, URLs or "-" (stdin) of .parquet,
     .jsonl, .json, .csv/.tsv or any other (text) file, compressed or not (.gz, .zst, .bz2, .xz);
-    `text_format` "doc" reads a text file as one document, "lines" as one per line (see bpe.shards).
+    `text_format` "doc" reads a text file as one document, "lines" as one per line (see bpe.inputs.formats).
     `limit` ("10MB", "5000rows") trains on the first documents only and `sample` on a fraction of
     them, chosen by a hash of each with `seed`; both for quick runs, recorded in the manifest.
 

@@ -9,10 +9,10 @@ from prefect.futures import as_completed
 from bpe.distributed.client import client_for
 from bpe.distributed.counting import ShardCount, bucket_files, count_shard_to_files
 from bpe.errors import BpeError
+from bpe.inputs.discover import discover
 from bpe.pipeline.config import TokenizerConfig
 from bpe.pipeline.count_cache import CountCache, counting_settings, shard_count_key
 from bpe.pretokenize import Pretokenizer
-from bpe.shards import discover
 
 
 def no_retry_for_bad_input(task, task_run, state) -> bool:

@@ -129,8 +129,8 @@ def test_textbook_tie_break_on_dask(cluster, texts):
 def test_counts_are_summed_on_the_workers_by_stable_hash(cluster, texts, tmp_path):
     from bpe.distributed.counting import count_on_dask, split_by_bucket
     from bpe.engine.count import hash_buckets
+    from bpe.inputs.discover import discover
     from bpe.pretokenize import Pretokenizer
-    from bpe.shards import discover
 
     cluster, client = cluster
     scale(cluster, client, 2)
@@ -225,8 +225,8 @@ def test_bad_input_found_on_a_worker_is_not_retried_by_the_pipeline(cluster, tmp
     from prefect.states import Failed
 
     from bpe.distributed.counting import count_shard_to_files
+    from bpe.inputs.discover import discover
     from bpe.pretokenize import Pretokenizer
-    from bpe.shards import discover
     from bpe.tasks.data import no_retry_for_bad_input
 
     scale(*cluster, 2)

@@ -235,9 +235,9 @@ def test_the_count_cache_holds_data_only_and_a_planted_pickle_runs_nothing(servi
     from prefect.results import ResultRecord, ResultRecordMetadata
     from prefect.serializers import PickleSerializer
 
+    from bpe.inputs.discover import discover
     from bpe.pipeline.config import load_config
     from bpe.pipeline.count_cache import counting_settings, shard_count_key
-    from bpe.shards import discover
 
     cfg = deployed["planted"]
     marker = services["root"] / "planted-code-ran"
@@ -301,11 +301,11 @@ def test_versions_on_growing_data_are_measured_on_one_evaluation_set(services, d
     version gives; no evaluation row is in any training count; the artifact shows the trend and
     embeds the plot."""
     from bpe.distributed.counting import read_counts, read_held_out
+    from bpe.inputs.discover import discover
     from bpe.pipeline.config import load_config
     from bpe.pipeline.count_cache import CountCache, counting_settings, shard_count_key
     from bpe.pipeline.report import link_target
     from bpe.pretokenize import Pretokenizer
-    from bpe.shards import discover
 
     cfg = deployed["trend"]
     first = first_run(services, cfg)

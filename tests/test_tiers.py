@@ -1,4 +1,4 @@
-"""The tiers: core (`bpe`, `bpe.engine`) <- `bpe.distributed` <- `bpe.pipeline` <- flows and tasks.
+"""The tiers: core (`bpe`, `bpe.inputs`, `bpe.engine`) <- `bpe.distributed` <- `bpe.pipeline` <- flows and tasks.
 
 Imports point one way; the library and `bpe train` run without Prefect, Dask, PyYAML or
 matplotlib; a command that needs a missing extra says which one; the wheel ships the flows, tasks
@@ -54,7 +54,7 @@ def reaches(name: str, targets: tuple[str, ...]) -> bool:
 
 
 def test_the_core_imports_neither_dask_nor_prefect_nor_an_upper_tier():
-    for path in modules("bpe") + modules("bpe/engine"):
+    for path in modules("bpe") + modules("bpe/inputs") + modules("bpe/engine"):
         where = str(path.relative_to(REPO))
         for name, at_top in imports(path):
             assert not reaches(name, PIPELINE_ONLY + DASK), f"{where} imports {name}"
@@ -143,7 +143,8 @@ def test_the_wheel_ships_flows_tasks_and_demo_config_inside_the_package(wheel):
     top_level = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
     assert top_level == {"bpe"}, top_level
     for shipped in ("bpe/flows/train_bpe.py", "bpe/flows/deploy.py", "bpe/tasks/data.py", "bpe/conf/demo.yaml",
-                    "bpe/engine/word_table.py", "bpe/distributed/driver.py", "bpe/pipeline/store.py"):  # fmt: skip
+                    "bpe/engine/word_table.py", "bpe/inputs/read.py", "bpe/distributed/driver.py",
+                    "bpe/pipeline/store.py"):  # fmt: skip
         assert shipped in names, shipped
     # The kernels compiled as the wheel was built (setup.py), for every kernel both engines run.
     indexes = {n.rsplit("/", 1)[1].split("-")[0] for n in names if n.startswith("bpe/engine/prebuilt/")

@@ -15,9 +15,11 @@ from dataclasses import asdict, dataclass
 
 from bpe import storage
 from bpe.engine.count import CountStats, WordCounter, WordCounts, use_system_allocator
+from bpe.errors import InputError
+from bpe.inputs.formats import check_parquet
+from bpe.inputs.shard import Shard
 from bpe.pretokenize import Pretokenizer
 from bpe.progress import estimate_text_bytes
-from bpe.shards import InputError, Shard, check_parquet
 
 # ---------------------------------------------------------------------------------------------
 # Tasks that run on workers (plain functions of an importable module, so workers can run them).
@@ -44,7 +46,8 @@ def count_partition(
 
 
 def _partition_batches(shard: Shard, row_group: int | None, text_column: str):
-    from bpe.shards import read_batches, select_rows
+    from bpe.inputs.read import read_batches
+    from bpe.inputs.selection import select_rows
 
     if row_group is None:
         for batch, _ in read_batches(shard, text_column):

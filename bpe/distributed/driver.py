@@ -40,11 +40,11 @@ from bpe.engine.count import release_memory
 from bpe.engine.merge import MergeResult, finish, stop_reason
 from bpe.engine.pair_queue import PairQueue
 from bpe.errors import SchedulerLost, WorkersLost
+from bpe.inputs.shard import Shard
 from bpe.leftovers import sweep, temporary_prefix
 from bpe.progress import PhaseClock, ProgressFn
 from bpe.results import TrainingRun
 from bpe.settings import Settings
-from bpe.shards import Shard
 
 REBUILD_ATTEMPTS = 3  # workers tried for one rebuild before giving up
 LOSSES_PER_CALL = 5  # rebuilds of one shard within one request before giving up

@@ -42,10 +42,12 @@ from bpe.engine.scanner import (
     next_whitespace,
     unicode_tables,
 )
+from bpe.inputs.formats import is_text_type
+from bpe.inputs.read import read_batches
+from bpe.inputs.shard import Shard
 from bpe.pretokenize import Pretokenizer
 from bpe.progress import estimate_text_bytes
 from bpe.settings import check_setting
-from bpe.shards import Shard, is_text_type, read_batches
 
 
 @dataclass
@@ -284,13 +286,18 @@ def holdout_mask(array: pa.LargeStringArray, fraction: float) -> np.ndarray:
     return hash_buckets(data, offsets, HOLDOUT_BUCKETS) < int(round(fraction * HOLDOUT_BUCKETS))
 
 
-# The modules whose code decides counts, relative to the `bpe` package folder.
+# The modules whose code decides counts, relative to the `bpe` package folder: of bpe/inputs/, those
+# that decide which text of a shard is counted (finding the shards and in-memory documents do not:
+# cached counts are a shard's, keyed by its content).
 COUNTING_MODULES = (
     "engine/count.py",
     "engine/hashing.py",
     "engine/scanner.py",
     "pretokenize.py",
-    "shards.py",
+    "inputs/shard.py",
+    "inputs/formats.py",
+    "inputs/selection.py",
+    "inputs/read.py",
     "distributed/counting.py",
 )
 

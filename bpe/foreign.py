@@ -1,0 +1,346 @@
+"""Tokenizers other tools made, read as `Tokenizer`s that give those tools' ids: a Hugging Face
+byte-level BPE tokenizer.json (with the roles of a tokenizer_config.json beside it), GPT-2's
+vocab.json + merges.txt, and tiktoken ranks (a .tiktoken file, or a `tiktoken.Encoding`'s).
+
+`Tokenizer.load` and `Tokenizer.from_tiktoken` come here, passing the class to build. A file in a
+form the tokenizer cannot reproduce exactly (a WordPiece tokenizer.json, a normalizer, ...) raises
+ExportError naming the file and what is not supported. The files `save` writes are `bpe.export`'s,
+which this module shares GPT-2's byte spelling and the file readers with.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bpe import export
+from bpe.errors import ExportError, SettingsError
+from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
+
+if TYPE_CHECKING:
+    from bpe.tokenizer import Tokenizer
+
+
+def load_file(
+    cls: type[Tokenizer], path: Path, pattern: str | None, special_tokens: Sequence[str] | dict[str, int] | None
+) -> Tokenizer:
+    """A tokenizer file made elsewhere: a Hugging Face tokenizer.json or tiktoken ranks."""
+    if path.suffix == ".tiktoken":
+        if pattern is None:
+            raise ExportError(
+                f"{path}: a tiktoken ranks file records no split pattern; give it as pattern "
+                f"({', '.join(NAMED_PATTERNS)} or a regex; --pattern in the command)"
+            )
+        ranks = read_tiktoken_ranks(path)
+        if special_tokens is None:
+            specials = {}
+        elif isinstance(special_tokens, dict):
+            specials = dict(special_tokens)
+        else:
+            specials = {t: max(ranks.values()) + 1 + i for i, t in enumerate(special_tokens)}
+        Pretokenizer(pattern)  # the caller's pattern: a bad one is a SettingsError naming `pattern`
+        return from_ranks(cls, ranks, pattern, specials, str(path))
+    if path.suffix == ".json":
+        only_for_tiktoken(special_tokens, path)
+        if pattern is not None:
+            raise SettingsError(
+                f"pattern: {path} records its own split regex; give pattern only for vocab.json + merges.txt or "
+                "a .tiktoken file",
+                parameter="pattern",
+            )
+        return from_hf_json(cls, path)
+    raise ExportError(f"{path}: not a tokenizer file this can read (a tokenizer.json, a .tiktoken file, or a "
+                      "directory)")  # fmt: skip
+
+
+def only_for_tiktoken(special_tokens: object, path: Path) -> None:
+    """Refuse `special_tokens` for a file that records its own: only a tiktoken ranks file does not."""
+    if special_tokens is not None:
+        raise SettingsError(
+            f"special_tokens: {path} records its special tokens; special_tokens is only for a .tiktoken file",
+            parameter="special_tokens",
+        )
+
+
+# -- Hugging Face tokenizer.json -------------------------------------------------------------------
+
+
+def from_hf_json(cls: type[Tokenizer], path: Path) -> Tokenizer:
+    """A Hugging Face byte-level BPE tokenizer.json made by any tool, with its own ids; the roles
+    come from a tokenizer_config.json beside it, if there is one."""
+    vocab, merges, added, pattern = read_foreign_tokenizer_json(path)
+    for text, token_id in added.items():
+        if text in vocab and vocab[text] != token_id:
+            raise ExportError(f"{path}: added token {text!r} has id {token_id}, model.vocab gives it {vocab[text]}")
+    ordinary = {spelling: token_id for spelling, token_id in vocab.items() if spelling not in added}
+    tok = from_spelled(cls, ordinary, merges, lambda k: f"{path}: model.merges[{k}]", added, pattern,
+                       f"{path}: model.vocab", orphans_are_special=False)  # fmt: skip
+    config = path.parent / export.CONFIG_FILE
+    if config.exists():
+        tok._roles = roles_in_transformers_config(config, tok.special_tokens)
+    return tok
+
+
+def read_foreign_tokenizer_json(path: Path) -> tuple[dict[str, int], list[tuple[str, str]], dict[str, int], str]:
+    """(vocab as spelling -> id, merges as pairs of spellings, added tokens as content -> id, split
+    pattern) of a Hugging Face byte-level BPE `tokenizer.json` made by any tool. A model that is not
+    BPE, a normalizer, a pre-tokenizer that is not byte-level, BPE options that change the result
+    (dropout, word prefixes and suffixes) and added tokens that strip spaces raise ExportError
+    naming the file and what is not supported. The post-processor (a BOS template, say) is not
+    applied: ids are those of the text alone, as `encode(text, add_special_tokens=False)` gives."""
+    doc = export.read_json(path)
+    if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
+        raise ExportError(f"{path}: not a Hugging Face tokenizer.json (no 'model' object)")
+    model = doc["model"]
+    kind = model.get("type", "BPE" if "merges" in model else None)
+    if kind != "BPE":
+        raise ExportError(f"{path}: model type {kind!r} is not supported (only byte-level BPE)")
+    if doc.get("normalizer") is not None:
+        raise ExportError(f"{path}: {_named('normalizer', doc['normalizer'])} is not supported (byte-level BPE "
+                          "encodes the text as it is; a normalizer would change it first)")  # fmt: skip
+    pattern = hf_pattern(path, doc.get("pre_tokenizer"))
+    for option, neutral in (("dropout", (None, 0, 0.0)), ("continuing_subword_prefix", (None, "")),
+                            ("end_of_word_suffix", (None, ""))):  # fmt: skip
+        if model.get(option) not in neutral:
+            raise ExportError(f"{path}: BPE {option} {model[option]!r} is not supported")
+    if not isinstance(model.get("vocab"), dict) or not isinstance(model.get("merges"), list):
+        raise ExportError(f"{path}: its BPE model has no vocab object and merges list")
+    vocab = model["vocab"]
+    for spelling, token_id in vocab.items():
+        if type(token_id) is not int:
+            raise ExportError(f"{path}: model.vocab: token {spelling!r} has id {token_id!r}, not an integer")
+    merges = export.hf_merges(path, model["merges"])
+    added: dict[str, int] = {}
+    for k, token in enumerate(doc.get("added_tokens") or []):
+        if not (isinstance(token, dict) and isinstance(token.get("content"), str) and type(token.get("id")) is int):
+            raise ExportError(f"{path}: added_tokens[{k}] is not a token with a content and an id")
+        stripping = [flag for flag in ("lstrip", "rstrip", "single_word") if token.get(flag)]
+        if stripping:
+            raise ExportError(f"{path}: added token {token['content']!r} has {stripping[0]}=true, which is not "
+                              "supported (special tokens match their exact text)")  # fmt: skip
+        added[token["content"]] = token["id"]
+    return vocab, merges, added, pattern
+
+
+def _named(where: str, part: object) -> str:
+    """A component of tokenizer.json by its type, for an error: "pre_tokenizer Metaspace"."""
+    kind = part.get("type") if isinstance(part, dict) else None
+    return f"{where} {kind}" if kind else f"{where} {json.dumps(part)[:60]}"
+
+
+def hf_pattern(path: Path, pre_tokenizer: object) -> str:
+    """Our split pattern (a name or a regex) for a byte-level pre-tokenizer of tokenizer.json:
+    `ByteLevel` with its own (GPT-2) regex, or `Split` by a regex (pieces isolated, or whitespace
+    removed as `save` writes the `whitespace` pattern) followed by `ByteLevel` without a regex.
+    Anything else raises ExportError naming the file and the part that is not supported."""
+
+    def unsupported(what: str) -> ExportError:
+        return ExportError(f"{path}: {what} is not supported (only byte-level BPE: a ByteLevel pre-tokenizer, "
+                           "alone or after one regex Split)")  # fmt: skip
+
+    steps = pre_tokenizer.get("pretokenizers") if isinstance(pre_tokenizer, dict) else None
+    if not (isinstance(pre_tokenizer, dict) and pre_tokenizer.get("type") == "Sequence"):
+        steps = [pre_tokenizer]
+    if not isinstance(steps, list) or not steps or pre_tokenizer is None:
+        raise unsupported("a tokenizer without a ByteLevel pre-tokenizer")
+    *splits, last = steps
+    if not (isinstance(last, dict) and last.get("type") == "ByteLevel"):
+        raise unsupported(_named("pre_tokenizer", last))
+    if last.get("add_prefix_space"):
+        raise unsupported("ByteLevel with add_prefix_space=true (a space put before the text)")
+    if not splits:
+        if last.get("use_regex", True) is False:
+            raise unsupported("ByteLevel without a regex and without a Split before it (no split at all)")
+        return "gpt2"  # ByteLevel's own regex is GPT-2's
+    if len(splits) > 1:
+        raise unsupported(f"a sequence of {len(steps)} pre-tokenizers")
+    split = splits[0]
+    if not (isinstance(split, dict) and split.get("type") == "Split"):
+        raise unsupported(_named("pre_tokenizer", split))
+    if last.get("use_regex", True) is not False:
+        raise unsupported("a Split followed by ByteLevel with its own regex (two splits)")
+    regex_text = split.get("pattern", {}).get("Regex") if isinstance(split.get("pattern"), dict) else None
+    if not isinstance(regex_text, str):
+        raise unsupported(f"Split by {json.dumps(split.get('pattern'))[:60]} (only a Regex)")
+    behavior, invert = split.get("behavior"), split.get("invert", False)
+    for name, known in NAMED_PATTERNS.items():
+        if export.hf_split_regex(name, known) == (regex_text, behavior, invert):
+            return name
+    if behavior != "Isolated" or invert:
+        raise unsupported(f"Split with behavior {behavior!r}, invert {invert!r} (only 'Isolated')")
+    return regex_text
+
+
+def roles_in_transformers_config(path: Path, special_tokens: dict[str, int]) -> dict[str, str]:
+    """The roles a tokenizer_config.json made elsewhere gives (`"eos_token": "</s>"`, or an added
+    token object with a `content`), keeping those whose token is one of `special_tokens`."""
+    doc = export.read_json(path)
+    roles: dict[str, str] = {}
+    if not isinstance(doc, dict):
+        return roles
+    for role in export.ROLES:
+        value = doc.get(f"{role}_token")
+        token = value.get("content") if isinstance(value, dict) else value
+        if isinstance(token, str) and token in special_tokens:
+            roles[role] = token
+    return roles
+
+
+# -- GPT-2's vocab.json and merges.txt -------------------------------------------------------------
+
+
+def from_gpt2_files(cls: type[Tokenizer], directory: Path, pattern: str) -> Tokenizer:
+    """GPT-2-style files from another tool: ids are the file's; tokens no merge makes are special."""
+    vocab_path, merges_path = directory / export.VOCAB_FILE, directory / export.MERGES_FILE
+    vocab = export.read_vocab_json(vocab_path)
+    merges, line_numbers = export.read_merges(merges_path)
+    return from_spelled(cls, vocab, merges, lambda k: f"{merges_path}:{line_numbers[k]}", {}, pattern,
+                        str(vocab_path), orphans_are_special=True, lacks=vocab_path.name)  # fmt: skip
+
+
+def read_gpt2_files(directory: Path) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """(vocab.json as token spelling -> id, merges.txt as pairs of spellings)."""
+    merges, _ = export.read_merges(directory / export.MERGES_FILE)
+    return export.read_vocab_json(directory / export.VOCAB_FILE), merges
+
+
+def from_spelled(
+    cls: type[Tokenizer],
+    vocab: dict[str, int],
+    merges: list[tuple[str, str]],
+    where: Callable[[int], str],
+    special_tokens: dict[str, int],
+    pattern: str,
+    source: str,
+    *,
+    orphans_are_special: bool,
+    lacks: str = "the vocab",
+) -> Tokenizer:
+    """A tokenizer from a vocabulary in GPT-2's spelling (spelling -> the file's id) and spelled
+    merges, keeping the file's ids. Tokens no merge makes (other than the bytes) are special
+    tokens with `orphans_are_special` (GPT-2's vocab.json lists <|endoftext|> so), an error
+    otherwise. Errors name `source` (the vocabulary) or `where(k)` (merge k)."""
+    file_id_of_bytes: dict[bytes, int] = {}
+    specials = dict(special_tokens)
+    for spelling, file_id in vocab.items():
+        try:
+            file_id_of_bytes[export.unspell(spelling)] = file_id
+        except ExportError:
+            if not orphans_are_special:
+                raise ExportError(f"{source}: token {spelling!r} is not spelled with GPT-2's byte characters, so "
+                                  "this is not a byte-level BPE vocabulary") from None  # fmt: skip
+            specials[spelling] = file_id
+    missing = [b for b in range(256) if bytes([b]) not in file_id_of_bytes]
+    if missing:
+        raise ExportError(f"{source}: lacks the byte token {export.spell(bytes([missing[0]]))!r}")
+    vocab_bytes, merge_ids = export.merge_ids(merges, where, unique=False)
+    ours: dict[int, int] = {}
+    for internal, token in enumerate(vocab_bytes):
+        if token not in file_id_of_bytes:
+            raise ExportError(f"{where(internal - 256)}: makes {export.spell(token)!r}, which {lacks} lacks")
+        ours[internal] = file_id_of_bytes[token]
+    made = set(vocab_bytes)
+    for token, file_id in file_id_of_bytes.items():
+        if token not in made:
+            if not orphans_are_special:
+                raise ExportError(f"{source}: token {export.spell(token)!r} (id {file_id}) is made by no merge "
+                                  "and is not a byte, which a byte-level BPE cannot produce")  # fmt: skip
+            specials[token.decode("utf-8", errors="replace")] = file_id
+    ids_of_tokens = [file_id for token, file_id in file_id_of_bytes.items() if token in made]
+    ids_of_tokens += list(specials.values())
+    if len(set(ids_of_tokens)) != len(ids_of_tokens):
+        raise ExportError(f"{source}: two different tokens have the same id")
+    specials = dict(sorted(specials.items(), key=lambda item: item[1]))
+    n = len(vocab_bytes)
+    natural = all(ours[i] == i for i in range(n)) and list(specials.values()) == list(range(n, n + len(specials)))
+    return cls(merge_ids, pattern, specials, ids=None if natural else ours)
+
+
+# -- tiktoken ranks --------------------------------------------------------------------------------
+
+
+def read_tiktoken_ranks(path: Path) -> dict[bytes, int]:
+    """A tiktoken ranks file made by any tool (`base64(token) rank` a line, in any order) as token
+    bytes -> rank, as tiktoken's `load_tiktoken_bpe` reads it, with errors naming the line."""
+    ranks: dict[bytes, int] = {}
+    seen: dict[int, int] = {}
+    for line_no, line in enumerate(export.read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            raise ExportError(f"{path}:{line_no}: expected a base64 token and its rank separated by a space")
+        try:
+            token = base64.b64decode(parts[0], validate=True)
+        except (binascii.Error, ValueError):
+            raise ExportError(f"{path}:{line_no}: {parts[0]!r} is not base64") from None
+        rank = int(parts[1])
+        if token in ranks or rank in seen:
+            what = f"token {token!r}" if token in ranks else f"rank {rank}"
+            raise ExportError(f"{path}:{line_no}: {what} appears twice")
+        ranks[token] = rank
+        seen[rank] = line_no
+    if not ranks:
+        raise ExportError(f"{path}: holds no token")
+    return ranks
+
+
+def from_ranks(
+    cls: type[Tokenizer], ranks: Mapping[bytes, int], pattern: str, special_tokens: dict[str, int], source: str
+) -> Tokenizer:
+    """A tokenizer from tiktoken ranks (token bytes -> rank = id); errors name `source`."""
+    missing = [b for b in range(256) if bytes([b]) not in ranks]
+    if missing:
+        raise ExportError(f"{source}: lacks the byte token {bytes([missing[0]])!r} (a byte-level BPE has all 256)")
+    taken = set(ranks.values())
+    clash = next((t for t, i in special_tokens.items() if i in taken), None)
+    if clash is not None:
+        raise ExportError(f"{source}: special token {clash!r} has id {special_tokens[clash]}, which a token holds")
+    internal_of = {bytes([b]): b for b in range(256)}
+    ids = {b: int(ranks[bytes([b])]) for b in range(256)}
+    merges: list[tuple[int, int]] = []
+    for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
+        if len(token) == 1:
+            continue
+        parts = merge_parts(ranks, token, rank)
+        if len(parts) != 2:
+            raise ExportError(f"{source}: token {token!r} (rank {rank}) is not the merge of two tokens of lower "
+                              "rank, so these are not BPE ranks")  # fmt: skip
+        internal = 256 + len(merges)
+        merges.append((internal_of[parts[0]], internal_of[parts[1]]))
+        internal_of[token] = internal
+        ids[internal] = int(rank)
+    if pattern == export.WHITESPACE_WORD:  # how to_tiktoken and save spell the whitespace pattern
+        pattern = "whitespace"
+    specials = dict(sorted(special_tokens.items(), key=lambda item: item[1]))
+    natural = all(ids[i] == i for i in ids) and list(specials.values()) == list(
+        range(len(ids), len(ids) + len(specials))
+    )
+    try:
+        return cls(merges, pattern, specials, ids=None if natural else ids)
+    except SettingsError as exc:
+        raise ExportError(f"{source}: {exc}") from None
+
+
+def merge_parts(ranks: Mapping[bytes, int], token: bytes, max_rank: int) -> list[bytes]:
+    """The pieces tiktoken's merging makes of `token`'s bytes using only ranks below `max_rank`:
+    for a BPE ranks table, the two tokens whose merge is `token`.
+
+    >>> merge_parts({b"a": 0, b"b": 1, b"c": 2, b"ab": 3, b"abc": 4}, b"abc", 4)
+    [b'ab', b'c']
+    """
+    parts = [token[i : i + 1] for i in range(len(token))]
+    while len(parts) > 1:
+        best, best_rank = -1, max_rank
+        for i in range(len(parts) - 1):
+            rank = ranks.get(parts[i] + parts[i + 1])
+            if rank is not None and rank < best_rank:
+                best, best_rank = i, rank
+        if best < 0:
+            break
+        parts[best : best + 2] = [parts[best] + parts[best + 1]]
+    return parts

@@ -1,0 +1,107 @@
+"""In-memory documents, what `train(texts)` is given: strings, dict rows, Arrow tables and arrays,
+pandas frames, or Hugging Face datasets, read as they come (never converted whole), and sampled and
+limited by the rules files are (`bpe.inputs.selection`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import pyarrow as pa
+
+from bpe.errors import InputError
+from bpe.inputs.selection import select_documents
+
+
+def iter_texts(
+    texts: object,
+    text_column: str = "text",
+    sample: float | None = None,
+    seed: int = 0,
+    limit: tuple[str, int] | None = None,
+    batch_rows: int = 8192,
+) -> Iterator[str | None]:
+    """The documents of what `train(texts)` was given: an iterable of strings (None: a null row), of
+    dicts (rows: the text in their `text_column` field), or a Hugging Face `datasets.Dataset` /
+    `IterableDataset` (duck-typed, read `batch_rows` at a time, never converted whole), sampled and
+    limited as files are. A bare string is refused here, at once: iterating it would train on its
+    characters (rows are checked as they are read)."""
+    if isinstance(texts, (str, bytes, bytearray)):
+        raise TypeError(
+            f"texts: expected an iterable of documents, such as a list of str, got a {type(texts).__name__}; "
+            "pass [text] to train on one document, or files=path to read a file"
+        )
+    if isinstance(texts, dict):
+        raise TypeError("texts: expected an iterable of documents, got a dict; pass a list of dicts (one per row)")
+    if _is_dataset(texts):
+        documents = _dataset_texts(texts, text_column, batch_rows)
+    elif isinstance(texts, pa.Table) or (hasattr(texts, "columns") and hasattr(texts, "iloc")):  # or pandas'
+        names = texts.column_names if isinstance(texts, pa.Table) else list(texts.columns)
+        if text_column not in names:  # iterating a table would give its column names
+            raise InputError(f"texts: the table has no column {text_column!r}; choose one with text_column",
+                             parameter="text_column")  # fmt: skip
+        documents = _row_texts(texts[text_column].to_pylist() if isinstance(texts, pa.Table) else texts[text_column],
+                               text_column)  # fmt: skip
+    elif isinstance(texts, (pa.Array, pa.ChunkedArray)):
+        documents = iter(texts.to_pylist())
+    elif not isinstance(texts, Iterable):
+        raise TypeError(f"texts: expected an iterable of documents, such as a list of str, got {type(texts).__name__}")
+    else:
+        documents = _row_texts(texts, text_column)
+    if sample is None and limit is None:
+        return documents
+    batches = (pa.array(batch, pa.large_string()) for batch in _batched(documents, batch_rows))
+    return (text for array in select_documents(batches, sample, seed, limit) for text in array.to_pylist())
+
+
+def _is_dataset(texts: object) -> bool:
+    """A Hugging Face `datasets.Dataset` or `IterableDataset` (or anything shaped like one)."""
+    return all(hasattr(texts, name) for name in ("iter", "select_columns", "column_names"))
+
+
+def _dataset_texts(dataset, text_column: str, batch_rows: int) -> Iterator[str | None]:
+    columns = dataset.column_names
+    if columns is not None and text_column not in columns:
+        raise InputError(
+            f"texts: the dataset has no column {text_column!r} (columns: {', '.join(columns) or 'none'}); "
+            "choose one with text_column",
+            parameter="text_column",
+        )
+    row = 0
+    for batch in dataset.select_columns([text_column]).iter(batch_size=batch_rows):
+        for value in batch[text_column]:
+            if value is not None and not isinstance(value, str):
+                raise InputError(f"texts: row {row}: column {text_column!r} holds {type(value).__name__}, not a string")
+            row += 1
+            yield value
+
+
+def _row_texts(rows: Iterable, text_column: str) -> Iterator[str | None]:
+    """Strings as they are; dicts (any mapping) by their `text_column` field; anything else refused."""
+    from collections.abc import Mapping
+
+    for row, value in enumerate(rows):
+        if isinstance(value, Mapping):
+            if text_column not in value:
+                raise InputError(
+                    f"texts: row {row} has no field {text_column!r} (fields: {', '.join(map(str, value)) or 'none'}); "
+                    "choose one with text_column",
+                    parameter="text_column",
+                )
+            value = value[text_column]
+            if value is not None and not isinstance(value, str):
+                raise InputError(f"texts: row {row}: field {text_column!r} holds {type(value).__name__}, not a string")
+        elif value is not None and not isinstance(value, str):
+            raise TypeError(f"texts: row {row} is a {type(value).__name__}, not a str or a dict")
+        yield value
+
+
+def _batched(items: Iterator, n: int) -> Iterator[list]:
+    batch = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= n:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
