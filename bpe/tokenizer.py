@@ -631,6 +631,7 @@ class Tokenizer:
             "or one .tiktoken file)"
         )
 
+    @classmethod
     def _load_remote(cls, url: str, pattern: str | None) -> Tokenizer:
         """Download the tokenizer files under `url` and load them; errors name the URL."""
         present = storage.listing(url)
