@@ -39,10 +39,15 @@ WordState = namedtuple(
     "WordState", ["tokens", "starts", "lengths", "freqs", "pairs", "node_word", "node_next", "touched", "meta"]
 )
 
-# Columns of the pair table: key + 1 (0 = empty slot), head of the list of words holding the
-# pair, delta accumulated since the last report, and (last word linked + 1) | TOUCHED.
-_HEAD, _DELTA, _FLAGS = 1, 2, 3
-TOUCHED = np.int64(1) << np.int64(40)
+# Columns of the pair table (24 bytes a pair: the table is the largest part of a big word table):
+# key + 1 (0 = empty slot), the delta accumulated since the last report, and the links: bits 0-31
+# hold the head of the list of words holding the pair + 1 (0 = none), bits 32-62 the last word
+# linked + 1, and the sign bit is TOUCHED (the delta changed since the last report).
+_DELTA, _LINKS = 1, 2
+_PAIR_COLUMNS = 3
+TOUCHED = np.int64(np.iinfo(np.int64).min)
+_WORD_SHIFT = np.int64(32)
+_LAST_WORD = np.int64(0x7FFFFFFF) << _WORD_SHIFT
 
 # Entries of meta: pairs in the table, nodes ever used, head of the free node list (-1 = empty),
 # touched slots, nodes in the free list.
@@ -132,9 +137,8 @@ def _slot_for(pairs, meta, key):
     i = slot_of(pairs, key)
     if pairs[i, KEY_COLUMN] == 0:
         pairs[i, KEY_COLUMN] = key + 1
-        pairs[i, _HEAD] = -1
         pairs[i, _DELTA] = 0
-        pairs[i, _FLAGS] = 0
+        pairs[i, _LINKS] = 0
         meta[_PAIRS_USED] += 1
     return i
 
@@ -142,8 +146,8 @@ def _slot_for(pairs, meta, key):
 @njit
 def _add_delta(pairs, touched, meta, slot, delta):
     pairs[slot, _DELTA] += delta
-    if not pairs[slot, _FLAGS] & TOUCHED:
-        pairs[slot, _FLAGS] |= TOUCHED
+    if pairs[slot, _LINKS] >= 0:
+        pairs[slot, _LINKS] |= TOUCHED
         touched[meta[_N_TOUCHED]] = slot
         meta[_N_TOUCHED] += 1
 
@@ -151,9 +155,9 @@ def _add_delta(pairs, touched, meta, slot, delta):
 @njit
 def _link(pairs, node_word, node_next, meta, slot, word):
     """Record that `word` holds the pair in `slot` (once per word in a row)."""
-    if pairs[slot, _FLAGS] & LOW32 == word + 1:
+    links = pairs[slot, _LINKS]
+    if links & _LAST_WORD == (word + 1) << _WORD_SHIFT:
         return
-    pairs[slot, _FLAGS] = (pairs[slot, _FLAGS] & ~LOW32) | (word + 1)
     node = meta[_FREE_HEAD]
     if node >= 0:
         meta[_FREE_HEAD] = node_next[node]
@@ -162,8 +166,8 @@ def _link(pairs, node_word, node_next, meta, slot, word):
         node = meta[_NODES_USED]
         meta[_NODES_USED] += 1
     node_word[node] = word
-    node_next[node] = pairs[slot, _HEAD]
-    pairs[slot, _HEAD] = node
+    node_next[node] = (links & LOW32) - 1
+    pairs[slot, _LINKS] = (links & TOUCHED) | ((word + 1) << _WORD_SHIFT) | (node + 1)
 
 
 @njit(cache=True, nogil=True)
@@ -180,7 +184,7 @@ def _build(tokens, starts, lengths, freqs):
         starts,
         lengths,
         freqs,
-        np.zeros((capacity, 4), dtype=np.int64),
+        np.zeros((capacity, _PAIR_COLUMNS), dtype=np.int64),
         np.empty(n_nodes, dtype=np.int32),
         np.empty(n_nodes, dtype=np.int32),
         np.empty(capacity // 2 + 1, dtype=np.int32),
@@ -223,14 +227,14 @@ def _make_room(state, new_pairs, new_nodes):
         while meta[_PAIRS_USED] + new_pairs >= capacity // 2:
             capacity *= 2
         old = pairs
-        pairs = np.zeros((capacity, 4), dtype=np.int64)
+        pairs = np.zeros((capacity, _PAIR_COLUMNS), dtype=np.int64)
         touched = np.empty(capacity // 2 + 1, dtype=np.int32)
         meta[_N_TOUCHED] = 0
         for r in range(len(old)):
             if old[r, KEY_COLUMN] != 0:
                 i = slot_of(pairs, old[r, KEY_COLUMN] - 1)
                 pairs[i] = old[r]
-                if old[r, _FLAGS] & TOUCHED:
+                if old[r, _LINKS] < 0:  # TOUCHED
                     touched[meta[_N_TOUCHED]] = i
                     meta[_N_TOUCHED] += 1
     needed = meta[_NODES_USED] + new_nodes - meta[_FREE_NODES]
@@ -254,8 +258,8 @@ def _apply_merges(state, merges):
         merged = slot_of(pairs, pack(a, b))
         if pairs[merged, KEY_COLUMN] == 0:
             continue  # no word of this shard holds the pair
-        node = pairs[merged, _HEAD]
-        pairs[merged, _HEAD] = -1
+        node = (pairs[merged, _LINKS] & LOW32) - 1
+        pairs[merged, _LINKS] &= ~LOW32
         while node >= 0:
             node = _merge_words(state, node, a, b, new)
             if node >= 0:
@@ -334,6 +338,6 @@ def _take_deltas(state):
             deltas[k] = d
             k += 1
         pairs[slot, _DELTA] = 0
-        pairs[slot, _FLAGS] &= ~TOUCHED
+        pairs[slot, _LINKS] &= ~TOUCHED
     meta[_N_TOUCHED] = 0
     return keys[:k].copy(), deltas[:k].copy()
