@@ -131,9 +131,18 @@ class WordCounts:
             lengths = np.diff(self.offsets)[keep]
             offsets = np.zeros(len(keep) + 1, np.int64)
             np.cumsum(lengths, out=offsets[1:])
-            index = np.repeat(self.offsets[keep], lengths) + (np.arange(offsets[-1]) - np.repeat(offsets[:-1], lengths))
-            parts.append(WordCounts(self.data[index], offsets, self.counts[keep]))
+            parts.append(WordCounts(_gather_words(self.data, self.offsets, keep, offsets), offsets, self.counts[keep]))
         return parts
+
+
+@njit(cache=True, nogil=True)
+def _gather_words(data, offsets, keep, new_offsets):
+    """The bytes of words `keep`, one after another (word i of the result at new_offsets[i])."""
+    out = np.empty(new_offsets[-1], dtype=np.uint8)
+    for i in range(len(keep)):
+        start = offsets[keep[i]]
+        out[new_offsets[i] : new_offsets[i + 1]] = data[start : start + new_offsets[i + 1] - new_offsets[i]]
+    return out
 
 
 @dataclass
