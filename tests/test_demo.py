@@ -53,6 +53,17 @@ def test_demo_runs_the_flow_in_ephemeral_mode(tmp_path):
     assert manifest["evaluation"]["previous_version"] == "v0001"
 
 
+def _command_line(process) -> str:
+    """A process's command line, or "" for one that exited (or became a zombie) meanwhile: the
+    demo starts and reaps short-lived children while the test looks at them."""
+    import psutil
+
+    try:
+        return " ".join(process.cmdline())
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+        return ""
+
+
 def test_the_ephemeral_server_dies_with_a_killed_demo(tmp_path):
     """kill -9 of `bpe demo` mid-run must not leave Prefect's ephemeral server listening."""
     import psutil
@@ -72,7 +83,7 @@ def test_the_ephemeral_server_dies_with_a_killed_demo(tmp_path):
         while not servers:
             assert time.monotonic() < deadline and demo.poll() is None, "no ephemeral server was started"
             children = psutil.Process(demo.pid).children(recursive=True)
-            servers = [c for c in children if "uvicorn" in " ".join(c.cmdline())]
+            servers = [c for c in children if "uvicorn" in _command_line(c)]
             time.sleep(0.2)
         demo.kill()
         demo.wait(30)
@@ -82,5 +93,5 @@ def test_the_ephemeral_server_dies_with_a_killed_demo(tmp_path):
         if demo.poll() is None:
             demo.kill()
         for child in psutil.Process().children(recursive=True):
-            if "uvicorn" in " ".join(child.cmdline()):
+            if "uvicorn" in _command_line(child):
                 child.kill()
