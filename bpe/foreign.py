@@ -202,12 +202,6 @@ def from_gpt2_files(cls: type[Tokenizer], directory: Path, pattern: str) -> Toke
                         str(vocab_path), orphans_are_special=True, lacks=vocab_path.name)  # fmt: skip
 
 
-def read_gpt2_files(directory: Path) -> tuple[dict[str, int], list[tuple[str, str]]]:
-    """(vocab.json as token spelling -> id, merges.txt as pairs of spellings)."""
-    merges, _ = export.read_merges(directory / export.MERGES_FILE)
-    return export.read_vocab_json(directory / export.VOCAB_FILE), merges
-
-
 def from_spelled(
     cls: type[Tokenizer],
     vocab: dict[str, int],

@@ -179,14 +179,15 @@ def _learn_on_sleeping_threads(
 
         def run_rounds(budget: int) -> tuple[np.ndarray, int]:
             made: list[np.ndarray] = []
-            while sum(map(len, made)) < budget:
-                wanted = 1 if one_per_round else budget - sum(map(len, made))
-                queue._state, batch = _next_round(queue._state, wanted, min_frequency)
+            n = 0
+            while n < budget:
+                queue._state, batch = _next_round(queue._state, 1 if one_per_round else budget - n, min_frequency)
                 if not len(batch):
                     break
                 for keys, deltas in words.apply_and_take(batch[:, :3]):
                     queue._state = _add(queue._state, keys, deltas)
                 made.append(batch)
+                n += len(batch)
             return (np.concatenate(made) if made else np.zeros((0, 4), np.int64)), len(made)
 
         batches, done, rounds = drive(run_rounds, n_merges, progress)
