@@ -9,6 +9,7 @@ import argparse
 import errno
 import logging
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -16,9 +17,10 @@ import time
 from pathlib import Path
 
 from bpe.errors import require_extra
-from bpe.settings import ENGINES, PATTERNS, TEXT_FORMATS, TIE_BREAKS
+from bpe.settings import DEFAULT_PATTERN, ENGINES, PATTERNS, TEXT_FORMATS, TIE_BREAKS
 
 EXIT_ERROR = 1
+STATE_DIR = Path(".bpe-cluster")  # bpe cluster's default --state-dir
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,6 +104,9 @@ FLAGS = {
     "unk_token": "--unk-token",
     "min_frequency": "--min-frequency",
     "tie_break": "--tie-break",
+    "max_token_length": "--max-token-length",
+    "model_max_length": "--model-max-length",
+    "also_save": "--also-save",
     "text_column": "--text-column",
     "text_format": "--text-format",
     "limit": "--limit",
@@ -150,6 +155,13 @@ def build_parser() -> argparse.ArgumentParser:
     for role in ("bos", "eos", "pad", "unk"):  # roles transformers reads from tokenizer_config.json
         t.add_argument(f"--{role}-token", metavar="TOKEN", help=f"the {role} token for transformers (added as a "
                        "special token if no --special-token names it)")  # fmt: skip
+    t.add_argument("--model-max-length", type=int, metavar="TOKENS",
+                   help="the model's longest input, written to tokenizer_config.json: what transformers' "
+                   "truncation=True cuts to (unset: transformers truncates nothing)")  # fmt: skip
+    t.add_argument("--also-save", metavar="SIZES",
+                   help="also write the tokenizers of these smaller vocabulary sizes (comma-separated: "
+                   "8192,16384), cut from the same run (exactly what training with that --vocab-size gives), as "
+                   "<out>-<size>")  # fmt: skip
     t.set_defaults(run=run_train)
 
     e = sub.add_parser("encode", help="write the token ids of files (any training format), stdin or text arguments")
@@ -172,7 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a text file is one document (doc, the default) or one document per line (lines)")  # fmt: skip
     e.add_argument("--threads", type=int, default=None, help="encoding threads (default: the cores available)")
     e.add_argument("--quiet", action="store_true", help="no progress line and no summary on stderr")
-    e.add_argument("--special-as-text", action="store_true", help="encode special tokens in the text as ordinary text")
+    special = e.add_mutually_exclusive_group()
+    special.add_argument("--allow-special", action="store_true",
+                         help="encode special tokens' text in the input as the special tokens (by default it is "
+                         "an error, naming the file and row)")  # fmt: skip
+    special.add_argument("--special-as-text", action="store_true",
+                         help="encode special tokens' text in the input as ordinary text")  # fmt: skip
     e.add_argument("--pattern", help="split pattern for a directory holding only vocab.json + merges.txt")
     e.set_defaults(run=run_encode)
 
@@ -238,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
         cl_sub.add_parser("status", help="show the processes"),
         cl_sub.add_parser("down", help="stop them"),
     ):
-        p.add_argument("--state-dir", type=Path, default=Path(".bpe-cluster"), help="where PIDs and logs are kept")
+        p.add_argument("--state-dir", type=Path, default=STATE_DIR, help="where PIDs and logs are kept")
     cl.set_defaults(run=run_cluster)
 
     dep = sub.add_parser("deploy", help="register the train-bpe deployments (one per conf/*.yaml) on a Prefect server")
@@ -250,7 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_training_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vocab-size", type=int, required=True, help="tokens in all: 256 bytes + merges + special tokens")
-    p.add_argument("--pattern", default="cl100k", help=f"{', '.join(PATTERNS)}, or a regex (default: cl100k)")
+    p.add_argument("--pattern", default=DEFAULT_PATTERN,
+                   help=f"{', '.join(PATTERNS)}, or a regex (default: {DEFAULT_PATTERN})")  # fmt: skip
     p.add_argument("--special-token", action="append", default=[], dest="special_tokens", metavar="TOKEN",
                    help="a special token, kept whole and never merged (repeat the flag for several; their ids "
                    "follow the merges)")  # fmt: skip
@@ -266,6 +284,9 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
     p.add_argument("--min-frequency", type=int, default=1, help="stop when the best pair occurs fewer times")
     p.add_argument("--tie-break", choices=TIE_BREAKS, default="bytes", help="order of pairs with equal counts")
+    p.add_argument("--max-token-length", type=int, default=None, metavar="BYTES",
+                   help="no merge makes a token longer than this (at least 2); such pairs are skipped "
+                   "(default: no limit)")  # fmt: skip
     p.add_argument("--threads", type=int, default=None,
                    help="threads for counting and the merge loop (default: the cores available)")  # fmt: skip
     p.add_argument("--engine", choices=ENGINES, default="local", help="dask needs the [dask] extra")
@@ -273,7 +294,7 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=None, help="workers of the local Dask cluster (engine dask)")
     p.add_argument("--scratch", help="where the Dask engine keeps word shards and checkpoints: a path every worker "
                    "shares or an object store URL (default: a temporary directory on this machine)")  # fmt: skip
-    p.add_argument("--quiet", action="store_true", help="no progress bars (drawn only on a terminal anyway)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars and no summary (errors still show)")
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -284,6 +305,11 @@ def run_train(args: argparse.Namespace) -> int:
     from bpe.train import train
 
     _check_out(args.out, args.force)
+    roles = {role: token for role in ("bos", "eos", "pad", "unk")
+             if (token := getattr(args, f"{role}_token")) is not None}  # fmt: skip
+    also_save = also_save_sizes(args.also_save, args.vocab_size, args.special_tokens, roles)
+    for size in also_save:
+        _check_out(also_save_path(args.out, size), args.force)
     skipped = Skipped()
     shards = discover(args.inputs, skipped)
     if skipped:
@@ -311,10 +337,11 @@ def run_train(args: argparse.Namespace) -> int:
                 vocab_size=args.vocab_size,
                 pattern=args.pattern,
                 special_tokens=args.special_tokens,
-                special_token_roles={role: token for role in ("bos", "eos", "pad", "unk")
-                                     if (token := getattr(args, f"{role}_token")) is not None},  # fmt: skip
+                special_token_roles=roles,
+                model_max_length=args.model_max_length,
                 min_frequency=args.min_frequency,
                 tie_break=args.tie_break,
+                max_token_length=args.max_token_length,
                 text_column=args.text_column,
                 text_format=args.text_format,
                 limit=args.limit,
@@ -329,22 +356,76 @@ def run_train(args: argparse.Namespace) -> int:
         if progress is not None:
             progress.finish()  # ends the bar's line, so that a message after it starts a line of its own
     tokenizer.save(args.out, force=args.force)
+    saved, not_reached = save_truncations(tokenizer, args.out, also_save, args.force)
     tokenizer.manifest["seconds"]["total"] = round(time.perf_counter() - started, 3)
+    record = summary_record(tokenizer.manifest, args.out)
+    record["also_saved"] = [{"out": out, "vocab_size": size} for out, size in saved]
+    record["warnings"] += [f"--also-save {size}: the run stopped at {tokenizer.vocab_size:,} tokens; not written"
+                           for size in not_reached]  # fmt: skip
     if args.json:
         import json
 
-        print(json.dumps(summary_record(tokenizer.manifest, args.out)))
+        print(json.dumps(record))
+    elif args.quiet:  # no summary; what the user must know still shows
+        for warning in record["warnings"]:
+            print(f"bpe: warning: {warning}", file=sys.stderr)
     else:
-        print(summary(tokenizer.manifest, args.out))
+        print(summary(tokenizer.manifest, args.out, record))
     return 0
+
+
+def also_save_sizes(text: str | None, vocab_size: int, special_tokens: list[str], roles: dict[str, str]) -> list[int]:
+    """`--also-save 8192,16384` as sizes, largest first, each checked before training: below
+    --vocab-size, and at least the 256 bytes plus the special tokens (the role tokens included).
+
+    >>> also_save_sizes("300, 280,300", 400, ["<|endoftext|>"], {})
+    [300, 280]
+    """
+    from bpe.errors import SettingsError
+    from bpe.tokenizer import with_role_tokens
+
+    if text is None:
+        return []
+    smallest = 256 + len(with_role_tokens(special_tokens, roles))
+    sizes = []
+    for part in text.split(","):
+        size = int(part) if part.strip().isdigit() else None
+        if size is None or not smallest <= size < vocab_size:
+            raise SettingsError(f"also_save: expected vocabulary sizes from {smallest} (256 bytes + special tokens) "
+                                f"to below --vocab-size {vocab_size}, separated by commas, got {part.strip()!r}",
+                                parameter="also_save")  # fmt: skip
+        sizes.append(size)
+    return sorted(set(sizes), reverse=True)
+
+
+def also_save_path(out: str, size: int) -> str:
+    """Where `--also-save` writes the tokenizer of `size` tokens: beside --out, as `<out>-<size>`
+    (`tok/` -> `tok-8192`, `s3://bucket/tok/` -> `s3://bucket/tok-8192`)."""
+    return f"{str(out).rstrip('/')}-{size}"
+
+
+def save_truncations(tokenizer, out: str, sizes: list[int], force: bool) -> tuple[list[tuple[str, int]], list[int]]:
+    """Save `tokenizer.truncated(size)` for each size the run reached, its manifest naming the run's
+    --out; returns what was written ((path, size)) and the sizes above what the run reached."""
+    saved, not_reached = [], []
+    for size in sizes:
+        if size > tokenizer.vocab_size:  # pairs ran out before the vocabulary was full
+            not_reached.append(size)
+            continue
+        small = tokenizer.truncated(size)
+        small.manifest["truncation"]["of"] = str(out)
+        path = also_save_path(out, size)
+        small.save(path, force=force)
+        saved.append((path, size))
+    return saved, not_reached
 
 
 def _say_compiling(progress) -> None:
     """Say, before the long silence, why the first run of a new version is slow."""
     if progress is not None:
         progress.finish()
-    print("bpe: compiling the kernels for this version of bpe (first run only, about half a minute on 2 cores; "
-          "later runs load them from the cache)...", file=sys.stderr, flush=True)  # fmt: skip
+    print("bpe: compiling the kernels for this version of bpe (first run only: later runs load them from the "
+          "cache; the summary says how long it took)...", file=sys.stderr, flush=True)  # fmt: skip
 
 
 def _check_out(out: str, force: bool) -> None:
@@ -407,9 +488,9 @@ def _check_remote_out(out: str, force: bool) -> None:
         raise FileExistsError(f"{out}: exists and holds other files; choose an empty or new prefix")
 
 
-def summary(manifest: dict, out: str | Path) -> str:
-    """The short report printed after training (`summary_record` as text)."""
-    d = summary_record(manifest, out)
+def summary(manifest: dict, out: str | Path, record: dict | None = None) -> str:
+    """The short report printed after training (`summary_record`, or `record`, as text)."""
+    d = summary_record(manifest, out) if record is None else record
     s = d["seconds"]
     mb, loop_s = d["bytes"] / 1e6, s.get("merge_loop", s.get("merge", 0))
     stopped = STOP_REASONS.get(d["stop_reason"], d["stop_reason"])
@@ -427,6 +508,9 @@ def summary(manifest: dict, out: str | Path) -> str:
     ]
     if d["inputs"] is not None:
         lines.insert(2, f"  inputs    {d['inputs']}")
+    for saved in d.get("also_saved", []):
+        where, size = saved["out"].rstrip("/"), saved["vocab_size"]
+        lines.append(f"  also      {where}/ (vocabulary {size:,}: the same run's first merges)")
     lines += [f"warning: {w}" for w in d["warnings"]]
     return "\n".join(lines)
 
@@ -445,6 +529,9 @@ def summary_record(manifest: dict, out: str | Path) -> dict:
     warnings = []
     if r["stop_reason"] == "no_pairs":
         warnings.append(f"pairs ran out after {r['merges']:,} merges; the vocabulary is smaller than asked")
+    elif r["stop_reason"] == "max_token_length":
+        warnings.append(f"only pairs too long for --max-token-length were left after {r['merges']:,} merges; "
+                        "the vocabulary is smaller than asked")  # fmt: skip
     return {
         "out": str(out),
         "vocab_size": r["vocab_size"],
@@ -467,6 +554,7 @@ STOP_REASONS = {
     "vocab_size": "vocabulary size reached",
     "min_frequency": "best pair below --min-frequency",
     "no_pairs": "no pairs left",
+    "max_token_length": "every pair left would make a token longer than --max-token-length",
 }
 
 
@@ -489,7 +577,8 @@ def run_encode(args: argparse.Namespace) -> int:
         summary = encode_inputs(
             tokenizer, inputs, out=args.out, format=args.format, force=args.force, eot=args.eot,
             offsets=args.offsets, text_column=args.text_column, text_format=args.text_format,
-            num_threads=args.threads, special_as_text=args.special_as_text, progress=named and not args.quiet,
+            num_threads=args.threads, allow_special=args.allow_special, special_as_text=args.special_as_text,
+            progress=named and not args.quiet,
         )  # fmt: skip
     except BrokenPipeError:  # `bpe encode tok big.txt | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -524,8 +613,8 @@ def run_warm(args: argparse.Namespace) -> int:
     from bpe.warm import warm_kernels
 
     def say_compiling() -> None:
-        print(f"bpe: compiling the kernels into {numba.config.CACHE_DIR} (about half a minute on 2 cores)...",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(f"bpe: compiling the kernels the cache lacks into {numba.config.CACHE_DIR}...", file=sys.stderr,
+              flush=True)  # fmt: skip
 
     warmed = warm_kernels(on_compile=say_compiling)
     if warmed.kernels_compiled:
@@ -719,7 +808,10 @@ def run_cluster(args: argparse.Namespace) -> int:
         print(f"Dask scheduler  {urls['dask_scheduler']}  ({args.workers} worker(s))")
         print(f"Dask dashboard  {urls['dask_dashboard']}")
         auth = state["client_env"]["PREFECT_API_AUTH_STRING"]
-        print(f"logs in {args.state_dir}/logs; stop: bpe cluster down")
+        stop = "bpe cluster down"
+        if args.state_dir != STATE_DIR:
+            stop += f" --state-dir {shlex.quote(str(args.state_dir))}"
+        print(f"logs in {args.state_dir}/logs; stop: {stop}")
         print("Dask runs over TLS and the Prefect API wants its auth string (see the README's trust model); run:")
         print(f"  PREFECT_API_URL={urls['prefect_api']} PREFECT_API_AUTH_STRING={auth} "
               "prefect deployment run 'train-bpe/demo'")  # fmt: skip

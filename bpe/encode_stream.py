@@ -14,6 +14,10 @@ Outputs (`FORMATS`): `txt` (one line of space-separated ids per document), `json
 tokenizer's end-of-text token after each document; `offsets` writes where each document starts in
 the flat sequence (an int64 .npy of documents + 1 entries). A file is written under a temporary
 name beside it and renamed into place when complete; an existing one is kept unless `force`.
+
+A special token's text inside a document (`<|endoftext|>` typed into a web page) is an error naming
+the file and document, as in `Tokenizer.encode`: it would otherwise become a document boundary
+that no one put there. `allow_special` encodes it as the special token, `special_as_text` as text.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bpe.errors import InputError, SettingsError
+from bpe.errors import InputError, SettingsError, SpecialTokenError, full_disk, is_full
 from bpe.inputs.discover import Skipped, discover
 from bpe.inputs.formats import check_parquet
 from bpe.inputs.read import read_batches
@@ -171,6 +175,25 @@ class _Batch:
     text_bytes: int = 0
     read: int = 0
     nulls: int = 0
+    origins: list[_Origin] = field(default_factory=list)
+
+    def origin_of(self, index: int) -> str:
+        """Where text `index` of the batch comes from: `data.parquet: document 12` (counting the
+        file's documents from 0), or the file alone for a text file read as one document."""
+        origin = next(o for o in reversed(self.origins) if o.start <= index)
+        if origin.document is None:
+            return origin.path
+        return f"{origin.path}: document {origin.document + index - origin.start}"
+
+
+@dataclass
+class _Origin:
+    """Texts `start`, `start + 1`, ... of a batch are documents `document`, `document + 1`, ... of
+    the file `path` (None: pieces of a file read as one document)."""
+
+    start: int
+    path: str
+    document: int | None
 
 
 @dataclass
@@ -196,7 +219,12 @@ def read_texts(
     batch = _Batch()
     for shard in shards:
         strip = drop_final_newline and shard.path == STDIN_NAME
+        whole = shard.kind == "txt" and shard.text_format == "doc"
+        documents = 0
         for texts, ends, text_bytes, read, nulls in _documents(shard, text_column, tokenizer, strip):
+            if texts:
+                batch.origins.append(_Origin(len(batch.texts), shard.path, None if whole else documents))
+                documents += len(texts)
             batch.texts += texts
             batch.ends += ends
             batch.text_bytes += text_bytes
@@ -245,13 +273,28 @@ def _utf8_bytes(array: pa.Array) -> int:
 
 
 def encode_texts(
-    batches: Iterable[_Batch], tokenizer: Tokenizer, num_threads: int, special_as_text: bool, eot: int | None
+    batches: Iterable[_Batch],
+    tokenizer: Tokenizer,
+    num_threads: int,
+    special_as_text: bool,
+    eot: int | None,
+    allow_special: bool = False,
 ) -> Iterator[_Encoded]:
     """Each batch encoded on `num_threads` threads, its pieces of one document joined, and `eot`
-    (an id, or None) appended after each document that ends in it."""
+    (an id, or None) appended after each document that ends in it. A special token's text in a
+    document is an error naming the document (so that no document can forge a boundary), unless
+    `allow_special` encodes it as the special token or `special_as_text` as ordinary text."""
+    allowed = "all" if allow_special else ()
     for batch in batches:
-        ids, offsets = tokenizer.encode_batch_to_numpy(batch.texts, num_threads=num_threads,
-                                                       special_as_text=special_as_text)  # fmt: skip
+        try:
+            ids, offsets = tokenizer.encode_batch_to_numpy(
+                batch.texts, num_threads=num_threads, allowed_special=allowed, special_as_text=special_as_text
+            )
+        except SpecialTokenError as exc:
+            raise SpecialTokenError(
+                f"{batch.origin_of(exc.row or 0)}: holds the special token {exc.token!r} as text; pass "
+                "--allow-special to encode it as the special token, or --special-as-text as ordinary text"
+            ) from None
         tokens = len(ids)
         ends = offsets[1:][np.asarray(batch.ends, dtype=bool)] if batch.texts else np.zeros(0, np.int64)
         if eot is not None and len(ends):
@@ -313,7 +356,7 @@ class _Target:
     temporary file). A path that exists but is no regular file (/dev/null, a FIFO) is written to."""
 
     def __init__(self, path: str | None, binary: bool, force: bool, flag: str = "--out") -> None:
-        self.path, self.binary, self.in_place = path, binary, False
+        self.path, self.binary, self.flag, self.in_place = path, binary, flag, False
         if path is None:
             self.temporary = None
             return
@@ -332,9 +375,20 @@ class _Target:
     def open(self) -> IO:
         if self.temporary is None:
             return sys.stdout.buffer if self.binary else sys.stdout
+        try:
+            stream: IO = io.BufferedWriter(_OutputFile(self.temporary, self))
+        except OSError as exc:
+            if not is_full(exc):
+                raise
+            raise full_disk(exc, self.shown) from exc
         if self.binary:
-            return open(self.temporary, "wb")
-        return open(self.temporary, "w", encoding="utf-8", newline="\n")
+            return stream
+        return io.TextIOWrapper(stream, encoding="utf-8", newline="\n")
+
+    @property
+    def shown(self) -> str:
+        """How messages name the output: `--out ids.npy`, as the user gave it."""
+        return f"{self.flag} {self.path}"
 
     def commit(self) -> None:
         if self.temporary is not None and not self.in_place:
@@ -346,6 +400,24 @@ class _Target:
                 os.unlink(self.temporary)
             except FileNotFoundError:
                 pass
+
+
+class _OutputFile(io.FileIO):
+    """The file a `_Target` is written to: a full disk (or quota) is an error in one line naming the
+    user's path and how far the file got, never the temporary file's name."""
+
+    def __init__(self, name: str, target: _Target) -> None:
+        super().__init__(name, "wb")
+        self.target = target
+
+    def write(self, data) -> int:  # type: ignore[override]
+        try:
+            return super().write(data)
+        except OSError as exc:
+            if not is_full(exc):
+                raise
+            got = "" if self.target.in_place else f"after writing {self.tell():,} bytes"
+            raise full_disk(exc, self.target.shown, got) from exc
 
 
 class _TextWriter:
@@ -457,16 +529,27 @@ class Summary:
 
     def line(self) -> str:
         """`encoded 292,218 documents from 8 file(s): 49.0 MB -> 12,705,101 tokens (3.854 bytes per
-        token) in 5.2 s: 9.4 MB/s, 2,443,289 tokens/s; npy (uint16) -> ids.npy`."""
+        token) in 5.2 s: 9.4 MB/s, 2,443,289 tokens/s; npy (uint16) -> ids.npy`. The tokens are the
+        ids written; with end-of-text ids among them, `(12,412,883 of text + 292,218 end-of-text;
+        3.948 bytes per text token)`."""
         s = max(self.seconds, 1e-9)
         nulls = f" ({self.nulls:,} null rows skipped)" if self.nulls else ""
-        per_token = f" ({self.text_bytes / self.tokens:.3f} bytes per token)" if self.tokens else ""
         kind = f"{self.format} ({self.dtype})" if self.format in ("npy", "bin") else self.format
         return (
             f"encoded {self.documents:,} document(s){nulls} from {self.files} input(s): "
-            f"{self.text_bytes / 1e6:,.1f} MB -> {self.tokens:,} tokens{per_token} in {self.seconds:.1f} s: "
-            f"{self.text_bytes / 1e6 / s:,.1f} MB/s, {self.tokens / s:,.0f} tokens/s; {kind} -> {self.out}"
+            f"{self.text_bytes / 1e6:,.1f} MB -> {self.ids_written:,} tokens{self._breakdown()} in "
+            f"{self.seconds:.1f} s: {self.text_bytes / 1e6 / s:,.1f} MB/s, {self.ids_written / s:,.0f} tokens/s; "
+            f"{kind} -> {self.out}"
         )
+
+    def _breakdown(self) -> str:
+        """` (3.854 bytes per token)`, or with end-of-text ids written, how many, and the bytes per
+        token of the text alone."""
+        end_of_text = self.ids_written - self.tokens
+        parts = [f"{self.tokens:,} of text + {end_of_text:,} end-of-text"] if end_of_text else []
+        if self.tokens:
+            parts.append(f"{self.text_bytes / self.tokens:.3f} bytes per {'text ' if end_of_text else ''}token")
+        return f" ({'; '.join(parts)})" if parts else ""
 
 
 class _Progress:
@@ -480,7 +563,7 @@ class _Progress:
     def update(self, batch: _Encoded) -> None:
         self.read += batch.read
         self.text_bytes += batch.text_bytes
-        self.tokens += batch.tokens
+        self.tokens += len(batch.ids)  # as the summary counts them: the ids written
         now = time.perf_counter()
         if not self.enabled or now - self.last < 0.25:
             return
@@ -518,6 +601,7 @@ def encode_inputs(
     text_column: str = "text",
     text_format: str = "doc",
     num_threads: int | None = None,
+    allow_special: bool = False,
     special_as_text: bool = False,
     progress: bool = True,
     batch_bytes: int | None = None,
@@ -537,6 +621,7 @@ def encode_inputs(
         if eot_id is None:
             raise SettingsError("--eot: this tokenizer has no end-of-text token (<|endoftext|> or an eos role)")
     threads = num_threads or _cores()
+    check_distinct(out, offsets)
     target = _Target(out, fmt in ("npy", "bin"), force)
     offsets_target = _Target(offsets, True, force, flag="--offsets") if offsets else None
     shards, skipped = find_shards(inputs, text_format, text_column)
@@ -558,7 +643,7 @@ def encode_inputs(
         offsets_stream = offsets_target.open() if offsets_target is not None else None
         offsets_writer = _Offsets(offsets_stream) if offsets_stream is not None else None
         batches = read_texts(shards, text_column, tokenizer, batch_bytes or BATCH_BYTES, drop_final_newline=True)
-        encoded = ahead(encode_texts(ahead(batches), tokenizer, threads, special_as_text, eot_id))
+        encoded = ahead(encode_texts(ahead(batches), tokenizer, threads, special_as_text, eot_id, allow_special))
         try:
             for batch in encoded:
                 writer.write(batch.ids, batch.ends)
@@ -586,12 +671,37 @@ def encode_inputs(
     except BaseException:
         for stream_ in (stream, offsets_stream):
             if stream_ is not None and stream_ not in (sys.stdout, sys.stdout.buffer):
-                stream_.close()
+                _close_abandoned(stream_)
         for t in targets:
             t.abort()
         raise
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def check_distinct(out: str | None, offsets: str | None) -> None:
+    """Refuse `--out` and `--offsets` naming one file (`ids.npy`, `./ids.npy`, through a symlinked
+    directory): each would be written over the other. Checked before anything is written."""
+    if out is not None and offsets is not None and _replaced(out) == _replaced(offsets):
+        raise SettingsError(f"--out {out} and --offsets {offsets} name the same file; give each its own path")
+
+
+def _replaced(path: str) -> str:
+    """The file that writing `path` puts in place: its directory resolved and its name (a symlink
+    there is replaced, not followed), or, for a device or FIFO written in place, the path resolved."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        return os.path.realpath(path)
+    directory, name = os.path.split(os.path.abspath(path))
+    return os.path.join(os.path.realpath(directory), name)
+
+
+def _close_abandoned(stream: IO) -> None:
+    """Close an output being given up: what it still buffers may not fit (a full disk), and is
+    dropped rather than raised again, so that the temporary file is removed after it."""
+    try:
+        stream.close()
+    except OSError:
+        pass
 
 
 def map_large_blocks() -> None:

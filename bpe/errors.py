@@ -29,7 +29,11 @@ class ExportError(BpeError):
 
 
 class SpecialTokenError(BpeError, ValueError):
-    """The text holds a special token the caller did not allow."""
+    """The text holds a special token the caller did not allow. `row` is the text's index in a
+    batch (None for one text), `token` the special token found."""
+
+    row: int | None = None
+    token: str | None = None
 
 
 class WorkersLost(BpeError, RuntimeError):
@@ -42,6 +46,28 @@ class SchedulerLost(BpeError, RuntimeError):
 
 class MissingExtra(BpeError, ImportError):
     """A feature whose install extra is missing, e.g. the Dask engine without `[dask]`."""
+
+
+class OutputError(BpeError, OSError):
+    """An output that could not be written (a full disk, a quota), named as the user named it;
+    `errno` is the operating system's (ENOSPC, EDQUOT). Nothing half-written is left in its place."""
+
+
+def is_full(exc: BaseException) -> bool:
+    """Whether `exc` is the disk, or the user's quota, running out of room."""
+    import errno
+
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def full_disk(exc: OSError, path: object, doing: str = "") -> OutputError:
+    """`path: no space left on device <doing>`: the OS error of a full disk (or quota) in one line
+    naming the user's `path` rather than a temporary file's, with the same errno."""
+    reason = exc.strerror or "No space left on device"
+    message = f"{path}: {reason[:1].lower()}{reason[1:]}"
+    error = OutputError(f"{message} {doing}" if doing else message)
+    error.errno = exc.errno
+    return error
 
 
 EXTRAS = {

@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from bpe import storage
-from bpe.errors import ExportError
+from bpe.errors import ExportError, full_disk, is_full
 from bpe.leftovers import sweep, temporary_prefix
 
 MERGES_FILE = "merges.txt"
@@ -206,15 +206,20 @@ def special_tokens_map(special_tokens: dict[str, int], roles: dict[str, str]) ->
 ADDED_TOKEN_FLAGS = {"lstrip": False, "normalized": False, "rstrip": False, "single_word": False, "special": True}
 
 
-def transformers_config(special_tokens: dict[str, int], roles: dict[str, str]) -> dict:
+def transformers_config(
+    special_tokens: dict[str, int], roles: dict[str, str], model_max_length: int | None = None
+) -> dict:
     """tokenizer_config.json: a `PreTrainedTokenizerFast` over tokenizer.json, with the special
     tokens' roles. `clean_up_tokenization_spaces` is off so that decoding gives the text back
     exactly (transformers would otherwise drop the space in " ." and "n 't"); the model inputs are
-    the ids and the attention mask (no token type ids: a byte-level BPE has one segment)."""
+    the ids and the attention mask (no token type ids: a byte-level BPE has one segment).
+    `model_max_length`, when set, is what `truncation=True` cuts to."""
+    length = {} if model_max_length is None else {"model_max_length": model_max_length}
     return {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "clean_up_tokenization_spaces": False,
         "model_input_names": ["input_ids", "attention_mask"],
+        **length,
         **special_tokens_map(special_tokens, roles),
         "added_tokens_decoder": {
             str(token_id): {**ADDED_TOKEN_FLAGS, "content": text} for text, token_id in special_tokens.items()
@@ -222,9 +227,11 @@ def transformers_config(special_tokens: dict[str, int], roles: dict[str, str]) -
     }
 
 
-def write_transformers_files(directory: Path, special_tokens: dict[str, int], roles: dict[str, str]) -> None:
+def write_transformers_files(
+    directory: Path, special_tokens: dict[str, int], roles: dict[str, str], model_max_length: int | None = None
+) -> None:
     """Write tokenizer_config.json and special_tokens_map.json beside tokenizer.json."""
-    for name, doc in ((CONFIG_FILE, transformers_config(special_tokens, roles)),
+    for name, doc in ((CONFIG_FILE, transformers_config(special_tokens, roles, model_max_length)),
                       (SPECIAL_MAP_FILE, special_tokens_map(special_tokens, roles))):  # fmt: skip
         (directory / name).write_text(json.dumps(doc, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
 
@@ -256,14 +263,47 @@ def read_json(path: Path) -> object:
 
 
 def read_vocab_json(path: Path) -> dict[str, int]:
-    """vocab.json as token spelling -> id (a JSON object of integers, or ExportError)."""
+    """vocab.json as token spelling -> id (a JSON object of integers that `check_ids` takes, or ExportError)."""
     vocab = read_json(path)
     if not isinstance(vocab, dict):
         raise ExportError(f"{path}: expected a JSON object of token -> id, got {type(vocab).__name__}")
     for spelling, token_id in vocab.items():
         if type(token_id) is not int:
             raise ExportError(f"{path}: token {spelling!r} has id {token_id!r}, not an integer")
+    check_ids(str(path), vocab)
     return vocab
+
+
+# Token ids are written as uint32 (.npy, .bin) and are tiktoken's u32 ranks. Tables indexed by id
+# (id -> token) have the largest id + 1 entries, so ids must also be dense: at most twice the tokens
+# plus 2**20 (an 8 MB table at worst), which leaves room for gaps and special tokens set far apart.
+ID_LIMIT = 1 << 32
+SPARSE_IDS = 1 << 20
+
+
+def max_id(tokens: int) -> int:
+    """The largest id a vocabulary of `tokens` tokens may give."""
+    return min(ID_LIMIT - 1, 2 * tokens + SPARSE_IDS - 1)
+
+
+def id_problem(token: str | bytes, token_id: int, tokens: int, kind: str = "id") -> str | None:
+    """Why `token_id` cannot be `token`'s id in a vocabulary of `tokens` tokens, or None."""
+    if not 0 <= token_id < ID_LIMIT:
+        return f"token {token!r} has {kind} {token_id}, outside 0 to {ID_LIMIT - 1} (ids are unsigned 32-bit)"
+    if token_id > max_id(tokens):
+        return (f"token {token!r} has {kind} {token_id}, too sparse for {tokens} tokens (ids may go up to "
+                f"{max_id(tokens)}: twice the tokens plus {SPARSE_IDS})")  # fmt: skip
+    return None
+
+
+def check_ids(where: str, ids: dict[str, int] | dict[bytes, int], tokens: int | None = None) -> None:
+    """Raise ExportError naming `where` and the first token whose id `id_problem` refuses; `tokens`
+    is the vocabulary's size (the number of `ids` unless given)."""
+    tokens = len(ids) if tokens is None else tokens
+    for token, token_id in ids.items():
+        problem = id_problem(token, token_id, tokens)
+        if problem is not None:
+            raise ExportError(f"{where}: {problem}")
 
 
 def read_merges(path: Path) -> tuple[list[tuple[str, str]], list[int]]:
@@ -373,13 +413,24 @@ def read_tiktoken(path: Path) -> list[bytes]:
     return tokens
 
 
+def check_bpe_model(path: Path, model: dict) -> None:
+    """A tokenizer.json's BPE model must hold a `vocab` object and a `merges` list: ExportError
+    naming the file and the part missing otherwise."""
+    for key, kind, called in (("vocab", dict, "an object"), ("merges", list, "a list")):
+        if key not in model:
+            raise ExportError(f"{path}: model has no {key!r}")
+        if not isinstance(model[key], kind):
+            raise ExportError(f"{path}: model {key!r} is not {called}")
+
+
 def read_tokenizer_json(path: Path, special_tokens: dict[str, int]) -> tuple[list[bytes], list[tuple[int, int]]]:
     """(token bytes by id, merges as id pairs) of a `tokenizer.json` written by `save`; its added
     tokens must be `special_tokens`, and its merges must make exactly its vocab."""
     doc = read_json(path)
     model = doc.get("model") if isinstance(doc, dict) else None
-    if not (isinstance(model, dict) and isinstance(model.get("vocab"), dict) and isinstance(model.get("merges"), list)):
-        raise ExportError(f"{path}: holds no BPE model with a vocab and merges")
+    if not isinstance(model, dict):
+        raise ExportError(f"{path}: not a Hugging Face tokenizer.json (no 'model' object)")
+    check_bpe_model(path, model)
     added = doc.get("added_tokens")
     if not isinstance(added, list) or not all(isinstance(t, dict) for t in added):
         raise ExportError(f"{path}: added_tokens is not a list of tokens")
@@ -483,8 +534,18 @@ def check_digests(directory: Path, recorded: object) -> None:
 def atomic_write_dir(target: Path, write, force: bool = False) -> None:
     """Call write(tmp_dir), then put the files in place: a new directory is renamed into place
     whole; an existing one (with `force`) gets each tokenizer file replaced by a rename, the
-    manifest last, and keeps every other file it holds. An existing tokenizer is kept unless force."""
-    target = Path(target).absolute()
+    manifest last, and keeps every other file it holds. An existing tokenizer is kept unless force.
+    A full disk (or quota) is an OutputError naming `target` as given; nothing is left of the files."""
+    try:
+        _write_dir(Path(target).absolute(), write, force)
+    except OSError as exc:
+        if not is_full(exc):
+            raise
+        raise full_disk(exc, target, "while writing the tokenizer files") from exc
+
+
+def _write_dir(target: Path, write, force: bool) -> None:
+    """`atomic_write_dir` into the absolute path `target`."""
     if target.exists():
         holds_tokenizer = target.is_dir() and any((target / name).exists() for name in TOKENIZER_FILES)
         if not target.is_dir():

@@ -82,6 +82,7 @@ def from_hf_json(cls: type[Tokenizer], path: Path) -> Tokenizer:
     config = path.parent / export.CONFIG_FILE
     if config.exists():
         tok._roles = roles_in_transformers_config(config, tok.special_tokens)
+        tok.model_max_length = max_length_in_transformers_config(config)
     return tok
 
 
@@ -96,7 +97,9 @@ def read_foreign_tokenizer_json(path: Path) -> tuple[dict[str, int], list[tuple[
     if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
         raise ExportError(f"{path}: not a Hugging Face tokenizer.json (no 'model' object)")
     model = doc["model"]
-    kind = model.get("type", "BPE" if "merges" in model else None)
+    if "type" not in model and "merges" not in model:  # untyped (an old file): only a BPE model has merges
+        raise ExportError(f"{path}: model has no 'merges'")
+    kind = model.get("type", "BPE")
     if kind != "BPE":
         raise ExportError(f"{path}: model type {kind!r} is not supported (only byte-level BPE)")
     if doc.get("normalizer") is not None:
@@ -107,8 +110,7 @@ def read_foreign_tokenizer_json(path: Path) -> tuple[dict[str, int], list[tuple[
                             ("end_of_word_suffix", (None, ""))):  # fmt: skip
         if model.get(option) not in neutral:
             raise ExportError(f"{path}: BPE {option} {model[option]!r} is not supported")
-    if not isinstance(model.get("vocab"), dict) or not isinstance(model.get("merges"), list):
-        raise ExportError(f"{path}: its BPE model has no vocab object and merges list")
+    export.check_bpe_model(path, model)
     vocab = model["vocab"]
     for spelling, token_id in vocab.items():
         if type(token_id) is not int:
@@ -123,6 +125,9 @@ def read_foreign_tokenizer_json(path: Path) -> tuple[dict[str, int], list[tuple[
             raise ExportError(f"{path}: added token {token['content']!r} has {stripping[0]}=true, which is not "
                               "supported (special tokens match their exact text)")  # fmt: skip
         added[token["content"]] = token["id"]
+    tokens = len(vocab.keys() | added.keys())
+    export.check_ids(f"{path}: model.vocab", vocab, tokens)
+    export.check_ids(f"{path}: added_tokens", added, tokens)
     return vocab, merges, added, pattern
 
 
@@ -188,6 +193,16 @@ def roles_in_transformers_config(path: Path, special_tokens: dict[str, int]) -> 
         if isinstance(token, str) and token in special_tokens:
             roles[role] = token
     return roles
+
+
+def max_length_in_transformers_config(path: Path) -> int | None:
+    """The `model_max_length` a tokenizer_config.json gives, or None where it gives none or
+    transformers' stand-in for none (int(1e30))."""
+    doc = export.read_json(path)
+    value = doc.get("model_max_length") if isinstance(doc, dict) else None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 10**29:
+        return value
+    return None
 
 
 # -- GPT-2's vocab.json and merges.txt -------------------------------------------------------------
@@ -280,6 +295,10 @@ def read_tiktoken_ranks(path: Path) -> dict[bytes, int]:
         seen[rank] = line_no
     if not ranks:
         raise ExportError(f"{path}: holds no token")
+    for token, rank in ranks.items():
+        problem = export.id_problem(token, rank, len(ranks), kind="rank")
+        if problem is not None:
+            raise ExportError(f"{path}:{seen[rank]}: {problem}")
     return ranks
 
 

@@ -41,6 +41,8 @@ NAMED_PATTERNS = {
     "whitespace": WHITESPACE_PATTERN,
 }
 PATTERNS = tuple(NAMED_PATTERNS)
+# The pattern when none is named: `train`, `bpe train`, `Tokenizer(merges)` and the pipeline alike.
+DEFAULT_PATTERN = "cl100k"
 
 
 def resolve_pattern(pattern: str) -> tuple[str, str]:
@@ -91,7 +93,7 @@ def empty_match_probe(compiled: regex.Pattern) -> str | None:
 class Pretokenizer:
     """A split pattern plus the special tokens that are cut out before it applies."""
 
-    pattern: str = "gpt2"
+    pattern: str = DEFAULT_PATTERN
     special_tokens: Sequence[str] = ()
     name: str = field(init=False)
     regex: str = field(init=False)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from bpe.errors import SettingsError
-from bpe.pretokenize import PATTERNS, Pretokenizer, resolve_pattern
+from bpe.pretokenize import DEFAULT_PATTERN, PATTERNS, Pretokenizer, resolve_pattern
 
 ENGINES = ("local", "dask")
 TIE_BREAKS = ("bytes", "ids")
@@ -66,6 +66,9 @@ def check_setting(name: str, value) -> None:
     elif name == "min_frequency":
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             fail("an integer >= 1")
+    elif name == "max_token_length":  # None: no limit
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 2):
+            fail("an integer >= 2 (bytes) or None (no limit)")
     elif name == "threads":  # None: the cores available
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             fail("an integer >= 1")
@@ -105,10 +108,11 @@ class Settings:
     """Everything that decides the merges (plus where the text comes from), validated when made."""
 
     vocab_size: int
-    pattern: str = "cl100k"
+    pattern: str = DEFAULT_PATTERN
     special_tokens: Sequence[str] = field(default=())
     min_frequency: int = 1
     tie_break: str = "bytes"
+    max_token_length: int | None = None  # no merge makes a token longer than this many bytes; None: no limit
     text_column: str = "text"
     text_format: str = "doc"  # how a text file is read: one document, or one per line
     limit: str | None = None  # "10MB" or "5000rows": train on the first of the input only
@@ -116,9 +120,11 @@ class Settings:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        if isinstance(self.special_tokens, str):  # tuple() would make it its characters
+            check_setting("special_tokens", self.special_tokens)
         object.__setattr__(self, "special_tokens", tuple(self.special_tokens))
-        names = ("vocab_size", "pattern", "special_tokens", "min_frequency", "tie_break", "text_column",
-                 "text_format", "limit", "sample", "seed")  # fmt: skip
+        names = ("vocab_size", "pattern", "special_tokens", "min_frequency", "tie_break", "max_token_length",
+                 "text_column", "text_format", "limit", "sample", "seed")  # fmt: skip
         for name in names:
             check_setting(name, getattr(self, name))
         self.n_merges()

@@ -18,6 +18,7 @@ Endpoints and credentials come from the storage library's own settings (for S3: 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -132,6 +133,28 @@ def write_file(path: str | Path, write: Callable[[str], object]) -> str:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def file_digest(path: str | Path) -> str:
+    """The BLAKE2b-256 digest (hex) of a file's bytes, local or remote, read in blocks."""
+    digest = hashlib.blake2b(digest_size=32)
+    with open_read(path) as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_file_digest(path: str | Path, write: Callable[[str], object]) -> str:
+    """`write_file`, returning the digest (`file_digest`) of the bytes put at `path`: those of
+    the temporary file, hashed before it is renamed or uploaded."""
+    digests = []
+
+    def write_and_hash(tmp: str) -> None:
+        write(tmp)
+        digests.append(file_digest(tmp))
+
+    write_file(path, write_and_hash)
+    return digests[0]
 
 
 def write_bytes(path: str | Path, data: bytes) -> str:

@@ -32,7 +32,7 @@ import numpy as np
 
 from bpe import export, foreign, storage
 from bpe.errors import ExportError, InputError, InvalidTextError, SettingsError, SpecialTokenError
-from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
+from bpe.pretokenize import DEFAULT_PATTERN, NAMED_PATTERNS, Pretokenizer
 
 if TYPE_CHECKING:
     import tiktoken
@@ -44,9 +44,12 @@ T = TypeVar("T")
 class Tokenizer:
     """Byte-level BPE: token i < 256 is byte i; merge k makes token 256 + k; special tokens follow.
 
-    `special_token_roles` says which special token transformers uses as bos, eos, pad or unk
-    (`{"eos": "<|endoftext|>", "pad": "<|pad|>"}`; keys `eos_token` etc. are taken too); each must
-    be one of `special_tokens`. `save` writes them into tokenizer_config.json.
+    The split pattern is `cl100k` unless named, as in `train`. `special_token_roles` says which
+    special token transformers uses as bos, eos, pad or unk (`{"eos": "<|endoftext|>", "pad":
+    "<|pad|>"}`; keys `eos_token` etc. are taken too); each must be one of `special_tokens`.
+    `model_max_length` is the longest input, in tokens, of the model the tokenizer is for (what
+    transformers truncates to; unset, transformers truncates nothing). `save` writes both into
+    tokenizer_config.json.
 
     >>> tok = Tokenizer([(104, 105)], "gpt2", ["<|endoftext|>"], special_token_roles={"eos": "<|endoftext|>"})
     >>> tok
@@ -58,10 +61,11 @@ class Tokenizer:
     def __init__(
         self,
         merges: Sequence[tuple[int, int]] | np.ndarray,
-        pattern: str = "gpt2",
+        pattern: str = DEFAULT_PATTERN,
         special_tokens: Sequence[str] | dict[str, int] = (),
         *,
         special_token_roles: Mapping[str, str] | None = None,
+        model_max_length: int | None = None,
         manifest: dict | None = None,
         ids: dict[int, int] | None = None,
     ) -> None:
@@ -78,9 +82,11 @@ class Tokenizer:
         self.pretokenizer = Pretokenizer(pattern, list(self.special_tokens))
         self.manifest = manifest or {}
         self._roles = check_roles(special_token_roles, self.special_tokens)
+        self.model_max_length = check_model_max_length(model_max_length)
         # Internally special token i is len(vocab) + i. `ids` renumbers the other tokens for
         # vocabularies made elsewhere (GPT-2's files): our id -> the file's id.
         n = len(self.vocab)
+        check_token_ids(self.vocab, ids, self.special_tokens)
         table = np.arange(n + len(self.special_tokens), dtype=np.int64)
         if ids is not None:
             table[:n] = [ids[i] for i in range(n)]
@@ -218,6 +224,46 @@ class Tokenizer:
             self._internal_of_bytes = index
         return self._internal_of_bytes
 
+    # -- smaller vocabularies ------------------------------------------------------------------
+
+    def truncated(self, vocab_size: int) -> Tokenizer:
+        """This tokenizer with `vocab_size` tokens in all: its first `vocab_size - 256 -
+        len(special_tokens)` merges, the same pattern, roles and `model_max_length`, and the special
+        tokens renumbered right after the kept merges. BPE's merges are learnt in order, so this is
+        exactly what training on the same data with that `vocab_size` gives: one run, every size.
+        The manifest (if any) is the run's, with a `truncation` section saying what was cut.
+
+        >>> tok = Tokenizer([(104, 105), (256, 33)], "gpt2", ["<|endoftext|>"])
+        >>> small = tok.truncated(258)
+        >>> small.merges, small.special_tokens
+        ([(104, 105)], {'<|endoftext|>': 257})
+        """
+        smallest, n_special = 256 + len(self.special_tokens), len(self.special_tokens)
+        if type(vocab_size) is not int or not smallest <= vocab_size <= self.vocab_size:
+            raise SettingsError(f"vocab_size: expected an integer from {smallest} (256 bytes + {n_special} special "
+                                f"token(s)) to this tokenizer's {self.vocab_size}, got {vocab_size!r}",
+                                parameter="vocab_size")  # fmt: skip
+        kept = vocab_size - smallest
+        n = 256 + kept
+        ids = None
+        if self._foreign_ids:  # another tool's ids (GPT-2's vocab.json): kept if they still number 0..n-1
+            ids = {i: int(self._to_ids[i]) for i in range(n)}
+            if sorted(ids.values()) != list(range(n)):
+                raise SettingsError(f"vocab_size: this tokenizer's ids (from another tool's files) do not number its "
+                                    f"first {n} tokens 0..{n - 1}, so it cannot be cut to {vocab_size}",
+                                    parameter="vocab_size")  # fmt: skip
+        manifest = None
+        if self.manifest:
+            manifest = json.loads(json.dumps(self.manifest))
+            for stale in ("tokenizer", "files"):  # written again by save, for the smaller tokenizer
+                manifest.pop(stale, None)
+            if isinstance(manifest.get("result"), dict):  # the training text's token count was with every merge
+                manifest["result"].update(merges=kept, vocab_size=vocab_size, tokens=None, bytes_per_token=None)
+            manifest["truncation"] = {"vocab_size": vocab_size, "merges": kept, "of_vocab_size": self.vocab_size,
+                                      "of_merges": len(self.merges)}  # fmt: skip
+        return Tokenizer(self.merges[:kept], self.pattern, list(self.special_tokens), special_token_roles=self._roles,
+                         model_max_length=self.model_max_length, manifest=manifest, ids=ids)  # fmt: skip
+
     # -- comparison and display ----------------------------------------------------------------
 
     def __eq__(self, other: object) -> bool:
@@ -232,6 +278,7 @@ class Tokenizer:
             and list(self.special_tokens) == list(other.special_tokens)
             and np.array_equal(self._to_ids, other._to_ids)
             and self._roles == other._roles
+            and self.model_max_length == other.model_max_length
         )
 
     __hash__ = None  # type: ignore[assignment]  # mutable (manifest), compared by value
@@ -251,13 +298,20 @@ class Tokenizer:
         self,
         text: str,
         *,
-        allowed_special: Collection[str] | Literal["all"] = "all",
+        allowed_special: Collection[str] | Literal["all"] = (),
         special_as_text: bool = False,
         errors: Literal["strict", "replace"] = "strict",
     ) -> list[int]:
-        """Token ids of `text`. Special tokens in `allowed_special` become their ids; any other
-        special token in the text raises SpecialTokenError, unless `special_as_text` encodes it as text.
-        A lone surrogate raises InvalidTextError, unless `errors="replace"` encodes it as U+FFFD."""
+        """Token ids of `text`. As in tiktoken, a special token's text in `text` raises
+        SpecialTokenError (text from users cannot forge a document boundary or a role) unless it is
+        in `allowed_special` (a set of tokens, or "all"), which encodes it as the special token, or
+        `special_as_text` is set, which encodes it as ordinary text. A lone surrogate raises
+        InvalidTextError, unless `errors="replace"` encodes it as U+FFFD.
+
+        >>> tok = Tokenizer([], special_tokens=["<|endoftext|>"])   # no merges: a token per byte
+        >>> tok.encode("a<|endoftext|>", allowed_special="all"), len(tok.encode("a<|endoftext|>", special_as_text=True))
+        ([97, 256], 14)
+        """
         allowed = self._allowed(allowed_special)
         text = self._checked_text(text, allowed, special_as_text, errors)
         encoding = self._tiktoken()
@@ -276,7 +330,7 @@ class Tokenizer:
         texts: Sequence[str],
         *,
         num_threads: int = 8,
-        allowed_special: Collection[str] | Literal["all"] = "all",
+        allowed_special: Collection[str] | Literal["all"] = (),
         special_as_text: bool = False,
         errors: Literal["strict", "replace"] = "strict",
     ) -> list[list[int]]:
@@ -290,7 +344,7 @@ class Tokenizer:
         rows = _text_list(texts)
         check_setting_threads(num_threads)
         allowed = self._allowed(allowed_special)
-        rows = [self._checked_text(text, allowed, special_as_text, errors) for text in rows]
+        rows = [self._checked_text(text, allowed, special_as_text, errors, row) for row, text in enumerate(rows)]
         encoding = self._tiktoken()
         if encoding is not None:
             encode_one = partial(encoding.encode, allowed_special=allowed, disallowed_special=())
@@ -310,7 +364,7 @@ class Tokenizer:
         texts: Sequence[str],
         *,
         num_threads: int = 8,
-        allowed_special: Collection[str] | Literal["all"] = "all",
+        allowed_special: Collection[str] | Literal["all"] = (),
         special_as_text: bool = False,
         errors: Literal["strict", "replace"] = "strict",
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -326,7 +380,7 @@ class Tokenizer:
         rows = _text_list(texts)
         check_setting_threads(num_threads)
         allowed = self._allowed(allowed_special)
-        rows = [self._checked_text(text, allowed, special_as_text, errors) for text in rows]
+        rows = [self._checked_text(text, allowed, special_as_text, errors, row) for row, text in enumerate(rows)]
         encode_run = self._numpy_runs(allowed)
         runs = _in_runs(rows, encode_run, num_threads)
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
@@ -418,16 +472,23 @@ class Tokenizer:
             raise SettingsError(f"not special tokens of this tokenizer: {', '.join(sorted(unknown))}")
         return allowed
 
-    def _checked_text(self, text: str, allowed: set[str], special_as_text: bool, errors: str) -> str:
-        """`text` ready to encode: checked to be Unicode and to hold no special token not allowed."""
-        text = _unicode_text(text, errors)
+    def _checked_text(
+        self, text: str, allowed: set[str], special_as_text: bool, errors: str, row: int | None = None
+    ) -> str:
+        """`text` ready to encode: checked to be Unicode and to hold no special token not allowed.
+        `row` is the text's index in a batch, named in the error (and kept on it as `.row`)."""
+        text = _unicode_text(text, errors, row)
         if not special_as_text:
             for token in self.special_tokens:
                 if token not in allowed and token in text:
-                    raise SpecialTokenError(
-                        f"text holds special token {token!r}, which is not allowed here; allow it, or pass "
-                        "special_as_text=True to encode it as ordinary text"
+                    where = "text" if row is None else f"texts[{row}]"
+                    error = SpecialTokenError(
+                        f"{where} holds the special token {token!r} as text; pass allowed_special={{{token!r}}} "
+                        "(or 'all') to encode it as the special token, or special_as_text=True to encode it as "
+                        "ordinary text"
                     )
+                    error.row, error.token = row, token
+                    raise error
         return text
 
     def _to_external(self, ids: list[int]) -> list[int]:
@@ -478,9 +539,11 @@ class Tokenizer:
 
     def to_tiktoken(self, name: str = "bpe") -> tiktoken.Encoding:
         """A `tiktoken.Encoding` giving exactly this tokenizer's ids: ranks are the token ids, the
-        split pattern and special tokens are this tokenizer's. ExportError when tiktoken cannot
-        hold it (two tokens with the same bytes, ids that do not follow the merge order, a pattern
-        tiktoken's regex engine cannot compile).
+        split pattern and special tokens are this tokenizer's. What tiktoken has no place for, the
+        special tokens' roles and `model_max_length`, ride along as attributes of the same names,
+        which `from_tiktoken` reads back. ExportError when tiktoken cannot hold it (two tokens with
+        the same bytes, ids that do not follow the merge order, a pattern tiktoken's regex engine
+        cannot compile).
 
         >>> Tokenizer([(104, 105)], "gpt2").to_tiktoken().encode("hi hi")
         [256, 32, 256]
@@ -496,21 +559,38 @@ class Tokenizer:
         pattern = export.WHITESPACE_WORD if self.pretokenizer.name == "whitespace" else self.pretokenizer.regex
         ranks = {token: int(self._to_ids[i]) for i, token in enumerate(self.vocab)}
         try:
-            return tiktoken.Encoding(name=name, pat_str=pattern, mergeable_ranks=ranks,
-                                     special_tokens=dict(self.special_tokens))  # fmt: skip
+            encoding = tiktoken.Encoding(name=name, pat_str=pattern, mergeable_ranks=ranks,
+                                         special_tokens=dict(self.special_tokens))  # fmt: skip
         except Exception as exc:  # tiktoken's regex engine refuses the pattern
             raise ExportError(f"tiktoken cannot take this tokenizer's split pattern: {exc}") from None
+        encoding.special_token_roles = dict(self._roles)
+        encoding.model_max_length = self.model_max_length
+        return encoding
 
     @classmethod
-    def from_tiktoken(cls, encoding: tiktoken.Encoding) -> Tokenizer:
+    def from_tiktoken(
+        cls,
+        encoding: tiktoken.Encoding,
+        *,
+        special_token_roles: Mapping[str, str] | None = None,
+        model_max_length: int | None = None,
+    ) -> Tokenizer:
         """The tokenizer of a `tiktoken.Encoding` (its ranks, split pattern and special tokens), giving
         exactly its ids: `Tokenizer.from_tiktoken(tiktoken.get_encoding("cl100k_base"))`. The merges
         are recovered from the ranks as tiktoken merges: token r is the two tokens of lower rank that
-        its bytes merge into."""
+        its bytes merge into. The roles and `model_max_length` are the arguments', else those that
+        `to_tiktoken` attached, so `Tokenizer.from_tiktoken(tok.to_tiktoken()) == tok`."""
         source = f"tiktoken encoding {encoding.name!r}"
-        return foreign.from_ranks(
+        tok = foreign.from_ranks(
             cls, encoding._mergeable_ranks, encoding._pat_str, dict(encoding._special_tokens), source
         )
+        if special_token_roles is None:
+            special_token_roles = getattr(encoding, "special_token_roles", None)
+        tok._roles = check_roles(special_token_roles, tok.special_tokens)
+        if model_max_length is None:
+            model_max_length = getattr(encoding, "model_max_length", None)
+        tok.model_max_length = check_model_max_length(model_max_length)
+        return tok
 
     # -- files -------------------------------------------------------------------------------
 
@@ -547,7 +627,7 @@ class Tokenizer:
             self.pretokenizer.name,
             self.pretokenizer.regex,
         )
-        export.write_transformers_files(directory, self.special_tokens, self._roles)
+        export.write_transformers_files(directory, self.special_tokens, self._roles, self.model_max_length)
         export.write_tiktoken(directory / export.TIKTOKEN_FILE, self.vocab)
         if manifest is None:
             return
@@ -569,6 +649,8 @@ class Tokenizer:
         }
         if self._roles:
             described["special_token_roles"] = dict(self._roles)
+        if self.model_max_length is not None:
+            described["model_max_length"] = self.model_max_length
         return described
 
     @classmethod
@@ -607,13 +689,14 @@ class Tokenizer:
             foreign.only_for_tiktoken(special_tokens, manifest_path)
             manifest = export.read_json(manifest_path)
             special_tokens_found, stored_pattern, roles = _tokenizer_section(manifest_path, manifest)
+            max_length = manifest["tokenizer"].get("model_max_length")
             if "files" in manifest:
                 export.check_digests(directory, manifest["files"])
             vocab, merge_ids = export.read_checked(directory, special_tokens_found)
             _check_counts(manifest_path, manifest["tokenizer"], vocab, special_tokens_found)
             try:
                 return cls(merge_ids, pattern or stored_pattern, special_tokens_found, special_token_roles=roles,
-                           manifest=manifest)  # fmt: skip
+                           model_max_length=max_length, manifest=manifest)  # fmt: skip
             except SettingsError as exc:
                 if pattern is not None and exc.parameter == "pattern":
                     raise  # the caller's pattern, not the file's
@@ -668,6 +751,33 @@ def _tokenizer_section(path: Path, manifest: object) -> tuple[dict[str, int], st
     except SettingsError as exc:
         raise ExportError(f"{path}: tokenizer.special_token_roles: {exc}") from None
     return special_tokens, regex if name == "custom" else name, roles
+
+
+def check_token_ids(vocab: Sequence[bytes], ids: Mapping[int, int] | None, special_tokens: dict[str, int]) -> None:
+    """Refuse, with SettingsError naming the token, an id outside uint32 or too sparse to index
+    (`export.id_problem`): the ids `ids` gives the tokens of `vocab` (our id -> id), or a special token's."""
+    tokens = len(vocab) + len(special_tokens)
+    named = {text: token_id for text, token_id in special_tokens.items()}
+    given = [] if ids is None else [ids[i] for i in range(len(vocab))]
+    values = [*named.values(), *given]
+    if not values or (min(values) >= 0 and max(values) <= export.max_id(tokens)):
+        return
+    for text, token_id in named.items():
+        if problem := export.id_problem(text, token_id, tokens):
+            raise SettingsError(f"special_tokens: {problem}", parameter="special_tokens")
+    for internal, token_id in enumerate(given):
+        if problem := export.id_problem(export.spell(vocab[internal]), token_id, tokens):
+            raise SettingsError(f"ids: {problem}", parameter="ids")
+
+
+def check_model_max_length(value: object) -> int | None:
+    """`model_max_length` as a positive int, or None (unset); anything else raises SettingsError."""
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise SettingsError(f"model_max_length: expected a positive integer (tokens), got {value!r}",
+                            parameter="model_max_length")  # fmt: skip
+    return value
 
 
 def check_roles(roles: Mapping[str, str] | None, special_tokens: Collection[str]) -> dict[str, str]:
@@ -770,7 +880,7 @@ def write_manifest(directory: Path, manifest: dict) -> None:
     (Path(directory) / export.MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
 
-def _unicode_text(text: str, errors: str) -> str:
+def _unicode_text(text: str, errors: str, row: int | None = None) -> str:
     """`text`, checked to have UTF-8 bytes: a lone surrogate raises InvalidTextError, or with
     `errors="replace"` becomes U+FFFD (tiktoken would otherwise replace it silently)."""
     if errors not in ("strict", "replace"):
@@ -782,8 +892,9 @@ def _unicode_text(text: str, errors: str) -> str:
         return text
     if errors == "replace":
         return _SURROGATE.sub("\ufffd", text)
+    where = "text" if row is None else f"texts[{row}]"
     raise InvalidTextError(
-        f"text: lone surrogate U+{ord(found.group()):04X} at character {found.start()} is not Unicode text and has "
+        f"{where}: lone surrogate U+{ord(found.group()):04X} at character {found.start()} is not Unicode text and has "
         "no UTF-8 bytes; pass errors='replace' to encode it as U+FFFD"
     )
 

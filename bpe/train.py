@@ -26,22 +26,25 @@ from bpe.inputs.discover import Skipped, discover
 from bpe.inputs.documents import iter_texts
 from bpe.inputs.read import apply_limit
 from bpe.inputs.shard import Shard, with_options
+from bpe.pretokenize import DEFAULT_PATTERN
 from bpe.progress import Bars, PhaseClock, ProgressFn, at_most
 from bpe.results import TrainingRun
 from bpe.settings import Settings, check_setting, parse_limit
-from bpe.tokenizer import Tokenizer, with_role_tokens
+from bpe.tokenizer import Tokenizer, check_model_max_length, with_role_tokens
 
 
 def train(
     texts: Iterable[str] | None = None,
     vocab_size: int = 32768,
-    pattern: str = "cl100k",
+    pattern: str = DEFAULT_PATTERN,
     special_tokens: Sequence[str] = (),
     *,
     special_token_roles: dict[str, str] | None = None,
+    model_max_length: int | None = None,
     files: str | Path | Sequence[str | Path] | None = None,
     min_frequency: int = 1,
     tie_break: str = "bytes",
+    max_token_length: int | None = None,
     text_column: str = "text",
     text_format: str = "doc",
     limit: str | None = None,
@@ -65,20 +68,26 @@ def train(
     `special_token_roles` (`{"eos": "<|endoftext|>", "pad": "<|pad|>"}`) names the special tokens
     transformers uses as bos, eos, pad and unk (written to tokenizer_config.json by `save`); a
     role's token missing from `special_tokens` is added after them, within `vocab_size`.
+    `model_max_length` (tokens) is what transformers truncates to, written there too.
+    `max_token_length` (bytes, as Hugging Face's `BpeTrainer(max_token_length=...)`): no merge
+    makes a longer token; a pair that would is skipped and the next best one merged. None: no limit.
 
     `progress=True` shows progress bars (tqdm: a widget in Jupyter, text on stderr elsewhere) for
     counting, in bytes of text, and for the merge loop, in merges; False or None shows nothing; a
     callable gets `progress(phase, done, total)` calls instead (see `bpe.progress`).
 
     `engine="dask"` (the `[dask]` extra) takes `scheduler=`, `workers=`, `client=`, `scratch=`, `log=`."""
+    if isinstance(special_tokens, str):  # adding the role tokens would make it its characters
+        check_setting("special_tokens", special_tokens)
     settings = Settings(
         vocab_size=vocab_size, pattern=pattern,
         special_tokens=tuple(with_role_tokens(special_tokens, special_token_roles)),
-        min_frequency=min_frequency, tie_break=tie_break, text_column=text_column,
-        text_format=text_format, limit=limit, sample=sample, seed=seed,
+        min_frequency=min_frequency, tie_break=tie_break, max_token_length=max_token_length,
+        text_column=text_column, text_format=text_format, limit=limit, sample=sample, seed=seed,
     )  # fmt: skip
     check_setting("engine", engine)
     check_setting("threads", threads)
+    check_model_max_length(model_max_length)
     progress, bars = _progress(progress)
     started = time.perf_counter()
     limited = parse_limit(limit) if limit is not None else None
@@ -123,7 +132,7 @@ def train(
             f"{run.stats.null_rows:,} null row(s) skipped)"
         )
     tokenizer = Tokenizer(run.merges.merges, pattern, list(settings.special_tokens),
-                          special_token_roles=special_token_roles)  # fmt: skip
+                          special_token_roles=special_token_roles, model_max_length=model_max_length)  # fmt: skip
     tokenizer.manifest = build_manifest(settings, run)
     tokenizer.manifest["seconds"]["total"] = round(time.perf_counter() - started, 3)
     return tokenizer
@@ -159,6 +168,7 @@ def train_locally(
             min_frequency=settings.min_frequency,
             progress=_merge_progress(loop, settings.n_merges()),
             threads=merge_threads,
+            max_token_length=settings.max_token_length,
         )
     compiling = counting_compiles.seconds + merging_compiles.seconds  # the first run of a version only
     return TrainingRun(
@@ -194,8 +204,10 @@ def _count_texts(
     if progress is not None:
         progress("count", 0, None)
     documents = iter(texts)
+    first_row = 0
     while batch := list(islice(documents, 8192)):
-        counter.add_texts(batch)
+        counter.add_texts(batch, first_row)
+        first_row += len(batch)
         if progress is not None:
             seen, counted = counter.stats.documents + counter.stats.null_rows, counter.stats.bytes
             progress("count", counted, max(counted, round(counted * rows / seen)) if rows and seen else None)

@@ -19,6 +19,7 @@ from prefect.context import get_run_context
 from bpe import storage
 from bpe.distributed.client import dask_client, ready_workers, share_client
 from bpe.pipeline.config import TRAINING_KEYS, load_config
+from bpe.pipeline.demo import write_demo_corpus
 from bpe.pipeline.report import one_line
 from bpe.pipeline.retention import apply_retention, record_counts_in_use
 from bpe.pipeline.store import EXPERIMENT, MAIN, VersionStore
@@ -49,6 +50,7 @@ def train_bpe(
     text_column: str | None = None,
     min_frequency: int | None = None,
     tie_break: str | None = None,
+    max_token_length: int | None = None,
     holdout_fraction: float | None = None,
     artifact_root: str | None = None,
     dask_scheduler: str | None = None,
@@ -67,6 +69,8 @@ def train_bpe(
     settings = cfg.settings()
     logger = get_run_logger()
     started = time.perf_counter()
+    if cfg.demo_corpus:
+        write_demo_corpus(cfg.data[0])  # kept if already there
     shards = discover_shards(cfg.data)
     fingerprint = data_fingerprint(shards)
     store = VersionStore(cfg.artifact_root, cfg.name)

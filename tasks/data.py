@@ -66,10 +66,10 @@ def discover_shards(data: list[str]) -> list[dict]:
 def count_shard(shard: dict, counting: dict, cache_dir: str, scheduler: str) -> ShardCount:
     """One shard's counts: from the cache when the shard and the counting settings are unchanged,
     otherwise counted on the Dask cluster, where a worker writes them (and the shard's held-out
-    rows) to Parquet in the cache."""
+    rows) to Parquet in the cache. A damaged cache entry is warned about and counted again."""
     cache = CountCache(cache_dir)
     key = shard_count_key(shard, counting)
-    found = cache.lookup(key, shard)
+    found = cache.lookup(key, shard, warn=get_run_logger().warning)
     if found is not None:
         get_run_logger().info(f"{shard['path']}: unchanged, counts from the cache")
         return found

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -254,12 +255,28 @@ def claim_deployment_names(owner: str, *names: str) -> None:
 def built_wheel(tmp_path_factory) -> dict:
     """The wheel `pip install .` would install, built once per session (building compiles the
     kernels into it, about half a minute) from a copy of the tracked files (setuptools writes a
-    build/ folder into the tree it builds). Yields its path and the build's output."""
+    build/ folder into the tree it builds). Yields its path and the build's output. Under
+    pytest-xdist the workers share one build: the first builds it, under a lock, for the others."""
+    import fcntl
+
+    shared = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else None
+    if shared is None:
+        return _build_wheel(tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel"))
+    with open(shared / "wheel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        record = shared / "wheel.json"
+        if not record.exists():
+            built = _build_wheel(tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel"))
+            record.write_text(json.dumps({"path": str(built["path"]), "output": built["output"]}))
+        found = json.loads(record.read_text())
+    return {"path": Path(found["path"]), "output": found["output"]}
+
+
+def _build_wheel(source: Path, out: Path) -> dict:
     import shutil
     import subprocess
     import sys
 
-    source, out = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel")
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
     for name in filter(None, tracked.decode().split("\0")):
         if (REPO / name).is_file():

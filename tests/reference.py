@@ -27,8 +27,10 @@ def train_reference(
     n_merges: int,
     tie_break: str = "bytes",
     min_frequency: int = 1,
+    max_token_length: int | None = None,
 ) -> list[tuple[int, int]]:
-    """Merges (pairs of token ids, new ids 256, 257, ...) of plain one-merge-per-round BPE."""
+    """Merges (pairs of token ids, new ids 256, 257, ...) of plain one-merge-per-round BPE. With
+    `max_token_length`, pairs whose token would be longer than that many bytes are never chosen."""
     words = [(list(word), count) for word, count in word_counts.items()]
     vocab = {i: bytes([i]) for i in range(256)}
     merges: list[tuple[int, int]] = []
@@ -37,6 +39,8 @@ def train_reference(
         for ids, count in words:
             for pair in zip(ids, ids[1:]):
                 stats[pair] += count
+        if max_token_length is not None:
+            stats = Counter({p: c for p, c in stats.items() if len(vocab[p[0]]) + len(vocab[p[1]]) <= max_token_length})
         if not stats:
             break
         if tie_break == "bytes":

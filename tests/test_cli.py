@@ -44,7 +44,7 @@ def shards(tmp_path) -> Path:
 
 def test_train_writes_every_format_and_a_manifest(shards, tmp_path, capsys):
     out = tmp_path / "tok"
-    assert run("train", shards, "--vocab-size", 300, "--special-token", "<|endoftext|>", "--out", out, "--quiet") == 0
+    assert run("train", shards, "--vocab-size", 300, "--special-token", "<|endoftext|>", "--out", out) == 0
     printed = capsys.readouterr().out
     assert "merges" in printed and "bytes per token" in printed and "1 null rows skipped" in printed
     assert sorted(p.name for p in out.iterdir()) == sorted(TOKENIZER_FILES)
@@ -230,6 +230,9 @@ def test_running_out_of_pairs_warns_and_writes_a_smaller_tokenizer(tmp_path, cap
     path = tmp_path / "tiny.txt"
     path.write_text("abcd")
     assert run("train", path, "--vocab-size", 1000, "--out", tmp_path / "tok", "--quiet") == 0
+    warned = "bpe: warning: pairs ran out after 3 merges; the vocabulary is smaller than asked\n"
+    assert capsys.readouterr().err == warned
+    assert run("train", path, "--vocab-size", 1000, "--out", tmp_path / "tok2") == 0
     assert "warning: pairs ran out after 3 merges" in capsys.readouterr().out
     tok = Tokenizer.load(tmp_path / "tok")
     assert tok.vocab_size == 259 and tok.encode("abcd") == [258]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import time
@@ -58,6 +60,8 @@ def test_cluster_up_runs_a_deployment_and_down_leaves_nothing(tmp_path):
         assert up.returncode == 0, up.stderr[-3000:]
         assert f"Prefect UI      http://127.0.0.1:{ports[0]}" in up.stdout
         assert f"Dask scheduler  tls://127.0.0.1:{ports[1]}" in up.stdout
+        stop = re.search(r"stop: (bpe cluster down.*)$", up.stdout, re.MULTILINE).group(1)
+        assert shlex.split(stop) == ["bpe", "cluster", "down", "--state-dir", str(state)]  # what stops this one
         recorded = json.loads((state / "cluster.json").read_text())
         names = [p["name"] for p in recorded["processes"]]
         assert names == ["prefect-server", "dask-scheduler", "dask-worker", "dask-worker", "prefect-worker (bpe)"]

@@ -39,6 +39,8 @@ BASE = "name: tok\ndata: data/\nvocab_size: 1000\n"
         ("tie_break: random\n", "tie_break: expected one of bytes, ids"),
         ("vocab: 5\n", "unknown key 'vocab'"),
         ("name: 'a b'\n", "name: expected letters, digits"),
+        ("demo_corpus: yes please\n", "demo_corpus: expected true or false"),
+        ("demo_corpus: true\ndata: s3://bucket/demo/\n", "demo_corpus: true needs `data` to be one local directory"),
     ],
 )
 def test_bad_values_name_the_file_and_the_key(tmp_path, extra, message):

@@ -244,6 +244,24 @@ def test_bad_input_found_on_a_worker_is_not_retried_by_the_pipeline(cluster, tmp
     assert no_retry_for_bad_input(None, None, Failed(data=OSError("connection reset"))) is True
 
 
+def test_a_bad_shard_on_a_local_cluster_is_one_line_on_stderr(tmp_path):
+    """The workers of the cluster `bpe train --engine dask` starts share its stderr: bad input on a
+    worker must show only the one-line error, never the worker's log of a failed task."""
+    import subprocess
+    import sys
+
+    path, out = tmp_path / "bad.txt", tmp_path / "tok"
+    path.write_bytes(b"ok\n\xff\xfe bad\n")
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "bpe"), "train", str(path), "--engine", "dask", "--workers", "2",
+         "--vocab-size", "300", "--out", str(out), "--quiet"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [f"bpe: error: {path}: invalid UTF-8 at byte 3"], done.stderr
+    assert not out.exists()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

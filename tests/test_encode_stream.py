@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,8 +45,9 @@ def bpe(*args: object) -> int:
 
 
 def expected(tok: Tokenizer, docs: list[str]) -> list[list[int]]:
-    """What each document must encode to: ours one at a time, equal to tiktoken's on the same ranks."""
-    ours = [tok.encode(d) for d in docs]
+    """What each document must encode to, special tokens' text as the special tokens (the command's
+    --allow-special): ours one at a time, equal to tiktoken's on the same ranks."""
+    ours = [tok.encode(d, allowed_special="all") for d in docs]
     assert ours == [tok.to_tiktoken().encode(d, allowed_special="all") for d in docs]
     return ours
 
@@ -60,15 +62,15 @@ def no_leftovers(directory: Path) -> None:
 def test_encode_batch_to_numpy_equals_encode_batch(saved):
     tok, _ = saved
     texts = DOCS * 3
-    ids, offsets = tok.encode_batch_to_numpy(texts, num_threads=2)
+    ids, offsets = tok.encode_batch_to_numpy(texts, num_threads=2, allowed_special="all")
     assert ids.dtype == np.uint16 and offsets.dtype == np.int64 and len(offsets) == len(texts) + 1
-    lists = tok.encode_batch(texts, num_threads=2)
+    lists = tok.encode_batch(texts, num_threads=2, allowed_special="all")
     assert [ids[offsets[i] : offsets[i + 1]].tolist() for i in range(len(texts))] == lists == expected(tok, texts)
     ordinary, at = tok.encode_batch_to_numpy(texts, special_as_text=True, allowed_special=())
     assert np.split(ordinary, at[1:-1])[1].tolist() == tok.encode_ordinary(DOCS[1])
     plain = Tokenizer(tok.merges, tok.pattern, tok.special_tokens)
     plain._encoding = False  # the plain Python encoder, where tiktoken cannot take a tokenizer
-    again, again_at = plain.encode_batch_to_numpy(texts, num_threads=2)
+    again, again_at = plain.encode_batch_to_numpy(texts, num_threads=2, allowed_special="all")
     assert again.tolist() == ids.tolist() and again_at.tolist() == offsets.tolist()
     empty, empty_at = tok.encode_batch_to_numpy([])
     assert empty.size == 0 and empty_at.tolist() == [0]
@@ -82,9 +84,9 @@ def test_ids_are_uint32_when_one_does_not_fit_in_16_bits(saved):
     tok, _ = saved
     wide = Tokenizer(tok.merges, tok.pattern, {"<|endoftext|>": 70_000})
     assert wide.ids_dtype == np.uint32 and tok.ids_dtype == np.uint16
-    ids, offsets = wide.encode_batch_to_numpy(["the cat<|endoftext|>", "sat"])
+    ids, offsets = wide.encode_batch_to_numpy(["the cat<|endoftext|>", "sat"], allowed_special="all")
     assert ids.dtype == np.uint32 and ids[offsets[1] - 1] == 70_000
-    assert np.split(ids, offsets[1:-1])[0].tolist() == wide.encode("the cat<|endoftext|>")
+    assert np.split(ids, offsets[1:-1])[0].tolist() == wide.encode("the cat<|endoftext|>", allowed_special="all")
 
 
 # -- reading in bounded batches -------------------------------------------------------------------
@@ -128,9 +130,10 @@ def test_a_text_file_in_pieces_encodes_as_the_whole_text(saved, tmp_path, monkey
     (tmp_path / "big.txt").write_text(text, encoding="utf-8")
     monkeypatch.setattr(stream, "PIECE_BYTES", 512)  # hundreds of pieces, in batches of a few
     monkeypatch.setattr(stream, "BATCH_BYTES", 2048)
-    assert bpe("encode", out, tmp_path / "big.txt", "--out", tmp_path / "ids.npy", "--quiet") == 0
+    assert bpe("encode", out, tmp_path / "big.txt", "--allow-special", "--out", tmp_path / "ids.npy", "--quiet") == 0
     assert np.load(tmp_path / "ids.npy").tolist() == expected(tok, [text])[0]
-    assert bpe("encode", out, tmp_path / "big.txt", "--text-format", "lines", "--out", tmp_path / "l.jsonl") == 0
+    lines_out = ["--text-format", "lines", "--allow-special", "--out", tmp_path / "l.jsonl"]
+    assert bpe("encode", out, tmp_path / "big.txt", *lines_out) == 0
     lines = [json.loads(line)["ids"] for line in (tmp_path / "l.jsonl").read_text().splitlines()]
     assert lines == expected(tok, [line.rstrip("\r") for line in text.split("\n") if line.rstrip("\r")])
 
@@ -174,7 +177,8 @@ def test_every_format_holds_the_ids_of_each_document_in_order(saved, tmp_path, c
     docs = [DOCS[0], DOCS[1], DOCS[2], *DOCS[3:], "first line", "second line"]  # argument order; null skipped
     target = tmp_path / f"ids.{fmt}"
     inputs = [tmp_path / "b.parquet", tmp_path / "a.jsonl", tmp_path / "c.txt"]
-    assert bpe("encode", out, *inputs, "--text-format", "lines", "--out", target, "--offsets", tmp_path / "o.npy") == 0
+    options = ["--text-format", "lines", "--allow-special", "--out", target, "--offsets", tmp_path / "o.npy"]
+    assert bpe("encode", out, *inputs, *options) == 0
     assert "(1 null rows skipped) from 3 input(s)" in capsys.readouterr().err
     want = expected(tok, docs)
     offsets = np.load(tmp_path / "o.npy")
@@ -194,8 +198,8 @@ def test_every_format_holds_the_ids_of_each_document_in_order(saved, tmp_path, c
 def test_eot_ends_each_document_and_offsets_include_it(saved, tmp_path):
     tok, out = saved
     write_parquet(tmp_path / "d.parquet", DOCS)
-    assert bpe("encode", out, tmp_path / "d.parquet", "--eot", "--out", tmp_path / "ids.npy", "--offsets",
-               tmp_path / "o.npy", "--quiet") == 0  # fmt: skip
+    assert bpe("encode", out, tmp_path / "d.parquet", "--eot", "--allow-special", "--out", tmp_path / "ids.npy",
+               "--offsets", tmp_path / "o.npy", "--quiet") == 0  # fmt: skip
     flat, offsets = np.load(tmp_path / "ids.npy", mmap_mode="r"), np.load(tmp_path / "o.npy")
     eot = tok.eot_token
     assert [flat[offsets[i] : offsets[i + 1]].tolist() for i in range(len(DOCS))] == [
@@ -204,6 +208,44 @@ def test_eot_ends_each_document_and_offsets_include_it(saved, tmp_path):
     plain = Tokenizer(tok.merges, tok.pattern)
     plain.save(tmp_path / "plain")
     assert bpe("encode", tmp_path / "plain", tmp_path / "d.parquet", "--eot") == 1
+
+
+def number(pattern: str, line: str) -> int:
+    """The number (`9,483`) that `pattern`'s group matches in `line`."""
+    return int(re.search(pattern, line)[1].replace(",", ""))
+
+
+def test_the_summary_counts_the_ids_written_end_of_text_included(saved, tmp_path, capsys, monkeypatch):
+    """The summary said 9,481 tokens where 9,483 ids were written: it left out the end-of-text ids."""
+    _, out = saved
+    docs = [d.replace("<|endoftext|>", "the end") for d in DOCS]  # no special token in the text
+    inputs = [write_parquet(tmp_path / f"{i}.parquet", [f"{d} {i}" for d in docs * 4]) for i in range(5)]
+    monkeypatch.setattr(stream, "BATCH_BYTES", 512)  # a batch per file at least
+    for eot in ([], ["--eot"]):
+        target = tmp_path / f"ids{len(eot)}.npy"
+        assert bpe("encode", out, *inputs, *eot, "--out", target) == 0
+        line = capsys.readouterr().err.strip().splitlines()[-1]
+        written = len(np.load(target))
+        assert number(r" -> ([\d,]+) tokens", line) == written, line
+        assert number(r"encoded ([\d,]+) document", line) == len(DOCS) * 20
+    assert f"({written - len(DOCS) * 20:,} of text + {len(DOCS) * 20:,} end-of-text;" in line
+
+
+@pytest.mark.parametrize("offsets", ["same.npy", "./same.npy", "{tmp}/same.npy", "here/same.npy"])
+def test_out_and_offsets_naming_one_file_are_refused_before_writing(saved, tmp_path, capsys, monkeypatch, offsets):
+    _, out = saved
+    monkeypatch.chdir(tmp_path)
+    write_parquet(tmp_path / "d.parquet", ["one document", "and another"])
+    offsets = offsets.format(tmp=tmp_path)
+    os.symlink(".", "here")  # a directory by another name
+    message = f"bpe: error: --out same.npy and --offsets {offsets} name the same file; give each its own path\n"
+    assert bpe("encode", out, "d.parquet", "--out", "same.npy", "--offsets", offsets) == 1
+    assert capsys.readouterr().err == message and not os.path.exists("same.npy")
+    Path("same.npy").write_text("keep me")
+    for force in ([], ["--force"]):  # an existing one is left untouched
+        assert bpe("encode", out, "d.parquet", "--out", "same.npy", "--offsets", offsets, *force) == 1
+        assert capsys.readouterr().err == message and Path("same.npy").read_text() == "keep me"
+    no_leftovers(tmp_path)
 
 
 def test_stdin_streamed_with_dash_or_when_no_argument(saved, monkeypatch, capsys):
@@ -226,9 +268,9 @@ def test_the_command_streams_real_pipes_to_stdout(saved, tmp_path):
     tok, out = saved
     text = "\n".join(DOCS[:2] * 500) + "\n"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", "bpe.cli", "encode", str(out), "-", "--format", "bin"],
-                          input=text.encode(), capture_output=True, env=env, check=True)  # fmt: skip
-    assert np.frombuffer(done.stdout, dtype="<u2").tolist() == tok.encode(text[:-1])
+    command = [sys.executable, "-m", "bpe.cli", "encode", str(out), "-", "--format", "bin", "--allow-special"]
+    done = subprocess.run(command, input=text.encode(), capture_output=True, env=env, check=True)
+    assert np.frombuffer(done.stdout, dtype="<u2").tolist() == tok.encode(text[:-1], allowed_special="all")
     assert b"encoded 1 document(s) from 1 input(s)" in done.stderr
 
 

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 import bpe.inputs.formats as input_formats
 from bpe import train
 from bpe.engine.count import WordCounter, count_shards
-from bpe.errors import InputError, SettingsError
+from bpe.errors import InputError, InvalidTextError, SettingsError
 from bpe.inputs.discover import discover
 from bpe.inputs.read import read_batches
 from bpe.inputs.shard import Shard, with_options
@@ -404,14 +404,13 @@ def test_a_peer_style_corpus_en_trains_from_the_command(tmp_path, capsys):
     from bpe.cli import main
 
     (tmp_path / "corpus.en").write_text("\n".join(LINES) + "\n")
-    assert main(["train", str(tmp_path / "corpus.en"), "--vocab-size", "300", "--out", str(tmp_path / "tok"),
-                 "--quiet"]) == 0  # fmt: skip
+    assert main(["train", str(tmp_path / "corpus.en"), "--vocab-size", "300", "--out", str(tmp_path / "tok")]) == 0
     printed = capsys.readouterr().out
     assert "inputs    1 text; text files read one document per file (--text-format doc)" in printed
     assert train(files=str(tmp_path / "corpus.en"), vocab_size=300).merges == train(
         ["\n".join(LINES) + "\n"], vocab_size=300).merges  # fmt: skip
     assert main(["train", str(tmp_path / "corpus.en"), "--vocab-size", "300", "--out", str(tmp_path / "tok2"),
-                 "--quiet", "--text-format", "lines"]) == 0  # fmt: skip
+                 "--text-format", "lines"]) == 0  # fmt: skip
     assert "text files read one document per line (--text-format lines)" in capsys.readouterr().out
 
 
@@ -826,3 +825,32 @@ def test_the_dask_engine_reads_every_input_as_the_local_engine_does(dask_client,
         monkeypatch.setattr(sys, "stdin", FakeStdin(("\n".join(LINES) + "\n").encode()))
         on_both_engines(dask_client, LINES, files=discover(["-"]), text_format="lines")
         on_both_engines(dask_client, LINES, texts=[{"text": t} for t in LINES])
+
+
+# --- a lone surrogate in in-memory texts: refused naming its row, on both engines ---------------
+
+SURROGATE_AT = 9000  # past the first batch of 8192 documents: the row counts across batches
+
+
+def texts_with_a_surrogate(shape: str):
+    rows = ["ok", None] + ["fine text"] * (SURROGATE_AT - 2) + ["bad \ud800 text", "after"]
+    if shape == "dicts":
+        return [{"text": row} for row in rows]
+    return iter(rows) if shape == "generator" else rows
+
+
+@pytest.mark.parametrize("options", [{}, {"sample": 1.0}, {"limit": "10MB"}], ids=["all", "sample", "limit"])
+@pytest.mark.parametrize("shape", ["list", "dicts", "generator"])
+def test_a_lone_surrogate_in_texts_is_refused_naming_its_row(shape, options):
+    with pytest.raises(InvalidTextError) as raised:
+        train(texts_with_a_surrogate(shape), vocab_size=300, **options)
+    message = str(raised.value)
+    assert message.startswith(f"texts: row {SURROGATE_AT} (0-based): lone surrogate U+D800 at character 4"), message
+    assert "\n" not in message
+
+
+@pytest.mark.services
+def test_the_dask_engine_refuses_a_lone_surrogate_naming_its_row(dask_client):
+    with pytest.raises(InvalidTextError) as raised:
+        train(["ok", "bad \ud800 text"], vocab_size=VOCAB, engine="dask", client=dask_client)
+    assert str(raised.value).startswith("texts: row 1 (0-based): lone surrogate U+D800")

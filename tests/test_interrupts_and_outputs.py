@@ -87,8 +87,64 @@ def test_a_read_only_out_is_refused_before_counting(data, capsys, mounted, no_co
 def test_a_full_disk_during_export_is_one_line_and_leaves_nothing(data, capsys, mounted):
     small = mounted("size=16k")
     assert main(["train", str(data), "--vocab-size", "400", "--out", str(small / "tok"), "--quiet"]) == 1
-    assert "No space left on device" in one_error_line(capsys)
+    # the user's path, not the staging directory's, nor a bare [Errno 28]
+    line = f"bpe: error: {small / 'tok'}: no space left on device while writing the tokenizer files\n"
+    assert one_error_line(capsys) == line
     assert list(small.iterdir()) == []
+
+
+def test_a_full_disk_while_replacing_a_tokenizer_keeps_the_old_one(tmp_path, capsys, mounted):
+    rng = random.Random(0)
+    words = [" ".join("".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(3, 9))) for _ in range(50))
+             for _ in range(400)]  # fmt: skip
+    data = write_parquet(tmp_path / "words.parquet", words)
+    small = mounted("size=40k")  # room for a tokenizer of 7 small files (a page each), not for a larger one
+    out = small / "tok"
+    assert main(["train", str(data), "--vocab-size", "257", "--out", str(out), "--quiet"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert main(["train", str(data), "--vocab-size", "1000", "--out", str(out), "--force", "--quiet"]) == 1
+    assert one_error_line(capsys) == f"bpe: error: {out}: no space left on device while writing the tokenizer files\n"
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before and list(small.iterdir()) == [out]
+
+
+@pytest.fixture(scope="module")
+def encoding(tmp_path_factory) -> tuple[Path, Path]:
+    """A saved tokenizer, and texts whose ids take about 100 kB (far more than a 16 kB tmpfs holds)."""
+    from bpe import train
+
+    where = tmp_path_factory.mktemp("encoding")
+    texts = [f"document {i}: the cat sat on the mat" for i in range(5000)]
+    train(texts[:50], vocab_size=280, special_tokens=["<|endoftext|>"]).save(where / "tok")
+    return where / "tok", write_parquet(where / "texts.parquet", texts)
+
+
+FULL_CASES = [("ids.npy", None, "--out"), ("ids.txt", "o.npy", "--out"), ("ids.jsonl", "o.npy", "--out"),
+              (os.devnull, "o.npy", "--offsets")]  # fmt: skip
+
+
+@pytest.mark.parametrize("out, offsets, full", FULL_CASES)
+def test_a_full_disk_while_encoding_names_the_output_and_leaves_nothing(encoding, capsys, mounted, out, offsets, full):
+    tok, texts = encoding
+    small = mounted("size=16k")
+    paths = {"--out": small / out, "--offsets": small / offsets if offsets else None}  # small / os.devnull: /dev/null
+    for path in paths.values():
+        if path is not None and path.parent == small:
+            path.write_text("keep me")  # replaced only by a complete file
+    flags = [str(a) for flag, path in paths.items() if path is not None for a in (flag, path)]
+    assert main(["encode", str(tok), str(texts), *flags, "--eot", "--force", "--quiet"]) == 1
+    line = one_error_line(capsys)
+    assert re.fullmatch(rf"bpe: error: {full} {re.escape(str(paths[full]))}: no space left on device after writing "
+                        r"[\d,]+ bytes\n", line), line  # fmt: skip
+    assert sorted(p.name for p in small.iterdir()) == sorted(p.name for p in paths.values() if p and p.parent == small)
+    assert all(p.read_text() == "keep me" for p in small.iterdir())
+
+
+def test_a_full_device_written_in_place_is_one_line(encoding, capsys):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    tok, texts = encoding
+    assert main(["encode", str(tok), str(texts), "--out", "/dev/full", "--format", "bin", "--quiet"]) == 1
+    assert one_error_line(capsys) == "bpe: error: --out /dev/full: no space left on device\n"
 
 
 @pytest.fixture(scope="module")

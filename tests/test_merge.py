@@ -7,13 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe.engine.count import WordCounts, count_words
+from bpe.engine.count import WordCounts, check_pair_counts, count_words
 from bpe.engine.merge import learn_merges
 from bpe.engine.pair_keys import pack
 from bpe.engine.pair_queue import PairQueue
 from bpe.engine.word_shards import ThreadedWordTable
 from bpe.engine.word_table import WordTable
-from tests.reference import train_reference
+from bpe.errors import InputError
+from tests.reference import merge_ids, train_reference
 
 # Words over few symbols give many equal counts (ties) and long runs like "aaaa".
 SYMBOLS = ["a", "b", "c", "aa", "é", "中", "🙂", " ", "x", "\n"]
@@ -192,3 +193,60 @@ def test_queue_refuses_deltas_that_do_not_match():
     queue.add(np.array([pack(1, 2)]), np.array([3]))
     with pytest.raises(ValueError, match="negative"):
         queue.add(np.array([pack(1, 2)]), np.array([-4]))
+
+
+# Counts past what 32 bits hold (Hugging Face's trainer keeps pair counts in i32 and wrapped them
+# silently on large corpora): pairs here occur 2**32 to 2**35 times, and ties are broken as usual.
+HUGE = {b"ab": 2**31 + 5, b"abc": 2**32 + 7, b"bcd": 2**33 + 1, b"cd": 3 * 2**31, b"abcd": 2**32 - 1, b"dc": 2**33 + 1}
+# Just below the limit (2**62 bytes of words in all): pair counts near 2**60, still exact.
+NEAR_LIMIT = {b"ab": 2**59, b"abab": 2**58 - 1, b"ba": 3}
+
+
+def tokens_after(counts: dict[bytes, int], merges: list[tuple[int, int]]) -> int:
+    """Tokens of all word occurrences once `merges` are applied, by the reference's own merging."""
+    total = 0
+    for word, count in counts.items():
+        ids = list(word)
+        for new_id, pair in enumerate(merges, start=256):
+            ids = merge_ids(ids, pair, new_id)
+        total += count * len(ids)
+    return total
+
+
+@pytest.mark.parametrize("counts", [HUGE, NEAR_LIMIT], ids=["past 2**32", "near 2**62"])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("tie_break", ["bytes", "ids"])
+def test_counts_past_32_bits_give_the_reference_merges_and_exact_counts(counts, threads, tie_break):
+    expected = train_reference(counts, 10, tie_break)
+    result = learn_merges(WordCounts.from_dict(counts), 10, tie_break=tie_break, threads=threads)
+    assert [tuple(p) for p in result.merges.tolist()] == expected
+    first = expected[0]
+    assert result.counts[0] == sum(c * list(zip(w, w[1:])).count(first) for w, c in counts.items()) > 2**32
+    assert result.tokens_after == tokens_after(counts, expected)
+
+
+@pytest.mark.parametrize(
+    "counts",
+    [{b"ab": 2**62, b"abab": 2**62}, {b"ab": 2**63 - 1, b"cd": 2**63 - 1}, {b"ab": 2**63}, {b"ab": 2**64 + 1}],
+    ids=["pair count past 2**63", "tokens past 2**63", "a count past int64", "a count past uint64"],
+)
+def test_counts_past_what_int64_holds_are_refused_in_one_line(counts):
+    """A count that wrapped negative would silently change the merges: refused, never wrapped."""
+    with pytest.raises(InputError) as raised:
+        learn_merges(WordCounts.from_dict(counts), 10)
+    message = str(raised.value)
+    assert message.startswith("word counts: ") and "int64" in message and "\n" not in message, message
+
+
+def test_a_negative_word_count_is_refused():
+    with pytest.raises(InputError, match=r"^word counts: word b'ab' has count -3, below 0$"):
+        learn_merges(WordCounts.from_dict({b"cd": 2, b"ab": -3}), 10)
+
+
+def test_the_dask_engines_pair_counts_past_the_limit_are_refused():
+    """The first pair counts the Dask engine's word shards send: summed over the shards, as its queue does."""
+    check_pair_counts([np.array([2**61, 5]), np.array([2**60])])  # 3 x 2**60 in all: within the limit
+    with pytest.raises(InputError, match=r"^word counts: the pair occurrences of all words come to .*int64"):
+        check_pair_counts([np.array([2**61, 5]), np.array([2**61])])
+    with pytest.raises(InputError, match=r"^word counts: a word shard gave a negative pair count .*int64"):
+        check_pair_counts([np.array([3]), np.array([-(2**63) + 1])])

@@ -141,7 +141,7 @@ def files_left_in(directories: list[Path]) -> list[str]:
 
 
 def test_train_reads_and_writes_object_storage_and_a_tokenizer_there_loads(bucket, data, local):
-    done = bpe("train", data, "--vocab-size", str(VOCAB), "--out", f"s3://{bucket}/tok/", "--quiet")
+    done = bpe("train", data, "--vocab-size", str(VOCAB), "--out", f"s3://{bucket}/tok/")
     assert done.returncode == 0, done.stderr
     assert f"trained s3://{bucket}/tok/" in done.stdout
     assert keys(bucket, "tok/") == sorted(f"tok/{name}" for name in

@@ -50,7 +50,7 @@ NAMES = ("first", "unchanged", "grows", "override", "broken", "planted", "overla
 @pytest.fixture(scope="module")
 def deployed(services) -> dict[str, dict]:
     """One configuration per test, each over three Parquet shards of its own, all deployed."""
-    claim_deployment_names(__name__, *NAMES, "waiting")
+    claim_deployment_names(__name__, *NAMES, "waiting", "fresh-demo")
     root = services["root"]
     paragraphs = stdlib_paragraphs()
     conf = root / "conf"
@@ -75,6 +75,11 @@ def deployed(services) -> dict[str, dict]:
         configs[name] = {**cfg, "paragraphs": paragraphs, "data_dir": data}
     waiting = {**cfg, "name": "waiting", "data": str(root / "waiting" / "not-yet")}  # its data is not there
     (conf / "waiting.yaml").write_text(yaml.safe_dump(waiting))
+    # as conf/demo.yaml: the run writes the demo corpus into its data directory, which no one made
+    fresh = {**cfg, "name": "fresh-demo", "data": str(root / "fresh-demo" / "demo-data"), "demo_corpus": True,
+             "artifact_root": str(root / "fresh-demo" / "artifacts")}  # fmt: skip
+    (conf / "fresh-demo.yaml").write_text(yaml.safe_dump(fresh))
+    configs["fresh-demo"] = fresh
     done = subprocess.run(
         [str(Path(os.sys.executable).parent / "bpe"), "deploy", "--conf", str(conf), "--pool", POOL],
         env={**os.environ, **services["env"]}, capture_output=True, text=True, cwd=REPO, timeout=120,
@@ -270,6 +275,16 @@ def test_a_deployment_whose_data_is_missing_is_registered_paused(services, deplo
         with get_client(sync_client=True) as client:
             assert client.read_deployment_by_name("train-bpe/waiting").paused
             assert not client.read_deployment_by_name("train-bpe/first").paused
+
+
+def test_the_demo_deployment_runs_on_a_fresh_cluster_without_its_data(services, deployed):
+    """`bpe cluster up` then `prefect deployment run 'train-bpe/demo'`, with no `bpe demo` run
+    before: the demo's configuration says its data is the demo corpus, so the deployment is active
+    and its run writes the corpus, then trains and publishes."""
+    cfg = deployed["fresh-demo"]
+    assert "deployed train-bpe/fresh-demo (schedule '17 4 * * *', active) on work pool" in deployed["deploy_output"]
+    first_run(services, cfg)
+    assert len(list(Path(cfg["data"]).glob("part-*.parquet"))) == 4
 
 
 def test_two_overlapping_runs_publish_one_version(services, deployed):

@@ -45,3 +45,19 @@ def test_the_command_offers_exactly_the_library_names():
     choices = {action.dest: action.choices for action in train_parser._actions if action.choices}
     assert tuple(choices["tie_break"]) == TIE_BREAKS and tuple(choices["engine"]) == ENGINES
     assert set(PATTERNS) == {"gpt2", "cl100k", "o200k", "whitespace"}
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: train(["some text"], vocab_size=300, special_tokens="<s>"),
+        lambda: Settings(vocab_size=300, special_tokens="<s>"),
+    ],
+    ids=["train", "Settings"],
+)
+def test_special_tokens_given_as_one_string_are_refused_as_not_a_list(make):
+    """A bare str would be read as its characters ('<', 's', '>'): it is refused for what it is."""
+    with pytest.raises(SettingsError) as raised:
+        make()
+    assert raised.value.parameter == "special_tokens"
+    assert str(raised.value) == "special_tokens: expected a list of strings, got '<s>'"

@@ -86,8 +86,10 @@ def test_special_tokens(trained):
     tok, out = trained
     eot, pad = tok.special_tokens["<|endoftext|>"], tok.special_tokens["<|pad|>"]
     assert (eot, pad) == (998, 999) and tok.vocab_size == 1000
-    ids = tok.encode("a<|endoftext|>b")
+    ids = tok.encode("a<|endoftext|>b", allowed_special="all")
     assert ids[1] == eot and tok.decode(ids) == "a<|endoftext|>b"
+    with pytest.raises(SpecialTokenError, match="endoftext"):  # by default, as tiktoken
+        tok.encode("a<|endoftext|>b")
     assert hf(out).encode("a<|endoftext|>b").ids == ids
     with pytest.raises(SpecialTokenError, match="<\\|pad\\|>"):
         tok.encode("x<|pad|>", allowed_special={"<|endoftext|>"})
@@ -128,7 +130,7 @@ def test_gpt2_files_give_hugging_face_ids(gpt2_dir, corpus_rows):
         ids = ours.encode(text, special_as_text=True)
         assert ids == reference.encode(text).ids, repr(text)
         assert ours.decode(ids) == text
-    assert ours.encode("Hello<|endoftext|>")[-1] == 50256
+    assert ours.encode("Hello<|endoftext|>", allowed_special="all")[-1] == 50256
 
 
 def test_loading_a_directory_without_a_tokenizer_fails_clearly(tmp_path):
@@ -177,7 +179,7 @@ def test_batches_equal_tiktoken_batches_and_single_calls(trained, corpus_rows):
     assert tok.encode_batch(texts, num_threads=2) == [tok.encode(t) for t in texts] == expected
     assert tok.decode_batch(expected, num_threads=2) == reference.decode_batch(expected)
     mixed = ["a<|endoftext|>b", "x<|pad|>"]
-    assert tok.encode_batch(mixed) == [hf(out).encode(t).ids for t in mixed]
+    assert tok.encode_batch(mixed, allowed_special="all") == [hf(out).encode(t).ids for t in mixed]
     with pytest.raises(SpecialTokenError):
         tok.encode_batch(mixed, allowed_special={"<|endoftext|>"})
 

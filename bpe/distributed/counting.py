@@ -11,11 +11,11 @@ from __future__ import annotations
 import operator
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from bpe import storage
 from bpe.engine.count import CountStats, WordCounter, WordCounts, use_system_allocator
-from bpe.errors import InputError
+from bpe.errors import BpeError, InputError
 from bpe.inputs.formats import check_parquet
 from bpe.inputs.shard import Shard
 from bpe.pretokenize import Pretokenizer
@@ -33,11 +33,16 @@ def count_partition(
     n_buckets: int,
     holdout: float = 0.0,
 ) -> dict:
-    """Count one partition: {"stats", "buckets" (one WordCounts per word shard), "held_out" rows}."""
+    """Count one partition: {"stats", "buckets" (one WordCounts per word shard), "held_out" rows}.
+    Bad input comes back as {"error": BpeError} rather than failing the task, so that the worker logs
+    no traceback for it (the client raises it); any other exception fails the task as usual."""
     use_system_allocator()
     counter = WordCounter(pretokenizer, holdout=holdout)
-    for batch in _partition_batches(shard, row_group, text_column):
-        counter.add_arrow(batch)
+    try:
+        for batch in _partition_batches(shard, row_group, text_column):
+            counter.add_arrow(batch)
+    except BpeError as exc:
+        return {"error": exc}
     return {
         "stats": asdict(counter.stats),
         "buckets": split_by_bucket(counter.result(), n_buckets),
@@ -98,6 +103,13 @@ def write_counts(counts: WordCounts, path: str) -> str:
     return storage.write_file(path, lambda tmp: pq.write_table(counts.to_arrow(), tmp))
 
 
+def write_counts_digest(counts: WordCounts, path: str) -> str:
+    """`write_counts`, returning the digest of the bytes written (`bpe.storage.file_digest`)."""
+    import pyarrow.parquet as pq
+
+    return storage.write_file_digest(path, lambda tmp: pq.write_table(counts.to_arrow(), tmp))
+
+
 def read_counts(path: str) -> WordCounts:
     import pyarrow.parquet as pq
 
@@ -109,6 +121,11 @@ def read_counts(path: str) -> WordCounts:
 
 def read_split(path: str, n_buckets: int) -> list[WordCounts]:
     return split_by_bucket(read_counts(path), n_buckets)
+
+
+def _stats_or_error(result: dict) -> dict | BpeError:
+    """A counted partition's statistics, or the bad-input error it came back with."""
+    return result["error"] if "error" in result else result["stats"]
 
 
 def _item(result, *keys):
@@ -147,25 +164,27 @@ def submit_counts(client, shards, pretokenizer, text_column, n_buckets, holdout,
         client.submit(count_partition, shard, rg, pretokenizer, text_column, n_buckets, holdout, pure=False)
         for shard, rg, _ in parts
     ]
-    stats_of = [client.submit(_item, t, "stats") for t in tasks]  # picked as each count ends
-    weight = {t.key: p[2] for t, p in zip(tasks, parts)}
-    stats_by_key = {t.key: s for t, s in zip(tasks, stats_of)}
+    stats_of = [client.submit(_stats_or_error, t) for t in tasks]  # picked as each count ends
+    weight = {s.key: p[2] for s, p in zip(stats_of, parts)}
+    counted: dict = {}  # each partition's statistics, summed in partition order at the end
     done = text_done = 0  # progress: partition bytes (the weights) and bytes of text counted
     if progress is not None:
         progress("count", 0, total)
-    for future in as_completed(tasks):
-        if future.status != "finished":
-            error = _failure(future)  # read first: once cancelled, a future has lost its exception
+    for future in as_completed(stats_of):
+        # A failure is read first: once cancelled, a future has lost its exception.
+        part = future.result() if future.status == "finished" else _failure(future)
+        if isinstance(part, BaseException):
             for t in tasks:
                 t.cancel()
-            raise error
+            raise part
+        counted[future.key] = part
         done += weight[future.key]
+        text_done += part["bytes"]
         if progress is not None:  # in bytes of text, as the summary counts
-            text_done += stats_by_key[future.key].result()["bytes"]
             progress("count", text_done, estimate_text_bytes(text_done, done, total))
     stats = CountStats()
-    for part in client.gather(stats_of):
-        stats.add(CountStats(**part))
+    for future in stats_of:
+        stats.add(CountStats(**counted[future.key]))
     if progress is not None:
         progress("count", stats.bytes, stats.bytes)
     return tasks, stats
@@ -226,6 +245,7 @@ class ShardCount:
     stats: CountStats
     seconds: float = 0.0
     cached: bool = False  # found in the count cache rather than counted now
+    digests: dict[str, str] = field(default_factory=dict)  # "counts", "held_out": their files' digests
 
 
 def count_shard_to_files(
@@ -238,24 +258,24 @@ def count_shard_to_files(
     held_out_path: str,
 ) -> ShardCount:
     """Count one shard (a fingerprint: path, size, sha256, kind) on the workers and have a worker
-    write its counts (and its held-out rows) to Parquet."""
+    write its counts (and its held-out rows) to Parquet, hashing the bytes it writes."""
     started = time.perf_counter()
     tasks, stats = submit_counts(client, [Shard(shard["path"], shard["kind"], shard["size"])], pretokenizer,
                                  text_column, 1, holdout)  # fmt: skip
     total = tree_reduce(client, [client.submit(_item, t, "buckets", 0) for t in tasks])
-    written = client.submit(write_counts, total, counts_path, pure=False)
+    written = client.submit(write_counts_digest, total, counts_path, pure=False)
     held = client.submit(_write_held_out, [client.submit(_item, t, "held_out") for t in tasks], held_out_path)
-    written.result()
-    held.result()
-    return ShardCount(shard, counts_path, held_out_path, stats, time.perf_counter() - started)
+    digests = {"counts": written.result(), "held_out": held.result()}
+    return ShardCount(shard, counts_path, held_out_path, stats, time.perf_counter() - started, digests=digests)
 
 
 def _write_held_out(parts: list[list[str]], path: str) -> str:
+    """Write the held-out rows as Parquet; returns the digest of the bytes written."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     rows = pa.table({"text": pa.array([text for part in parts for text in part], pa.string())})
-    return storage.write_file(path, lambda tmp: pq.write_table(rows, tmp))
+    return storage.write_file_digest(path, lambda tmp: pq.write_table(rows, tmp))
 
 
 def read_held_out(path: str) -> list[str]:

@@ -36,7 +36,7 @@ from bpe.distributed import channel
 from bpe.distributed.client import Log, check_scheduler, dask_client, ready_workers
 from bpe.distributed.counting import count_on_dask
 from bpe.engine.compilation import CompileWatch
-from bpe.engine.count import release_memory
+from bpe.engine.count import check_pair_counts, release_memory
 from bpe.engine.merge import MergeResult, finish, stop_reason
 from bpe.engine.pair_queue import PairQueue
 from bpe.errors import SchedulerLost, WorkersLost
@@ -230,10 +230,12 @@ def merge_on_dask(
     min_frequency: int,
     progress: ProgressFn | None,
     checkpoint_seconds: float,
+    max_token_length: int | None = None,
 ) -> MergeResult:
     """The driver's loop: choose a round, send it, add the deltas the holders send back."""
     started = time.perf_counter()
-    queue = PairQueue(tie_break)
+    check_pair_counts([d for _, d in initial])
+    queue = PairQueue(tie_break, max_token_length)
     queue.add(np.concatenate([k for k, _ in initial]), np.concatenate([d for _, d in initial]))
     batches: list[np.ndarray] = []
     log_cache: list[np.ndarray] = []
@@ -308,7 +310,7 @@ def merge_on_workers(
             loop = PhaseClock(progress, compiling=lambda: compiles.seconds)
             merged = merge_on_dask(
                 holders, initial, settings.n_merges(), settings.tie_break, settings.min_frequency,
-                loop, checkpoint_seconds,
+                loop, checkpoint_seconds, settings.max_token_length,
             )  # fmt: skip
         merged.seconds -= compiles.seconds
         shard_stats = holders.stats()

@@ -42,12 +42,36 @@ from bpe.engine.scanner import (
     next_whitespace,
     unicode_tables,
 )
+from bpe.errors import InputError
+from bpe.inputs.documents import text_array
 from bpe.inputs.formats import is_text_type
 from bpe.inputs.read import read_batches
 from bpe.inputs.shard import Shard
 from bpe.pretokenize import Pretokenizer
 from bpe.progress import estimate_text_bytes
 from bpe.settings import check_setting
+
+# Counts are int64. Every pair count is at most the bytes of all word occurrences (the sum of count
+# x length), and within a round a pair's count plus the occurrences that merges create can reach
+# twice that: so the bytes in all must stay below 2**62, half of what int64 holds.
+COUNT_LIMIT = 1 << 62
+
+
+def check_count_limit(total: int, what: str) -> None:
+    """Raise InputError, in one line, if `total` (`what` it counts) reaches COUNT_LIMIT."""
+    if total >= COUNT_LIMIT:
+        raise InputError(f"word counts: {what} come to {total:,}, past the {COUNT_LIMIT:,} (2**62, half of what "
+                         "int64 holds) that the merge loop's pair counts can take")  # fmt: skip
+
+
+def check_pair_counts(parts: Sequence[np.ndarray]) -> None:
+    """Refuse the first pair counts of several word shards (the Dask engine's) that int64 cannot
+    hold: a negative one (a shard's count wrapped), or more pair occurrences than COUNT_LIMIT in all."""
+    if any(len(part) and int(part.min()) < 0 for part in parts):
+        raise InputError("word counts: a word shard gave a negative pair count (its counts wrapped past what int64 "
+                         "holds)")  # fmt: skip
+    if sum(float(part.astype(np.float64).sum()) for part in parts) >= COUNT_LIMIT / 2:
+        check_count_limit(sum(sum(part.tolist()) for part in parts), "the pair occurrences of all words")
 
 
 @dataclass
@@ -72,6 +96,18 @@ class WordCounts:
         """Number of pre-tokens counted (the sum of frequencies)."""
         return int(self.counts.sum())
 
+    def check_limit(self) -> None:
+        """Refuse (InputError) counts the merge loop could not count exactly in int64: a negative
+        count, or words whose bytes in all (count x length, summed) reach COUNT_LIMIT."""
+        if len(self) and int(self.counts.min()) < 0:
+            i = int(np.argmin(self.counts))
+            raise InputError(f"word counts: word {self.word(i)!r} has count {int(self.counts[i])}, below 0")
+        lengths = np.diff(self.offsets)
+        if float(self.counts.astype(np.float64) @ lengths.astype(np.float64)) < COUNT_LIMIT / 2:
+            return  # far from the limit, whatever the rounding
+        exact = sum(count * length for count, length in zip(self.counts.tolist(), lengths.tolist()))
+        check_count_limit(exact, "the bytes of all word occurrences (count x length)")
+
     @classmethod
     def empty(cls) -> WordCounts:
         return cls(np.zeros(0, np.uint8), np.zeros(1, np.int64), np.zeros(0, np.int64))
@@ -83,7 +119,11 @@ class WordCounts:
         offsets = np.zeros(len(words) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         data = np.frombuffer(b"".join(words), dtype=np.uint8).copy()
-        values = np.fromiter((counts[w] for w in words), dtype=np.int64, count=len(words))
+        try:
+            values = np.fromiter((counts[w] for w in words), dtype=np.int64, count=len(words))
+        except OverflowError:
+            word = next(w for w in words if not -(1 << 63) <= counts[w] < 1 << 63)
+            raise InputError(f"word counts: word {word!r} has count {counts[word]}, past what int64 holds") from None
         return cls(data, offsets, values)
 
     def to_arrow(self) -> pa.Table:
@@ -186,19 +226,23 @@ class WordCounter:
         self._table = _table_new(1 << 12, 1 << 16)
         self._python_counts: Counter[str] = Counter()
 
-    def add_texts(self, texts: Iterable[str | None]) -> None:
-        self.add_arrow(pa.array(list(texts), pa.large_string()))
+    def add_texts(self, texts: Iterable[str | None], first_row: int = 0) -> None:
+        """Count a batch of documents; a lone surrogate raises InvalidTextError naming its row
+        (`first_row` is the row of the first document)."""
+        self.add_arrow(text_array(list(texts), first_row))
 
     def add_stream(self, texts: Iterable[str | None], batch_size: int = 8192) -> None:
         """Count documents from any iterable (a generator too), `batch_size` at a time."""
         batch: list[str | None] = []
+        first_row = 0
         for text in texts:
             batch.append(text)
             if len(batch) >= batch_size:
-                self.add_texts(batch)
+                self.add_texts(batch, first_row)
+                first_row += len(batch)
                 batch = []
         if batch:
-            self.add_texts(batch)
+            self.add_texts(batch, first_row)
 
     @holds_interrupts
     def add_arrow(self, array: pa.Array | pa.ChunkedArray) -> None:

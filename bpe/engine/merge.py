@@ -39,7 +39,7 @@ class MergeResult:
     merges: np.ndarray
     counts: np.ndarray  # how often each merged pair occurred when it was chosen
     rounds: int
-    stop_reason: str  # "vocab_size", "min_frequency" or "no_pairs"
+    stop_reason: str  # "vocab_size", "min_frequency", "max_token_length" or "no_pairs"
     seconds: float
     tokens_after: int = 0  # pre-token occurrences encode to this many tokens with all merges
 
@@ -50,7 +50,9 @@ class MergeResult:
 def stop_reason(queue: PairQueue, done: int, wanted: int, min_frequency: int) -> str:
     if done >= wanted:
         return "vocab_size"
-    return "min_frequency" if queue.best_count() > 0 else "no_pairs"
+    if queue.best_count() > 0:
+        return "min_frequency"
+    return "max_token_length" if queue.any_pair_left() else "no_pairs"  # only pairs too long to merge are left
 
 
 def learn_merges(
@@ -62,13 +64,16 @@ def learn_merges(
     one_per_round: bool = False,
     progress: ProgressCallback | None = None,
     threads: int = 1,
+    max_token_length: int | None = None,
 ) -> MergeResult:
     """Up to `n_merges` merges of byte-level BPE over `counts`, in one process, on `threads`
-    threads (the same merges for any number)."""
+    threads (the same merges for any number). Counts past what int64 can count exactly raise InputError.
+    `max_token_length`: no merge makes a token longer than that many bytes (None: no limit)."""
+    counts.check_limit()
+    queue = PairQueue(tie_break, max_token_length)
     if threads > 1 and len(counts) >= threads:
-        return _learn_on_threads(counts, n_merges, threads, tie_break, min_frequency, one_per_round, progress)
+        return _learn_on_threads(counts, n_merges, threads, queue, min_frequency, one_per_round, progress)
     start = time.perf_counter()
-    queue = PairQueue(tie_break)
     table = WordTable(counts)
     queue.add(*table.take_deltas())
 
@@ -131,7 +136,7 @@ def _learn_on_threads(
     counts: WordCounts,
     n_merges: int,
     threads: int,
-    tie_break: str,
+    queue: PairQueue,
     min_frequency: int,
     one_per_round: bool,
     progress: ProgressCallback | None,
@@ -141,11 +146,10 @@ def _learn_on_threads(
     before the next round. With no more threads than cores the threads spin between rounds
     (`SpinningShards`); otherwise they sleep (`ThreadedWordTable`)."""
     if threads > available_cores():
-        return _learn_on_sleeping_threads(counts, n_merges, threads, tie_break, min_frequency, one_per_round, progress)
+        return _learn_on_sleeping_threads(counts, n_merges, threads, queue, min_frequency, one_per_round, progress)
     start = time.perf_counter()
     with interrupts_held():
         tables = split_tables(counts, threads)
-    queue = PairQueue(tie_break)
     for table in tables:
         queue.add(*table.take_deltas())
     with SpinningShards(tables) as shards:
@@ -164,7 +168,7 @@ def _learn_on_sleeping_threads(
     counts: WordCounts,
     n_merges: int,
     threads: int,
-    tie_break: str,
+    queue: PairQueue,
     min_frequency: int,
     one_per_round: bool,
     progress: ProgressCallback | None,
@@ -174,7 +178,6 @@ def _learn_on_sleeping_threads(
     with interrupts_held():
         words = ThreadedWordTable(counts, threads)
     with words:
-        queue = PairQueue(tie_break)
         queue.add(*words.take_deltas())
 
         def run_rounds(budget: int) -> tuple[np.ndarray, int]:

@@ -17,6 +17,12 @@ pair - strictly below the kept pair - so none can overtake it. The one exception
 (a, a) creates are bounded only by (a, a) itself ("a a a" becomes "X a"), so a round ends after a
 pair (a, a), and the next pair in order is its stopping pair.
 
+`max_token_length` L: a pair whose token would be longer than L bytes is never chosen. Token
+lengths never change, so such a pair is counted as usual but never enters the heap, and the walk
+above goes over the pairs that may be chosen. The argument holds among those: a pair that a merge
+(a, b) creates, (x, ab) say, is longer than the touched pair (x, a) that bounds it, so if it may be
+chosen, so may (x, a), which therefore ranks at or below the stopping pair.
+
 Two pairs that do not touch each other are taken in one round; the third, (2, 3), is touched by
 (1, 2) and stops the round:
 
@@ -47,7 +53,7 @@ from bpe.engine.borrow import borrowed
 from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.pair_keys import KEY_COLUMN, slot_of, unpack
 from bpe.errors import SettingsError
-from bpe.settings import TIE_BREAKS
+from bpe.settings import TIE_BREAKS, check_setting
 
 TIE_BREAK_CODES = {name: code for code, name in enumerate(TIE_BREAKS)}
 _BY_IDS = TIE_BREAK_CODES["ids"]
@@ -64,21 +70,24 @@ QueueState = namedtuple(
 _COUNT, _CHANGED_IN = 1, 2
 
 # Entries of meta: pairs in the table, heap size, tokens, token bytes used, rounds, tie-break code,
-# calls of _add.
-_N_PAIRS, _HEAP_SIZE, _N_TOKENS, _BYTES_USED, _ROUND, _TIE_BREAK, _N_ADDS = range(7)
-_META_SIZE = _N_ADDS + 1
+# calls of _add, the longest token a merge may make in bytes (0: no limit).
+_N_PAIRS, _HEAP_SIZE, _N_TOKENS, _BYTES_USED, _ROUND, _TIE_BREAK, _N_ADDS, _MAX_LEN = range(8)
+_META_SIZE = _MAX_LEN + 1
 
 
 class PairQueue:
     """Pair counts summed over all word tables, and the vocabulary's byte strings."""
 
     @holds_interrupts
-    def __init__(self, tie_break: str = "bytes") -> None:
+    def __init__(self, tie_break: str = "bytes", max_token_length: int | None = None) -> None:
+        """`max_token_length`: pairs whose token would be longer (in bytes) are never chosen; None: no limit."""
         if tie_break not in TIE_BREAK_CODES:
             raise SettingsError(
                 f"tie_break: expected one of {', '.join(TIE_BREAKS)}, got {tie_break!r}", parameter="tie_break"
             )
+        check_setting("max_token_length", max_token_length)
         self._state = _new(TIE_BREAK_CODES[tie_break])
+        self._state.meta[_MAX_LEN] = max_token_length or 0
 
     @holds_interrupts
     def add(self, keys: np.ndarray, deltas: np.ndarray) -> None:
@@ -96,6 +105,10 @@ class PairQueue:
         """Count of the pair that would be merged next (0 when no pair is left)."""
         self._state = _grow(self._state, 0, 1, 0, 0)
         return int(_peek(self._state))
+
+    def any_pair_left(self) -> bool:
+        """Whether any pair still occurs, one too long to merge included."""
+        return bool((self._state.counts[:, _COUNT] > 0).any())
 
     @property
     def nbytes(self) -> int:
@@ -259,9 +272,10 @@ def _add(state, keys, deltas):
     state = _grow(state, len(keys), len(keys), 0, 0)
     view = _borrowed_queue(state)
     keys, deltas = borrowed(keys), borrowed(deltas)
-    counts, meta = view.counts, view.meta
+    counts, meta, tok_len = view.counts, view.meta, view.tok_len
     meta[_N_ADDS] += 1
     call = meta[_N_ADDS]
+    max_len = meta[_MAX_LEN]
     slots = np.empty(len(keys), dtype=np.int64)
     before = np.full(len(keys), -1, dtype=np.int64)
     for i in range(len(keys)):
@@ -280,6 +294,10 @@ def _add(state, keys, deltas):
             if count < 0:
                 raise ValueError("a pair count went negative: the deltas do not match the counts")
             if count > before[i]:
+                if max_len > 0:  # a pair too long to merge is counted, never pushed: it can never be chosen
+                    a, b = unpack(keys[i])
+                    if tok_len[a] + tok_len[b] > max_len:
+                        continue
                 _push(view, count, keys[i])
     return state
 

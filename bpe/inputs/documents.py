@@ -5,12 +5,15 @@ limited by the rules files are (`bpe.inputs.selection`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
-from bpe.errors import InputError
+from bpe.errors import InputError, InvalidTextError
 from bpe.inputs.selection import select_documents
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def iter_texts(
@@ -50,8 +53,24 @@ def iter_texts(
         documents = _row_texts(texts, text_column)
     if sample is None and limit is None:
         return documents
-    batches = (pa.array(batch, pa.large_string()) for batch in _batched(documents, batch_rows))
+    batches = (text_array(batch, k * batch_rows) for k, batch in enumerate(_batched(documents, batch_rows)))
     return (text for array in select_documents(batches, sample, seed, limit) for text in array.to_pylist())
+
+
+def text_array(batch: list[str | None], first_row: int = 0) -> pa.LargeStringArray:
+    """Documents as an Arrow array; a lone surrogate (no UTF-8 bytes) raises InvalidTextError naming
+    its row, `first_row` being the row of `batch[0]` in `texts` (0-based, as the other row errors)."""
+    try:
+        return pa.array(batch, pa.large_string())
+    except UnicodeEncodeError:
+        for row, text in enumerate(batch, start=first_row):
+            found = _SURROGATE.search(text) if isinstance(text, str) else None
+            if found is not None:
+                raise InvalidTextError(
+                    f"texts: row {row} (0-based): lone surrogate U+{ord(found.group()):04X} at character "
+                    f"{found.start()} is not Unicode text and has no UTF-8 bytes"
+                ) from None
+        raise
 
 
 def _is_dataset(texts: object) -> bool:

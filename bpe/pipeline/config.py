@@ -16,12 +16,13 @@ from pathlib import Path
 import yaml
 
 from bpe.errors import SettingsError
+from bpe.pretokenize import DEFAULT_PATTERN
 from bpe.settings import Settings, check_setting
 
 ENV_PREFIX = "BPE_"
 # The settings that decide a version's merges: the same data with the same values trains the same.
-TRAINING_KEYS = ("vocab_size", "pattern", "special_tokens", "min_frequency", "tie_break", "text_column",
-                 "holdout_fraction")  # fmt: skip
+TRAINING_KEYS = ("vocab_size", "pattern", "special_tokens", "min_frequency", "tie_break", "max_token_length",
+                 "text_column", "holdout_fraction")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -53,10 +54,11 @@ class TokenizerConfig:
     data: list[str]
     vocab_size: int
     text_column: str = "text"
-    pattern: str = "cl100k"
+    pattern: str = DEFAULT_PATTERN
     special_tokens: list[str] = field(default_factory=list)
     min_frequency: int = 1
     tie_break: str = "bytes"
+    max_token_length: int | None = None  # bytes; none: no limit
     holdout_fraction: float = 0.01
     artifact_root: str = "artifacts"
     cache_dir: str | None = None  # shard counts persist here; default <artifact_root>/.cache
@@ -66,13 +68,15 @@ class TokenizerConfig:
     eval_sizes: list[int] = field(default_factory=list)  # vocabulary sizes to report compression at
     retention: Retention = field(default_factory=Retention)  # what to remove after publishing
     alerts: Alerts = field(default_factory=Alerts)  # where a failed run is reported (set up by `bpe deploy`)
+    demo_corpus: bool = False  # the data is the demo corpus: a run writes it where `data` points, if missing
     source: str = ""  # the file it came from (set on load)
 
     def settings(self) -> Settings:
         """The training settings this configuration describes."""
         return Settings(
             vocab_size=self.vocab_size, pattern=self.pattern, special_tokens=tuple(self.special_tokens),
-            min_frequency=self.min_frequency, tie_break=self.tie_break, text_column=self.text_column,
+            min_frequency=self.min_frequency, tie_break=self.tie_break, max_token_length=self.max_token_length,
+            text_column=self.text_column,
         )  # fmt: skip
 
     def training_settings(self) -> dict:
@@ -133,7 +137,10 @@ def load_config(path: str | Path, overrides: dict | None = None, environ: dict |
         if values.get(key) in (None, "", []):
             raise SettingsError(f"{where}: {key}: required")
     values["source"] = where
-    return TokenizerConfig(**{k: _check(where, k, v) for k, v in values.items()})
+    cfg = TokenizerConfig(**{k: _check(where, k, v) for k, v in values.items()})
+    if cfg.demo_corpus and (len(cfg.data) != 1 or "://" in cfg.data[0]):
+        raise SettingsError(f"{where}: demo_corpus: true needs `data` to be one local directory, got {cfg.data}")
+    return cfg
 
 
 def _check(where: str, key: str, value):
@@ -152,7 +159,7 @@ def _check(where: str, key: str, value):
         if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
             fail("a path, glob or URL, or a list of them")
         return [str(v) for v in value]
-    if key in ("vocab_size", "min_frequency", "tie_break", "pattern", "text_column"):
+    if key in ("vocab_size", "min_frequency", "tie_break", "max_token_length", "pattern", "text_column"):
         try:
             check_setting(key, value)
         except SettingsError as exc:
@@ -191,6 +198,10 @@ def _check(where: str, key: str, value):
     if key == "artifact_root":
         if not isinstance(value, str) or not value:
             fail("a non-empty string")
+        return value
+    if key == "demo_corpus":
+        if not isinstance(value, bool):
+            fail("true or false")
         return value
     if key in ("cache_dir", "dask_scheduler"):
         if value is not None and (not isinstance(value, str) or not value):
