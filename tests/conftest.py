@@ -148,11 +148,23 @@ SHARED_SERVICES = ("prefect_server", "s3_server")
 
 @pytest.hookimpl(trylast=True)  # after pytest's own reordering of parametrized fixtures
 def pytest_collection_modifyitems(items) -> None:
-    """Run the modules that use the shared services last, one after another (each module whole, in
-    its usual order): the services start once for them and never idle through the rest of the suite."""
-    modules = {item.nodeid.split("::")[0] for item in items
+    """In one process, run the modules that use the shared services last, one after another (each
+    module whole, in its usual order): the services start once for them and never idle through the
+    rest of the suite. Spread over workers (pytest-xdist, a module per worker at a time, handed out
+    in this order), run the slow modules first instead, those with tests that start services,
+    compile from nothing or break things at scale, so that the fast ones fill the gaps at the end
+    rather than a slow one starting last."""
+    def module(item) -> str:
+        return item.nodeid.split("::")[0]
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        marks = ("services", "chaos", "cold")
+        slow = {module(item) for item in items if any(item.get_closest_marker(m) for m in marks)}
+        items.sort(key=lambda item: module(item) not in slow)  # stable: order kept otherwise
+        return
+    modules = {module(item) for item in items
                if any(name in getattr(item, "fixturenames", ()) for name in SHARED_SERVICES)}  # fmt: skip
-    items.sort(key=lambda item: item.nodeid.split("::")[0] in modules)  # stable: order kept otherwise
+    items.sort(key=lambda item: module(item) in modules)
 
 
 @pytest.fixture(scope="session")
