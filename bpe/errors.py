@@ -2,6 +2,8 @@
 the `bpe` command prints it as `bpe: error: ...` and exits non-zero. Anything else is a bug and
 keeps its traceback."""
 
+import re
+
 
 class BpeError(Exception):
     """Base of the errors the user can act on. `parameter` names the setting at fault, in the
@@ -22,6 +24,19 @@ class SettingsError(BpeError, ValueError):
 
 class InvalidTextError(InputError, ValueError):
     """Text that is not Unicode: a lone surrogate (half of a UTF-16 pair) has no UTF-8 bytes."""
+
+
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(text: str, where: str) -> InvalidTextError | None:
+    """The error for `text` (named `where`) if it holds a lone surrogate, half of a UTF-16 pair with
+    no UTF-8 bytes (Python's strings can hold one); None for Unicode text."""
+    found = LONE_SURROGATE.search(text)
+    if found is None:
+        return None
+    return InvalidTextError(f"{where}: lone surrogate U+{ord(found.group()):04X} at character {found.start()} is "
+                            "not Unicode text and has no UTF-8 bytes")  # fmt: skip
 
 
 class ExportError(BpeError):

@@ -20,7 +20,6 @@ the methods are tiktoken's (`encode_batch`, `n_vocab`, `eot_token`, ...) or Hugg
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -31,13 +30,20 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 import numpy as np
 
 from bpe import export, foreign, storage
-from bpe.errors import ExportError, InputError, InvalidTextError, SettingsError, SpecialTokenError
+from bpe.errors import (
+    LONE_SURROGATE,
+    ExportError,
+    InputError,
+    InvalidTextError,
+    SettingsError,
+    SpecialTokenError,
+    lone_surrogate,
+)
 from bpe.pretokenize import DEFAULT_PATTERN, NAMED_PATTERNS, Pretokenizer
 
 if TYPE_CHECKING:
     import tiktoken
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
 T = TypeVar("T")
 
 
@@ -887,16 +893,12 @@ def _unicode_text(text: str, errors: str, row: int | None = None) -> str:
         raise SettingsError(f"errors: expected 'strict' or 'replace', got {errors!r}", parameter="errors")
     if text.isascii():
         return text
-    found = _SURROGATE.search(text)
-    if found is None:
+    error = lone_surrogate(text, "text" if row is None else f"texts[{row}]")
+    if error is None:
         return text
     if errors == "replace":
-        return _SURROGATE.sub("\ufffd", text)
-    where = "text" if row is None else f"texts[{row}]"
-    raise InvalidTextError(
-        f"{where}: lone surrogate U+{ord(found.group()):04X} at character {found.start()} is not Unicode text and has "
-        "no UTF-8 bytes; pass errors='replace' to encode it as U+FFFD"
-    )
+        return LONE_SURROGATE.sub("\ufffd", text)
+    raise InvalidTextError(f"{error}; pass errors='replace' to encode it as U+FFFD")
 
 
 def _bpe(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:

@@ -5,15 +5,12 @@ limited by the rules files are (`bpe.inputs.selection`).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
-from bpe.errors import InputError, InvalidTextError
+from bpe.errors import InputError, lone_surrogate
 from bpe.inputs.selection import select_documents
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def iter_texts(
@@ -64,12 +61,9 @@ def text_array(batch: list[str | None], first_row: int = 0) -> pa.LargeStringArr
         return pa.array(batch, pa.large_string())
     except UnicodeEncodeError:
         for row, text in enumerate(batch, start=first_row):
-            found = _SURROGATE.search(text) if isinstance(text, str) else None
-            if found is not None:
-                raise InvalidTextError(
-                    f"texts: row {row} (0-based): lone surrogate U+{ord(found.group()):04X} at character "
-                    f"{found.start()} is not Unicode text and has no UTF-8 bytes"
-                ) from None
+            error = lone_surrogate(text, f"texts: row {row} (0-based)") if isinstance(text, str) else None
+            if error is not None:
+                raise error from None
         raise
 
 
