@@ -2,7 +2,8 @@
 
 Peak memory is the larger of (a) the kernel's exact peak of the command's own process (`wait4`)
 and (b) the sum of resident memory over the process and all its descendants, sampled every
-20 ms, which is what counts for engines that start worker processes.
+20 ms, which is what counts for engines that start worker processes. Linux carries a process's peak
+across fork and exec, so (a) is never below the caller's own size: measure before holding data.
 """
 
 from __future__ import annotations

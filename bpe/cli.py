@@ -96,6 +96,7 @@ USER_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPER
 # The library names settings by parameter; the command by flag.
 FLAGS = {
     "vocab_size": "--vocab-size",
+    "base": "--from",
     "pattern": "--pattern",
     "special_tokens": "--special-token",
     "bos_token": "--bos-token",
@@ -266,9 +267,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_training_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--vocab-size", type=int, required=True, help="tokens in all: 256 bytes + merges + special tokens")
-    p.add_argument("--pattern", default=DEFAULT_PATTERN,
-                   help=f"{', '.join(PATTERNS)}, or a regex (default: {DEFAULT_PATTERN})")  # fmt: skip
+    p.add_argument(
+        "--vocab-size",
+        type=int,
+        required=True,
+        help="tokens in all: 256 bytes + merges + special tokens (with --from, the base's included)",
+    )
+    p.add_argument("--from", dest="base", metavar="TOKENIZER",
+                   help="start from this tokenizer (our directory, GPT-2's vocab.json + merges.txt, a byte-level "
+                   "BPE tokenizer.json, a path or URL): its merges are replayed, its ids kept, new tokens take "
+                   "the ids after its largest")  # fmt: skip
+    p.add_argument(
+        "--pattern",
+        default=None,
+        help=f"{', '.join(PATTERNS)}, or a regex (default: {DEFAULT_PATTERN}, or the --from tokenizer's)",
+    )
     p.add_argument("--special-token", action="append", default=[], dest="special_tokens", metavar="TOKEN",
                    help="a special token, kept whole and never merged (repeat the flag for several; their ids "
                    "follow the merges)")  # fmt: skip
@@ -279,8 +292,12 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", metavar="BYTES|ROWS",
                    help="train on the start of the input only: a size of text (10MB, 512KiB, 1.5GB) or of rows "
                    "(5000rows), in input order, after --sample")  # fmt: skip
-    p.add_argument("--sample", type=float, metavar="FRACTION",
-                   help="train on this fraction of the rows (documents), chosen by a hash of each row and --seed")
+    p.add_argument(
+        "--sample",
+        type=float,
+        metavar="FRACTION",
+        help="train on this fraction of the rows (documents), chosen by a hash of each row and --seed",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
     p.add_argument("--min-frequency", type=int, default=1, help="stop when the best pair occurs fewer times")
     p.add_argument("--tie-break", choices=TIE_BREAKS, default="bytes", help="order of pairs with equal counts")
@@ -307,7 +324,13 @@ def run_train(args: argparse.Namespace) -> int:
     _check_out(args.out, args.force)
     roles = {role: token for role in ("bos", "eos", "pad", "unk")
              if (token := getattr(args, f"{role}_token")) is not None}  # fmt: skip
-    also_save = also_save_sizes(args.also_save, args.vocab_size, args.special_tokens, roles)
+    base = None
+    if args.base is not None:
+        from bpe.extend import load_base
+
+        base = load_base(args.base).tokenizer  # a bad base fails here, before any input is read
+    also_save = also_save_sizes(args.also_save, args.vocab_size, args.special_tokens, roles,
+                                base.vocab_size if base is not None else 0)  # fmt: skip
     for size in also_save:
         _check_out(also_save_path(args.out, size), args.force)
     skipped = Skipped()
@@ -336,6 +359,7 @@ def run_train(args: argparse.Namespace) -> int:
                 files=shards,  # as found: stdin is read once
                 vocab_size=args.vocab_size,
                 pattern=args.pattern,
+                base=base,
                 special_tokens=args.special_tokens,
                 special_token_roles=roles,
                 model_max_length=args.model_max_length,
@@ -374,9 +398,12 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def also_save_sizes(text: str | None, vocab_size: int, special_tokens: list[str], roles: dict[str, str]) -> list[int]:
+def also_save_sizes(
+    text: str | None, vocab_size: int, special_tokens: list[str], roles: dict[str, str], base_size: int = 0
+) -> list[int]:
     """`--also-save 8192,16384` as sizes, largest first, each checked before training: below
-    --vocab-size, and at least the 256 bytes plus the special tokens (the role tokens included).
+    --vocab-size, and at least the 256 bytes plus the special tokens (the role tokens included),
+    or the --from tokenizer's size (`base_size`).
 
     >>> also_save_sizes("300, 280,300", 400, ["<|endoftext|>"], {})
     [300, 280]
@@ -386,12 +413,13 @@ def also_save_sizes(text: str | None, vocab_size: int, special_tokens: list[str]
 
     if text is None:
         return []
-    smallest = 256 + len(with_role_tokens(special_tokens, roles))
+    smallest = max(256 + len(with_role_tokens(special_tokens, roles)), base_size)
+    least = "the --from tokenizer's size" if base_size >= smallest else "256 bytes + special tokens"
     sizes = []
     for part in text.split(","):
         size = int(part) if part.strip().isdigit() else None
         if size is None or not smallest <= size < vocab_size:
-            raise SettingsError(f"also_save: expected vocabulary sizes from {smallest} (256 bytes + special tokens) "
+            raise SettingsError(f"also_save: expected vocabulary sizes from {smallest} ({least}) "
                                 f"to below --vocab-size {vocab_size}, separated by commas, got {part.strip()!r}",
                                 parameter="also_save")  # fmt: skip
         sizes.append(size)

@@ -90,9 +90,13 @@ def write_merges(path: Path, vocab: Sequence[bytes], merges: Sequence[tuple[int,
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def vocab_json(vocab: Sequence[bytes], special_tokens: dict[str, int]) -> dict[str, int]:
-    """Token spelling -> id, ids in order; special tokens keep their literal text."""
-    entries = {spell(token): token_id for token_id, token in enumerate(vocab)}
+def vocab_json(
+    vocab: Sequence[bytes], special_tokens: dict[str, int], ids: Sequence[int] | None = None
+) -> dict[str, int]:
+    """Token spelling -> id (token i's id is `ids[i]`, or i), in order of id; special tokens keep
+    their literal text."""
+    order = range(len(vocab)) if ids is None else sorted(range(len(vocab)), key=lambda i: ids[i])
+    entries = {spell(vocab[i]): i if ids is None else int(ids[i]) for i in order}
     for text, token_id in special_tokens.items():
         if text in entries:
             raise ExportError(f"special token {text!r} is spelled like token {entries[text]}")
@@ -100,15 +104,18 @@ def vocab_json(vocab: Sequence[bytes], special_tokens: dict[str, int]) -> dict[s
     return entries
 
 
-def write_vocab(path: Path, vocab: Sequence[bytes], special_tokens: dict[str, int]) -> None:
+def write_vocab(
+    path: Path, vocab: Sequence[bytes], special_tokens: dict[str, int], ids: Sequence[int] | None = None
+) -> None:
     path.write_text(
-        json.dumps(vocab_json(vocab, special_tokens), ensure_ascii=False, indent=0) + "\n", encoding="utf-8"
+        json.dumps(vocab_json(vocab, special_tokens, ids), ensure_ascii=False, indent=0) + "\n", encoding="utf-8"
     )
 
 
-def write_tiktoken(path: Path, vocab: Sequence[bytes]) -> None:
-    """One `base64(token) rank` line per token; rank = token id = merge order."""
-    lines = [f"{base64.b64encode(token).decode('ascii')} {rank}" for rank, token in enumerate(vocab)]
+def write_tiktoken(path: Path, vocab: Sequence[bytes], ids: Sequence[int] | None = None) -> None:
+    """One `base64(token) rank` line per token, in order of rank; rank = token id (`ids[i]`, or i)."""
+    ranked = enumerate(vocab) if ids is None else sorted(((int(ids[i]), t) for i, t in enumerate(vocab)))
+    lines = [f"{base64.b64encode(token).decode('ascii')} {rank}" for rank, token in ranked]
     path.write_text("\n".join(lines) + "\n", encoding="ascii")
 
 
@@ -140,8 +147,10 @@ def tokenizer_json(
     special_tokens: dict[str, int],
     pattern_name: str,
     pattern_regex: str,
+    ids: Sequence[int] | None = None,
 ) -> dict:
-    """The Hugging Face `tokenizer.json` document for a byte-level BPE tokenizer."""
+    """The Hugging Face `tokenizer.json` document for a byte-level BPE tokenizer (token i's id is
+    `ids[i]`, or i)."""
     split_regex, behavior, invert = hf_split_regex(pattern_name, pattern_regex)
     return {
         "version": "1.0",
@@ -178,7 +187,7 @@ def tokenizer_json(
             "fuse_unk": False,
             "byte_fallback": False,
             "ignore_merges": False,
-            "vocab": vocab_json(vocab, special_tokens),
+            "vocab": vocab_json(vocab, special_tokens, ids),
             "merges": [[spell(vocab[a]), spell(vocab[b])] for a, b in merges],
         },
     }

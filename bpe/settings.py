@@ -63,6 +63,9 @@ def check_setting(name: str, value) -> None:
     if name == "vocab_size":
         if not isinstance(value, int) or isinstance(value, bool) or value < 256:
             fail("an integer >= 256")
+    elif name == "base_merges":
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            fail("an integer >= 0")
     elif name == "min_frequency":
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             fail("an integer >= 1")
@@ -113,6 +116,7 @@ class Settings:
     min_frequency: int = 1
     tie_break: str = "bytes"
     max_token_length: int | None = None  # no merge makes a token longer than this many bytes; None: no limit
+    base_merges: int = 0  # merges of the tokenizer training starts from (bpe.extend), replayed first
     text_column: str = "text"
     text_format: str = "doc"  # how a text file is read: one document, or one per line
     limit: str | None = None  # "10MB" or "5000rows": train on the first of the input only
@@ -124,7 +128,7 @@ class Settings:
             check_setting("special_tokens", self.special_tokens)
         object.__setattr__(self, "special_tokens", tuple(self.special_tokens))
         names = ("vocab_size", "pattern", "special_tokens", "min_frequency", "tie_break", "max_token_length",
-                 "text_column", "text_format", "limit", "sample", "seed")  # fmt: skip
+                 "base_merges", "text_column", "text_format", "limit", "sample", "seed")  # fmt: skip
         for name in names:
             check_setting(name, getattr(self, name))
         self.n_merges()
@@ -145,12 +149,13 @@ class Settings:
                 )
 
     def n_merges(self) -> int:
-        """Merges to learn: the vocabulary minus the 256 bytes and the special tokens."""
-        n = self.vocab_size - 256 - len(self.special_tokens)
+        """Merges to learn: the vocabulary minus the 256 bytes, the base's merges and the special tokens."""
+        n = self.vocab_size - 256 - self.base_merges - len(self.special_tokens)
         if n < 0:
+            merges = f", the base tokenizer's {self.base_merges:,} merges" if self.base_merges else ""
             raise SettingsError(
-                f"vocab_size {self.vocab_size} is too small: the 256 byte tokens and "
-                f"{len(self.special_tokens)} special token(s) need at least {256 + len(self.special_tokens)}",
+                f"vocab_size {self.vocab_size} is too small: the 256 byte tokens{merges} and "
+                f"{len(self.special_tokens)} special token(s) need at least {self.vocab_size - n}",
                 parameter="vocab_size",
             )
         return n

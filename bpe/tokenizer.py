@@ -235,7 +235,8 @@ class Tokenizer:
     def truncated(self, vocab_size: int) -> Tokenizer:
         """This tokenizer with `vocab_size` tokens in all: its first `vocab_size - 256 -
         len(special_tokens)` merges, the same pattern, roles and `model_max_length`, and the special
-        tokens renumbered right after the kept merges. BPE's merges are learnt in order, so this is
+        tokens renumbered right after the kept merges (a tokenizer trained from a base keeps every id
+        instead, as its base's did). BPE's merges are learnt in order, so this is
         exactly what training on the same data with that `vocab_size` gives: one run, every size.
         The manifest (if any) is the run's, with a `truncation` section saying what was cut.
 
@@ -252,7 +253,11 @@ class Tokenizer:
         kept = vocab_size - smallest
         n = 256 + kept
         ids = None
-        if self._foreign_ids:  # another tool's ids (GPT-2's vocab.json): kept if they still number 0..n-1
+        special_tokens: list[str] | dict[str, int] = list(self.special_tokens)
+        if isinstance(self.manifest.get("base"), dict):  # trained from a base (bpe.extend): every id stays
+            ids = {i: int(self._to_ids[i]) for i in range(n)}
+            special_tokens = dict(self.special_tokens)
+        elif self._foreign_ids:  # another tool's ids (GPT-2's vocab.json): kept if they still number 0..n-1
             ids = {i: int(self._to_ids[i]) for i in range(n)}
             if sorted(ids.values()) != list(range(n)):
                 raise SettingsError(f"vocab_size: this tokenizer's ids (from another tool's files) do not number its "
@@ -267,7 +272,7 @@ class Tokenizer:
                 manifest["result"].update(merges=kept, vocab_size=vocab_size, tokens=None, bytes_per_token=None)
             manifest["truncation"] = {"vocab_size": vocab_size, "merges": kept, "of_vocab_size": self.vocab_size,
                                       "of_merges": len(self.merges)}  # fmt: skip
-        return Tokenizer(self.merges[:kept], self.pattern, list(self.special_tokens), special_token_roles=self._roles,
+        return Tokenizer(self.merges[:kept], self.pattern, special_tokens, special_token_roles=self._roles,
                          model_max_length=self.model_max_length, manifest=manifest, ids=ids)  # fmt: skip
 
     # -- comparison and display ----------------------------------------------------------------
@@ -618,13 +623,11 @@ class Tokenizer:
     def write_files(self, directory: Path, manifest: dict | None = None) -> None:
         """Write every format into an existing directory; `manifest` (updated with this tokenizer's
         description and the export time) is written last. Used by `save` and the artifact store."""
-        if self._foreign_ids:
-            raise ValueError("this tokenizer was loaded from another tool's files with that tool's ids; save is for "
-                             "tokenizers whose ids are bytes, then merges, then special tokens")  # fmt: skip
         export.check_unique(self.vocab)
         started = time.perf_counter()
+        ids = self._to_ids[: len(self.vocab)].tolist() if self._foreign_ids else None
         export.write_merges(directory / export.MERGES_FILE, self.vocab, self.merges)
-        export.write_vocab(directory / export.VOCAB_FILE, self.vocab, self.special_tokens)
+        export.write_vocab(directory / export.VOCAB_FILE, self.vocab, self.special_tokens, ids)
         export.write_tokenizer_json(
             directory / export.HF_FILE,
             self.vocab,
@@ -632,9 +635,10 @@ class Tokenizer:
             self.special_tokens,
             self.pretokenizer.name,
             self.pretokenizer.regex,
+            ids,
         )
         export.write_transformers_files(directory, self.special_tokens, self._roles, self.model_max_length)
-        export.write_tiktoken(directory / export.TIKTOKEN_FILE, self.vocab)
+        export.write_tiktoken(directory / export.TIKTOKEN_FILE, self.vocab, ids)
         if manifest is None:
             return
         manifest["tokenizer"] = self.describe()
@@ -657,6 +661,8 @@ class Tokenizer:
             described["special_token_roles"] = dict(self._roles)
         if self.model_max_length is not None:
             described["model_max_length"] = self.model_max_length
+        if self._foreign_ids:  # ids are a base tokenizer's (GPT-2's), not bytes, merges, specials
+            described["ids"] = "kept"
         return described
 
     @classmethod
@@ -698,11 +704,15 @@ class Tokenizer:
             max_length = manifest["tokenizer"].get("model_max_length")
             if "files" in manifest:
                 export.check_digests(directory, manifest["files"])
-            vocab, merge_ids = export.read_checked(directory, special_tokens_found)
-            _check_counts(manifest_path, manifest["tokenizer"], vocab, special_tokens_found)
+            kept_ids = None
+            if manifest["tokenizer"].get("ids") == "kept":  # a base tokenizer's ids: read as GPT-2's files are
+                vocab, merge_ids, kept_ids = _read_kept_ids(directory, special_tokens_found)
+            else:
+                vocab, merge_ids = export.read_checked(directory, special_tokens_found)
+            _check_counts(manifest_path, manifest["tokenizer"], vocab, special_tokens_found, kept_ids)
             try:
                 return cls(merge_ids, pattern or stored_pattern, special_tokens_found, special_token_roles=roles,
-                           model_max_length=max_length, manifest=manifest)  # fmt: skip
+                           model_max_length=max_length, manifest=manifest, ids=kept_ids)  # fmt: skip
             except SettingsError as exc:
                 if pattern is not None and exc.parameter == "pattern":
                     raise  # the caller's pattern, not the file's
@@ -733,6 +743,24 @@ class Tokenizer:
             except (ExportError, FileNotFoundError) as exc:
                 message = str(exc).replace(str(local), url.rstrip("/"))
                 raise type(exc)(message) from None
+
+
+def _read_kept_ids(
+    directory: Path, special_tokens: dict[str, int]
+) -> tuple[list[bytes], list[tuple[int, int]], dict[int, int]]:
+    """(token bytes, merges, our id -> the file's id) of a saved directory whose ids are a base
+    tokenizer's: vocab.json + merges.txt read as GPT-2's files, tokenizer.json checked against them."""
+    from_files = foreign.from_gpt2_files(Tokenizer, directory, "gpt2")
+    if from_files.special_tokens != special_tokens:
+        raise ExportError(f"{directory / export.VOCAB_FILE}: its special tokens are not those {export.MANIFEST_FILE} "
+                          "records")  # fmt: skip
+    if (directory / export.HF_FILE).exists():
+        from_json = foreign.from_hf_json(Tokenizer, directory / export.HF_FILE)
+        if from_json.merges != from_files.merges or not np.array_equal(from_json._to_ids, from_files._to_ids):
+            raise ExportError(f"{directory / export.HF_FILE}: disagrees with {export.VOCAB_FILE} and "
+                              f"{export.MERGES_FILE}; it was changed after it was written")  # fmt: skip
+    n = len(from_files.vocab)
+    return from_files.vocab, from_files.merges, dict(enumerate(from_files._to_ids[:n].tolist()))
 
 
 def _tokenizer_section(path: Path, manifest: object) -> tuple[dict[str, int], str, dict[str, str]]:
@@ -868,14 +896,18 @@ def check_setting_threads(num_threads: int) -> None:
         raise SettingsError(f"num_threads: expected an integer >= 1, got {num_threads!r}", parameter="num_threads")
 
 
-def _check_counts(path: Path, info: dict, vocab: list[bytes], special_tokens: dict[str, int]) -> None:
-    """The manifest's counts and special token ids must fit the vocabulary the files hold."""
+def _check_counts(
+    path: Path, info: dict, vocab: list[bytes], special_tokens: dict[str, int], kept_ids: dict[int, int] | None = None
+) -> None:
+    """The manifest's counts and special token ids must fit the vocabulary the files hold (whose
+    ordinary tokens have ids 0 to n - 1, or `kept_ids`)."""
     n = len(vocab)
     for key, found in (("merges", n - 256), ("vocab_size", n + len(special_tokens))):
         if key in info and info[key] != found:
             raise ExportError(f"{path}: records {key} {info[key]!r}, the tokenizer files hold {found}")
     ids = sorted(special_tokens.values())
-    if len(set(ids)) != len(ids) or (ids and ids[0] < n):
+    ordinary = set(kept_ids.values()) if kept_ids is not None else range(n)
+    if len(set(ids)) != len(ids) or any(i in ordinary for i in ids):
         raise ExportError(f"{path}: special token ids {ids} collide with each other or with the {n} ordinary tokens")
 
 

@@ -21,7 +21,9 @@ from bpe.engine.compilation import CompileWatch
 from bpe.engine.cores import available_cores
 from bpe.engine.count import CountStats, WordCounter, WordCounts, count_shards, release_memory
 from bpe.engine.merge import learn_merges
+from bpe.engine.replay import BaseMerges
 from bpe.errors import InputError, SettingsError, require_extra
+from bpe.extend import Base, check_vocab_size, load_base, special_tokens_with, trained_tokenizer
 from bpe.inputs.discover import Skipped, discover
 from bpe.inputs.documents import iter_texts
 from bpe.inputs.read import apply_limit
@@ -36,9 +38,10 @@ from bpe.tokenizer import Tokenizer, check_model_max_length, with_role_tokens
 def train(
     texts: Iterable[str] | None = None,
     vocab_size: int = 32768,
-    pattern: str = DEFAULT_PATTERN,
+    pattern: str | None = None,
     special_tokens: Sequence[str] = (),
     *,
+    base: Tokenizer | str | Path | None = None,
     special_token_roles: dict[str, str] | None = None,
     model_max_length: int | None = None,
     files: str | Path | Sequence[str | Path] | None = None,
@@ -56,6 +59,14 @@ def train(
     **engine_options,
 ) -> Tokenizer:
     """Train a byte-level BPE tokenizer on `texts` or on `files`. The result carries its manifest.
+
+    `pattern`: a name (`cl100k` unless given) or a regex. `base`: a tokenizer to start from (a
+    Tokenizer, or a path or URL `Tokenizer.load` reads: our directories, GPT-2's vocab.json +
+    merges.txt, a byte-level BPE tokenizer.json, tiktoken ranks): its merges are replayed on the
+    words first, in its order, then training goes on to `vocab_size`, which counts the base's
+    tokens. Base tokens keep their ids, new ones take the ids after the base's largest; the
+    pattern, special tokens, roles and model_max_length are the base's unless given (special
+    tokens given are added to the base's). See `bpe.extend`.
 
     `texts`: an iterable of documents (str, None for a null row), of dicts (rows: the text in their
     `text_column` field), or a Hugging Face `datasets.Dataset`/`IterableDataset` (read in batches);
@@ -79,10 +90,17 @@ def train(
     `engine="dask"` (the `[dask]` extra) takes `scheduler=`, `workers=`, `client=`, `scratch=`, `log=`."""
     if isinstance(special_tokens, str):  # adding the role tokens would make it its characters
         check_setting("special_tokens", special_tokens)
+    special_tokens = with_role_tokens(special_tokens, special_token_roles)
+    start = None
+    if base is not None:
+        start = load_base(base)
+        special_tokens = special_tokens_with(start, special_tokens)
+        check_vocab_size(start, vocab_size, special_tokens)
+        pattern = pattern or start.tokenizer.pattern
     settings = Settings(
-        vocab_size=vocab_size, pattern=pattern,
-        special_tokens=tuple(with_role_tokens(special_tokens, special_token_roles)),
+        vocab_size=vocab_size, pattern=pattern or DEFAULT_PATTERN, special_tokens=tuple(special_tokens),
         min_frequency=min_frequency, tie_break=tie_break, max_token_length=max_token_length,
+        base_merges=len(start.tokenizer.merges) if start is not None else 0,
         text_column=text_column, text_format=text_format, limit=limit, sample=sample, seed=seed,
     )  # fmt: skip
     check_setting("engine", engine)
@@ -116,11 +134,13 @@ def train(
             require_extra("dask", "the Dask engine")
             from bpe.distributed.driver import train_on_dask
 
-            run = train_on_dask(settings, shards, texts, progress=progress, threads=threads, **engine_options)
+            run = train_on_dask(settings, shards, texts, progress=progress, threads=threads,
+                                base=start.merges if start is not None else None, **engine_options)  # fmt: skip
         else:
             if engine_options:
                 raise TypeError(f"unknown options for the local engine: {', '.join(engine_options)}")
-            run = train_locally(settings, shards, texts, threads=threads, progress=progress, rows=rows)
+            run = train_locally(settings, shards, texts, threads=threads, progress=progress, rows=rows,
+                                base=start.merges if start is not None else None)  # fmt: skip
     finally:
         if bars is not None:
             bars.finish()
@@ -131,9 +151,9 @@ def train(
             f"{named}: no text to train on (no pre-token in {run.stats.documents:,} document(s); "
             f"{run.stats.null_rows:,} null row(s) skipped)"
         )
-    tokenizer = Tokenizer(run.merges.merges, pattern, list(settings.special_tokens),
-                          special_token_roles=special_token_roles, model_max_length=model_max_length)  # fmt: skip
-    tokenizer.manifest = build_manifest(settings, run)
+    tokenizer = trained_tokenizer(run.merges.merges, settings, start, special_token_roles=special_token_roles,
+                                  model_max_length=model_max_length)  # fmt: skip
+    tokenizer.manifest = build_manifest(settings, run, start)
     tokenizer.manifest["seconds"]["total"] = round(time.perf_counter() - started, 3)
     return tokenizer
 
@@ -145,9 +165,11 @@ def train_locally(
     threads: int | None = None,
     progress: ProgressFn | None = None,
     rows: int | None = None,
+    base: BaseMerges | None = None,
 ) -> TrainingRun:
-    """The local engine: count on threads, then learn the merges in this process. `seconds` holds
-    `merge_loop`, the merge loop's own time (as its progress bar measures it), within `merge`."""
+    """The local engine: count on threads, then learn the merges in this process (after replaying
+    `base`'s). `seconds` holds `merge_loop`, the merge loop's own time (as its progress bar
+    measures it), within `merge`."""
     t0 = time.perf_counter()
     with CompileWatch() as counting_compiles:
         if shards is not None:
@@ -169,6 +191,7 @@ def train_locally(
             progress=_merge_progress(loop, settings.n_merges()),
             threads=merge_threads,
             max_token_length=settings.max_token_length,
+            base=base,
         )
     compiling = counting_compiles.seconds + merging_compiles.seconds  # the first run of a version only
     return TrainingRun(
@@ -176,10 +199,18 @@ def train_locally(
         unique_words=len(counts),
         merges=merged,
         fingerprints=fingerprints,
-        seconds={"compile": compiling, "count": t1 - t0 - counting_compiles.seconds,
-                 "merge": merged.seconds - merging_compiles.seconds, "merge_loop": loop.seconds("merge")},  # fmt: skip
-        engine={"engine": "local", "threads": threads or "auto", "merge_threads": merge_threads,
-                "rounds": merged.rounds},  # fmt: skip
+        seconds={
+            "compile": compiling,
+            "count": t1 - t0 - counting_compiles.seconds,
+            "merge": merged.seconds - merging_compiles.seconds,
+            "merge_loop": loop.seconds("merge"),
+        },
+        engine={
+            "engine": "local",
+            "threads": threads or "auto",
+            "merge_threads": merge_threads,
+            "rounds": merged.rounds,
+        },
     )
 
 
@@ -260,12 +291,12 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-def build_manifest(settings: Settings, run: TrainingRun) -> dict:
-    """The manifest of a trained tokenizer: settings, data, counts, result, engine, time, versions."""
+def build_manifest(settings: Settings, run: TrainingRun, base: Base | None = None) -> dict:
+    """The manifest of a trained tokenizer: settings, base, data, counts, result, engine, time, versions."""
     merged, stats = run.merges, run.stats
     tokens = merged.tokens_after + sum(stats.special_tokens.values())
     n_special = len(settings.special_tokens)
-    return {
+    manifest = {
         "format": 1,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "settings": settings.record(),
@@ -283,8 +314,8 @@ def build_manifest(settings: Settings, run: TrainingRun) -> dict:
             "special_tokens": stats.special_tokens,
         },
         "result": {
-            "merges": len(merged.merges),
-            "vocab_size": 256 + len(merged.merges) + n_special,
+            "merges": settings.base_merges + len(merged.merges),
+            "vocab_size": 256 + settings.base_merges + len(merged.merges) + n_special,
             "stop_reason": merged.stop_reason,
             "tokens": tokens,
             "bytes_per_token": round(stats.bytes / tokens, 4) if tokens else None,
@@ -293,3 +324,7 @@ def build_manifest(settings: Settings, run: TrainingRun) -> dict:
         "seconds": {k: round(v, 3) for k, v in run.seconds.items()},
         "versions": library_versions(),
     }
+    if base is not None:
+        manifest["base"] = base.record()
+        manifest["result"]["new_merges"] = len(merged.merges)
+    return manifest

@@ -18,6 +18,7 @@ from prefect.context import get_run_context
 
 from bpe import storage
 from bpe.distributed.client import dask_client, ready_workers, share_client
+from bpe.extend import load_base
 from bpe.pipeline.config import TRAINING_KEYS, load_config
 from bpe.pipeline.demo import write_demo_corpus
 from bpe.pipeline.report import one_line
@@ -51,6 +52,7 @@ def train_bpe(
     min_frequency: int | None = None,
     tie_break: str | None = None,
     max_token_length: int | None = None,
+    base: str | None = None,
     holdout_fraction: float | None = None,
     artifact_root: str | None = None,
     dask_scheduler: str | None = None,
@@ -66,7 +68,8 @@ def train_bpe(
     overridden = overridden_settings(configured, cfg)
     channel = EXPERIMENT if overridden else MAIN
     promoted = channel == MAIN or bool(promote)
-    settings = cfg.settings()
+    base = load_base(cfg.base) if cfg.base else None  # a bad base fails the run before any counting
+    settings = cfg.settings(base)
     logger = get_run_logger()
     started = time.perf_counter()
     if cfg.demo_corpus:
@@ -100,7 +103,7 @@ def train_bpe(
             t2 = time.perf_counter()
             word_shards = combine_counts(counted, n_workers, scratch, address)
             seconds["combine"] = time.perf_counter() - t2
-            sharded = train_merges(word_shards, settings, scratch, address)
+            sharded = train_merges(word_shards, settings, scratch, address, base.merges if base else None)
             seconds["build"], seconds["merge"] = sharded.build_seconds, sharded.merges.seconds
             seconds["merge_loop"] = sharded.loop_seconds
             seconds["compile"] += sharded.compile_seconds
@@ -115,12 +118,12 @@ def train_bpe(
         engine={"scheduler": cluster["scheduler"], "cluster_started_here": cluster["started_here"], **sharded.engine},
     )
 
-    staged, described = export_version(run.merges.merges, settings, cfg.artifact_root, cfg.name)
+    staged, described = export_version(run.merges.merges, settings, cfg.artifact_root, cfg.name, base)
     try:
         evaluation = evaluate_version(staged, run.merges.merges, settings, counted, cfg.artifact_root, cfg.name,
-                                      cfg.eval_sizes, holdout_fraction=cfg.holdout_fraction)  # fmt: skip
+                                      cfg.eval_sizes, holdout_fraction=cfg.holdout_fraction, base=base)  # fmt: skip
         manifest = version_manifest(cfg, staged.version, run, counted, cached, evaluation, described, run_ids(),
-                                    time.perf_counter() - started)  # fmt: skip
+                                    time.perf_counter() - started, base)  # fmt: skip
         manifest.update(channel=channel, promoted=promoted)  # `latest` moves to it only if promoted
         published = publish_version(staged, manifest, cfg.artifact_root, cfg.name)
     except BaseException:

@@ -9,23 +9,26 @@ from prefect.cache_policies import NONE
 
 from bpe import storage
 from bpe.distributed.counting import ShardCount, read_held_out
+from bpe.extend import Base, trained_tokenizer
 from bpe.pipeline.evaluate import evaluate_version_on_set
 from bpe.pipeline.report import metrics_table, summary_markdown
 from bpe.pipeline.store import Staged, VersionStore
 from bpe.pipeline.version import identical_version
 from bpe.settings import Settings
-from bpe.tokenizer import Tokenizer, write_manifest
+from bpe.tokenizer import write_manifest
 
 HELD_OUT_SAMPLE_BYTES = 4 << 20
 
 
 @task(name="export-version", cache_policy=NONE, retries=2, retry_delay_seconds=2)
-def export_version(merges: np.ndarray, settings: Settings, root: str, name: str) -> tuple[Staged, dict]:
-    """Reserve the next version number and write the tokenizer files into its staging directory;
-    returns it and the tokenizer's description for the manifest."""
+def export_version(
+    merges: np.ndarray, settings: Settings, root: str, name: str, base: Base | None = None
+) -> tuple[Staged, dict]:
+    """Reserve the next version number and write the tokenizer files (`merges` after `base`'s)
+    into its staging directory; returns it and the tokenizer's description for the manifest."""
     staged = VersionStore(root, name).stage()
     try:
-        tokenizer = Tokenizer(merges, settings.pattern, list(settings.special_tokens))
+        tokenizer = trained_tokenizer(merges, settings, base)
         tokenizer.write_files(staged.directory)
     except BaseException:
         VersionStore(root, name).abort(staged)
@@ -47,8 +50,18 @@ def held_out_texts(counted: list[ShardCount], limit: int = HELD_OUT_SAMPLE_BYTES
 
 
 @task(name="evaluate-version", cache_policy=NONE)
-def evaluate_version(staged: Staged, merges: np.ndarray, settings: Settings, counted: list[ShardCount], root: str,
-                     name: str, sizes: list[int], *, holdout_fraction: float) -> dict:  # fmt: skip
+def evaluate_version(
+    staged: Staged,
+    merges: np.ndarray,
+    settings: Settings,
+    counted: list[ShardCount],
+    root: str,
+    name: str,
+    sizes: list[int],
+    *,
+    holdout_fraction: float,
+    base: Base | None = None,
+) -> dict:
     """Bytes per token on the tokenizer's fixed evaluation set (frozen from the first version's
     held-out rows, see `bpe.pipeline.evaluate`) at every vocabulary size up to the trained one, for
     this version and the previous promoted one, with the trend of earlier versions on the same rows;
@@ -56,7 +69,7 @@ def evaluate_version(staged: Staged, merges: np.ndarray, settings: Settings, cou
     to compression.png in the version. `holdout_fraction` is the one the counts were made with: only
     evaluation rows it holds out (never trained on) are used."""
     logger = get_run_logger()
-    tokenizer = Tokenizer(merges, settings.pattern, list(settings.special_tokens))
+    tokenizer = trained_tokenizer(merges, settings, base)
     result = evaluate_version_on_set(tokenizer, held_out_texts(counted), VersionStore(root, name), staged.version,
                                      holdout_fraction, sizes, staged.directory / "compression.png",
                                      log=logger.info, warn=logger.warning)  # fmt: skip

@@ -7,13 +7,17 @@ from prefect.cache_policies import NONE
 
 from bpe.distributed.client import client_for
 from bpe.distributed.driver import ShardedMerge, merge_on_workers
+from bpe.engine.replay import BaseMerges
 from bpe.progress import LogProgress
 from bpe.settings import Settings
 
 
 @task(name="train-merges", cache_policy=NONE)
-def train_merges(word_shards: list[str], settings: Settings, scratch: str, scheduler: str) -> ShardedMerge:
-    """Run the merge loop over the word shards (one holder per shard on the workers)."""
+def train_merges(
+    word_shards: list[str], settings: Settings, scratch: str, scheduler: str, base: BaseMerges | None = None
+) -> ShardedMerge:
+    """Run the merge loop over the word shards (one holder per shard on the workers), after
+    replaying `base`'s merges on them."""
     logger = get_run_logger()
     sharded = merge_on_workers(
         client_for(scheduler),
@@ -22,6 +26,7 @@ def train_merges(word_shards: list[str], settings: Settings, scratch: str, sched
         scratch,
         progress=LogProgress(logger.info, every=5.0),
         log=logger.info,
+        base=base,
     )
     merged = sharded.merges
     if sharded.compile_seconds >= 0.5:

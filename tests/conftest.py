@@ -154,6 +154,7 @@ def pytest_collection_modifyitems(items) -> None:
     in this order), run the slow modules first instead, those with tests that start services,
     compile from nothing or break things at scale, so that the fast ones fill the gaps at the end
     rather than a slow one starting last."""
+
     def module(item) -> str:
         return item.nodeid.split("::")[0]
 

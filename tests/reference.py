@@ -28,13 +28,20 @@ def train_reference(
     tie_break: str = "bytes",
     min_frequency: int = 1,
     max_token_length: int | None = None,
+    base: list[tuple[int, int]] = (),
 ) -> list[tuple[int, int]]:
     """Merges (pairs of token ids, new ids 256, 257, ...) of plain one-merge-per-round BPE. With
-    `max_token_length`, pairs whose token would be longer than that many bytes are never chosen."""
+    `max_token_length`, pairs whose token would be longer than that many bytes are never chosen.
+    With `base` (a tokenizer's merges), those are applied first, one after the other, to every
+    word; the merges returned are the base's and then `n_merges` more, learnt from there."""
     words = [(list(word), count) for word, count in word_counts.items()]
     vocab = {i: bytes([i]) for i in range(256)}
     merges: list[tuple[int, int]] = []
-    for new_id in range(256, 256 + n_merges):
+    for new_id, pair in enumerate(base, start=256):
+        merges.append(pair)
+        vocab[new_id] = vocab[pair[0]] + vocab[pair[1]]
+        words = [(merge_ids(ids, pair, new_id), count) for ids, count in words]
+    for new_id in range(256 + len(base), 256 + len(base) + n_merges):
         stats: Counter[tuple[int, int]] = Counter()
         for ids, count in words:
             for pair in zip(ids, ids[1:]):

@@ -9,7 +9,6 @@ the demo deployment on a fresh cluster in tests/test_pipeline.py.)
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import re
@@ -122,7 +121,7 @@ def test_bpe_encode_flags_for_special_tokens_on_stdin(tok, tmp_path):
 
 def test_a_tokenizer_built_from_merges_splits_as_the_trainer_does_by_default(tok, prose):
     rebuilt = Tokenizer(tok.merges[:300])
-    assert rebuilt.pattern == tok.pattern == inspect.signature(train).parameters["pattern"].default
+    assert rebuilt.pattern == tok.pattern  # `tok` was trained without naming a pattern
     named = Tokenizer(tok.merges[:300], tok.pattern)
     assert [rebuilt.encode(t) for t in prose[:200]] == [named.encode(t) for t in prose[:200]]
 

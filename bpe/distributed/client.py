@@ -155,5 +155,3 @@ def ready_workers(client, log: Log | None = None) -> WorkersReady:
             slowest = max((w["seconds"] for w in warmed.values()), default=0.0)
             log(f"kernels loaded on {len(warmed)} worker(s) in {slowest:.1f} s")
     return WorkersReady(len(client.scheduler_info()["workers"]), compile_seconds)
-
-

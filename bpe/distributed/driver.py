@@ -37,8 +37,9 @@ from bpe.distributed.client import Log, check_scheduler, dask_client, ready_work
 from bpe.distributed.counting import count_on_dask
 from bpe.engine.compilation import CompileWatch
 from bpe.engine.count import check_pair_counts, release_memory
-from bpe.engine.merge import MergeResult, finish, stop_reason
+from bpe.engine.merge import MergeResult, finish, first_id, stop_reason
 from bpe.engine.pair_queue import PairQueue
+from bpe.engine.replay import BaseMerges
 from bpe.errors import SchedulerLost, WorkersLost
 from bpe.inputs.shard import Shard
 from bpe.leftovers import sweep, temporary_prefix
@@ -68,13 +69,14 @@ class Holders:
         self.dead: set[str] = set()  # workers that lost or hung a holder: never chosen to rebuild one
         self.recoveries = 0
         self.wait_seconds = 0.0  # time the driver spent sending rounds and waiting for deltas
+        self.base: BaseMerges | None = None  # a base tokenizer's merges, replayed by every holder first
 
     def start(self, bucket_futures: list) -> list[tuple[np.ndarray, np.ndarray]]:
         """Start a holder per bucket, each on its own worker where possible; returns initial counts."""
         workers = sorted(self.client.scheduler_info()["workers"])
         for b, counts in enumerate(bucket_futures):
             future = self.client.submit(
-                _new_holder, counts, self.scratch, b, self.secret, None,
+                _new_holder, counts, self.scratch, b, self.secret, None, self.base,
                 actor=True, workers=[workers[b % len(workers)]], allow_other_workers=True,
             )  # fmt: skip
             self.futures.append(future)
@@ -154,7 +156,7 @@ class Holders:
             check_scheduler(self.client)
             # Loose restrictions: should the chosen workers die too, Dask may use one started since.
             self.futures[b] = self.client.submit(
-                _new_holder, None, self.scratch, b, self.secret, merge_log,
+                _new_holder, None, self.scratch, b, self.secret, merge_log, self.base,
                 actor=True, workers=self._live_workers(), allow_other_workers=True, pure=False,
             )  # fmt: skip
             try:
@@ -236,6 +238,8 @@ def merge_on_dask(
     started = time.perf_counter()
     check_pair_counts([d for _, d in initial])
     queue = PairQueue(tie_break, max_token_length)
+    if holders.base is not None:
+        queue.add_tokens(holders.base.merges)
     queue.add(np.concatenate([k for k, _ in initial]), np.concatenate([d for _, d in initial]))
     batches: list[np.ndarray] = []
     log_cache: list[np.ndarray] = []
@@ -271,7 +275,8 @@ def merge_on_dask(
             holders.checkpoint()
             last_checkpoint = time.monotonic()
     check_scheduler(holders.client, ping=True)  # a run the scheduler did not live through is not trusted
-    return finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), started)
+    reason = stop_reason(queue, done, n_merges, min_frequency)
+    return finish(batches, rounds, reason, started, first_id(holders.base))
 
 
 @dataclass
@@ -296,11 +301,13 @@ def merge_on_workers(
     log: Log | None = None,
     call_timeout: float = 60.0,
     checkpoint_seconds: float = 30.0,
+    base: BaseMerges | None = None,
 ) -> ShardedMerge:
-    """Start a holder per word shard (`buckets`: futures of WordCounts, or Parquet paths), run the
-    merge loop, and stop the holders."""
+    """Start a holder per word shard (`buckets`: futures of WordCounts, or Parquet paths), each
+    replaying `base`'s merges on its words first, run the merge loop, and stop the holders."""
     started = time.perf_counter()
     holders = Holders(client, scratch, call_timeout, log)
+    holders.base = base
     try:
         initial = holders.start(buckets)
         del buckets
@@ -345,8 +352,10 @@ def train_on_dask(
     log: Log | None = None,
     call_timeout: float = 60.0,
     checkpoint_seconds: float = 30.0,
+    base: BaseMerges | None = None,
 ) -> TrainingRun:
-    """Count and merge on a Dask cluster (`shards`, or in-memory `texts` counted here first)."""
+    """Count and merge on a Dask cluster (`shards`, or in-memory `texts` counted here first),
+    after replaying `base`'s merges on the workers' words."""
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     own_scratch = scratch is None
@@ -364,7 +373,8 @@ def train_on_dask(
                 c, shards, texts, settings.pretokenizer, settings.text_column, n, progress
             )
             seconds["count"] = time.perf_counter() - t1
-            sharded = merge_on_workers(c, buckets, settings, scratch, progress, log, call_timeout, checkpoint_seconds)
+            sharded = merge_on_workers(c, buckets, settings, scratch, progress, log, call_timeout, checkpoint_seconds,
+                                       base)  # fmt: skip
             del buckets
             seconds["build"], seconds["merge"] = sharded.build_seconds, sharded.merges.seconds
             seconds["merge_loop"] = sharded.loop_seconds

@@ -38,6 +38,8 @@ from bpe import storage
 from bpe.distributed import channel
 from bpe.engine.cores import available_cores
 from bpe.engine.count import WordCounts
+from bpe.engine.merge import first_id
+from bpe.engine.replay import BaseMerges
 from bpe.engine.word_shards import ThreadedWordTable, word_table
 from bpe.engine.word_table import WordTable
 
@@ -94,11 +96,15 @@ class ShardHolder:
         shard: int,
         secret: str,
         merge_log: np.ndarray | None = None,
+        base: BaseMerges | None = None,
     ) -> None:
         """`counts` is the shard's words (written to the scratch directory), the path of a Parquet
-        file that already holds them, or None to rebuild from the scratch directory + `merge_log`."""
+        file that already holds them, or None to rebuild from the scratch directory + `merge_log`.
+        `base`: a tokenizer's merges, replayed on the words before the loop's (`merge_log` holds
+        only the loop's)."""
         started = time.perf_counter()
         self.shard = shard
+        self.base = base
         self.secret = secret
         self.directory = shard_dir(scratch, shard)
         self.words_path = storage.join(self.directory, "words.parquet")
@@ -116,7 +122,7 @@ class ShardHolder:
         if counts is not None:
             # A fresh start: whatever an earlier holder left here is not this shard's state.
             storage.remove(self.checkpoint_path)
-            self.table = word_table(counts, self.threads)
+            self.table = word_table(counts, self.threads, base)
             self.initial = self.table.take_deltas()
         else:
             self.table = self._restore(merge_log if merge_log is not None else np.zeros((0, 3), np.int64))
@@ -187,7 +193,7 @@ class ShardHolder:
                 raise ValueError(f"it is ahead of the merge log ({done:,} > {limit:,} merges)")
             if len(lengths) != len(freqs) or int(lengths.sum()) != len(tokens) or (lengths < 1).any():
                 raise ValueError("its arrays do not agree")
-            if len(tokens) and (tokens.min() < 0 or tokens.max() >= 256 + done):
+            if len(tokens) and (tokens.min() < 0 or tokens.max() >= first_id(self.base) + done):
                 raise ValueError("it holds token ids its merges cannot have made")
             table = (ThreadedWordTable.from_words(tokens, lengths, freqs, self.threads) if self.threads > 1
                      else WordTable.from_words(tokens, lengths, freqs))  # fmt: skip
@@ -215,7 +221,7 @@ class ShardHolder:
                     "workers (a shared filesystem, or object storage such as s3://bucket/scratch)"
                 )
             with storage.open_read(self.words_path) as f:
-                table = word_table(WordCounts.from_arrow(pq.read_table(f)), self.threads)
+                table = word_table(WordCounts.from_arrow(pq.read_table(f)), self.threads, self.base)
             table.take_deltas()
             done = 0
         table.apply(merge_log[done:])

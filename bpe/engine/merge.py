@@ -25,6 +25,7 @@ from bpe.engine.cores import available_cores
 from bpe.engine.count import WordCounts
 from bpe.engine.interrupts import interrupts_held
 from bpe.engine.pair_queue import PairQueue, _add, _next_round
+from bpe.engine.replay import BaseMerges
 from bpe.engine.spin_rounds import SpinningShards
 from bpe.engine.word_shards import ThreadedWordTable, split_tables
 from bpe.engine.word_table import WordTable, _apply_merges, _take_deltas
@@ -34,7 +35,8 @@ ProgressCallback = Callable[[int], None]
 
 @dataclass
 class MergeResult:
-    """Merges in order as an (n, 2) array of token ids (merge i makes token 256 + i)."""
+    """Merges in order as an (n, 2) array of token ids (merge i makes token 256 + i, or the i-th
+    id after a base tokenizer's merges)."""
 
     merges: np.ndarray
     counts: np.ndarray  # how often each merged pair occurred when it was chosen
@@ -65,16 +67,21 @@ def learn_merges(
     progress: ProgressCallback | None = None,
     threads: int = 1,
     max_token_length: int | None = None,
+    base: BaseMerges | None = None,
 ) -> MergeResult:
     """Up to `n_merges` merges of byte-level BPE over `counts`, in one process, on `threads`
     threads (the same merges for any number). Counts past what int64 can count exactly raise InputError.
-    `max_token_length`: no merge makes a token longer than that many bytes (None: no limit)."""
+    `max_token_length`: no merge makes a token longer than that many bytes (None: no limit).
+    `base`: a tokenizer's merges, replayed on the words first; the merges learnt then continue
+    from them (ids from `base.first_new_id`), and the result holds only those."""
     counts.check_limit()
     queue = PairQueue(tie_break, max_token_length)
+    if base is not None:
+        queue.add_tokens(base.merges)
     if threads > 1 and len(counts) >= threads:
-        return _learn_on_threads(counts, n_merges, threads, queue, min_frequency, one_per_round, progress)
+        return _learn_on_threads(counts, n_merges, threads, queue, min_frequency, one_per_round, progress, base)
     start = time.perf_counter()
-    table = WordTable(counts)
+    table = WordTable(counts, base)
     queue.add(*table.take_deltas())
 
     def run_rounds(budget: int) -> tuple[np.ndarray, int]:
@@ -84,7 +91,7 @@ def learn_merges(
         return batch, n_rounds
 
     batches, done, rounds = drive(run_rounds, n_merges, progress)
-    result = finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), start)
+    result = finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), start, first_id(base))
     result.tokens_after = table.token_count()
     return result
 
@@ -140,16 +147,19 @@ def _learn_on_threads(
     min_frequency: int,
     one_per_round: bool,
     progress: ProgressCallback | None,
+    base: BaseMerges | None = None,
 ) -> MergeResult:
     """The loop over `threads` word shards: each round the queue picks merges, every shard applies
     them at once and hands back its pair-count deltas, and all the deltas go into the one queue
     before the next round. With no more threads than cores the threads spin between rounds
     (`SpinningShards`); otherwise they sleep (`ThreadedWordTable`)."""
     if threads > available_cores():
-        return _learn_on_sleeping_threads(counts, n_merges, threads, queue, min_frequency, one_per_round, progress)
+        return _learn_on_sleeping_threads(
+            counts, n_merges, threads, queue, min_frequency, one_per_round, progress, base
+        )
     start = time.perf_counter()
     with interrupts_held():
-        tables = split_tables(counts, threads)
+        tables = split_tables(counts, threads, base)
     for table in tables:
         queue.add(*table.take_deltas())
     with SpinningShards(tables) as shards:
@@ -159,7 +169,7 @@ def _learn_on_threads(
             return batch, n_rounds
 
         batches, done, rounds = drive(run_rounds, n_merges, progress)
-    result = finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), start)
+    result = finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), start, first_id(base))
     result.tokens_after = sum(table.token_count() for table in tables)
     return result
 
@@ -172,11 +182,12 @@ def _learn_on_sleeping_threads(
     min_frequency: int,
     one_per_round: bool,
     progress: ProgressCallback | None,
+    base: BaseMerges | None = None,
 ) -> MergeResult:
     """The same loop with threads that sleep between rounds: for more threads than cores."""
     start = time.perf_counter()
     with interrupts_held():
-        words = ThreadedWordTable(counts, threads)
+        words = ThreadedWordTable(counts, threads, base=base)
     with words:
         queue.add(*words.take_deltas())
 
@@ -194,13 +205,18 @@ def _learn_on_sleeping_threads(
             return (np.concatenate(made) if made else np.zeros((0, 4), np.int64)), len(made)
 
         batches, done, rounds = drive(run_rounds, n_merges, progress)
-    result = finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), start)
+    result = finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), start, first_id(base))
     result.tokens_after = words.token_count()
     return result
 
 
-def finish(batches: list[np.ndarray], rounds: int, reason: str, start: float) -> MergeResult:
+def first_id(base: BaseMerges | None) -> int:
+    """The id of the first merge learnt: 256, or the one after a base tokenizer's merges."""
+    return 256 if base is None else base.first_new_id
+
+
+def finish(batches: list[np.ndarray], rounds: int, reason: str, start: float, first: int = 256) -> MergeResult:
     """Collect the rounds' (a, b, new id, count) rows into a MergeResult."""
     rows = np.concatenate(batches) if batches else np.zeros((0, 4), np.int64)
-    assert (rows[:, 2] == 256 + np.arange(len(rows))).all(), "merge ids must be consecutive"
+    assert (rows[:, 2] == first + np.arange(len(rows))).all(), "merge ids must be consecutive"
     return MergeResult(rows[:, :2].copy(), rows[:, 3].copy(), rounds, reason, time.perf_counter() - start)

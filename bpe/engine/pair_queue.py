@@ -90,6 +90,13 @@ class PairQueue:
         self._state.meta[_MAX_LEN] = max_token_length or 0
 
     @holds_interrupts
+    def add_tokens(self, merges: np.ndarray) -> None:
+        """Make the tokens of merges chosen before this queue ((n, 2) ids, a base tokenizer's), so
+        that the merges it chooses take the ids after them and compare their bytes."""
+        merges = np.ascontiguousarray(np.asarray(merges, np.int64).reshape(-1, 2))
+        self._state = _add_tokens(self._state, merges)
+
+    @holds_interrupts
     def add(self, keys: np.ndarray, deltas: np.ndarray) -> None:
         """Apply count deltas to pairs (keys made by `pair_keys.pack`)."""
         self._state = _add(self._state, np.asarray(keys, np.int64), np.asarray(deltas, np.int64))
@@ -330,6 +337,30 @@ ENDS_WITH, STARTS_WITH = 0, 1  # marks[t, ENDS_WITH] == round: pairs ending with
 
 
 @njit(cache=True)
+def _append_token(state, a, b):
+    """Token meta[_N_TOKENS] := the bytes of a then b (room made by the caller); returns its id."""
+    tok_start, tok_len, tok_data, meta = state.tok_start, state.tok_len, state.tok_data, state.meta
+    new = meta[_N_TOKENS]
+    used = meta[_BYTES_USED]
+    tok_start[new] = used
+    tok_len[new] = tok_len[a] + tok_len[b]
+    tok_data[used : used + tok_len[a]] = tok_data[tok_start[a] : tok_start[a] + tok_len[a]]
+    tok_data[used + tok_len[a] : used + tok_len[new]] = tok_data[tok_start[b] : tok_start[b] + tok_len[b]]
+    meta[_N_TOKENS] = new + 1
+    meta[_BYTES_USED] = used + tok_len[new]
+    return new
+
+
+@njit(cache=True)
+def _add_tokens(state, merges):
+    for k in range(len(merges)):
+        a, b = merges[k, 0], merges[k, 1]
+        state = _grow(state, 0, 0, 1, state.tok_len[a] + state.tok_len[b])
+        _append_token(state, a, b)
+    return state
+
+
+@njit(cache=True)
 def _next_round(state, max_merges, min_frequency):
     max_merges = min(max_merges, MAX_ROUND)
     state = _grow(state, 0, max_merges + 2, max_merges, 0)
@@ -374,18 +405,10 @@ def _next_round(state, max_merges, min_frequency):
         a, b = unpack(taken_key[t])
         new_bytes += state.tok_len[a] + state.tok_len[b]
     state = _grow(state, 0, 0, 0, new_bytes)
-    tok_start, tok_len, tok_data, meta = state.tok_start, state.tok_len, state.tok_data, state.meta
     merges = np.empty((k, 4), dtype=np.int64)
     for t in range(k):
         a, b = unpack(taken_key[t])
-        new = meta[_N_TOKENS]
-        used = meta[_BYTES_USED]
-        tok_start[new] = used
-        tok_len[new] = tok_len[a] + tok_len[b]
-        tok_data[used : used + tok_len[a]] = tok_data[tok_start[a] : tok_start[a] + tok_len[a]]
-        tok_data[used + tok_len[a] : used + tok_len[new]] = tok_data[tok_start[b] : tok_start[b] + tok_len[b]]
-        meta[_N_TOKENS] = new + 1
-        meta[_BYTES_USED] = used + tok_len[new]
+        new = _append_token(state, a, b)
         merges[t, 0] = a
         merges[t, 1] = b
         merges[t, 2] = new

@@ -116,7 +116,7 @@ def _digits_up_to_3(cps, n, p, classes):
 
 @njit(inline="always")
 def _punctuation(cps, n, p, classes, with_slash):
-    """ ?[^\\s\\p{L}\\p{N}]+ and then [\\r\\n]* (cl100k) or [\\r\\n/]* (o200k) from p, or -1."""
+    """The end of ` ?[^\\s\\p{L}\\p{N}]+` then `[\\r\\n]*` (cl100k) or `[\\r\\n/]*` (o200k) from p, or -1."""
     c = cps[p]
     if c == SPACE_CHAR and p + 1 < n and _is_other(classes[cps[p + 1]]):
         s = p + 1

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from bpe.engine.count import WordCounts
+from bpe.engine.replay import BaseMerges
 from bpe.engine.word_table import WordTable, _apply_merges, _take_deltas
 
 Deltas = tuple[np.ndarray, np.ndarray]
@@ -28,8 +29,14 @@ Deltas = tuple[np.ndarray, np.ndarray]
 class ThreadedWordTable:
     """`threads` word tables, words split by their stable hash; `apply` runs on all at once."""
 
-    def __init__(self, counts: WordCounts | None, threads: int, tables: list[WordTable] | None = None) -> None:
-        self.tables = split_tables(counts, threads) if tables is None else tables
+    def __init__(
+        self,
+        counts: WordCounts | None,
+        threads: int,
+        tables: list[WordTable] | None = None,
+        base: BaseMerges | None = None,
+    ) -> None:
+        self.tables = split_tables(counts, threads, base) if tables is None else tables
         self._pending: list[Deltas] = [table.take_deltas() for table in self.tables]
         self._threads = ShardThreads(self.tables[1:])
 
@@ -89,15 +96,18 @@ class ThreadedWordTable:
         self.close()
 
 
-def split_tables(counts: WordCounts, threads: int) -> list[WordTable]:
-    """`threads` word tables over `counts`, words split by their stable hash, built on threads."""
+def split_tables(counts: WordCounts, threads: int, base: BaseMerges | None = None) -> list[WordTable]:
+    """`threads` word tables over `counts` (after the `base` merges), words split by their stable
+    hash, built on threads."""
     with ThreadPoolExecutor(threads) as pool:
-        return list(pool.map(WordTable, counts.split_by_hash(threads)))
+        return list(pool.map(lambda part: WordTable(part, base), counts.split_by_hash(threads)))
 
 
-def word_table(counts: WordCounts, threads: int = 1) -> WordTable | ThreadedWordTable:
+def word_table(counts: WordCounts, threads: int = 1, base: BaseMerges | None = None) -> WordTable | ThreadedWordTable:
     """One table, or shards on `threads` threads when there are words enough to split."""
-    return ThreadedWordTable(counts, threads) if threads > 1 and len(counts) >= threads else WordTable(counts)
+    if threads > 1 and len(counts) >= threads:
+        return ThreadedWordTable(counts, threads, base=base)
+    return WordTable(counts, base)
 
 
 def _apply_and_take(table: WordTable, merges: np.ndarray) -> Deltas:

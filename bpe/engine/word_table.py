@@ -29,6 +29,7 @@ from bpe.engine.borrow import borrowed
 from bpe.engine.count import WordCounts
 from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.pair_keys import KEY_COLUMN, LOW32, pack, slot_of
+from bpe.engine.replay import BaseMerges
 
 # The kernels' state. tokens, starts, lengths, freqs: the words (word w is
 # tokens[starts[w]:starts[w] + lengths[w]], rewritten in place). pairs: the pair table (columns
@@ -59,10 +60,17 @@ class WordTable:
     """Words of one shard with frequencies, rewritten in place as merges arrive."""
 
     @holds_interrupts
-    def __init__(self, counts: WordCounts) -> None:
-        tokens = counts.data.astype(np.int32)
-        lengths = np.diff(counts.offsets).astype(np.int32)
-        self._state = _build(tokens, counts.offsets[:-1].astype(np.int64), lengths, counts.counts.astype(np.int64))
+    def __init__(self, counts: WordCounts, base: BaseMerges | None = None) -> None:
+        """The words of `counts` as bytes, or as they stand after the `base` tokenizer's merges."""
+        if base is None:
+            tokens = counts.data.astype(np.int32)
+            lengths = np.diff(counts.offsets).astype(np.int32)
+            starts = counts.offsets[:-1].astype(np.int64)
+        else:
+            tokens, lengths = base.replay(counts)
+            starts = np.zeros(len(lengths), dtype=np.int64)
+            np.cumsum(lengths[:-1], out=starts[1:])
+        self._state = _build(tokens, starts, lengths, counts.counts.astype(np.int64))
 
     @classmethod
     @holds_interrupts

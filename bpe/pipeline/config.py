@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -19,10 +20,13 @@ from bpe.errors import SettingsError
 from bpe.pretokenize import DEFAULT_PATTERN
 from bpe.settings import Settings, check_setting
 
+if TYPE_CHECKING:
+    from bpe.extend import Base
+
 ENV_PREFIX = "BPE_"
 # The settings that decide a version's merges: the same data with the same values trains the same.
 TRAINING_KEYS = ("vocab_size", "pattern", "special_tokens", "min_frequency", "tie_break", "max_token_length",
-                 "text_column", "holdout_fraction")  # fmt: skip
+                 "base", "text_column", "holdout_fraction")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,8 @@ class TokenizerConfig:
     data: list[str]
     vocab_size: int
     text_column: str = "text"
-    pattern: str = DEFAULT_PATTERN
+    pattern: str | None = DEFAULT_PATTERN  # None only with `base`: the base's pattern
+    base: str | None = None  # a tokenizer (path or URL) whose merges training starts from (bpe.extend)
     special_tokens: list[str] = field(default_factory=list)
     min_frequency: int = 1
     tie_break: str = "bytes"
@@ -71,12 +76,20 @@ class TokenizerConfig:
     demo_corpus: bool = False  # the data is the demo corpus: a run writes it where `data` points, if missing
     source: str = ""  # the file it came from (set on load)
 
-    def settings(self) -> Settings:
-        """The training settings this configuration describes."""
+    def settings(self, base: Base | None = None) -> Settings:
+        """The training settings this configuration describes (`base`: the tokenizer `base` names,
+        loaded, whose pattern and special tokens it starts from)."""
+        special_tokens, pattern, base_merges = list(self.special_tokens), self.pattern, 0
+        if base is not None:
+            from bpe.extend import check_vocab_size, special_tokens_with
+
+            special_tokens = special_tokens_with(base, special_tokens)
+            check_vocab_size(base, self.vocab_size, special_tokens)
+            pattern, base_merges = pattern or base.tokenizer.pattern, len(base.tokenizer.merges)
         return Settings(
-            vocab_size=self.vocab_size, pattern=self.pattern, special_tokens=tuple(self.special_tokens),
+            vocab_size=self.vocab_size, pattern=pattern or DEFAULT_PATTERN, special_tokens=tuple(special_tokens),
             min_frequency=self.min_frequency, tie_break=self.tie_break, max_token_length=self.max_token_length,
-            text_column=self.text_column,
+            base_merges=base_merges, text_column=self.text_column,
         )  # fmt: skip
 
     def training_settings(self) -> dict:
@@ -136,6 +149,8 @@ def load_config(path: str | Path, overrides: dict | None = None, environ: dict |
     for key in _REQUIRED:
         if values.get(key) in (None, "", []):
             raise SettingsError(f"{where}: {key}: required")
+    if values.get("base") and "pattern" not in values:
+        values["pattern"] = None  # the base's
     values["source"] = where
     cfg = TokenizerConfig(**{k: _check(where, k, v) for k, v in values.items()})
     if cfg.demo_corpus and (len(cfg.data) != 1 or "://" in cfg.data[0]):
@@ -159,6 +174,8 @@ def _check(where: str, key: str, value):
         if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
             fail("a path, glob or URL, or a list of them")
         return [str(v) for v in value]
+    if key == "pattern" and value is None:  # set so only for a configuration with `base`
+        return value
     if key in ("vocab_size", "min_frequency", "tie_break", "max_token_length", "pattern", "text_column"):
         try:
             check_setting(key, value)
@@ -203,7 +220,7 @@ def _check(where: str, key: str, value):
         if not isinstance(value, bool):
             fail("true or false")
         return value
-    if key in ("cache_dir", "dask_scheduler"):
+    if key in ("cache_dir", "dask_scheduler", "base"):
         if value is not None and (not isinstance(value, str) or not value):
             fail("a non-empty string or null")
         return value

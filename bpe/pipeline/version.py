@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from bpe.distributed.counting import ShardCount
 from bpe.engine.count import CountStats
+from bpe.extend import Base
 from bpe.pipeline.config import TRAINING_KEYS, TokenizerConfig
 from bpe.pipeline.store import MAIN, VersionStore
 from bpe.results import TrainingRun
@@ -30,9 +31,11 @@ def version_manifest(
     tokenizer: dict,
     prefect: dict,
     total_seconds: float,
+    base: Base | None = None,
 ) -> dict:
-    """Everything `bpe versions`, the reports and the next run need to know about a version."""
-    manifest = build_manifest(cfg.settings(), run)
+    """Everything `bpe versions`, the reports and the next run need to know about a version (with
+    the `base` it was trained from: where it came from and its digest)."""
+    manifest = build_manifest(cfg.settings(base), run, base)
     manifest["seconds"]["total"] = round(total_seconds, 3)
     manifest["settings"]["holdout_fraction"] = cfg.holdout_fraction
     manifest["data"].update(counted_shards=len(counted) - cached, cached_shards=cached)

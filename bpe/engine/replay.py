@@ -1,0 +1,120 @@
+"""Replaying a base tokenizer's merges on counted words: where training from a tokenizer starts.
+
+Merge k of the base makes token 256 + k. Applying the merges in their order to every word is the
+same as merging, in each word, the present pair of lowest rank until no pair has one: a pair once
+merged never comes back (its new token is newer than both its parts), so the lowest-rank pair
+present is always the next merge in order that occurs. That is how a word is encoded, so each
+unique word is encoded once here, rather than each merge visiting the words that hold its pair.
+
+"aaab" with (97, 97) -> 256 and (256, 97) -> 257 gives [257, 98]; "aab" gives [256, 98]:
+
+>>> from bpe.engine.count import WordCounts
+>>> base = BaseMerges(np.array([[97, 97], [256, 97]]))
+>>> tokens, lengths = base.replay(WordCounts.from_dict({b"aaab": 2, b"aab": 1}))
+>>> tokens.tolist(), lengths.tolist()
+([257, 98, 256, 98], [2, 2])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from bpe.engine.count import WordCounts
+from bpe.engine.interrupts import holds_interrupts
+from bpe.engine.pair_keys import KEY_COLUMN, pack, slot_of
+
+_NO_RANK = np.int64(np.iinfo(np.int64).max)
+
+
+class BaseMerges:
+    """A base tokenizer's merges ((n, 2) token ids, merge k making token 256 + k) with a table
+    pair -> rank for replaying them on words."""
+
+    def __init__(self, merges: np.ndarray) -> None:
+        self.merges = np.ascontiguousarray(np.asarray(merges, dtype=np.int64).reshape(-1, 2))
+        self._ranks = _rank_table(self.merges)
+
+    def __len__(self) -> int:
+        return len(self.merges)
+
+    @property
+    def first_new_id(self) -> int:
+        """The id of the first merge learnt after the base's."""
+        return 256 + len(self.merges)
+
+    @holds_interrupts
+    def replay(self, counts: WordCounts) -> tuple[np.ndarray, np.ndarray]:
+        """Every word of `counts` with the base's merges applied: (tokens as int32, flat; each
+        word's length as int32), words in the order of `counts`."""
+        return _replay(counts.data, counts.offsets, self._ranks)
+
+    def __reduce__(self):  # sent to Dask workers as the merges alone; the table is rebuilt there
+        return BaseMerges, (self.merges,)
+
+
+_RANK = 1  # the rank table's column beside KEY_COLUMN
+
+
+@njit(cache=True)
+def _rank_table(merges):
+    """Pair key -> rank (see bpe.engine.pair_keys), at most half full."""
+    size = 16
+    while size < 2 * len(merges):
+        size *= 2
+    table = np.zeros((size, 2), dtype=np.int64)
+    for rank in range(len(merges)):
+        key = pack(merges[rank, 0], merges[rank, 1])
+        slot = slot_of(table, key)
+        if table[slot, KEY_COLUMN] == 0:  # a repeated pair keeps its first rank: the later one never applies
+            table[slot, KEY_COLUMN] = key + 1
+            table[slot, _RANK] = rank
+    return table
+
+
+@njit(cache=True, inline="always")
+def _rank(table, a, b):
+    slot = slot_of(table, pack(a, b))
+    return table[slot, _RANK] if table[slot, KEY_COLUMN] != 0 else _NO_RANK
+
+
+@njit(cache=True, nogil=True)
+def _replay(data, offsets, table):
+    n_words = len(offsets) - 1
+    tokens = np.empty(len(data), dtype=np.int32)
+    lengths = np.empty(n_words, dtype=np.int32)
+    rank = np.empty(max(len(data), 1), dtype=np.int64)  # rank[i]: the rank of the pair at i, i + 1
+    out = 0
+    for w in range(n_words):
+        start, n = offsets[w], offsets[w + 1] - offsets[w]
+        t = tokens[out : out + n]
+        r = rank[out : out + n]
+        for i in range(n):
+            t[i] = data[start + i]
+        for i in range(n - 1):
+            r[i] = _rank(table, t[i], t[i + 1])
+        while n > 1:
+            best = _NO_RANK
+            for i in range(n - 1):
+                best = min(best, r[i])
+            if best == _NO_RANK:
+                break
+            new = 256 + best
+            # Merge every occurrence, left to right, compacting in place; a pair's rank is looked
+            # up again only next to a new token (elsewhere it is the rank it had).
+            j = 0
+            i = 0
+            previous_is_new = False
+            while i < n:
+                merged = i < n - 1 and r[i] == best
+                token = new if merged else t[i]
+                if j > 0:
+                    r[j - 1] = _rank(table, t[j - 1], token) if merged or previous_is_new else r[i - 1]
+                t[j] = token
+                previous_is_new = merged
+                i += 2 if merged else 1
+                j += 1
+            n = j
+        lengths[w] = n
+        out += n
+    return tokens[:out].copy(), lengths

@@ -1,0 +1,143 @@
+"""Training that starts where a tokenizer ends: the base tokenizer, its checks, sizes and ids.
+
+`train(..., base=tok)` replays the base's merges on the new corpus's words, in the base's order
+(`bpe.engine.replay`), then learns more. Every base token keeps its id, special tokens included;
+the new tokens take the ids after the base's largest. GPT-2 (ids 0-50256, `<|endoftext|>` at
+50256) extended by 100 merges gives them ids 50257-50356, so a model that uses GPT-2's ids reads
+its old ids as before and only the new ids are new to it.
+
+>>> base = Tokenizer([(104, 105)], "gpt2", ["<|endoftext|>"])   # 256 bytes, "hi" = 256, eot = 257
+>>> tok = extended(Base(base, "a Tokenizer"), [(256, 105)])      # "hii" = 258
+>>> tok.encode("hii"), tok.eot_token, tok.decode([258])
+([258], 257, 'hii')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bpe.engine.replay import BaseMerges
+from bpe.errors import ExportError, SettingsError
+from bpe.settings import Settings
+from bpe.tokenizer import Tokenizer
+
+
+@dataclass
+class Base:
+    """A tokenizer to train from, and where it came from (a path, a URL or "a Tokenizer")."""
+
+    tokenizer: Tokenizer
+    source: str
+
+    @property
+    def merges(self) -> BaseMerges:
+        return BaseMerges(np.array(self.tokenizer.merges, dtype=np.int64).reshape(-1, 2))
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of what decides the extended tokenizer: the merges, ids, special tokens and pattern."""
+        tok = self.tokenizer
+        described = {"merges": tok.merges, "ids": tok._to_ids.tolist(), "special_tokens": tok.special_tokens,
+                     "regex": tok.pretokenizer.regex}  # fmt: skip
+        return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
+
+    def record(self) -> dict:
+        """The manifest's `base` section."""
+        tok = self.tokenizer
+        return {"source": self.source, "sha256": self.digest, "vocab_size": tok.vocab_size,
+                "merges": len(tok.merges), "max_token_id": tok.max_token_value}  # fmt: skip
+
+
+def load_base(base: Tokenizer | str | Path) -> Base:
+    """The base of `train(..., base=...)`: a Tokenizer, or a path or URL of anything
+    `Tokenizer.load` reads. Not a byte-level BPE, or merges that are not a valid BPE sequence: one
+    line (ExportError naming the file, or SettingsError naming `base`)."""
+    if isinstance(base, Tokenizer):
+        found = Base(base, "a Tokenizer")
+    elif isinstance(base, (str, Path)):
+        try:
+            found = Base(Tokenizer.load(base), str(base))
+        except FileNotFoundError as exc:
+            raise SettingsError(f"base: {exc}", parameter="base") from None
+        except ValueError as exc:  # merges that use a token before it exists
+            raise ExportError(f"{base}: {exc}") from None
+    else:
+        raise SettingsError(f"base: expected a Tokenizer, a path or a URL, got {type(base).__name__}",
+                            parameter="base")  # fmt: skip
+    first: dict[tuple[int, int], int] = {}
+    for k, pair in enumerate(found.tokenizer.merges):
+        if first.setdefault(pair, k) != k:
+            raise SettingsError(f"base: {found.source}: merge {k} repeats merge {first[pair]}, so it could never "
+                                "apply; the merges are not a BPE sequence", parameter="base")  # fmt: skip
+    return found
+
+
+def special_tokens_with(base: Base, special_tokens: Sequence[str]) -> list[str]:
+    """The extended tokenizer's special tokens: the base's, then those of `special_tokens` it lacks."""
+    kept = list(base.tokenizer.special_tokens)
+    return kept + [t for t in special_tokens if t not in base.tokenizer.special_tokens]
+
+
+def check_vocab_size(base: Base, vocab_size: int, special_tokens: Sequence[str]) -> None:
+    """`vocab_size` is the final size: at least the base's tokens and the new special tokens."""
+    tok = base.tokenizer
+    least = tok.vocab_size + len(special_tokens_with(base, special_tokens)) - len(tok.special_tokens)
+    if vocab_size < least:
+        raise SettingsError(f"vocab_size {vocab_size:,} is smaller than the base tokenizer {base.source} "
+                            f"({least:,} tokens with the special tokens); give the final size, at least {least:,}",
+                            parameter="vocab_size")  # fmt: skip
+
+
+def extended(
+    base: Base,
+    new_merges: Sequence[tuple[int, int]] | np.ndarray,
+    pattern: str | None = None,
+    special_tokens: Sequence[str] = (),
+    *,
+    special_token_roles: Mapping[str, str] | None = None,
+    model_max_length: int | None = None,
+) -> Tokenizer:
+    """The base with `new_merges` after its own (ids from `base.merges.first_new_id`). Base tokens
+    keep their ids; new merges take the ids after the base's largest, then new special tokens.
+    Pattern, roles and `model_max_length` are the base's unless given."""
+    tok = base.tokenizer
+    merges = list(tok.merges) + [(int(a), int(b)) for a, b in np.asarray(new_merges).reshape(-1, 2)]
+    n_base = len(tok.vocab)
+    next_id = tok.max_token_value + 1
+    ids = {i: int(tok._to_ids[i]) for i in range(n_base)}
+    for k in range(len(merges) - len(tok.merges)):
+        ids[n_base + k] = next_id + k
+    next_id += len(merges) - len(tok.merges)
+    specials = dict(tok.special_tokens)
+    for text in special_tokens_with(base, special_tokens)[len(specials) :]:
+        specials[text] = next_id
+        next_id += 1
+    roles = dict(tok.special_token_roles) if special_token_roles is None else special_token_roles
+    max_length = tok.model_max_length if model_max_length is None else model_max_length
+    natural = all(ids[i] == i for i in ids) and list(specials.values()) == list(
+        range(len(merges) + 256, len(merges) + 256 + len(specials))
+    )
+    return Tokenizer(merges, pattern or tok.pattern, specials, special_token_roles=roles,
+                     model_max_length=max_length, ids=None if natural else ids)  # fmt: skip
+
+
+def trained_tokenizer(
+    merges: np.ndarray,
+    settings: Settings,
+    base: Base | None = None,
+    *,
+    special_token_roles: Mapping[str, str] | None = None,
+    model_max_length: int | None = None,
+) -> Tokenizer:
+    """The tokenizer a run's `merges` make with `settings`: from nothing, or after `base`'s."""
+    if base is None:
+        return Tokenizer(merges, settings.pattern, list(settings.special_tokens),
+                         special_token_roles=special_token_roles, model_max_length=model_max_length)  # fmt: skip
+    return extended(base, merges, settings.pattern, settings.special_tokens,
+                    special_token_roles=special_token_roles, model_max_length=model_max_length)  # fmt: skip
