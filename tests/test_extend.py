@@ -165,14 +165,17 @@ def test_a_base_that_repeats_a_merge_is_not_a_bpe_sequence():
 
 @pytest.mark.services  # starts a Dask cluster: the slow tier, as tests/test_dask.py
 def test_the_dask_engine_replays_on_the_workers_and_gives_the_local_merges(texts):
-    """Two workers, each replaying the base on its word shard: the local engine's tokenizer, whose
-    merges are the reference's after the same replay."""
+    """Two workers, each replaying the base on its word shard. A new corpus: the local engine's
+    tokenizer, whose merges are the reference's after the same replay. The same corpus: the
+    merges of training the larger size from nothing."""
     distributed = pytest.importorskip("distributed")
     words = texts[:800]
     base = train(words[:300], vocab_size=400, pattern="cl100k", special_tokens=["<|endoftext|>"])
     expected = {tb: train(words, vocab_size=550, base=base, tie_break=tb) for tb in ("bytes", "ids")}
     counts = count_words(words, "cl100k").to_dict()
     assert expected["ids"].merges == train_reference(counts, 550 - 400, "ids", base=base.merges)
+    same_base = {tb: train(words, vocab_size=400, pattern="cl100k", tie_break=tb) for tb in ("bytes", "ids")}
+    from_nothing = {tb: train_reference(counts, 550 - 256, tb) for tb in ("bytes", "ids")}
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                        dashboard_address=None)  # fmt: skip
     try:
@@ -181,6 +184,9 @@ def test_the_dask_engine_replays_on_the_workers_and_gives_the_local_merges(texts
                 tok = train(words, vocab_size=550, base=base, tie_break=tie_break, engine="dask", client=client)
                 assert tok.manifest["engine"]["word_shards"] == 2
                 assert tok == expected[tie_break]
+                continued = train(words, vocab_size=550, base=same_base[tie_break], tie_break=tie_break,
+                                  engine="dask", client=client)  # fmt: skip
+                assert continued.merges == from_nothing[tie_break]
     finally:
         cluster.close()
 
