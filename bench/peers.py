@@ -12,7 +12,7 @@ import glob
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import pyarrow.parquet as pq
 
@@ -30,7 +30,9 @@ def parquet_texts(data: str, text_column: str = "text") -> Iterator[str]:
                     yield text
 
 
-def train_hf(data: str, vocab_size: int, pattern: str) -> int:
+def hf_trained(texts: Iterable[str], vocab_size: int, pattern: str):
+    """A Hugging Face `tokenizers` byte-level BPE trained by its `BpeTrainer` on `texts`, split by
+    `pattern` as `bpe train` splits them."""
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
 
     name, regex = resolve_pattern(pattern)
@@ -45,18 +47,27 @@ def train_hf(data: str, vocab_size: int, pattern: str) -> int:
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
     )
-    tokenizer.train_from_iterator(parquet_texts(data), trainer)
-    return tokenizer.get_vocab_size()
+    tokenizer.train_from_iterator(texts, trainer)
+    return tokenizer
 
 
-def train_rustbpe(data: str, vocab_size: int, pattern: str) -> int:
+def rustbpe_trained(texts: Iterable[str], vocab_size: int, pattern: str):
+    """A rustbpe tokenizer trained on `texts`, split by `pattern` as `bpe train` splits them."""
     import rustbpe
 
     name, regex = resolve_pattern(pattern)
     split, _, _ = hf_split_regex(name, regex)  # the spelling Rust regex engines read like Python's
     tokenizer = rustbpe.Tokenizer()
-    tokenizer.train_from_iterator(parquet_texts(data), vocab_size, pattern=split)
-    return tokenizer.vocab_size
+    tokenizer.train_from_iterator(texts, vocab_size, pattern=split)
+    return tokenizer
+
+
+def train_hf(data: str, vocab_size: int, pattern: str) -> int:
+    return hf_trained(parquet_texts(data), vocab_size, pattern).get_vocab_size()
+
+
+def train_rustbpe(data: str, vocab_size: int, pattern: str) -> int:
+    return rustbpe_trained(parquet_texts(data), vocab_size, pattern).vocab_size
 
 
 TRAINERS = {"hf": train_hf, "rustbpe": train_rustbpe}

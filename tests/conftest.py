@@ -193,26 +193,91 @@ def unique_bucket(prefix: str = "bpe") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
+@contextlib.contextmanager
+def shared_by_workers(tmp_path_factory, name: str, start) -> Iterator[dict]:
+    """Services of the session, started once for every pytest-xdist worker: the first worker to
+    ask calls `start(directory)`, which starts them and returns a JSON record of what they are
+    (with "stop": [[pid, signal], ...], in stopping order); the others reuse the record, and the
+    last to let go stops the processes. In one process it is start, use, stop. Two workers on one
+    Prefect server and one Dask cluster rather than two of each: a start each (half a minute on
+    2 cores while the other worker runs) and half the idle services' CPU."""
+    from bpe.pipeline.services import stop
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        record = start(tmp_path_factory.mktemp(name))
+        try:
+            yield record
+        finally:
+            for pid, sig in record["stop"]:
+                stop(pid, first=sig)
+        return
+    shared = tmp_path_factory.getbasetemp().parent
+    state = shared / f"{name}.json"
+    with _locked(shared / f"{name}.lock"):
+        if state.exists():
+            found = json.loads(state.read_text())
+        else:
+            found = {"record": start(tmp_path_factory.mktemp(name)), "users": 0}
+        found["users"] += 1
+        state.write_text(json.dumps(found))
+    try:
+        yield found["record"]
+    finally:
+        with _locked(shared / f"{name}.lock"):
+            found = json.loads(state.read_text())
+            found["users"] -= 1
+            if found["users"]:
+                state.write_text(json.dumps(found))
+            else:
+                for pid, sig in found["record"]["stop"]:
+                    stop(pid, first=sig)
+                state.unlink()
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    import fcntl
+
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def pytest_sessionfinish(session) -> None:
+    """On the pytest-xdist controller, after every worker has ended: stop the shared services a
+    worker that died could not (`shared_by_workers`)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(session.config.option, "numprocesses", None):
+        return
+    from bpe.pipeline.services import stop
+
+    for state in session.config._tmp_path_factory.getbasetemp().glob("*.json"):
+        record = json.loads(state.read_text()).get("record")
+        for pid, sig in (record or {}).get("stop", []):
+            stop(pid, first=sig)
+
+
 @pytest.fixture(scope="session")
 def prefect_server(tmp_path_factory) -> Iterator[dict]:
     """One real Prefect server (`prefect server start`, SQLite in a PREFECT_HOME of its own, on a
-    free port of 127.0.0.1) for every module that runs flows against a server; stopped at the end
-    of the session, after the workers that use it. Sets no environment variable: clients get the
-    API URL from what this yields. Modules keep apart by their own work pools, deployment names,
-    artifact roots and client PREFECT_HOMEs."""
+    free port of 127.0.0.1) for every module that runs flows against a server (one for all the
+    pytest-xdist workers); stopped at the end of the session, after the workers that use it. Sets
+    no environment variable: clients get the API URL from what this yields. Modules keep apart by
+    their own work pools, deployment names, artifact roots and client PREFECT_HOMEs."""
     pytest.importorskip("prefect")
-    from bpe.pipeline.services import free_port, start_prefect_server
 
-    root = tmp_path_factory.mktemp("prefect-server")
-    with pytest.MonkeyPatch.context() as patch:
-        # A run that finds its deployment's concurrency slot taken retries after this many seconds
-        # (Prefect's default is 30): the same queueing, without half a minute of idling per test.
-        patch.setenv("PREFECT_SERVER_DEPLOYMENTS_CONCURRENCY_SLOT_WAIT_SECONDS", "2")
-        server = start_prefect_server(root / "home", free_port(), log=root / "server.log", ui=False)
-    try:
-        yield {"url": server.url, "api": f"{server.url}/api", "log": server.log}
-    finally:
-        server.stop()
+    def start(root: Path) -> dict:
+        from bpe.pipeline.services import free_port, start_prefect_server
+
+        with pytest.MonkeyPatch.context() as patch:
+            # A run that finds its deployment's concurrency slot taken retries after this many
+            # seconds (Prefect's default is 30): the same queueing, without half a minute of idling.
+            patch.setenv("PREFECT_SERVER_DEPLOYMENTS_CONCURRENCY_SLOT_WAIT_SECONDS", "2")
+            server = start_prefect_server(root / "home", free_port(), log=root / "server.log", ui=False)
+        return {"url": server.url, "api": f"{server.url}/api", "log": str(server.log),
+                "stop": [[server.pid, server.stop_signal]]}  # fmt: skip
+
+    with shared_by_workers(tmp_path_factory, "prefect-server", start) as record:
+        yield {**record, "log": Path(record["log"])}
 
 
 PIPELINE_POOL = "bpe-test"
@@ -221,34 +286,42 @@ PIPELINE_POOL = "bpe-test"
 @pytest.fixture(scope="session")
 def pipeline_services(prefect_server, tmp_path_factory) -> Iterator[dict]:
     """A Dask scheduler with two workers and a Prefect process worker on the pool `bpe-test`, all
-    on 127.0.0.1 against the session's Prefect server: shared by the modules that deploy the
-    train-bpe flow with local artifact roots (`tests.test_pipeline`'s `services` gives each module
-    a directory of its own). Stopped at the end of the session, workers first."""
-    from bpe.pipeline.services import (
-        free_port,
-        prefect_env,
-        start_dask_scheduler,
-        start_dask_worker,
-        start_prefect_worker,
-    )
+    on 127.0.0.1 against the session's Prefect server (one set for all the pytest-xdist workers):
+    shared by the modules that deploy the train-bpe flow with local artifact roots
+    (`tests.test_pipeline`'s `services` gives each module a directory of its own). Stopped at the
+    end of the session, workers first."""
 
-    root = tmp_path_factory.mktemp("pipeline-services")
-    logs = root / "logs"
-    logs.mkdir()
-    home = root / "prefect-home"  # the clients' and flow runs' PREFECT_HOME (the server has its own)
-    started = []
-    try:
-        scheduler = start_dask_scheduler(free_port(), log=logs / "dask-scheduler.log")
-        started.append(scheduler)
-        for i in range(2):
-            started.append(start_dask_worker(scheduler.url, log=logs / f"dask-worker-{i}.log"))
-        api = prefect_server["api"]
-        env = {**prefect_env(api, home), "PREFECT_WORKER_QUERY_SECONDS": "1"}
-        started.append(start_prefect_worker(api, home, PIPELINE_POOL, log=logs / "worker.log", env=env))
-        yield {"env": env, "scheduler": scheduler.url, "logs": logs}
-    finally:
-        for service in reversed(started):  # the Prefect worker, Dask workers, then the scheduler
-            service.stop()
+    def start(root: Path) -> dict:
+        from bpe.pipeline.services import (
+            free_port,
+            prefect_env,
+            start_dask_scheduler,
+            start_dask_worker,
+            start_prefect_worker,
+        )
+
+        logs = root / "logs"
+        logs.mkdir()
+        home = root / "prefect-home"  # the clients' and flow runs' PREFECT_HOME (the server has its own)
+        started = []
+        try:
+            scheduler = start_dask_scheduler(free_port(), log=logs / "dask-scheduler.log")
+            started.append(scheduler)
+            for i in range(2):
+                started.append(start_dask_worker(scheduler.url, log=logs / f"dask-worker-{i}.log"))
+            api = prefect_server["api"]
+            env = {**prefect_env(api, home), "PREFECT_WORKER_QUERY_SECONDS": "1"}
+            started.append(start_prefect_worker(api, home, PIPELINE_POOL, log=logs / "worker.log", env=env))
+        except BaseException:
+            for service in reversed(started):
+                service.stop()
+            raise
+        # the Prefect worker, Dask workers, then the scheduler
+        stopping = [[service.pid, service.stop_signal] for service in reversed(started)]
+        return {"env": env, "scheduler": scheduler.url, "logs": str(logs), "stop": stopping}
+
+    with shared_by_workers(tmp_path_factory, "pipeline-services", start) as record:
+        yield {**record, "logs": Path(record["logs"])}
 
 
 _deployment_names: dict[str, str] = {}

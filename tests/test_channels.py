@@ -289,8 +289,8 @@ def deployed(services) -> dict[str, dict]:
     return configs
 
 
-def run(services, name: str, *args: str) -> dict:
-    result = run_deployment(services, name, *args)
+def run(services, name: str, *args: str, command: bool = False) -> dict:
+    result = run_deployment(services, name, *args, command=command)
     assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]
     return result
 
@@ -310,12 +310,14 @@ def test_an_override_is_an_experiment_and_promote_and_rollback_move_latest(servi
     assert "training: no version yet; main line: latest moves to the new version" in first["logs"]
     assert store.latest() == "v0001" and store.manifest("v0001")["channel"] == "main"
 
-    experiment = run(services, "chan", "--param", "vocab_size=700")
+    # A parameter of `prefect deployment run` overrides the configuration (the value parsed as JSON).
+    experiment = run(services, "chan", "--param", "vocab_size=700", command=True)
     assert "training: vocab_size 600 -> 700 since v0001; experiment (parameters override vocab_size): latest " \
            "stays v0001 unless promote=True" in experiment["logs"]  # fmt: skip
     assert "published" in experiment["tags"]
     manifest = store.manifest("v0002")
     assert (manifest["channel"], manifest["promoted"], manifest["result"]["vocab_size"]) == ("experiment", False, 700)
+    assert manifest["data"]["counted_shards"] == 0  # same data, same pre-tokenization: all cached
     assert store.versions() == ["v0001", "v0002"] and store.latest() == "v0001", "an experiment leaves latest"
 
     again = run(services, "chan", "--param", "vocab_size=700")

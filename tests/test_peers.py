@@ -1,0 +1,115 @@
+"""Our merges against the peers' trainers: Hugging Face `tokenizers` (`BpeTrainer`) and rustbpe,
+trained on the same rows with the same split pattern (`bench/peers.py` builds them as the
+benchmark runs them).
+
+All three pick the pair with the highest count. On a tie they part: the peers take the smaller
+pair of ids (each in its own alphabet's order), we take the greater pair of byte strings (or of
+ids, with `tie_break="ids"`). So the contract is: the merges are the same up to the first step
+where two pairs tie, and where the lists part, the two pairs chosen have the same count, the
+highest. A peer that parted from us on a pair with a lower count would be a bug (theirs or ours).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bpe import train
+from bpe.export import unspell
+from bpe.pretokenize import Pretokenizer
+from tests.conftest import any_text
+from tests.reference import merge_ids
+
+pytest.importorskip("tokenizers")
+pytest.importorskip("rustbpe")
+
+from bench.peers import hf_trained, rustbpe_trained  # noqa: E402  (after the skips)
+
+
+def hf_tokens(texts: list[str], vocab_size: int, pattern: str) -> list[bytes]:
+    """The tokens Hugging Face's trainer made, in the order it made them (ids 256 on)."""
+    vocab = hf_trained(texts, vocab_size, pattern).get_vocab()
+    return [unspell(token) for token, i in sorted(vocab.items(), key=lambda item: item[1]) if i >= 256]
+
+
+def rustbpe_tokens(texts: list[str], vocab_size: int, pattern: str) -> list[bytes]:
+    """The tokens rustbpe made, in the order it made them (ranks 256 on)."""
+    ranks = rustbpe_trained(texts, vocab_size, pattern).get_mergeable_ranks()
+    return [bytes(token) for token, rank in sorted(ranks, key=lambda item: item[1]) if rank >= 256]
+
+
+PEERS = {"Hugging Face": hf_tokens, "rustbpe": rustbpe_tokens}
+
+
+def encode_word(word: bytes, ranks: dict[tuple[int, int], int]) -> list[int]:
+    """`word` under the merges in `ranks` (pair -> its merge's index): the lowest-ranked pair
+    present is merged first, everywhere in the word, as replaying the merges in order does."""
+    ids = list(word)
+    while len(ids) > 1:
+        rank, pair = min((ranks.get(pair, len(ranks)), pair) for pair in zip(ids, ids[1:]))
+        if rank == len(ranks):
+            break
+        ids = merge_ids(ids, pair, 256 + rank)
+    return ids
+
+
+def agreed_merges(texts: list[str], pattern: str, merges: list[tuple[int, int]], ours: list[bytes],
+                  theirs: list[bytes], peer: str) -> int:  # fmt: skip
+    """How many merges `ours` and `theirs` (the tokens each trainer made, in order) share before
+    they part; asserts that where they part, both chose a pair of the highest count (a tie)."""
+    common = min(len(ours), len(theirs))
+    parted = next((k for k in range(common) if ours[k] != theirs[k]), common)
+    if parted == common:
+        assert len(ours) == len(theirs), f"{peer} made {len(theirs)} merges where we made {len(ours)}"
+        return parted
+    split = Pretokenizer(pattern, []).split
+    words = Counter(piece.encode() for text in texts for piece in split(text))
+    ranks = {pair: rank for rank, pair in enumerate(merges[:parted])}
+    stats: Counter[tuple[int, int]] = Counter()
+    for word, count in words.items():
+        ids = encode_word(word, ranks)
+        for pair in zip(ids, ids[1:]):
+            stats[pair] += count
+    best = max(stats.values())
+    assert stats[merges[parted]] == best, f"at merge {parted} we chose a pair of count {stats[merges[parted]]} < {best}"
+    ids = {bytes([i]): i for i in range(256)} | {token: 256 + k for k, token in enumerate(ours[:parted])}
+    token = theirs[parted]
+    pairs = [(ids[token[:j]], ids[token[j:]]) for j in range(1, len(token)) if token[:j] in ids and token[j:] in ids]
+    assert any(stats[pair] == best for pair in pairs), (
+        f"{peer} parts from us at merge {parted} with {token!r}, not a pair of the highest count {best}: "
+        f"{[(pair, stats[pair]) for pair in pairs]}"
+    )
+    return parted
+
+
+def compare(texts: list[str], vocab_size: int, pattern: str, tie_break: str) -> dict[str, int]:
+    tok = train(texts, vocab_size=vocab_size, pattern=pattern, special_tokens=[], tie_break=tie_break)
+    ours = [tok.token_bytes(256 + k) for k in range(len(tok.merges))]
+    merges = [tuple(pair) for pair in tok.merges]
+    return {
+        peer: agreed_merges(texts, pattern, merges, ours, tokens(texts, vocab_size, pattern), peer)
+        for peer, tokens in PEERS.items()
+    }
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    texts=st.lists(any_text("ab1 ab1 the cat"), min_size=1, max_size=8).filter(lambda texts: any(texts)),
+    extra=st.integers(1, 40),
+    pattern=st.sampled_from(["gpt2", "cl100k", "o200k"]),
+    tie_break=st.sampled_from(["bytes", "ids"]),
+)
+def test_small_corpora_agree_with_the_peers_until_a_tie(texts, extra, pattern, tie_break):
+    compare(texts, 256 + extra, pattern, tie_break)
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "cl100k"])
+def test_real_english_agrees_with_the_peers_until_a_tie(corpus_rows, pattern):
+    """3,000 rows of `../shared/corpora/en`, 3,000 merges: on real text the counts at the top are
+    rarely equal, so the lists agree for a long stretch before the first tie parts them."""
+    agreed = compare(corpus_rows, 256 + 3000, pattern, "bytes")
+    print(f"\n{pattern}: merges shared before the first tie of 3,000: {agreed}")
+    assert all(n > 0 for n in agreed.values()), agreed
