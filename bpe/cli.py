@@ -663,6 +663,8 @@ def run_demo(args: argparse.Namespace) -> int:
     print(f"demo corpus: {len(paths)} Parquet shards in {args.data}/", file=sys.stderr)
     # Prefect's ephemeral server would otherwise try to send telemetry, and log an error offline.
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # Prefect waits 20 s for its ephemeral server to answer; a busy 2-core machine can take longer.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
     from bpe.flows.train_bpe import train_bpe  # imports Prefect: only the pipeline's commands pay for it
     from bpe.pipeline.services import tie_ephemeral_server_to_this_process
 

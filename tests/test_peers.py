@@ -11,6 +11,7 @@ highest. A peer that parted from us on a pair with a lower count would be a bug 
 
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter
 
 import pytest
@@ -95,9 +96,17 @@ def compare(texts: list[str], vocab_size: int, pattern: str, tie_break: str) -> 
     }
 
 
+def assigned_text() -> st.SearchStrategy[str]:
+    """Arbitrary text of assigned characters (`any_text` less category Cn): regex engines built on
+    different Unicode versions class a newly assigned code point differently (Python's `regex`
+    and ours split ':\U0003d000' in two, Hugging Face's Oniguruma keeps it whole), which is a
+    pre-tokenization difference, not a training one."""
+    return any_text("ab1 ab1 the cat").filter(lambda text: all(unicodedata.category(c) != "Cn" for c in text))
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    texts=st.lists(any_text("ab1 ab1 the cat"), min_size=1, max_size=8).filter(lambda texts: any(texts)),
+    texts=st.lists(assigned_text(), min_size=1, max_size=8).filter(lambda texts: any(texts)),
     extra=st.integers(1, 40),
     pattern=st.sampled_from(["gpt2", "cl100k", "o200k"]),
     tie_break=st.sampled_from(["bytes", "ids"]),
