@@ -343,13 +343,10 @@ def built_wheel(tmp_path_factory) -> dict:
     kernels into it, about half a minute) from a copy of the tracked files (setuptools writes a
     build/ folder into the tree it builds). Yields its path and the build's output. Under
     pytest-xdist the workers share one build: the first builds it, under a lock, for the others."""
-    import fcntl
-
     shared = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else None
     if shared is None:
         return _build_wheel(tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel"))
-    with open(shared / "wheel.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _locked(shared / "wheel.lock"):
         record = shared / "wheel.json"
         if not record.exists():
             built = _build_wheel(tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel"))
