@@ -45,12 +45,11 @@ def test_demo_runs_the_flow_in_ephemeral_mode(tmp_path):
     assert tok.vocab_size == 1024 and "<|endoftext|>" in tok.special_tokens
     assert (location / "compression.png").exists()
 
-    # Another size, with a fresh Prefect database: a new version, and no shard counted again.
-    env["PREFECT_HOME"] = str(tmp_path / "another-prefect-home")
-    demo(tmp_path, env, 1100)
-    manifest = VersionStore(str(tmp_path / "artifacts"), "demo").manifest("v0002")
-    assert manifest["data"]["cached_shards"] == 4 and manifest["data"]["counted_shards"] == 0
-    assert manifest["evaluation"]["previous_version"] == "v0001"
+    # The counts a later run reuses (tests/test_pipeline.py shows it does) are beside the versions,
+    # not in Prefect's database or result storage, which ephemeral mode may start afresh.
+    assert len(list((tmp_path / "artifacts" / ".cache" / "counts").glob("*.json"))) == 4
+    results = tmp_path / "prefect-home" / "storage"
+    assert not results.exists() or not any(results.rglob("*")), sorted(results.rglob("*"))
 
 
 def _command_line(process) -> str:
