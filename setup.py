@@ -46,8 +46,12 @@ def compile_kernels(package_root: Path) -> None:
 
 def seed_from_machine_cache(scratch: Path, env: dict) -> str:
     """Copy into `scratch` this machine's cached kernels of the same key (engine source and numba
-    version: `bpe.engine.kernel_cache_name`), if it has them; says so for the build's message."""
-    ask = "import os; from bpe import engine as e; print(os.path.join(e.kernel_cache_base(), e.kernel_cache_name()))"
+    version: `bpe.engine.kernel_cache.kernel_cache_name`), if it has them; says so for the build's
+    message."""
+    ask = (
+        "import os; from bpe.engine import kernel_cache as k; "
+        "print(os.path.join(k.kernel_cache_base(), k.kernel_cache_name()))"
+    )
     machine_env = {**env, "BPE_KERNEL_CACHE": os.environ.get("BPE_KERNEL_CACHE", "")}
     where = subprocess.run([sys.executable, "-c", ask], env=machine_env, cwd=scratch, capture_output=True, text=True)
     found = Path(where.stdout.strip()) if where.returncode == 0 and where.stdout.strip() else None

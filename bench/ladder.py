@@ -28,7 +28,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from bpe import train
-from bpe.engine.count import count_words
+from bpe.counting import count_words
 from bpe.engine.merge import learn_merges
 from bpe.errors import SettingsError
 from bpe.pretokenize import resolve_pattern

@@ -1,25 +1,11 @@
 """Errors a user can act on. Each message is one line naming the file, row or setting at fault;
 the `bpe` command prints it as `bpe: error: ...` and exits non-zero. Anything else is a bug and
-keeps its traceback."""
+keeps its traceback. The base classes (`BpeError`, `InputError`, `SettingsError`) are defined in
+`bpe.engine.errors`, the lowest tier, whose checks raise them too."""
 
 import re
 
-
-class BpeError(Exception):
-    """Base of the errors the user can act on. `parameter` names the setting at fault, in the
-    library's words (`tie_break`); the `bpe` command shows it as its flag (`--tie-break`)."""
-
-    def __init__(self, message: str, parameter: str | None = None) -> None:
-        super().__init__(message)
-        self.parameter = parameter
-
-
-class InputError(BpeError):
-    """Bad input: a missing, unreadable or malformed file, named in the message."""
-
-
-class SettingsError(BpeError, ValueError):
-    """A setting (vocabulary size, pattern, special tokens, ...) that cannot work."""
+from bpe.engine.errors import BpeError, InputError, SettingsError  # noqa: F401  (the base classes)
 
 
 class InvalidTextError(InputError, ValueError):

@@ -2,7 +2,8 @@
 byte-level BPE tokenizer.json (with the roles of a tokenizer_config.json beside it), GPT-2's
 vocab.json + merges.txt, and tiktoken ranks (a .tiktoken file, or a `tiktoken.Encoding`'s).
 
-`Tokenizer.load` and `Tokenizer.from_tiktoken` come here, passing the class to build. A file in a
+Each reader returns a `TokenizerRecord`, the arguments of `Tokenizer(...)`, which `Tokenizer.load`
+and `Tokenizer.from_tiktoken` build from (this module knows files, not the class). A file in a
 form the tokenizer cannot reproduce exactly (a WordPiece tokenizer.json, a normalizer, ...) raises
 ExportError naming the file and what is not supported. The files `save` writes are `bpe.export`'s,
 which this module shares GPT-2's byte spelling and the file readers with.
@@ -14,20 +15,32 @@ import base64
 import binascii
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from bpe import export
 from bpe.errors import ExportError, SettingsError
 from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
 
-if TYPE_CHECKING:
-    from bpe.tokenizer import Tokenizer
+
+@dataclass
+class TokenizerRecord:
+    """What a tokenizer file holds, as `Tokenizer(merges, pattern, special_tokens, ids=...,
+    special_token_roles=..., model_max_length=...)` takes it. With `source`, a setting the file
+    gives that the tokenizer refuses is an ExportError naming `source`."""
+
+    merges: list[tuple[int, int]]
+    pattern: str
+    special_tokens: dict[str, int]
+    ids: dict[int, int] | None = None  # our id -> the file's id, where the file numbers tokens otherwise
+    special_token_roles: dict[str, str] | None = None
+    model_max_length: int | None = None
+    source: str | None = None
 
 
 def load_file(
-    cls: type[Tokenizer], path: Path, pattern: str | None, special_tokens: Sequence[str] | dict[str, int] | None
-) -> Tokenizer:
+    path: Path, pattern: str | None, special_tokens: Sequence[str] | dict[str, int] | None
+) -> TokenizerRecord:
     """A tokenizer file made elsewhere: a Hugging Face tokenizer.json or tiktoken ranks."""
     if path.suffix == ".tiktoken":
         if pattern is None:
@@ -43,7 +56,7 @@ def load_file(
         else:
             specials = {t: max(ranks.values()) + 1 + i for i, t in enumerate(special_tokens)}
         Pretokenizer(pattern)  # the caller's pattern: a bad one is a SettingsError naming `pattern`
-        return from_ranks(cls, ranks, pattern, specials, str(path))
+        return from_ranks(ranks, pattern, specials, str(path))
     if path.suffix == ".json":
         only_for_tiktoken(special_tokens, path)
         if pattern is not None:
@@ -52,7 +65,7 @@ def load_file(
                 "a .tiktoken file",
                 parameter="pattern",
             )
-        return from_hf_json(cls, path)
+        return from_hf_json(path)
     raise ExportError(f"{path}: not a tokenizer file this can read (a tokenizer.json, a .tiktoken file, or a "
                       "directory)")  # fmt: skip
 
@@ -69,7 +82,7 @@ def only_for_tiktoken(special_tokens: object, path: Path) -> None:
 # -- Hugging Face tokenizer.json -------------------------------------------------------------------
 
 
-def from_hf_json(cls: type[Tokenizer], path: Path) -> Tokenizer:
+def from_hf_json(path: Path) -> TokenizerRecord:
     """A Hugging Face byte-level BPE tokenizer.json made by any tool, with its own ids; the roles
     come from a tokenizer_config.json beside it, if there is one."""
     vocab, merges, added, pattern = read_foreign_tokenizer_json(path)
@@ -77,13 +90,13 @@ def from_hf_json(cls: type[Tokenizer], path: Path) -> Tokenizer:
         if text in vocab and vocab[text] != token_id:
             raise ExportError(f"{path}: added token {text!r} has id {token_id}, model.vocab gives it {vocab[text]}")
     ordinary = {spelling: token_id for spelling, token_id in vocab.items() if spelling not in added}
-    tok = from_spelled(cls, ordinary, merges, lambda k: f"{path}: model.merges[{k}]", added, pattern,
+    record = from_spelled(ordinary, merges, lambda k: f"{path}: model.merges[{k}]", added, pattern,
                        f"{path}: model.vocab", orphans_are_special=False)  # fmt: skip
     config = path.parent / export.CONFIG_FILE
     if config.exists():
-        tok._roles = roles_in_transformers_config(config, tok.special_tokens)
-        tok.model_max_length = max_length_in_transformers_config(config)
-    return tok
+        record.special_token_roles = roles_in_transformers_config(config, record.special_tokens)
+        record.model_max_length = max_length_in_transformers_config(config)
+    return record
 
 
 def read_foreign_tokenizer_json(path: Path) -> tuple[dict[str, int], list[tuple[str, str]], dict[str, int], str]:
@@ -208,17 +221,16 @@ def max_length_in_transformers_config(path: Path) -> int | None:
 # -- GPT-2's vocab.json and merges.txt -------------------------------------------------------------
 
 
-def from_gpt2_files(cls: type[Tokenizer], directory: Path, pattern: str) -> Tokenizer:
+def from_gpt2_files(directory: Path, pattern: str) -> TokenizerRecord:
     """GPT-2-style files from another tool: ids are the file's; tokens no merge makes are special."""
     vocab_path, merges_path = directory / export.VOCAB_FILE, directory / export.MERGES_FILE
     vocab = export.read_vocab_json(vocab_path)
     merges, line_numbers = export.read_merges(merges_path)
-    return from_spelled(cls, vocab, merges, lambda k: f"{merges_path}:{line_numbers[k]}", {}, pattern,
+    return from_spelled(vocab, merges, lambda k: f"{merges_path}:{line_numbers[k]}", {}, pattern,
                         str(vocab_path), orphans_are_special=True, lacks=vocab_path.name)  # fmt: skip
 
 
 def from_spelled(
-    cls: type[Tokenizer],
     vocab: dict[str, int],
     merges: list[tuple[str, str]],
     where: Callable[[int], str],
@@ -228,7 +240,7 @@ def from_spelled(
     *,
     orphans_are_special: bool,
     lacks: str = "the vocab",
-) -> Tokenizer:
+) -> TokenizerRecord:
     """A tokenizer from a vocabulary in GPT-2's spelling (spelling -> the file's id) and spelled
     merges, keeping the file's ids. Tokens no merge makes (other than the bytes) are special
     tokens with `orphans_are_special` (GPT-2's vocab.json lists <|endoftext|> so), an error
@@ -266,7 +278,7 @@ def from_spelled(
     specials = dict(sorted(specials.items(), key=lambda item: item[1]))
     n = len(vocab_bytes)
     natural = all(ours[i] == i for i in range(n)) and list(specials.values()) == list(range(n, n + len(specials)))
-    return cls(merge_ids, pattern, specials, ids=None if natural else ours)
+    return TokenizerRecord(merge_ids, pattern, specials, ids=None if natural else ours)
 
 
 # -- tiktoken ranks --------------------------------------------------------------------------------
@@ -303,8 +315,8 @@ def read_tiktoken_ranks(path: Path) -> dict[bytes, int]:
 
 
 def from_ranks(
-    cls: type[Tokenizer], ranks: Mapping[bytes, int], pattern: str, special_tokens: dict[str, int], source: str
-) -> Tokenizer:
+    ranks: Mapping[bytes, int], pattern: str, special_tokens: dict[str, int], source: str
+) -> TokenizerRecord:
     """A tokenizer from tiktoken ranks (token bytes -> rank = id); errors name `source`."""
     missing = [b for b in range(256) if bytes([b]) not in ranks]
     if missing:
@@ -333,10 +345,7 @@ def from_ranks(
     natural = all(ids[i] == i for i in ids) and list(specials.values()) == list(
         range(len(ids), len(ids) + len(specials))
     )
-    try:
-        return cls(merges, pattern, specials, ids=None if natural else ids)
-    except SettingsError as exc:
-        raise ExportError(f"{source}: {exc}") from None
+    return TokenizerRecord(merges, pattern, specials, ids=None if natural else ids, source=source)
 
 
 def merge_parts(ranks: Mapping[bytes, int], token: bytes, max_rank: int) -> list[bytes]:

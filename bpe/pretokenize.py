@@ -12,6 +12,7 @@ from __future__ import annotations
 import string
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import regex
 
@@ -156,3 +157,35 @@ def _compile(pattern: str) -> regex.Pattern:
     if pattern not in _COMPILED:
         _COMPILED[pattern] = regex.compile(pattern)
     return _COMPILED[pattern]
+
+
+@lru_cache(maxsize=1)
+def scanner_tables():
+    """(classes, folds): per code point, the character classes the compiled scanners test (bits of
+    `bpe.engine.scanner`: letter, number, space, ...) and which contraction letter it matches
+    under (?i), both read off the `regex` module, so that scanner and regex agree on every code
+    point. numpy arrays of 0x110000 uint8 each; built once per process (about a second)."""
+    import numpy as np
+
+    from bpe.engine import scanner
+
+    codepoints = np.arange(0x110000, dtype=np.uint32)
+    codepoints[0xD800:0xE000] = 0  # surrogates never occur in decoded UTF-8
+    every_char = codepoints.tobytes().decode("utf-32-le")
+    classes = np.zeros(0x110000, dtype=np.uint8)
+    for bit, char_class in (
+        (scanner.LETTER, r"\p{L}"),
+        (scanner.NUMBER, r"\p{N}"),
+        (scanner.SPACE, r"\s"),
+        (scanner.UPPERISH, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"),
+        (scanner.LOWERISH, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"),
+        (scanner.SPLIT_SPACE, r"[\s\x1c-\x1f]"),
+    ):
+        for run in regex.finditer(char_class + "+", every_char):
+            classes[run.start() : run.end()] |= bit
+    folds = np.zeros(0x110000, dtype=np.uint8)
+    for i, letter in enumerate(scanner.FOLD_LETTERS):
+        for match in regex.finditer(f"(?i:{letter})", every_char):
+            folds[match.start()] |= 1 << i
+    classes[0xD800:0xE000] = 0
+    return classes, folds

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bpe.engine.count import CountStats
+from bpe.counting import CountStats
 from bpe.engine.merge import MergeResult
 
 

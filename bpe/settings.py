@@ -1,7 +1,8 @@
 """Training settings: everything that decides the merges, validated in one place.
 
-The names users choose from (engines, tie-breaks, patterns) are defined here once; the command's
-flags, the configuration files and the kernels take them from here. Errors name the parameter
+The names users choose from (engines, tie-breaks, patterns) are listed here once (the tie-breaks
+are the pair queue's own, `bpe.engine.TIE_BREAKS`); the command's flags and the configuration
+files take them from here. Errors name the parameter
 (`tie_break: expected one of bytes, ids, got 'max'`); the `bpe` command shows it as its flag.
 
 >>> Settings(vocab_size=300, pattern="gpt2").n_merges()
@@ -13,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from bpe.engine import TIE_BREAKS
 from bpe.errors import SettingsError
 from bpe.pretokenize import DEFAULT_PATTERN, PATTERNS, Pretokenizer, resolve_pattern
 
 ENGINES = ("local", "dask")
-TIE_BREAKS = ("bytes", "ids")
 TEXT_FORMATS = ("doc", "lines")  # a text file is one document, or one document per line (bpe.inputs.formats)
 # --limit: decimal and binary byte units, or rows (documents).
 LIMIT_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,

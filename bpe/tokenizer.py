@@ -592,15 +592,40 @@ class Tokenizer:
         its bytes merge into. The roles and `model_max_length` are the arguments', else those that
         `to_tiktoken` attached, so `Tokenizer.from_tiktoken(tok.to_tiktoken()) == tok`."""
         source = f"tiktoken encoding {encoding.name!r}"
-        tok = foreign.from_ranks(
-            cls, encoding._mergeable_ranks, encoding._pat_str, dict(encoding._special_tokens), source
-        )
+        ranks, specials = encoding._mergeable_ranks, dict(encoding._special_tokens)
+        record = foreign.from_ranks(ranks, encoding._pat_str, specials, source)
         if special_token_roles is None:
             special_token_roles = getattr(encoding, "special_token_roles", None)
-        tok._roles = check_roles(special_token_roles, tok.special_tokens)
         if model_max_length is None:
             model_max_length = getattr(encoding, "model_max_length", None)
-        tok.model_max_length = check_model_max_length(model_max_length)
+        return cls._from_record(record, special_token_roles, model_max_length)
+
+    @classmethod
+    def _from_record(
+        cls,
+        record: foreign.TokenizerRecord,
+        special_token_roles: Mapping[str, str] | None = None,
+        model_max_length: int | None = None,
+    ) -> Tokenizer:
+        """The tokenizer a file's record describes; `special_token_roles` and `model_max_length`
+        are the caller's, which a file's record cannot override (checked as the caller's)."""
+        try:
+            tok = cls(
+                record.merges,
+                record.pattern,
+                record.special_tokens,
+                ids=record.ids,
+                special_token_roles=record.special_token_roles,
+                model_max_length=record.model_max_length,
+            )
+        except SettingsError as exc:
+            if record.source is None:
+                raise
+            raise ExportError(f"{record.source}: {exc}") from None
+        if special_token_roles is not None:
+            tok._roles = check_roles(special_token_roles, tok.special_tokens)
+        if model_max_length is not None:
+            tok.model_max_length = check_model_max_length(model_max_length)
         return tok
 
     # -- files -------------------------------------------------------------------------------
@@ -694,7 +719,7 @@ class Tokenizer:
             return cls._load_remote(str(path), pattern)
         path = Path(storage.local_path(path))
         if path.is_file():
-            return foreign.load_file(cls, path, pattern, special_tokens)
+            return cls._from_record(foreign.load_file(path, pattern, special_tokens))
         directory = path
         manifest_path = directory / export.MANIFEST_FILE
         if manifest_path.exists():
@@ -718,13 +743,13 @@ class Tokenizer:
                     raise  # the caller's pattern, not the file's
                 raise ExportError(f"{manifest_path}: {exc}") from None
         if (directory / export.HF_FILE).exists():
-            return foreign.load_file(cls, directory / export.HF_FILE, pattern, special_tokens)
+            return cls._from_record(foreign.load_file(directory / export.HF_FILE, pattern, special_tokens))
         if (directory / export.VOCAB_FILE).exists() and (directory / export.MERGES_FILE).exists():
             foreign.only_for_tiktoken(special_tokens, directory / export.VOCAB_FILE)
-            return foreign.from_gpt2_files(cls, directory, pattern or "gpt2")
+            return cls._from_record(foreign.from_gpt2_files(directory, pattern or "gpt2"))
         ranks_files = sorted(directory.glob("*.tiktoken")) if directory.is_dir() else []
         if len(ranks_files) == 1:
-            return foreign.load_file(cls, ranks_files[0], pattern, special_tokens)
+            return cls._from_record(foreign.load_file(ranks_files[0], pattern, special_tokens))
         raise FileNotFoundError(
             f"{directory}: holds no tokenizer (expected manifest.json, tokenizer.json, vocab.json and merges.txt, "
             "or one .tiktoken file)"
@@ -750,17 +775,23 @@ def _read_kept_ids(
 ) -> tuple[list[bytes], list[tuple[int, int]], dict[int, int]]:
     """(token bytes, merges, our id -> the file's id) of a saved directory whose ids are a base
     tokenizer's: vocab.json + merges.txt read as GPT-2's files, tokenizer.json checked against them."""
-    from_files = foreign.from_gpt2_files(Tokenizer, directory, "gpt2")
+    from_files = foreign.from_gpt2_files(directory, "gpt2")
     if from_files.special_tokens != special_tokens:
         raise ExportError(f"{directory / export.VOCAB_FILE}: its special tokens are not those {export.MANIFEST_FILE} "
                           "records")  # fmt: skip
     if (directory / export.HF_FILE).exists():
-        from_json = foreign.from_hf_json(Tokenizer, directory / export.HF_FILE)
-        if from_json.merges != from_files.merges or not np.array_equal(from_json._to_ids, from_files._to_ids):
+        from_json = foreign.from_hf_json(directory / export.HF_FILE)
+        same = (from_json.merges, from_json.ids, from_json.special_tokens) == (
+            from_files.merges, from_files.ids, from_files.special_tokens
+        )  # fmt: skip
+        if not same:
             raise ExportError(f"{directory / export.HF_FILE}: disagrees with {export.VOCAB_FILE} and "
                               f"{export.MERGES_FILE}; it was changed after it was written")  # fmt: skip
-    n = len(from_files.vocab)
-    return from_files.vocab, from_files.merges, dict(enumerate(from_files._to_ids[:n].tolist()))
+    vocab = [bytes([b]) for b in range(256)]
+    for a, b in from_files.merges:
+        vocab.append(vocab[a] + vocab[b])
+    kept_ids = from_files.ids if from_files.ids is not None else {i: i for i in range(len(vocab))}
+    return vocab, from_files.merges, kept_ids
 
 
 def _tokenizer_section(path: Path, manifest: object) -> tuple[dict[str, int], str, dict[str, str]]:

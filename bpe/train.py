@@ -17,9 +17,10 @@ from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
 
+from bpe.counting import CountStats, WordCounter, count_shards
 from bpe.engine.compilation import CompileWatch
 from bpe.engine.cores import available_cores
-from bpe.engine.count import CountStats, WordCounter, WordCounts, count_shards, release_memory
+from bpe.engine.count import WordCounts, release_memory
 from bpe.engine.merge import learn_merges
 from bpe.engine.replay import BaseMerges
 from bpe.errors import InputError, SettingsError, require_extra

@@ -32,7 +32,8 @@ def warm_kernels(on_compile: Callable[[], None] | None = None, merge_loop: bool 
     word table (what a Dask worker runs), and with `merge_loop` the local merge loop and the pair
     queue with both tie-breaks. `on_compile()` is called once, if a kernel must be compiled
     (rather than loaded)."""
-    from bpe.engine.count import WordCounter, WordCounts
+    from bpe.counting import WordCounter
+    from bpe.engine.count import WordCounts
     from bpe.engine.hashing import hash_buckets
     from bpe.engine.merge import learn_merges
     from bpe.engine.pair_queue import PairQueue

@@ -52,7 +52,7 @@ def cache_lacking(tmp_path: Path, missing: tuple[str, ...]) -> dict:
     path of a CPU the package was not built on. With nothing compiled here yet, the cache is empty."""
     import shutil
 
-    from bpe.engine import PREBUILT_DIR, kernel_cache_base, kernel_cache_name
+    from bpe.engine.kernel_cache import PREBUILT_DIR, kernel_cache_base, kernel_cache_name
 
     env = compiling_from_nothing(tmp_path)
     name = kernel_cache_name()

@@ -306,7 +306,7 @@ BIG_VOCAB = 40_000  # the merge loop of the larger run takes ~10 s on 3 workers 
 CORPUS_SCRIPT = r"""
 import os, sys
 import numpy as np, pyarrow as pa, pyarrow.parquet as pq
-from bpe.engine.count import holdout_mask
+from bpe.counting import holdout_mask
 from bpe.pipeline.config import load_config
 
 out, train = sys.argv[1], sys.argv[2]

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from bpe import Tokenizer, storage, train
+from bpe.counting import CountStats, holdout_mask
 from bpe.distributed.counting import ShardCount
-from bpe.engine.count import CountStats, holdout_mask
 from bpe.pipeline.count_cache import CountCache
 from tests.conftest import stdlib_paragraphs, unique_bucket, write_parquet
 

@@ -17,7 +17,8 @@ import pytest
 
 from bpe import train
 from bpe.cli import main
-from bpe.engine.count import WordCounts, count_words
+from bpe.counting import count_words
+from bpe.engine.count import WordCounts
 from bpe.errors import InputError
 from tests.conftest import stdlib_paragraphs, write_parquet
 
@@ -128,7 +129,7 @@ def test_textbook_tie_break_on_dask(cluster, texts):
 
 def test_counts_are_summed_on_the_workers_by_stable_hash(cluster, texts, tmp_path):
     from bpe.distributed.counting import count_on_dask, split_by_bucket
-    from bpe.engine.count import hash_buckets
+    from bpe.engine.hashing import hash_buckets
     from bpe.inputs.discover import discover
     from bpe.pretokenize import Pretokenizer
 

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from bpe import train
+from bpe.counting import count_words
 from bpe.distributed.shard_holder import ShardHolder
-from bpe.engine.count import count_words
 from bpe.engine.word_table import WordTable
 from tests.conftest import stdlib_paragraphs
 

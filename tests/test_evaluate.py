@@ -17,7 +17,7 @@ import pytest
 import regex
 
 from bpe import Tokenizer, storage, train
-from bpe.engine.count import WordCounter, holdout_mask
+from bpe.counting import WordCounter, holdout_mask
 from bpe.pipeline.evaluate import (
     EvalSetDamaged,
     bytes_per_token,

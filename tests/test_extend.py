@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from bpe import Tokenizer, train
 from bpe.cli import main
-from bpe.engine.count import WordCounts, count_words
+from bpe.counting import count_words
+from bpe.engine.count import WordCounts
 from bpe.engine.merge import learn_merges
 from bpe.engine.replay import BaseMerges
 from bpe.errors import SettingsError

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 import bpe.inputs.formats as input_formats
 from bpe import train
-from bpe.engine.count import WordCounter, count_shards
+from bpe.counting import WordCounter, count_shards
 from bpe.errors import InputError, InvalidTextError, SettingsError
 from bpe.inputs.discover import discover
 from bpe.inputs.read import read_batches

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from bench import ladder
 from bench.ladder import Result, check_identical, load_texts, take_bytes, train_local_engine
 from bpe import reference as textbook
-from bpe.engine.count import count_words
+from bpe.counting import count_words
 from bpe.reference import TEXTBOOK, best_pair, merge, pop_best, pretokenize
 from tests.conftest import write_parquet
 from tests.reference import train_reference

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from bpe import train
 from bpe.cli import in_flags, main
+from bpe.counting import count_words
 from bpe.engine import merge
-from bpe.engine.count import WordCounts, count_words
+from bpe.engine.count import WordCounts
 from bpe.engine.merge import learn_merges
 from bpe.engine.pair_queue import PairQueue
 from bpe.errors import SettingsError

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe.engine.count import WordCounts, check_pair_counts, count_words
+from bpe.counting import count_words
+from bpe.engine.count import WordCounts, check_pair_counts
 from bpe.engine.merge import learn_merges
 from bpe.engine.pair_keys import pack
 from bpe.engine.pair_queue import PairQueue

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from bpe import Tokenizer, storage, train
-from bpe.engine.count import holdout_mask
+from bpe.counting import holdout_mask
 from bpe.pipeline.services import (
     free_port,
     prefect_env,

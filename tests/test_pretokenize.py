@@ -10,10 +10,10 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe.engine.count import WordCounter, count_words
-from bpe.engine.scanner import SCANNER_IDS, split_offsets, unicode_tables
+from bpe.counting import WordCounter, count_words
+from bpe.engine.scanner import SCANNER_IDS, split_offsets
 from bpe.errors import SettingsError
-from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer, resolve_pattern
+from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer, resolve_pattern, scanner_tables
 from bpe.settings import Settings, check_setting
 
 # Characters where the patterns disagree with each other or with naive splitting: every kind of
@@ -45,7 +45,7 @@ def scan(texts: list[str], name: str) -> list[list[str]]:
     offsets[1:] = np.cumsum([len(b) for b in encoded])
     raw = b"".join(encoded)
     data = np.frombuffer(raw + b"\0", dtype=np.uint8)
-    classes, folds = unicode_tables()
+    classes, folds = scanner_tables()
     starts, ends = split_offsets(data, offsets, SCANNER_IDS[name], classes, folds)
     pieces: list[list[str]] = [[] for _ in texts]
     doc = 0

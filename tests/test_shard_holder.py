@@ -10,9 +10,9 @@ import time
 import numpy as np
 import pytest
 
+from bpe.counting import count_words
 from bpe.distributed import channel
 from bpe.distributed.shard_holder import ShardHolder
-from bpe.engine.count import count_words
 from bpe.engine.pair_keys import pack
 
 SECRET = "s3cret-of-this-run"

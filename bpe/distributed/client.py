@@ -13,7 +13,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from bpe.engine.count import use_system_allocator
+from bpe.counting import use_system_allocator
 from bpe.errors import SchedulerLost
 
 Log = Callable[[str], None]

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from bpe import storage
-from bpe.engine.count import CountStats, WordCounter, WordCounts, use_system_allocator
+from bpe.counting import CountStats, WordCounter, counts_from_arrow, counts_to_arrow, use_system_allocator
+from bpe.engine.count import WordCounts
 from bpe.errors import BpeError, InputError
 from bpe.inputs.formats import check_parquet
 from bpe.inputs.shard import Shard
@@ -100,14 +101,14 @@ def write_counts(counts: WordCounts, path: str) -> str:
     """Write counts as Parquet, whole or not at all (`bpe.storage.write_file`); returns the path."""
     import pyarrow.parquet as pq
 
-    return storage.write_file(path, lambda tmp: pq.write_table(counts.to_arrow(), tmp))
+    return storage.write_file(path, lambda tmp: pq.write_table(counts_to_arrow(counts), tmp))
 
 
 def write_counts_digest(counts: WordCounts, path: str) -> str:
     """`write_counts`, returning the digest of the bytes written (`bpe.storage.file_digest`)."""
     import pyarrow.parquet as pq
 
-    return storage.write_file_digest(path, lambda tmp: pq.write_table(counts.to_arrow(), tmp))
+    return storage.write_file_digest(path, lambda tmp: pq.write_table(counts_to_arrow(counts), tmp))
 
 
 def read_counts(path: str) -> WordCounts:
@@ -116,7 +117,7 @@ def read_counts(path: str) -> WordCounts:
     if not storage.exists(path):
         raise InputError(f"{path}: counts file is gone (was the cache directory cleaned?)")
     with storage.open_read(path) as f:
-        return WordCounts.from_arrow(pq.read_table(f))
+        return counts_from_arrow(pq.read_table(f))
 
 
 def read_split(path: str, n_buckets: int) -> list[WordCounts]:

@@ -35,6 +35,7 @@ import time
 import numpy as np
 
 from bpe import storage
+from bpe.counting import counts_from_arrow, counts_to_arrow
 from bpe.distributed import channel
 from bpe.engine.cores import available_cores
 from bpe.engine.count import WordCounts
@@ -166,7 +167,7 @@ class ShardHolder:
     def _write_words(self, counts: WordCounts) -> None:
         import pyarrow.parquet as pq
 
-        storage.write_file(self.words_path, lambda tmp: pq.write_table(counts.to_arrow(), tmp))
+        storage.write_file(self.words_path, lambda tmp: pq.write_table(counts_to_arrow(counts), tmp))
 
     def _checkpoint(self) -> None:
         """Write the words as they stand after `merges_applied` merges, whole or not at all (see
@@ -221,7 +222,7 @@ class ShardHolder:
                     "workers (a shared filesystem, or object storage such as s3://bucket/scratch)"
                 )
             with storage.open_read(self.words_path) as f:
-                table = word_table(WordCounts.from_arrow(pq.read_table(f)), self.threads, self.base)
+                table = word_table(counts_from_arrow(pq.read_table(f)), self.threads, self.base)
             table.take_deltas()
             done = 0
         table.apply(merge_log[done:])

@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below are cached)
+
 FNV_OFFSET_BASIS = np.uint64(14695981039346656037)
 FNV_PRIME = np.uint64(1099511628211)
 

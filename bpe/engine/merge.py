@@ -6,8 +6,8 @@ the whole loop is one compiled call; on several, the words are split by the Dask
 hash and each shard applies every round on its own thread (the kernels release the GIL): the Dask
 engine's protocol without the sockets, so the merges are the same for any number of threads.
 
->>> from bpe.engine.count import count_words
->>> result = learn_merges(count_words(["aaab aab"], "whitespace"), n_merges=2)
+>>> from bpe.engine.count import WordCounts
+>>> result = learn_merges(WordCounts.from_dict({b"aaab": 1, b"aab": 1}), n_merges=2)
 >>> result.merges.tolist()
 [[97, 97], [256, 98]]
 """
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below are cached)
 from bpe.engine.cores import available_cores
 from bpe.engine.count import WordCounts
 from bpe.engine.interrupts import interrupts_held

@@ -49,11 +49,14 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from bpe.engine import (
+    TIE_BREAKS,
+    kernel_cache,  # noqa: F401  (sets where the kernels below are cached)
+)
 from bpe.engine.borrow import borrowed
+from bpe.engine.errors import SettingsError
 from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.pair_keys import KEY_COLUMN, slot_of, unpack
-from bpe.errors import SettingsError
-from bpe.settings import TIE_BREAKS, check_setting
 
 TIE_BREAK_CODES = {name: code for code, name in enumerate(TIE_BREAKS)}
 _BY_IDS = TIE_BREAK_CODES["ids"]
@@ -85,7 +88,9 @@ class PairQueue:
             raise SettingsError(
                 f"tie_break: expected one of {', '.join(TIE_BREAKS)}, got {tie_break!r}", parameter="tie_break"
             )
-        check_setting("max_token_length", max_token_length)
+        if max_token_length is not None and (type(max_token_length) is not int or max_token_length < 2):
+            raise SettingsError(f"max_token_length: expected an integer >= 2 (bytes) or None (no limit), got "
+                                f"{max_token_length!r}", parameter="max_token_length")  # fmt: skip
         self._state = _new(TIE_BREAK_CODES[tie_break])
         self._state.meta[_MAX_LEN] = max_token_length or 0
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below are cached)
 from bpe.engine.count import WordCounts
 from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.pair_keys import KEY_COLUMN, pack, slot_of

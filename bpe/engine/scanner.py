@@ -2,18 +2,17 @@
 
 Running the `regex` module over a large corpus costs seconds per 10 MB; these scanners walk UTF-8 bytes
 in numba and produce the very same pieces (property-tested against `regex` in tests/test_pretokenize.py).
-Character classes (\\p{L}, \\p{N}, \\s, ...) are read off the `regex` module itself, so both sides agree on
-the Unicode version. Each scanner mirrors its pattern's alternatives in order, including the
-backtracking the regex engine would do.
+Character classes (\\p{L}, \\p{N}, \\s, ...) come in as tables read off the `regex` module itself
+(`bpe.pretokenize.scanner_tables`), so both sides agree on the Unicode version. Each scanner
+mirrors its pattern's alternatives in order, including the backtracking the regex engine would do.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
-import regex
 from numba import njit
+
+from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below are cached)
 
 # Bits of the per-code-point class table.
 LETTER = 1  # \p{L}
@@ -25,7 +24,7 @@ SPLIT_SPACE = 32  # what str.split() splits on: \s and \x1c-\x1f  (whitespace)
 
 # Bits of the case-folding table: which contraction letter a code point matches under (?i).
 FOLD_S, FOLD_D, FOLD_M, FOLD_T, FOLD_L, FOLD_V, FOLD_R, FOLD_E = 1, 2, 4, 8, 16, 32, 64, 128
-_FOLD_LETTERS = "sdmtlvre"
+FOLD_LETTERS = "sdmtlvre"
 
 # Characters the patterns name. GPT-2's contractions are case-sensitive: it compares letters as they are.
 APOSTROPHE, CR, LF, SPACE_CHAR, SLASH = ord("'"), ord("\r"), ord("\n"), ord(" "), ord("/")
@@ -34,31 +33,6 @@ SMALL_S, SMALL_D, SMALL_M, SMALL_T, SMALL_L, SMALL_V, SMALL_R, SMALL_E = (ord(c)
 # Pattern kinds: which scanner a kernel runs.
 GPT2, CL100K, O200K, WHITESPACE = 0, 1, 2, 3
 SCANNER_IDS = {"gpt2": GPT2, "cl100k": CL100K, "o200k": O200K, "whitespace": WHITESPACE}
-
-
-@lru_cache(maxsize=1)
-def unicode_tables() -> tuple[np.ndarray, np.ndarray]:
-    """(classes, folds): uint8 tables over all code points, read off the `regex` module."""
-    codepoints = np.arange(0x110000, dtype=np.uint32)
-    codepoints[0xD800:0xE000] = 0  # surrogates never occur in decoded UTF-8
-    every_char = codepoints.tobytes().decode("utf-32-le")
-    classes = np.zeros(0x110000, dtype=np.uint8)
-    for bit, char_class in (
-        (LETTER, r"\p{L}"),
-        (NUMBER, r"\p{N}"),
-        (SPACE, r"\s"),
-        (UPPERISH, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"),
-        (LOWERISH, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"),
-        (SPLIT_SPACE, r"[\s\x1c-\x1f]"),
-    ):
-        for run in regex.finditer(char_class + "+", every_char):
-            classes[run.start() : run.end()] |= bit
-    folds = np.zeros(0x110000, dtype=np.uint8)
-    for i, letter in enumerate(_FOLD_LETTERS):
-        for match in regex.finditer(f"(?i:{letter})", every_char):
-            folds[match.start()] |= 1 << i
-    classes[0xD800:0xE000] = 0
-    return classes, folds
 
 
 # ---------------------------------------------------------------------------------------------
@@ -329,7 +303,8 @@ def split_offsets(data, doc_offsets, scanner_id, classes, folds):
     Returns (starts, ends), byte offsets into `data`: piece i spans data[starts[i]:ends[i]]; pieces
     come in document order, gaps (whitespace the pattern drops) are left out.
 
-    >>> classes, folds = unicode_tables()
+    >>> from bpe.pretokenize import scanner_tables
+    >>> classes, folds = scanner_tables()
     >>> data = np.frombuffer(b"Hello world's", dtype=np.uint8)
     >>> starts, ends = split_offsets(data, np.array([0, len(data)]), GPT2, classes, folds)
     >>> [data[s:e].tobytes() for s, e in zip(starts, ends)]

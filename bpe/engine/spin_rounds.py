@@ -25,6 +25,7 @@ import threading
 import numpy as np
 from numba import njit
 
+from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below are cached)
 from bpe.engine.atomics import backoff, load_acquire, store_release
 from bpe.engine.pair_queue import _add, _next_round
 from bpe.engine.word_table import WordTable, _apply_merges, _take_deltas

@@ -5,8 +5,8 @@ Each round every shard applies the merges at once (the kernels release the GIL) 
 pair-count deltas; the deltas of all shards, summed, are exactly one table's. The local engine's
 merge loop and a Dask shard holder on a worker with several threads both use it.
 
->>> from bpe.engine.count import count_words
->>> with ThreadedWordTable(count_words(["aaab aab ab"], "whitespace"), threads=2) as table:
+>>> from bpe.engine.count import WordCounts
+>>> with ThreadedWordTable(WordCounts.from_dict({b"aaab": 1, b"aab": 1, b"ab": 1}), threads=2) as table:
 ...     keys, deltas = table.take_deltas()
 ...     int(deltas.sum())   # pairs: aa aa ab, aa ab, ab
 6

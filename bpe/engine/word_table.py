@@ -25,6 +25,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below are cached)
 from bpe.engine.borrow import borrowed
 from bpe.engine.count import WordCounts
 from bpe.engine.interrupts import holds_interrupts

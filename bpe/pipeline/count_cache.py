@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import asdict, fields
 
 from bpe import storage
+from bpe.counting import CountStats, counting_code_version
 from bpe.distributed.counting import ShardCount
-from bpe.engine.count import CountStats, counting_code_version
 from bpe.pipeline.config import TokenizerConfig
 
 Warn = Callable[[str], None]

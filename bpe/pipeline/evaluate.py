@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bpe import storage
-from bpe.engine.count import holdout_mask
+from bpe.counting import holdout_mask
 from bpe.pipeline.store import VersionStore
 from bpe.tokenizer import Tokenizer
 
@@ -128,7 +128,7 @@ def plot_trend(ax, trend: list[dict], sizes: list[int]) -> None:
 # were on different text and could not be compared. The first version published with held-out
 # rows now freezes them as the tokenizer's evaluation set, `<artifact_root>/<name>/eval-set/`, and
 # every later version is measured on that same text. The rows were held out by a hash of their
-# own text (`bpe.engine.count.holdout_mask`), so wherever the same text turns up again (a later
+# own text (`bpe.counting.holdout_mask`), so wherever the same text turns up again (a later
 # shard, a duplicate), it is held out again and never trained on.
 
 EVAL_SET_DIR = "eval-set"

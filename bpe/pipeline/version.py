@@ -4,8 +4,8 @@ cache, the held-out evaluation, the tokenizer's description and the Prefect run.
 
 from __future__ import annotations
 
+from bpe.counting import CountStats
 from bpe.distributed.counting import ShardCount
-from bpe.engine.count import CountStats
 from bpe.extend import Base
 from bpe.pipeline.config import TRAINING_KEYS, TokenizerConfig
 from bpe.pipeline.store import MAIN, VersionStore
