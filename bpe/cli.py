@@ -409,7 +409,7 @@ def also_save_sizes(
     [300, 280]
     """
     from bpe.errors import SettingsError
-    from bpe.tokenizer import with_role_tokens
+    from bpe.roles import with_role_tokens
 
     if text is None:
         return []

@@ -11,8 +11,9 @@ frequent adjacent pair. Ties go to the largest pair of ids (a first, then b), th
 4. `train_indexed`: an inverted index pair -> words, so finding those words scans nothing;
 5. `train_heap`: a max-heap with lazy deletion, so finding the best pair scans nothing.
 
-Read it top to bottom: the helpers every rung shares, then the rungs in order, then `TEXTBOOK`,
-which lists them with the bottleneck each removes. Pure Python and the standard library only;
+Read it top to bottom: the helpers every rung shares (and `encode_word`, the plain encoder that
+applies learned merges), then the rungs in order, then `TEXTBOOK`, which lists them with the
+bottleneck each removes. Pure Python and the standard library only;
 `bench/ladder.py` times the rungs against our engines and `tests/test_ladder.py` checks them
 against the oracle in `tests/reference.py`.
 """
@@ -91,6 +92,22 @@ def merge(ids: list[int], pair: Pair, new_id: int) -> list[int]:
             out.append(ids[i])
             i += 1
     return out
+
+
+def encode_word(ids: list[int], ranks: dict[Pair, int]) -> list[int]:
+    """Encode one piece's bytes with learned merges (`ranks`: pair -> merge index): merge the
+    lowest-ranked adjacent pair until none is left, the plain algorithm that `Tokenizer` falls back
+    to where tiktoken cannot take the vocabulary.
+
+    >>> encode_word([1, 2, 3, 1, 2], {(1, 2): 0, (256, 3): 1})
+    [257, 256]
+    """
+    while len(ids) > 1:
+        best = min(zip(ids, ids[1:]), key=lambda p: ranks.get(p, 1 << 62))
+        if best not in ranks:
+            break
+        ids = merge(ids, best, 256 + ranks[best])
+    return ids
 
 
 # ---------------------------------------------------------------------------------------------

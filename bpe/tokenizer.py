@@ -25,11 +25,12 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from bpe import export, foreign, storage
+from bpe.batching import check_num_threads, in_runs, text_list
 from bpe.errors import (
     LONE_SURROGATE,
     ExportError,
@@ -40,11 +41,11 @@ from bpe.errors import (
     lone_surrogate,
 )
 from bpe.pretokenize import DEFAULT_PATTERN, NAMED_PATTERNS, Pretokenizer
+from bpe.reference import encode_word
+from bpe.roles import check_roles
 
 if TYPE_CHECKING:
     import tiktoken
-
-T = TypeVar("T")
 
 
 class Tokenizer:
@@ -352,8 +353,8 @@ class Tokenizer:
         >>> Tokenizer([(104, 105)]).encode_batch(["hi", "hi hi"])
         [[256], [256, 32, 256]]
         """
-        rows = _text_list(texts)
-        check_setting_threads(num_threads)
+        rows = text_list(texts)
+        check_num_threads(num_threads)
         allowed = self._allowed(allowed_special)
         rows = [self._checked_text(text, allowed, special_as_text, errors, row) for row, text in enumerate(rows)]
         encoding = self._tiktoken()
@@ -365,7 +366,7 @@ class Tokenizer:
         def encode_run(run: list[str]) -> list[list[int]]:
             return [encode_one(text) for text in run]
 
-        batch = [ids for run in _in_runs(rows, encode_run, num_threads) for ids in run]
+        batch = [ids for run in in_runs(rows, encode_run, num_threads) for ids in run]
         if not self._renumbers():
             return batch
         return [self._to_ids[np.asarray(ids, dtype=np.int64)].tolist() for ids in batch]
@@ -388,12 +389,12 @@ class Tokenizer:
         >>> ids.tolist(), offsets.tolist(), ids.dtype.name
         ([256, 256, 32, 256], [0, 1, 4], 'uint16')
         """
-        rows = _text_list(texts)
-        check_setting_threads(num_threads)
+        rows = text_list(texts)
+        check_num_threads(num_threads)
         allowed = self._allowed(allowed_special)
         rows = [self._checked_text(text, allowed, special_as_text, errors, row) for row, text in enumerate(rows)]
         encode_run = self._numpy_runs(allowed)
-        runs = _in_runs(rows, encode_run, num_threads)
+        runs = in_runs(rows, encode_run, num_threads)
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
         if rows:
             np.cumsum(np.concatenate([lengths for _, lengths in runs]), out=offsets[1:])
@@ -457,7 +458,7 @@ class Tokenizer:
         >>> Tokenizer([(104, 105)]).decode_batch([[256], [256, 32, 256]])
         ['hi', 'hi hi']
         """
-        check_setting_threads(num_threads)
+        check_num_threads(num_threads)
         rows = [np.asarray(ids, dtype=np.int64).reshape(-1) for ids in batch]
         encoding = self._tiktoken()
         if encoding is None:
@@ -539,7 +540,7 @@ class Tokenizer:
                 continue
             for piece in self.pretokenizer.split_ordinary(segment):
                 if piece not in cache:
-                    cache[piece] = _bpe(list(piece.encode("utf-8")), ranks)
+                    cache[piece] = encode_word(list(piece.encode("utf-8")), ranks)
                 ids.extend(cache[piece])
         return ids
 
@@ -674,7 +675,7 @@ class Tokenizer:
 
     def describe(self) -> dict:
         """The manifest's `tokenizer` section; `special_token_roles` only when a role is set (a
-        manifest without it, like those written before roles existed, means none)."""
+        manifest without it means none)."""
         described = {
             "pattern": self.pretokenizer.name,
             "regex": self.pretokenizer.regex,
@@ -796,7 +797,7 @@ def _read_kept_ids(
 
 def _tokenizer_section(path: Path, manifest: object) -> tuple[dict[str, int], str, dict[str, str]]:
     """(special tokens, pattern, roles) that a manifest records for its tokenizer, or ExportError.
-    A manifest without `special_token_roles` (written before roles existed) gives no roles."""
+    A manifest without `special_token_roles` (a tokenizer with no roles set) gives no roles."""
     info = manifest.get("tokenizer") if isinstance(manifest, dict) else None
     if not isinstance(info, dict):
         raise ExportError(f"{path}: has no 'tokenizer' section")
@@ -845,88 +846,6 @@ def check_model_max_length(value: object) -> int | None:
     return value
 
 
-def check_roles(roles: Mapping[str, str] | None, special_tokens: Collection[str]) -> dict[str, str]:
-    """`roles` as role -> token in the order bos, eos, pad, unk, each token one of `special_tokens`.
-    Keys may be spelled as transformers does (`eos_token`); anything else raises SettingsError."""
-    roles = normalize_roles(roles)
-    for role, token in roles.items():
-        if token not in special_tokens:
-            known = ", ".join(map(repr, special_tokens)) or "none"
-            raise SettingsError(
-                f"{role}_token: {token!r} is not a special token of this tokenizer (its special tokens: {known})",
-                parameter=f"{role}_token",
-            )
-    return roles
-
-
-def normalize_roles(roles: Mapping[str, str] | None) -> dict[str, str]:
-    """`{"eos_token": "</s>"}` or `{"eos": "</s>"}` -> `{"eos": "</s>"}`, in the order bos, eos,
-    pad, unk; an unknown role or a token that is not a non-empty string raises SettingsError.
-
-    >>> normalize_roles({"pad_token": "<|pad|>", "eos": "<|endoftext|>"})
-    {'eos': '<|endoftext|>', 'pad': '<|pad|>'}
-    """
-    if roles is None:
-        return {}
-    if not isinstance(roles, Mapping):
-        raise SettingsError(f"special_token_roles: expected a mapping of role -> token, got {type(roles).__name__}",
-                            parameter="special_token_roles")  # fmt: skip
-    found: dict[str, str] = {}
-    for key, token in roles.items():
-        role = key.removesuffix("_token") if isinstance(key, str) else key
-        if role not in export.ROLES:
-            raise SettingsError(f"special_token_roles: unknown role {key!r} (expected {', '.join(export.ROLES)})",
-                                parameter="special_token_roles")  # fmt: skip
-        if role in found:
-            raise SettingsError(f"special_token_roles: the {role} role is given twice", parameter="special_token_roles")
-        if not isinstance(token, str) or not token:
-            raise SettingsError(f"{role}_token: expected a non-empty token, got {token!r}", parameter=f"{role}_token")
-        if token in export.bytes_to_unicode().values():
-            raise SettingsError(f"{role}_token: {token!r} is spelled like a byte token in vocab.json; choose a longer "
-                                "one, such as <|pad|>", parameter=f"{role}_token")  # fmt: skip
-        found[role] = token
-    return {role: found[role] for role in export.ROLES if role in found}
-
-
-def with_role_tokens(special_tokens: Sequence[str], roles: Mapping[str, str] | None) -> list[str]:
-    """The special tokens to train with: `special_tokens`, then each role's token that is not among
-    them, in the order bos, eos, pad, unk (as transformers' `add_special_tokens` adds a pad token).
-
-    >>> with_role_tokens(["<|endoftext|>"], {"eos": "<|endoftext|>", "pad": "<|pad|>"})
-    ['<|endoftext|>', '<|pad|>']
-    """
-    tokens = list(special_tokens)
-    for token in normalize_roles(roles).values():
-        if token not in tokens:
-            tokens.append(token)
-    return tokens
-
-
-def _text_list(texts: Sequence[str]) -> list[str]:
-    """`texts` as a list of strings; a bare string (a common slip) raises SettingsError."""
-    if isinstance(texts, str):
-        raise SettingsError("texts: expected a list of strings, got one str (wrap it in a list: [text])",
-                            parameter="texts")  # fmt: skip
-    return list(texts)
-
-
-def _in_runs(rows: list[str], encode_run: Callable[[list[str]], T], num_threads: int) -> list[T]:
-    """`encode_run` of consecutive runs of the rows, on `num_threads` threads, in order. A thread
-    takes a run at a time (about 8 runs per thread, for balance), not one row at a time as tiktoken's
-    `encode_batch` does: a future per row costs about as much as encoding a short row, and its
-    threads then mostly wait for the GIL. tiktoken encodes without holding the GIL."""
-    if num_threads == 1 or len(rows) < 2:
-        return [encode_run(rows)]
-    step = -(-len(rows) // min(len(rows), num_threads * 8))
-    with ThreadPoolExecutor(num_threads) as pool:
-        return list(pool.map(lambda start: encode_run(rows[start : start + step]), range(0, len(rows), step)))
-
-
-def check_setting_threads(num_threads: int) -> None:
-    if not isinstance(num_threads, int) or isinstance(num_threads, bool) or num_threads < 1:
-        raise SettingsError(f"num_threads: expected an integer >= 1, got {num_threads!r}", parameter="num_threads")
-
-
 def _check_counts(
     path: Path, info: dict, vocab: list[bytes], special_tokens: dict[str, int], kept_ids: dict[int, int] | None = None
 ) -> None:
@@ -962,25 +881,6 @@ def _unicode_text(text: str, errors: str, row: int | None = None) -> str:
     if errors == "replace":
         return LONE_SURROGATE.sub("\ufffd", text)
     raise InvalidTextError(f"{error}; pass errors='replace' to encode it as U+FFFD")
-
-
-def _bpe(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:
-    """Merge the lowest-ranked adjacent pair until none is left: [1, 2, 3] with (1, 2) ranked 0 gives [256, 3]."""
-    while len(ids) > 1:
-        best = min(zip(ids, ids[1:]), key=lambda p: ranks.get(p, 1 << 62))
-        rank = ranks.get(best)
-        if rank is None:
-            break
-        out, i = [], 0
-        while i < len(ids):
-            if i + 1 < len(ids) and (ids[i], ids[i + 1]) == best:
-                out.append(256 + rank)
-                i += 2
-            else:
-                out.append(ids[i])
-                i += 1
-        ids = out
-    return ids
 
 
 def _build_tiktoken(tok: Tokenizer):

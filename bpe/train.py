@@ -32,8 +32,9 @@ from bpe.inputs.shard import Shard, with_options
 from bpe.pretokenize import DEFAULT_PATTERN
 from bpe.progress import Bars, PhaseClock, ProgressFn, at_most
 from bpe.results import TrainingRun
+from bpe.roles import with_role_tokens
 from bpe.settings import Settings, check_setting, parse_limit
-from bpe.tokenizer import Tokenizer, check_model_max_length, with_role_tokens
+from bpe.tokenizer import Tokenizer, check_model_max_length
 
 
 def train(

@@ -287,18 +287,6 @@ def test_rollback_walks_back_the_promotions_and_undoes_a_promote(tmp_path):
     assert [e["action"] for e in store.history()][-4:] == ["rollback", "promote", "rollback", "rollback"]
 
 
-def test_rollback_in_a_store_published_before_there_was_a_history(tmp_path):
-    """Versions published by earlier releases have no channel and no history: each moved `latest`
-    forward when it was published, so they are the main line, in order."""
-    store = VersionStore(str(tmp_path), "tok")
-    for _ in range(2):
-        publish(str(tmp_path))
-    (tmp_path / "tok" / "history.jsonl").unlink()
-    assert store.history() == []
-    assert store.rollback() == ("v0002", "v0001")
-    assert store.history()[-1]["action"] == "rollback"
-
-
 def test_versions_show_the_change_against_the_previous_promoted_version(tmp_path):
     store = VersionStore(str(tmp_path), "tok")
     publish_as(store, bpt=3.5)  # v0001

@@ -8,7 +8,7 @@ fresh Prefect database. Nothing in it is ever unpickled: a planted or damaged en
 The JSON holds the BLAKE2b digest of each Parquet file's bytes, hashed by the worker that wrote
 it, and a hit is read whole and checked against them: a file that does not match (truncated,
 overwritten) makes the entry a miss, and the shard is counted again into the same files. An
-entry without digests (written before they were recorded) is a miss too, without a warning.
+entry without digests is a miss too, without a warning.
 The cache may be a path every Dask worker shares or an object store URL (`s3://bucket/cache`).
 """
 

@@ -91,7 +91,7 @@ def trend_section(manifest: dict) -> list[str]:
     ]
     before = None
     for row in [*trend, this]:
-        channel = row.get("channel")  # absent before channels; the main line's is not repeated on every row
+        channel = row.get("channel")  # the main line's is not repeated on every row
         name = row["version"] + (f" ({text_cell(channel)})" if channel and channel != "main" else "")
         if row is this:
             name = f"**{name}** (this version)"

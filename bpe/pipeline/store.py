@@ -35,7 +35,7 @@ from bpe.leftovers import process_is_gone
 VERSION = re.compile(r"^v(\d{4,})$")
 COMPLETE = "COMPLETE"
 HISTORY = "history.jsonl"  # one JSON object per line: every publish, promote, rollback and prune
-MAIN, EXPERIMENT = "main", "experiment"  # a version's channel (manifests from before channels: main)
+MAIN, EXPERIMENT = "main", "experiment"  # a version's channel
 # A tokenizer's name is one path segment: it cannot climb out of the artifact root ("..") or nest.
 ABANDONED_AFTER = 24 * 3600.0  # seconds after which another host's reservation is abandoned
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -90,9 +90,8 @@ class Promotions:
         return None
 
     @classmethod
-    def replay(cls, legacy: list[str], history: list[dict], latest: str | None, versions: list[str]) -> Promotions:
-        """The stack from the versions published before there was a history (each moved `latest`
-        forward), then the history's moves of `latest`; the pointer itself has the last word (a
+    def replay(cls, history: list[dict], latest: str | None, versions: list[str]) -> Promotions:
+        """The stack from the history's moves of `latest`; the pointer itself has the last word (a
         move whose history line was never written, say)."""
         stack: list[str] = []
         promoted: set[str] = set()
@@ -105,8 +104,6 @@ class Promotions:
         def back_to(version: str) -> None:
             del stack[len(stack) - stack[::-1].index(version) :]
 
-        for version in sorted(legacy, key=lambda v: int(v[1:])):
-            push(version)
         for event in history:
             before, after = event.get("latest_before"), event.get("latest_after")
             if not isinstance(after, str) or not VERSION.match(after) or after == before:
@@ -167,7 +164,7 @@ class VersionStore:
                 if self.manifest(version).get("promoted", True) is not False:
                     return version
             except (FileNotFoundError, ValueError):
-                return version  # a version without a readable manifest: as before channels
+                return version  # a version whose manifest cannot be read: taken as the main line's
         return None
 
     def _pointer(self) -> str | None:
@@ -212,7 +209,7 @@ class VersionStore:
         return events
 
     def channels(self, versions: list[str] | None = None) -> dict[str, str]:
-        """Each version's channel, `main` or `experiment` (a version from before channels: main)."""
+        """Each version's channel, `main` or `experiment` (one whose manifest cannot be read: main)."""
         found = {}
         for version in self.versions() if versions is None else versions:
             try:
@@ -223,19 +220,7 @@ class VersionStore:
 
     def promotions(self) -> Promotions:
         """Where `latest` has been: see `Promotions`."""
-        versions = self.versions()
-        history = self.history()
-        mentioned = {e.get("version") for e in history}
-        # Versions published before there was a history each moved `latest` forward when published.
-        legacy = []
-        for version in versions:
-            if version not in mentioned:
-                try:
-                    if "channel" not in self.manifest(version):
-                        legacy.append(version)
-                except (FileNotFoundError, ValueError):
-                    legacy.append(version)
-        return Promotions.replay(legacy, history, self.latest(), versions)
+        return Promotions.replay(self.history(), self.latest(), self.versions())
 
     def local_copy(self, version: str) -> Path:
         """A local directory holding the version (the directory itself on a local filesystem)."""
