@@ -128,6 +128,17 @@ def test_import_bpe_loads_neither_prefect_nor_dask():
     assert not loaded & heavy, sorted(loaded & heavy)
 
 
+def test_the_command_and_its_errors_load_no_kernels_until_a_command_needs_them():
+    """`bpe --help` (the command's module, its settings and errors) loads neither numpy nor numba:
+    the engine's errors and tie-breaks sit in modules that set up no kernel cache."""
+    done = subprocess.run([sys.executable, "-c", "import sys, bpe.cli, bpe.errors, bpe.settings; "
+                           "print(' '.join(sorted(sys.modules)))"], capture_output=True, text=True, check=True,
+                          cwd=REPO)  # fmt: skip
+    loaded = set(done.stdout.split())
+    assert {"bpe.cli", "bpe.engine.errors"} <= loaded  # the measurement sees real imports
+    assert not loaded & {"numpy", "numba", "bpe.engine.kernel_cache"}, sorted(loaded & {"numpy", "numba"})
+
+
 WITHOUT_EXTRAS = """
 import sys
 for name in {blocked!r}:
