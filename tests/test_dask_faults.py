@@ -55,7 +55,9 @@ def cluster():
 def client(cluster):
     """The shared cluster's client once two workers run again (nannies restart killed ones)."""
     cluster, client = cluster
-    deadline = time.monotonic() + 120  # a restarted worker imports and loads its kernels: slow on a busy machine
+    # A restarted worker imports and loads its kernels: slow on a busy machine (one restart during a
+    # full clean-clone CI run took about two minutes to register again).
+    deadline = time.monotonic() + 300
     while len(client.scheduler_info()["workers"]) != 2 or len(cluster.workers) != 2:
         assert time.monotonic() < deadline, "the cluster did not come back to two workers"
         time.sleep(0.1)
