@@ -599,17 +599,14 @@ class Tokenizer:
             special_token_roles = getattr(encoding, "special_token_roles", None)
         if model_max_length is None:
             model_max_length = getattr(encoding, "model_max_length", None)
-        return cls._from_record(record, special_token_roles, model_max_length)
+        tok = cls._from_record(record)
+        tok._roles = check_roles(special_token_roles, tok.special_tokens)  # the caller's: a SettingsError
+        tok.model_max_length = check_model_max_length(model_max_length)
+        return tok
 
     @classmethod
-    def _from_record(
-        cls,
-        record: foreign.TokenizerRecord,
-        special_token_roles: Mapping[str, str] | None = None,
-        model_max_length: int | None = None,
-    ) -> Tokenizer:
-        """The tokenizer a file's record describes; `special_token_roles` and `model_max_length`
-        are the caller's, which a file's record cannot override (checked as the caller's)."""
+    def _from_record(cls, record: foreign.TokenizerRecord) -> Tokenizer:
+        """The tokenizer a file's record describes."""
         try:
             tok = cls(
                 record.merges,
@@ -623,10 +620,6 @@ class Tokenizer:
             if record.source is None:
                 raise
             raise ExportError(f"{record.source}: {exc}") from None
-        if special_token_roles is not None:
-            tok._roles = check_roles(special_token_roles, tok.special_tokens)
-        if model_max_length is not None:
-            tok.model_max_length = check_model_max_length(model_max_length)
         return tok
 
     # -- files -------------------------------------------------------------------------------

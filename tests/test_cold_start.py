@@ -50,16 +50,14 @@ def cache_lacking(tmp_path: Path, missing: tuple[str, ...]) -> dict:
     """A kernel cache holding every kernel this machine has compiled for this version of the engine
     but those whose files start with `missing`, and no prebuilt kernels to fill it: for those, the
     path of a CPU the package was not built on. With nothing compiled here yet, the cache is empty."""
-    import shutil
-
-    from bpe.engine.kernel_cache import PREBUILT_DIR, kernel_cache_base, kernel_cache_name
+    from bpe.engine.kernel_cache import PREBUILT_DIR, kernel_cache_base, kernel_cache_name, seed_from_prebuilt
 
     env = compiling_from_nothing(tmp_path)
     name = kernel_cache_name()
     for source in (Path(kernel_cache_base()) / name, PREBUILT_DIR / name):
         if list(source.glob("engine/*.nbi")):
             target = Path(env["BPE_KERNEL_CACHE"]) / name
-            shutil.copytree(source, target)
+            seed_from_prebuilt(source, target)
             for path in (target / "engine").iterdir():
                 if path.name.startswith(missing):
                     path.unlink()
