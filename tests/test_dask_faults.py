@@ -107,9 +107,10 @@ def test_worker_loss_first_noticed_by_a_checkpoint_is_recovered(client, texts, l
     assert progress.fired and tok.merges == local.merges
     assert tok.manifest["engine"]["recoveries"] >= victims
     assert sum("during a checkpoint" in line for line in log) >= victims, log
-    # A guard against hanging, not a speed figure: alone this takes ~2 s; on a loaded machine a
-    # holder placed on a worker killed in the same moment can wait out the actor timeout (120 s).
-    assert time.monotonic() - started < 300
+    # A guard against hanging, not a speed figure: alone this takes ~3 s, about 10 s on a loaded
+    # machine. A holder placed on the other worker killed in the same moment used to wait out the
+    # actor timeout (120 s) in 1 run of 3 under load; `started_actor` now submits it again at once.
+    assert time.monotonic() - started < 90
 
 
 @pytest.mark.chaos
@@ -186,6 +187,35 @@ def test_a_reused_scratch_directory_does_not_poison_a_run(client, texts, local, 
     assert progress.fired and tok.merges == local.merges
     assert tok.manifest["engine"]["recoveries"] == 1
     assert not list(scratch.iterdir()), "a run leaves nothing behind in a scratch directory it was given"
+
+
+class Echo:
+    """The smallest actor: stands for a shard holder where only its placement matters."""
+
+    def ping(self) -> str:
+        return "pong"
+
+
+def test_an_actor_whose_workers_all_left_before_it_was_placed_is_given_up_at_once():
+    """Dask parks a task whose (loose) worker restrictions name only departed workers as
+    "no-worker" and keeps it there after new workers join: the driver notices instead of waiting."""
+    from bpe.distributed.driver import StrandedPlacement, started_actor
+
+    gone = ["tcp://127.0.0.1:9"]  # a worker that left: nothing listens there
+    cluster = distributed.LocalCluster(n_workers=0, processes=True, host="127.0.0.1", dashboard_address=None)
+    with cluster, distributed.Client(cluster) as client:
+        stranded = client.submit(Echo, actor=True, workers=gone, allow_other_workers=True, pure=False)
+        cluster.scale(1)
+        client.wait_for_workers(1, timeout=120)
+        with pytest.raises(TimeoutError):  # Dask's own wait: the task is never placed on the new worker
+            stranded.result(timeout=5)
+        began = time.monotonic()
+        with pytest.raises(StrandedPlacement, match="the workers chosen for a holder left: tcp://127.0.0.1:9"):
+            started_actor(client, stranded, gone, timeout=120)
+        assert time.monotonic() - began < 30
+        running = sorted(client.scheduler_info()["workers"])
+        again = client.submit(Echo, actor=True, workers=running, allow_other_workers=True, pure=False)
+        assert started_actor(client, again, running, timeout=120).ping().result(timeout=30) == "pong"
 
 
 # -- the holder's persistence, in this process ------------------------------------------------

@@ -49,6 +49,34 @@ from bpe.settings import Settings
 
 REBUILD_ATTEMPTS = 3  # workers tried for one rebuild before giving up
 LOSSES_PER_CALL = 5  # rebuilds of one shard within one request before giving up
+ACTOR_START_SECONDS = 120  # how long a holder may take to start on a busy worker
+PLACEMENT_POLL_SECONDS = 1.0  # how often a starting holder's workers are looked for
+
+
+class StrandedPlacement(RuntimeError):
+    """A holder's task waits for workers that have all left the cluster (see `started_actor`)."""
+
+
+def started_actor(client, future, workers: Sequence[str], timeout: float):
+    """The actor of `future` (submitted with `workers` as loose restrictions) once it has started.
+
+    Should every one of `workers` leave the cluster before the task is placed (a worker killed
+    just after it was chosen, both of two workers lost at once), Dask parks the task as
+    "no-worker" and keeps it there even after new workers join, loose restrictions or not
+    (dask/distributed#7346): it would wait out `timeout`. So while waiting, the workers are
+    looked for every second, and when none of them is left this raises StrandedPlacement at
+    once, for the caller to submit again to the workers running now."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return future.result(timeout=min(PLACEMENT_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                raise
+        running = client.scheduler_info()["workers"]
+        if workers and not any(address in running for address in workers) and placed_on(client, future) is None:
+            future.cancel()
+            raise StrandedPlacement(f"the workers chosen for a holder left: {', '.join(workers)}")
 
 
 class Holders:
@@ -63,6 +91,7 @@ class Holders:
         self.call_timeout = call_timeout
         self.log = log
         self.futures: list = []
+        self.chosen: list[list[str]] = []  # the workers each holder's task was submitted to
         self.sockets: list = []
         self.info: list[dict] = []
         self.merge_log: Callable[[], np.ndarray] = lambda: np.zeros((0, 3), np.int64)  # set by the merge loop
@@ -75,18 +104,20 @@ class Holders:
         """Start a holder per bucket, each on its own worker where possible; returns initial counts."""
         workers = sorted(self.client.scheduler_info()["workers"])
         for b, counts in enumerate(bucket_futures):
+            chosen = [workers[b % len(workers)]]
             future = self.client.submit(
                 _new_holder, counts, self.scratch, b, self.secret, None, self.base,
-                actor=True, workers=[workers[b % len(workers)]], allow_other_workers=True,
+                actor=True, workers=chosen, allow_other_workers=True,
             )  # fmt: skip
             self.futures.append(future)
+            self.chosen.append(chosen)
         initial = []
         for b in range(len(bucket_futures)):
             initial.append(self._connect(b))
         return initial
 
     def _connect(self, b: int) -> tuple[np.ndarray, np.ndarray]:
-        actor = self.futures[b].result(timeout=max(self.call_timeout, 120))
+        actor = started_actor(self.client, self.futures[b], self.chosen[b], max(self.call_timeout, ACTOR_START_SECONDS))
         info = actor.address().result(timeout=self.call_timeout)
         sock = channel.connect(info["host"], info["port"], self.call_timeout)
         channel.send(sock, b"HELO", np.frombuffer(self.secret.encode(), np.uint8))
@@ -154,10 +185,12 @@ class Holders:
             self.dead.add(lost_on)
         for attempt in range(1, REBUILD_ATTEMPTS + 1):
             check_scheduler(self.client)
-            # Loose restrictions: should the chosen workers die too, Dask may use one started since.
+            # Loose restrictions: should the chosen workers die too, Dask may use one started since
+            # (or, where none was running at the time, `started_actor` notices and this submits again).
+            self.chosen[b] = self._live_workers()
             self.futures[b] = self.client.submit(
                 _new_holder, None, self.scratch, b, self.secret, merge_log, self.base,
-                actor=True, workers=self._live_workers(), allow_other_workers=True, pure=False,
+                actor=True, workers=self.chosen[b], allow_other_workers=True, pure=False,
             )  # fmt: skip
             try:
                 self._connect(b)
@@ -165,9 +198,9 @@ class Holders:
             except Exception:  # the new worker died or hung too: try another one
                 if attempt == REBUILD_ATTEMPTS:
                     raise
-                placed_on = self._placed_on(self.futures[b])
-                if placed_on:
-                    self.dead.add(placed_on)
+                worker = placed_on(self.client, self.futures[b])
+                if worker:
+                    self.dead.add(worker)
         self.recoveries += 1
         if self.log:
             info = self.info[b]
@@ -193,19 +226,6 @@ class Holders:
                 raise WorkersLost("no live Dask worker to rebuild a lost shard on; training stopped")
             time.sleep(0.2)
 
-    def _placed_on(self, future) -> str | None:
-        """The worker that holds or runs `future`'s task, if the scheduler knows one."""
-        try:
-            held = self.client.who_has([future]).get(future.key) or []
-            if held:
-                return held[0]
-            for worker, keys in self.client.processing().items():
-                if future.key in keys:
-                    return worker
-        except Exception:  # the scheduler's view is a hint here, never a reason to fail
-            pass
-        return None
-
     def close(self) -> None:
         """Stop the holders and remove this run's shard files."""
         for sock in self.sockets:
@@ -216,6 +236,20 @@ class Holders:
                 pass
         self.futures.clear()
         storage.remove_tree(self.scratch)
+
+
+def placed_on(client, future) -> str | None:
+    """The worker that holds or runs `future`'s task, if the scheduler knows one."""
+    try:
+        held = client.who_has([future]).get(future.key) or []
+        if held:
+            return held[0]
+        for worker, keys in client.processing().items():
+            if future.key in keys:
+                return worker
+    except Exception:  # the scheduler's view is a hint here, never a reason to fail
+        pass
+    return None
 
 
 def _new_holder(*args):
