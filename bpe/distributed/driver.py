@@ -102,7 +102,7 @@ class Holders:
 
     def start(self, bucket_futures: list) -> list[tuple[np.ndarray, np.ndarray]]:
         """Start a holder per bucket, each on its own worker where possible; returns initial counts."""
-        workers = sorted(self.client.scheduler_info()["workers"])
+        workers = self._live_workers()  # the scheduler may list none for a moment (a worker restarting)
         for b, counts in enumerate(bucket_futures):
             chosen = [workers[b % len(workers)]]
             future = self.client.submit(
