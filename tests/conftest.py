@@ -146,6 +146,13 @@ def moto_s3(log_dir: Path):
 SHARED_SERVICES = ("prefect_server", "s3_server")
 
 
+def pytest_xdist_auto_num_workers(config) -> int:
+    """`-n auto`: one pytest-xdist worker more than the cores this process may use. About an eighth
+    of the suite's time is spent waiting (for a Prefect worker's poll, a server's reply, a process
+    to start), so a third worker on 2 cores fills time the other two leave idle."""
+    return len(os.sched_getaffinity(0)) + 1
+
+
 @pytest.hookimpl(trylast=True)  # after pytest's own reordering of parametrized fixtures
 def pytest_collection_modifyitems(items) -> None:
     """In one process, run the modules that use the shared services last, one after another (each
