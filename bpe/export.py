@@ -1,6 +1,8 @@
-"""Writing and reading tokenizer files: GPT-2 `vocab.json` + `merges.txt`, Hugging Face
-`tokenizer.json`, and tiktoken ranks, as `save` writes them and `load` reads them back, checked
-against each other and the manifest. Files other tools made are read by `bpe.foreign`.
+"""Tokenizer files, one reader and one writer per format: GPT-2's `vocab.json` + `merges.txt`,
+Hugging Face's `tokenizer.json` (with transformers' `tokenizer_config.json` and
+`special_tokens_map.json`), tiktoken ranks, and the directory `save` writes (checked file against
+file and against its manifest). A reader takes any tool's file of its format; `bpe.foreign` turns
+what other tools' files hold into the records `Tokenizer` builds from.
 
 GPT-2's formats spell every byte as a printable character (`bytes_to_unicode`): the space byte
 is `Ġ`, so b" the" is spelled "Ġthe".
@@ -22,6 +24,7 @@ from pathlib import Path
 from bpe import storage
 from bpe.errors import ExportError, full_disk, is_full
 from bpe.leftovers import sweep, temporary_prefix
+from bpe.pretokenize import NAMED_PATTERNS
 
 MERGES_FILE = "merges.txt"
 VOCAB_FILE = "vocab.json"
@@ -400,28 +403,6 @@ def hf_merges(path: Path, listed: list) -> list[tuple[str, str]]:
     return merges
 
 
-def read_tiktoken(path: Path) -> list[bytes]:
-    """Token bytes by rank from a tiktoken file, whose lines must give ranks 0, 1, 2, ... in order."""
-    tokens: list[bytes] = []
-    for line_no, line in enumerate(read_text(path).splitlines(), start=1):
-        if not line:
-            continue
-        parts = line.split(" ")
-        if len(parts) != 2:
-            raise ExportError(f"{path}:{line_no}: expected a base64 token and its rank separated by a space")
-        try:
-            token = base64.b64decode(parts[0], validate=True)
-        except (binascii.Error, ValueError):
-            raise ExportError(f"{path}:{line_no}: {parts[0]!r} is not base64") from None
-        if parts[1] != str(len(tokens)):
-            raise ExportError(
-                f"{path}:{line_no}: rank {parts[1]!r} where {len(tokens)} was expected (one rank a line, counting "
-                "from 0)"
-            )
-        tokens.append(token)
-    return tokens
-
-
 def check_bpe_model(path: Path, model: dict) -> None:
     """A tokenizer.json's BPE model must hold a `vocab` object and a `merges` list: ExportError
     naming the file and the part missing otherwise."""
@@ -432,28 +413,151 @@ def check_bpe_model(path: Path, model: dict) -> None:
             raise ExportError(f"{path}: model {key!r} is not {called}")
 
 
-def read_tokenizer_json(path: Path, special_tokens: dict[str, int]) -> tuple[list[bytes], list[tuple[int, int]]]:
-    """(token bytes by id, merges as id pairs) of a `tokenizer.json` written by `save`; its added
-    tokens must be `special_tokens`, and its merges must make exactly its vocab."""
+def read_tokenizer_json(path: Path) -> tuple[dict[str, int], list[tuple[str, str]], dict[str, int], str]:
+    """(vocab as spelling -> id, merges as pairs of spellings, added tokens as content -> id, split
+    pattern) of a Hugging Face byte-level BPE `tokenizer.json` made by any tool. A model that is not
+    BPE, a normalizer, a pre-tokenizer that is not byte-level, BPE options that change the result
+    (dropout, word prefixes and suffixes) and added tokens that strip spaces raise ExportError
+    naming the file and what is not supported. The post-processor (a BOS template, say) is not
+    applied: ids are those of the text alone, as `encode(text, add_special_tokens=False)` gives."""
     doc = read_json(path)
-    model = doc.get("model") if isinstance(doc, dict) else None
-    if not isinstance(model, dict):
+    if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
         raise ExportError(f"{path}: not a Hugging Face tokenizer.json (no 'model' object)")
+    model = doc["model"]
+    if "type" not in model and "merges" not in model:  # untyped (an old file): only a BPE model has merges
+        raise ExportError(f"{path}: model has no 'merges'")
+    kind = model.get("type", "BPE")
+    if kind != "BPE":
+        raise ExportError(f"{path}: model type {kind!r} is not supported (only byte-level BPE)")
+    if doc.get("normalizer") is not None:
+        raise ExportError(f"{path}: {_named('normalizer', doc['normalizer'])} is not supported (byte-level BPE "
+                          "encodes the text as it is; a normalizer would change it first)")  # fmt: skip
+    pattern = hf_pattern(path, doc.get("pre_tokenizer"))
+    for option, neutral in (("dropout", (None, 0, 0.0)), ("continuing_subword_prefix", (None, "")),
+                            ("end_of_word_suffix", (None, ""))):  # fmt: skip
+        if model.get(option) not in neutral:
+            raise ExportError(f"{path}: BPE {option} {model[option]!r} is not supported")
     check_bpe_model(path, model)
-    added = doc.get("added_tokens")
-    if not isinstance(added, list) or not all(isinstance(t, dict) for t in added):
-        raise ExportError(f"{path}: added_tokens is not a list of tokens")
-    if {t.get("content"): t.get("id") for t in added} != special_tokens:
-        raise ExportError(f"{path}: its added_tokens are not the special tokens {MANIFEST_FILE} records")
-    for spelling, token_id in model["vocab"].items():
+    vocab = model["vocab"]
+    for spelling, token_id in vocab.items():
         if type(token_id) is not int:
             raise ExportError(f"{path}: model.vocab: token {spelling!r} has id {token_id!r}, not an integer")
-    vocab = vocab_by_id(model["vocab"], special_tokens, f"{path}: model.vocab")
     merges = hf_merges(path, model["merges"])
+    added: dict[str, int] = {}
+    for k, token in enumerate(doc.get("added_tokens") or []):
+        if not (isinstance(token, dict) and isinstance(token.get("content"), str) and type(token.get("id")) is int):
+            raise ExportError(f"{path}: added_tokens[{k}] is not a token with a content and an id")
+        stripping = [flag for flag in ("lstrip", "rstrip", "single_word") if token.get(flag)]
+        if stripping:
+            raise ExportError(f"{path}: added token {token['content']!r} has {stripping[0]}=true, which is not "
+                              "supported (special tokens match their exact text)")  # fmt: skip
+        added[token["content"]] = token["id"]
+    tokens = len(vocab.keys() | added.keys())
+    check_ids(f"{path}: model.vocab", vocab, tokens)
+    check_ids(f"{path}: added_tokens", added, tokens)
+    return vocab, merges, added, pattern
+
+
+def _named(where: str, part: object) -> str:
+    """A component of tokenizer.json by its type, for an error: "pre_tokenizer Metaspace"."""
+    kind = part.get("type") if isinstance(part, dict) else None
+    return f"{where} {kind}" if kind else f"{where} {json.dumps(part)[:60]}"
+
+
+def hf_pattern(path: Path, pre_tokenizer: object) -> str:
+    """Our split pattern (a name or a regex) for a byte-level pre-tokenizer of tokenizer.json:
+    `ByteLevel` with its own (GPT-2) regex, or `Split` by a regex (pieces isolated, or whitespace
+    removed as `save` writes the `whitespace` pattern) followed by `ByteLevel` without a regex.
+    Anything else raises ExportError naming the file and the part that is not supported."""
+
+    def unsupported(what: str) -> ExportError:
+        return ExportError(f"{path}: {what} is not supported (only byte-level BPE: a ByteLevel pre-tokenizer, "
+                           "alone or after one regex Split)")  # fmt: skip
+
+    steps = pre_tokenizer.get("pretokenizers") if isinstance(pre_tokenizer, dict) else None
+    if not (isinstance(pre_tokenizer, dict) and pre_tokenizer.get("type") == "Sequence"):
+        steps = [pre_tokenizer]
+    if not isinstance(steps, list) or not steps or pre_tokenizer is None:
+        raise unsupported("a tokenizer without a ByteLevel pre-tokenizer")
+    *splits, last = steps
+    if not (isinstance(last, dict) and last.get("type") == "ByteLevel"):
+        raise unsupported(_named("pre_tokenizer", last))
+    if last.get("add_prefix_space"):
+        raise unsupported("ByteLevel with add_prefix_space=true (a space put before the text)")
+    if not splits:
+        if last.get("use_regex", True) is False:
+            raise unsupported("ByteLevel without a regex and without a Split before it (no split at all)")
+        return "gpt2"  # ByteLevel's own regex is GPT-2's
+    if len(splits) > 1:
+        raise unsupported(f"a sequence of {len(steps)} pre-tokenizers")
+    split = splits[0]
+    if not (isinstance(split, dict) and split.get("type") == "Split"):
+        raise unsupported(_named("pre_tokenizer", split))
+    if last.get("use_regex", True) is not False:
+        raise unsupported("a Split followed by ByteLevel with its own regex (two splits)")
+    regex_text = split.get("pattern", {}).get("Regex") if isinstance(split.get("pattern"), dict) else None
+    if not isinstance(regex_text, str):
+        raise unsupported(f"Split by {json.dumps(split.get('pattern'))[:60]} (only a Regex)")
+    behavior, invert = split.get("behavior"), split.get("invert", False)
+    for name, known in NAMED_PATTERNS.items():
+        if hf_split_regex(name, known) == (regex_text, behavior, invert):
+            return name
+    if behavior != "Isolated" or invert:
+        raise unsupported(f"Split with behavior {behavior!r}, invert {invert!r} (only 'Isolated')")
+    return regex_text
+
+
+def read_tiktoken_ranks(path: Path) -> dict[bytes, int]:
+    """A tiktoken ranks file made by any tool (`base64(token) rank` a line, in any order) as token
+    bytes -> rank, as tiktoken's `load_tiktoken_bpe` reads it, with errors naming the line."""
+    ranks: dict[bytes, int] = {}
+    seen: dict[int, int] = {}
+    for line_no, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            raise ExportError(f"{path}:{line_no}: expected a base64 token and its rank separated by a space")
+        try:
+            token = base64.b64decode(parts[0], validate=True)
+        except (binascii.Error, ValueError):
+            raise ExportError(f"{path}:{line_no}: {parts[0]!r} is not base64") from None
+        rank = int(parts[1])
+        if token in ranks or rank in seen:
+            what = f"token {token!r}" if token in ranks else f"rank {rank}"
+            raise ExportError(f"{path}:{line_no}: {what} appears twice")
+        ranks[token] = rank
+        seen[rank] = line_no
+    if not ranks:
+        raise ExportError(f"{path}: holds no token")
+    for token, rank in ranks.items():
+        problem = id_problem(token, rank, len(ranks), kind="rank")
+        if problem is not None:
+            raise ExportError(f"{path}:{seen[rank]}: {problem}")
+    return ranks
+
+
+def read_saved_tokenizer_json(path: Path, special_tokens: dict[str, int]) -> tuple[list[bytes], list[tuple[int, int]]]:
+    """(token bytes by id, merges as id pairs) of a `tokenizer.json` written by `save`, read with
+    `read_tokenizer_json`; its added tokens must be `special_tokens`, its ordinary tokens must have
+    ids 0 to n-1, and its merges must make exactly its vocab."""
+    vocab_spelled, merges, added, _ = read_tokenizer_json(path)
+    if added != special_tokens:
+        raise ExportError(f"{path}: its added_tokens are not the special tokens {MANIFEST_FILE} records")
+    vocab = vocab_by_id(vocab_spelled, special_tokens, f"{path}: model.vocab")
     made, pairs = merge_ids(merges, lambda k: f"{path}: model.merges[{k}]")
     if made != vocab:
         raise ExportError(f"{path}: its merges and its vocab disagree ({difference('merges', made, 'vocab', vocab)})")
     return vocab, pairs
+
+
+def tokens_by_rank(ranks: dict[bytes, int]) -> list[bytes | None]:
+    """A tiktoken file's tokens in order of rank, None where a rank between 0 and the largest is
+    missing (`save` writes ranks 0 to n-1: a gap makes the file disagree with the others)."""
+    by_rank: list[bytes | None] = [None] * (max(ranks.values()) + 1)
+    for token, rank in ranks.items():
+        by_rank[rank] = token
+    return by_rank
 
 
 def difference(name_a: str, a: Sequence[bytes], name_b: str, b: Sequence[bytes]) -> str:
@@ -477,9 +581,9 @@ def read_checked(directory: Path, special_tokens: dict[str, int]) -> tuple[list[
     }
     hf_pairs = None
     if (directory / HF_FILE).exists():
-        readings[HF_FILE], hf_pairs = read_tokenizer_json(directory / HF_FILE, special_tokens)
+        readings[HF_FILE], hf_pairs = read_saved_tokenizer_json(directory / HF_FILE, special_tokens)
     if (directory / TIKTOKEN_FILE).exists():
-        readings[TIKTOKEN_FILE] = read_tiktoken(directory / TIKTOKEN_FILE)
+        readings[TIKTOKEN_FILE] = tokens_by_rank(read_tiktoken_ranks(directory / TIKTOKEN_FILE))
     groups: dict[tuple[bytes, ...], list[str]] = {}
     for name, vocab in readings.items():
         groups.setdefault(tuple(vocab), []).append(name)

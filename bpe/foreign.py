@@ -5,15 +5,12 @@ vocab.json + merges.txt, and tiktoken ranks (a .tiktoken file, or a `tiktoken.En
 Each reader returns a `TokenizerRecord`, the arguments of `Tokenizer(...)`, which `Tokenizer.load`
 and `Tokenizer.from_tiktoken` build from (this module knows files, not the class). A file in a
 form the tokenizer cannot reproduce exactly (a WordPiece tokenizer.json, a normalizer, ...) raises
-ExportError naming the file and what is not supported. The files `save` writes are `bpe.export`'s,
-which this module shares GPT-2's byte spelling and the file readers with.
+ExportError naming the file and what is not supported. Each file is parsed by its format's one
+reader in `bpe.export`, which also reads back the directories `save` writes.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +45,7 @@ def load_file(
                 f"{path}: a tiktoken ranks file records no split pattern; give it as pattern "
                 f"({', '.join(NAMED_PATTERNS)} or a regex; --pattern in the command)"
             )
-        ranks = read_tiktoken_ranks(path)
+        ranks = export.read_tiktoken_ranks(path)
         if special_tokens is None:
             specials = {}
         elif isinstance(special_tokens, dict):
@@ -85,7 +82,7 @@ def only_for_tiktoken(special_tokens: object, path: Path) -> None:
 def from_hf_json(path: Path) -> TokenizerRecord:
     """A Hugging Face byte-level BPE tokenizer.json made by any tool, with its own ids; the roles
     come from a tokenizer_config.json beside it, if there is one."""
-    vocab, merges, added, pattern = read_foreign_tokenizer_json(path)
+    vocab, merges, added, pattern = export.read_tokenizer_json(path)
     for text, token_id in added.items():
         if text in vocab and vocab[text] != token_id:
             raise ExportError(f"{path}: added token {text!r} has id {token_id}, model.vocab gives it {vocab[text]}")
@@ -97,100 +94,6 @@ def from_hf_json(path: Path) -> TokenizerRecord:
         record.special_token_roles = roles_in_transformers_config(config, record.special_tokens)
         record.model_max_length = max_length_in_transformers_config(config)
     return record
-
-
-def read_foreign_tokenizer_json(path: Path) -> tuple[dict[str, int], list[tuple[str, str]], dict[str, int], str]:
-    """(vocab as spelling -> id, merges as pairs of spellings, added tokens as content -> id, split
-    pattern) of a Hugging Face byte-level BPE `tokenizer.json` made by any tool. A model that is not
-    BPE, a normalizer, a pre-tokenizer that is not byte-level, BPE options that change the result
-    (dropout, word prefixes and suffixes) and added tokens that strip spaces raise ExportError
-    naming the file and what is not supported. The post-processor (a BOS template, say) is not
-    applied: ids are those of the text alone, as `encode(text, add_special_tokens=False)` gives."""
-    doc = export.read_json(path)
-    if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
-        raise ExportError(f"{path}: not a Hugging Face tokenizer.json (no 'model' object)")
-    model = doc["model"]
-    if "type" not in model and "merges" not in model:  # untyped (an old file): only a BPE model has merges
-        raise ExportError(f"{path}: model has no 'merges'")
-    kind = model.get("type", "BPE")
-    if kind != "BPE":
-        raise ExportError(f"{path}: model type {kind!r} is not supported (only byte-level BPE)")
-    if doc.get("normalizer") is not None:
-        raise ExportError(f"{path}: {_named('normalizer', doc['normalizer'])} is not supported (byte-level BPE "
-                          "encodes the text as it is; a normalizer would change it first)")  # fmt: skip
-    pattern = hf_pattern(path, doc.get("pre_tokenizer"))
-    for option, neutral in (("dropout", (None, 0, 0.0)), ("continuing_subword_prefix", (None, "")),
-                            ("end_of_word_suffix", (None, ""))):  # fmt: skip
-        if model.get(option) not in neutral:
-            raise ExportError(f"{path}: BPE {option} {model[option]!r} is not supported")
-    export.check_bpe_model(path, model)
-    vocab = model["vocab"]
-    for spelling, token_id in vocab.items():
-        if type(token_id) is not int:
-            raise ExportError(f"{path}: model.vocab: token {spelling!r} has id {token_id!r}, not an integer")
-    merges = export.hf_merges(path, model["merges"])
-    added: dict[str, int] = {}
-    for k, token in enumerate(doc.get("added_tokens") or []):
-        if not (isinstance(token, dict) and isinstance(token.get("content"), str) and type(token.get("id")) is int):
-            raise ExportError(f"{path}: added_tokens[{k}] is not a token with a content and an id")
-        stripping = [flag for flag in ("lstrip", "rstrip", "single_word") if token.get(flag)]
-        if stripping:
-            raise ExportError(f"{path}: added token {token['content']!r} has {stripping[0]}=true, which is not "
-                              "supported (special tokens match their exact text)")  # fmt: skip
-        added[token["content"]] = token["id"]
-    tokens = len(vocab.keys() | added.keys())
-    export.check_ids(f"{path}: model.vocab", vocab, tokens)
-    export.check_ids(f"{path}: added_tokens", added, tokens)
-    return vocab, merges, added, pattern
-
-
-def _named(where: str, part: object) -> str:
-    """A component of tokenizer.json by its type, for an error: "pre_tokenizer Metaspace"."""
-    kind = part.get("type") if isinstance(part, dict) else None
-    return f"{where} {kind}" if kind else f"{where} {json.dumps(part)[:60]}"
-
-
-def hf_pattern(path: Path, pre_tokenizer: object) -> str:
-    """Our split pattern (a name or a regex) for a byte-level pre-tokenizer of tokenizer.json:
-    `ByteLevel` with its own (GPT-2) regex, or `Split` by a regex (pieces isolated, or whitespace
-    removed as `save` writes the `whitespace` pattern) followed by `ByteLevel` without a regex.
-    Anything else raises ExportError naming the file and the part that is not supported."""
-
-    def unsupported(what: str) -> ExportError:
-        return ExportError(f"{path}: {what} is not supported (only byte-level BPE: a ByteLevel pre-tokenizer, "
-                           "alone or after one regex Split)")  # fmt: skip
-
-    steps = pre_tokenizer.get("pretokenizers") if isinstance(pre_tokenizer, dict) else None
-    if not (isinstance(pre_tokenizer, dict) and pre_tokenizer.get("type") == "Sequence"):
-        steps = [pre_tokenizer]
-    if not isinstance(steps, list) or not steps or pre_tokenizer is None:
-        raise unsupported("a tokenizer without a ByteLevel pre-tokenizer")
-    *splits, last = steps
-    if not (isinstance(last, dict) and last.get("type") == "ByteLevel"):
-        raise unsupported(_named("pre_tokenizer", last))
-    if last.get("add_prefix_space"):
-        raise unsupported("ByteLevel with add_prefix_space=true (a space put before the text)")
-    if not splits:
-        if last.get("use_regex", True) is False:
-            raise unsupported("ByteLevel without a regex and without a Split before it (no split at all)")
-        return "gpt2"  # ByteLevel's own regex is GPT-2's
-    if len(splits) > 1:
-        raise unsupported(f"a sequence of {len(steps)} pre-tokenizers")
-    split = splits[0]
-    if not (isinstance(split, dict) and split.get("type") == "Split"):
-        raise unsupported(_named("pre_tokenizer", split))
-    if last.get("use_regex", True) is not False:
-        raise unsupported("a Split followed by ByteLevel with its own regex (two splits)")
-    regex_text = split.get("pattern", {}).get("Regex") if isinstance(split.get("pattern"), dict) else None
-    if not isinstance(regex_text, str):
-        raise unsupported(f"Split by {json.dumps(split.get('pattern'))[:60]} (only a Regex)")
-    behavior, invert = split.get("behavior"), split.get("invert", False)
-    for name, known in NAMED_PATTERNS.items():
-        if export.hf_split_regex(name, known) == (regex_text, behavior, invert):
-            return name
-    if behavior != "Isolated" or invert:
-        raise unsupported(f"Split with behavior {behavior!r}, invert {invert!r} (only 'Isolated')")
-    return regex_text
 
 
 def roles_in_transformers_config(path: Path, special_tokens: dict[str, int]) -> dict[str, str]:
@@ -282,36 +185,6 @@ def from_spelled(
 
 
 # -- tiktoken ranks --------------------------------------------------------------------------------
-
-
-def read_tiktoken_ranks(path: Path) -> dict[bytes, int]:
-    """A tiktoken ranks file made by any tool (`base64(token) rank` a line, in any order) as token
-    bytes -> rank, as tiktoken's `load_tiktoken_bpe` reads it, with errors naming the line."""
-    ranks: dict[bytes, int] = {}
-    seen: dict[int, int] = {}
-    for line_no, line in enumerate(export.read_text(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        parts = line.split()
-        if len(parts) != 2 or not parts[1].isdigit():
-            raise ExportError(f"{path}:{line_no}: expected a base64 token and its rank separated by a space")
-        try:
-            token = base64.b64decode(parts[0], validate=True)
-        except (binascii.Error, ValueError):
-            raise ExportError(f"{path}:{line_no}: {parts[0]!r} is not base64") from None
-        rank = int(parts[1])
-        if token in ranks or rank in seen:
-            what = f"token {token!r}" if token in ranks else f"rank {rank}"
-            raise ExportError(f"{path}:{line_no}: {what} appears twice")
-        ranks[token] = rank
-        seen[rank] = line_no
-    if not ranks:
-        raise ExportError(f"{path}: holds no token")
-    for token, rank in ranks.items():
-        problem = export.id_problem(token, rank, len(ranks), kind="rank")
-        if problem is not None:
-            raise ExportError(f"{path}:{seen[rank]}: {problem}")
-    return ranks
 
 
 def from_ranks(

@@ -75,6 +75,13 @@ def respell(vocab: dict) -> dict:
     return {(" " + spelling[1:] if s == spelling else s): i for s, i in vocab.items()}
 
 
+def swap_ranks(lines: list[str]) -> list[str]:
+    """tokenizer.tiktoken with tokens 300 and 301 given each other's rank (lines in any order are
+    the same ranks, as tiktoken reads them: only a token's rank matters)."""
+    (a, rank_a), (b, rank_b) = lines[300].split(" "), lines[301].split(" ")
+    return lines[:300] + [f"{a} {rank_b}", f"{b} {rank_a}"] + lines[302:]
+
+
 def swap_byte_merges(lines: list[str]) -> list[str]:
     """merges.txt with the first two adjacent merges of two single bytes swapped: still a valid
     order (each joins tokens that exist), but a different tokenizer."""
@@ -122,8 +129,12 @@ TAMPERINGS = {
         lambda d: edit_lines(d / "merges.txt", lambda ls: ls[:50] + ["中 " + ls[50].split(" ")[1]] + ls[51:]),
         "merges.txt",
     ),
-    "ranks out of order": (
-        lambda d: edit_lines(d / "tokenizer.tiktoken", lambda ls: swap(ls, 300, 301)),
+    "ranks of two tokens swapped": (
+        lambda d: edit_lines(d / "tokenizer.tiktoken", swap_ranks),
+        "tokenizer.tiktoken",
+    ),
+    "a rank missing": (
+        lambda d: edit_lines(d / "tokenizer.tiktoken", lambda ls: ls[:300] + ls[301:]),
         "tokenizer.tiktoken",
     ),
 }
@@ -146,6 +157,18 @@ def test_a_tampered_tokenizer_is_refused_naming_the_file(saved, tmp_path, name, 
     tamper(directory)
     message = refused(directory)
     assert message.startswith(str(directory / fault)), message
+
+
+def test_tiktoken_ranks_in_another_line_order_are_the_same_tokenizer(saved, tmp_path):
+    """Ranks, not line order, are what a tiktoken file says (tiktoken's own reader agrees): two
+    lines exchanged load as the tokenizer that was saved."""
+    load_tiktoken_bpe = pytest.importorskip("tiktoken.load").load_tiktoken_bpe
+    directory = copy_of(saved, tmp_path, checksums=False)
+    ranks = directory / "tokenizer.tiktoken"
+    before = load_tiktoken_bpe(str(ranks))
+    edit_lines(ranks, lambda ls: swap(ls, 300, 301))
+    assert load_tiktoken_bpe(str(ranks)) == before
+    assert Tokenizer.load(directory).merges == saved[0].merges
 
 
 def test_a_checksum_that_does_not_match_is_refused(saved, tmp_path):
