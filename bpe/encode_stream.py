@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bpe.errors import InputError, SettingsError, SpecialTokenError, full_disk, is_full
-from bpe.inputs.discover import Skipped, discover
+from bpe.inputs.discover import STDIN, Skipped, discover, stdin_shard
 from bpe.inputs.formats import check_parquet
 from bpe.inputs.read import read_batches
 from bpe.inputs.shard import Shard, with_options
@@ -55,7 +55,6 @@ AHEAD = 2  # batches each stage may run ahead of the next
 PIECE_BYTES = 1 << 18
 TEXT_IDS = 1 << 16  # ids turned into text at a time
 NPY_HEADER_BYTES = 128  # room kept for the .npy header, written last: it holds the length
-STDIN_NAME = "stdin"  # how errors name standard input (`stdin: invalid UTF-8 at byte 8`)
 # An argument that is not a file but looks like one (`ten.txt`, `data/x`, `~/a`) is an error rather
 # than text to encode: a mistyped file name would otherwise be encoded as its own letters.
 _PATH_LIKE = re.compile(r"[^\s]*[/\\][^\s]*|~[^\s]*|[^\s.]+(\.[^\s.]+)*\.[A-Za-z][A-Za-z0-9]{0,7}")
@@ -119,47 +118,12 @@ def find_shards(inputs: Inputs, text_format: str, text_column: str) -> tuple[lis
             raise InputError("-: stdin is given twice; it can be read once")
         shards = []
         for spec in inputs.specs:
-            shards += [_stdin_shard()] if spec == "-" else discover([spec], skipped)
+            shards += [stdin_shard(streamed=True)] if spec == "-" else discover([spec], skipped)
     shards = with_options(shards, text_format)
     for shard in shards:
         if shard.kind == "parquet":
             check_parquet(shard, text_column)
     return shards, skipped
-
-
-@dataclass(frozen=True)
-class _StreamShard(Shard):
-    """Standard input, read as it comes (training holds it in memory: its fingerprint hashes it)."""
-
-    stream: BinaryIO | None = field(default=None, repr=False, compare=False)
-
-    def open_raw(self) -> BinaryIO:
-        return _Borrowed(self.stream)  # type: ignore[return-value]
-
-
-class _Borrowed(io.RawIOBase):
-    """A stream read through without closing it (stdin stays open for whoever reads it next)."""
-
-    def __init__(self, stream: BinaryIO) -> None:
-        super().__init__()
-        self._stream = stream
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        return self._stream.readinto(buffer) or 0
-
-
-def _stdin_shard() -> Shard:
-    stream = sys.stdin
-    if stream is None:
-        raise InputError("-: no stdin to read")
-    buffer = getattr(stream, "buffer", None)
-    if buffer is None:  # a text stream put in its place (tests, embedding): read as it is
-        data = stream.read().encode("utf-8", "surrogateescape")
-        return Shard(STDIN_NAME, "txt", len(data), data=data)
-    return _StreamShard(STDIN_NAME, "txt", 0, stream=buffer)
 
 
 # --- reading and encoding ------------------------------------------------------------------------
@@ -218,7 +182,7 @@ def read_texts(
     newline, as `bpe encode` always did (`echo` adds one)."""
     batch = _Batch()
     for shard in shards:
-        strip = drop_final_newline and shard.path == STDIN_NAME
+        strip = drop_final_newline and shard.path == STDIN
         whole = shard.kind == "txt" and shard.text_format == "doc"
         documents = 0
         for texts, ends, text_bytes, read, nulls in _documents(shard, text_column, tokenizer, strip):

@@ -303,7 +303,7 @@ def test_encode_command_refuses_stdin_that_is_not_utf8(saved, capsys, monkeypatc
     monkeypatch.setattr(sys, "stdin", stdin_of(b"caf\xc3\xa9 ab\xffcd\n"))
     assert main(["encode", str(saved[1])]) == 1
     out, err = capsys.readouterr()
-    assert out == "" and err == "bpe: error: stdin: invalid UTF-8 at byte 8\n"
+    assert out == "" and err == "bpe: error: <stdin>: invalid UTF-8 at byte 8\n"
 
 
 def test_encode_command_reads_valid_utf8_stdin_as_before(saved, capsys, monkeypatch):
@@ -323,7 +323,7 @@ def test_encode_command_refuses_invalid_utf8_on_real_stdin(saved):
     command = [sys.executable, "-m", "bpe.cli", "encode", str(saved[1])]
     done = subprocess.run(command, input=b"ab\xed\xa0\x80c", env=env, capture_output=True)
     assert done.returncode == 1 and done.stdout == b""
-    assert done.stderr == b"bpe: error: stdin: invalid UTF-8 at byte 2\n"
+    assert done.stderr == b"bpe: error: <stdin>: invalid UTF-8 at byte 2\n"
 
 
 # -- patterns that can match the empty string --------------------------------------------------

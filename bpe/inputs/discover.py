@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 
 from bpe import storage
 from bpe.errors import InputError
-from bpe.inputs.shard import Shard, compression_of, file_type, kind_of
+from bpe.inputs.shard import Shard, StreamShard, compression_of, file_type, kind_of
 
 # File types a directory walk or a glob skips, as certainly not text (and refused when named).
 BINARY_SUFFIXES = frozenset(
@@ -104,7 +104,7 @@ def discover(inputs: Sequence[str | Shard], skipped: list[tuple[str, str]] | Non
 
 def _expand(spec: str, skipped: list[tuple[str, str]] | None) -> list[Shard]:
     if spec == "-":
-        return [_stdin_shard()]
+        return [stdin_shard()]
     if "://" in spec and not spec.startswith("file://"):
         return _expand_url(spec, skipped)
     local = spec[len("file://") :] if spec.startswith("file://") else spec
@@ -156,15 +156,18 @@ def _skip_note(skipped: list[tuple[str, str]] | None) -> str:
     return f" ({summary})" if summary else " (hidden, _ and binary files are skipped)"
 
 
-def _stdin_shard() -> Shard:
-    """stdin as one input, read once, here: its fingerprint is the hash of what was read. The text
-    is held in memory (and sent to the Dask workers inside the shard); give large data as files."""
+def stdin_shard(*, streamed: bool = False) -> Shard:
+    """stdin as one input. Training reads it whole, here: its fingerprint is the hash of what was
+    read, and the Dask workers get the text inside the shard (give large data as files), so a
+    terminal is refused. `streamed` (encoding) reads it as it comes instead, typed or piped."""
     stream = sys.stdin
     if stream is None:
         raise InputError("-: no stdin to read")
-    if stream.isatty():
+    buffer = getattr(stream, "buffer", None)  # a text stream put in its place (tests, embedding) has none
+    if streamed and buffer is not None:
+        return StreamShard(STDIN, "txt", 0, stream=buffer)
+    if not streamed and stream.isatty():
         raise InputError("-: stdin is a terminal; pipe text into it (... | bpe train - ...)")
-    buffer = getattr(stream, "buffer", None)  # a text stream put in its place has none
     data = buffer.read() if buffer is not None else stream.read().encode("utf-8", "surrogateescape")
     return Shard(STDIN, "txt", len(data), data=data)
 

@@ -201,3 +201,27 @@ def with_options(
 ) -> list[Shard]:
     """The shards, to be read with these options (see `Shard`)."""
     return [replace(s, text_format=text_format, sample=sample, seed=seed) for s in shards]
+
+
+@dataclass(frozen=True)
+class StreamShard(Shard):
+    """An input read as it comes, once (standard input for `bpe encode`), never closed."""
+
+    stream: BinaryIO | None = field(default=None, repr=False, compare=False)
+
+    def open_raw(self) -> BinaryIO:
+        return _Borrowed(self.stream)  # type: ignore[return-value]
+
+
+class _Borrowed(io.RawIOBase):
+    """A stream read through without closing it (stdin stays open for whoever reads it next)."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        super().__init__()
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        return self._stream.readinto(buffer) or 0
