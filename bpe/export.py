@@ -14,16 +14,11 @@ import base64
 import binascii
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from bpe import storage
-from bpe.errors import ExportError, full_disk, is_full
-from bpe.leftovers import sweep, temporary_prefix
+from bpe.errors import ExportError
 from bpe.pretokenize import NAMED_PATTERNS
 
 MERGES_FILE = "merges.txt"
@@ -642,80 +637,3 @@ def check_digests(directory: Path, recorded: object) -> None:
                 f"{path}: its SHA-256 is not the one {MANIFEST_FILE} records (the file changed after it was "
                 f"written{size})"
             )
-
-
-def atomic_write_dir(target: Path, write, force: bool = False) -> None:
-    """Call write(tmp_dir), then put the files in place: a new directory is renamed into place
-    whole; an existing one (with `force`) gets each tokenizer file replaced by a rename, the
-    manifest last, and keeps every other file it holds. An existing tokenizer is kept unless force.
-    A full disk (or quota) is an OutputError naming `target` as given; nothing is left of the files."""
-    try:
-        _write_dir(Path(target).absolute(), write, force)
-    except OSError as exc:
-        if not is_full(exc):
-            raise
-        raise full_disk(exc, target, "while writing the tokenizer files") from exc
-
-
-def _write_dir(target: Path, write, force: bool) -> None:
-    """`atomic_write_dir` into the absolute path `target`."""
-    if target.exists():
-        holds_tokenizer = target.is_dir() and any((target / name).exists() for name in TOKENIZER_FILES)
-        if not target.is_dir():
-            raise FileExistsError(f"{target}: exists and is not a directory")
-        if holds_tokenizer and not force:
-            raise FileExistsError(f"{target}: already holds a tokenizer (force=True replaces it)")
-        if not holds_tokenizer and any(target.iterdir()):
-            raise FileExistsError(f"{target}: exists and holds other files; choose an empty or new directory")
-        beside = target  # the staging directory sits inside: same filesystem, no other permission needed
-    else:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        beside = target.parent
-    sweep(beside, f".{target.name}.tmp-")  # what a killed export left
-    tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(f".{target.name}.tmp-"), dir=beside))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)
-    try:
-        write(tmp)
-        for f in tmp.iterdir():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
-        if beside == target:
-            _replace_files(tmp, target)
-        else:
-            os.rename(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def write_remote_dir(url: str, write, force: bool = False) -> None:
-    """Object storage: call write(tmp_dir) locally, then upload the files with the manifest after
-    the others and the COMPLETE marker last; readers ignore a directory without the marker. An
-    existing tokenizer is kept unless force (then its marker goes first, so it reads incomplete
-    until every new file is up), and a prefix holding anything else is refused."""
-    present = storage.listing(url)
-    ours = [name for name in present if name in TOKENIZER_FILES or name == storage.COMPLETE]
-    if ours and not force:
-        raise FileExistsError(f"{url}: already holds a tokenizer (force=True replaces it)")
-    if present and not ours:
-        raise FileExistsError(f"{url}: exists and holds other files; choose an empty or new prefix")
-    with tempfile.TemporaryDirectory(prefix=temporary_prefix("bpe-export-")) as tmp:
-        write(Path(tmp))
-        written = sorted((f.name for f in Path(tmp).iterdir()), key=lambda name: name == MANIFEST_FILE)
-        storage.remove(storage.join(url, storage.COMPLETE))
-        for name in set(ours) - set(written) - {storage.COMPLETE}:
-            storage.remove(storage.join(url, name))
-        storage.upload_directory(Path(tmp), url, written)
-
-
-def _replace_files(staged: Path, target: Path) -> None:
-    """Move the staged tokenizer files over those in `target`, the manifest last (it names what the
-    others are), and drop tokenizer files of the old version that the new one does not have."""
-    written = sorted((f.name for f in staged.iterdir()), key=lambda name: name == MANIFEST_FILE)
-    for name in written:
-        os.replace(staged / name, target / name)
-    for name in set(TOKENIZER_FILES) - set(written):
-        (target / name).unlink(missing_ok=True)
-    staged.rmdir()

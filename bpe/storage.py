@@ -22,12 +22,13 @@ import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from bpe.errors import MissingExtra
+from bpe.errors import MissingExtra, full_disk, is_full
+from bpe.leftovers import sweep, temporary_prefix
 
 COMPLETE = "COMPLETE"  # the marker of a complete directory on object storage, written last
 LOCAL_PROTOCOLS = ("file", "local")
@@ -233,3 +234,89 @@ def downloaded(url: str, names: list[str]):
         yield target
     finally:
         shutil.rmtree(target, ignore_errors=True)
+
+
+# -- publishing a directory whole -------------------------------------------------------------------
+
+
+def publish_directory(
+    target: str | Path, write: Callable[[Path], object], *, owned: Sequence[str], last: str, force: bool = False
+) -> None:
+    """Call write(staging_dir), then put what it wrote at `target` (a path or an object store URL)
+    whole: `owned` names the files a directory of this kind holds, `last` the one written last (it
+    names what the others are). An existing directory holding `owned` files is kept unless
+    `force`; a directory holding other files only is refused. A full disk (or quota) is an
+    OutputError naming `target` as given; nothing is left of the files."""
+    if is_remote(target):
+        _publish_remote(str(target), write, owned, last, force)
+        return
+    try:
+        _publish_local(Path(local_path(target)).absolute(), write, owned, last, force)
+    except OSError as exc:
+        if not is_full(exc):
+            raise
+        raise full_disk(exc, target, "while writing the tokenizer files") from exc
+
+
+def _publish_local(target: Path, write, owned: Sequence[str], last: str, force: bool) -> None:
+    """A new directory is staged beside `target` and renamed into place; an existing one (with
+    `force`) gets each file replaced by a rename, `last` last, and keeps every file not `owned`."""
+    if target.exists():
+        holds_ours = target.is_dir() and any((target / name).exists() for name in owned)
+        if not target.is_dir():
+            raise FileExistsError(f"{target}: exists and is not a directory")
+        if holds_ours and not force:
+            raise FileExistsError(f"{target}: already holds a tokenizer (force=True replaces it)")
+        if not holds_ours and any(target.iterdir()):
+            raise FileExistsError(f"{target}: exists and holds other files; choose an empty or new directory")
+        beside = target  # the staging directory sits inside: same filesystem, no other permission needed
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        beside = target.parent
+    sweep(beside, f".{target.name}.tmp-")  # what a killed export left
+    tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(f".{target.name}.tmp-"), dir=beside))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)
+    try:
+        write(tmp)
+        for f in tmp.iterdir():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        if beside == target:
+            _replace_files(tmp, target, owned, last)
+        else:
+            os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _publish_remote(url: str, write, owned: Sequence[str], last: str, force: bool) -> None:
+    """Object storage: write(tmp_dir) locally, then upload the files with `last` after the others
+    and the COMPLETE marker last; readers ignore a directory without the marker. With `force`, the
+    old marker goes first, so the directory reads incomplete until every new file is up."""
+    present = listing(url)
+    ours = [name for name in present if name in owned or name == COMPLETE]
+    if ours and not force:
+        raise FileExistsError(f"{url}: already holds a tokenizer (force=True replaces it)")
+    if present and not ours:
+        raise FileExistsError(f"{url}: exists and holds other files; choose an empty or new prefix")
+    with tempfile.TemporaryDirectory(prefix=temporary_prefix("bpe-export-")) as tmp:
+        write(Path(tmp))
+        written = sorted((f.name for f in Path(tmp).iterdir()), key=lambda name: name == last)
+        remove(join(url, COMPLETE))
+        for name in set(ours) - set(written) - {COMPLETE}:
+            remove(join(url, name))
+        upload_directory(Path(tmp), url, written)
+
+
+def _replace_files(staged: Path, target: Path, owned: Sequence[str], last: str) -> None:
+    """Move the staged files over those in `target`, `last` last, and drop `owned` files of the
+    old directory that the new one does not have."""
+    written = sorted((f.name for f in staged.iterdir()), key=lambda name: name == last)
+    for name in written:
+        os.replace(staged / name, target / name)
+    for name in set(owned) - set(written):
+        (target / name).unlink(missing_ok=True)
+    staged.rmdir()

@@ -631,13 +631,10 @@ class Tokenizer:
         special_tokens_map.json (for `transformers.AutoTokenizer.from_pretrained(directory)`), the
         tiktoken ranks, and manifest.json (how it was trained, the roles, each file's SHA-256)."""
         record = json.loads(json.dumps(manifest or self.manifest))
-        if storage.is_remote(directory):  # s3://bucket/tok/: uploaded, then marked COMPLETE
-            export.write_remote_dir(str(directory), lambda tmp: self.write_files(tmp, record), force=force)
-            self.manifest = record
-            return directory
-        export.atomic_write_dir(Path(directory), lambda tmp: self.write_files(tmp, record), force=force)
+        storage.publish_directory(directory, lambda tmp: self.write_files(tmp, record), owned=export.TOKENIZER_FILES,
+                                  last=export.MANIFEST_FILE, force=force)  # fmt: skip
         self.manifest = record
-        return Path(directory)
+        return directory if storage.is_remote(directory) else Path(directory)
 
     def write_files(self, directory: Path, manifest: dict | None = None) -> None:
         """Write every format into an existing directory; `manifest` (updated with this tokenizer's
