@@ -42,10 +42,13 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, client
 
     logging.getLogger("distributed").setLevel(logging.WARNING)  # the cluster's chatter stays out of our logs
     n = workers or os.cpu_count() or 1
+    # The worker processes log nothing below CRITICAL: a cluster started here speaks through our
+    # errors, and stopping it (after Ctrl-C, say) may catch a worker's heartbeat in flight, which
+    # it would report as an ERROR with a traceback.
     with _children_ignore_ctrl_c():
         cluster = LocalCluster(
             n_workers=n, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
-            host="127.0.0.1", silence_logs=logging.ERROR,
+            host="127.0.0.1", silence_logs=logging.CRITICAL,
         )  # fmt: skip
     c = Client(cluster)
     if log:
