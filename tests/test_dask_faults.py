@@ -24,6 +24,7 @@ from tests.conftest import stdlib_paragraphs
 pytestmark = pytest.mark.services  # starts real services: the slow tier
 
 distributed = pytest.importorskip("distributed")
+dask = pytest.importorskip("dask")
 
 VOCAB = 900
 EVERY_ROUND = 1e-9  # a checkpoint interval that makes the driver checkpoint after every round
@@ -42,13 +43,17 @@ def local(texts):
 
 @pytest.fixture(scope="module")
 def cluster():
-    cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
-    )
-    client = distributed.Client(cluster)
-    yield cluster, client
-    client.close()
-    cluster.close()
+    """Two workers under nannies. A killed worker's nanny starts a new one, but LocalCluster closes
+    that nanny for good when no worker of its name registers within `lost-worker-timeout` (15 s),
+    which a restart can take on a busy machine: the cluster would then stay at one worker."""
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": "600s"}):
+        cluster = distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+        )
+        client = distributed.Client(cluster)
+        yield cluster, client
+        client.close()
+        cluster.close()
 
 
 @pytest.fixture
