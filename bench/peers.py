@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 
 import pyarrow.parquet as pq
 
-from bpe.export import hf_split_regex
+from bpe.formats.hf_json import hf_split_regex
 from bpe.pretokenize import resolve_pattern
 
 

@@ -458,7 +458,7 @@ def _say_compiling(progress) -> None:
 
 def _check_out(out: str, force: bool) -> None:
     from bpe import storage
-    from bpe.export import TOKENIZER_FILES
+    from bpe.formats.manifest import TOKENIZER_FILES
 
     if storage.is_remote(out):
         _check_remote_out(out, force)
@@ -498,7 +498,7 @@ def _check_remote_out(out: str, force: bool) -> None:
     and prove before training that this process may write there (a probe object, then removed)."""
     from bpe import storage
     from bpe.errors import BpeError, InputError
-    from bpe.export import TOKENIZER_FILES
+    from bpe.formats.manifest import TOKENIZER_FILES
 
     try:
         present = storage.listing(out)

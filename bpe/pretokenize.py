@@ -45,6 +45,16 @@ PATTERNS = tuple(NAMED_PATTERNS)
 # The pattern when none is named: `train`, `bpe train`, `Tokenizer(merges)` and the pipeline alike.
 DEFAULT_PATTERN = "cl100k"
 
+# The `whitespace` pattern spelled for other regex engines, as tokenizer.json and tiktoken carry it:
+# the characters str.split() splits on, as one class (regex's \s and \x1c-\x1f). Code points above
+# ASCII are written \uHHHH: Oniguruma (Hugging Face) reads \xHH as a byte, so \xa0 would never match
+# U+00A0, whose UTF-8 is two bytes.
+WHITESPACE_CHARS = (
+    "\\t\\n\\x0b\\x0c\\r\\x1c\\x1d\\x1e\\x1f \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+)
+WHITESPACE_RUN = f"[{WHITESPACE_CHARS}]+"
+WHITESPACE_WORD = f"[^{WHITESPACE_CHARS}]+"
+
 
 def resolve_pattern(pattern: str) -> tuple[str, str]:
     """(name, regex) for a pattern name or a user regex; a bad regex, or one that can match the

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from bpe import export
 from bpe.errors import SettingsError
+from bpe.formats.spelling import bytes_to_unicode
+
+# The roles transformers gives special tokens, in the order `train` adds role tokens it was not given.
+ROLES = ("bos", "eos", "pad", "unk")
 
 
 def check_roles(roles: Mapping[str, str] | None, special_tokens: Collection[str]) -> dict[str, str]:
@@ -41,18 +44,18 @@ def normalize_roles(roles: Mapping[str, str] | None) -> dict[str, str]:
     found: dict[str, str] = {}
     for key, token in roles.items():
         role = key.removesuffix("_token") if isinstance(key, str) else key
-        if role not in export.ROLES:
-            raise SettingsError(f"special_token_roles: unknown role {key!r} (expected {', '.join(export.ROLES)})",
+        if role not in ROLES:
+            raise SettingsError(f"special_token_roles: unknown role {key!r} (expected {', '.join(ROLES)})",
                                 parameter="special_token_roles")  # fmt: skip
         if role in found:
             raise SettingsError(f"special_token_roles: the {role} role is given twice", parameter="special_token_roles")
         if not isinstance(token, str) or not token:
             raise SettingsError(f"{role}_token: expected a non-empty token, got {token!r}", parameter=f"{role}_token")
-        if token in export.bytes_to_unicode().values():
+        if token in bytes_to_unicode().values():
             raise SettingsError(f"{role}_token: {token!r} is spelled like a byte token in vocab.json; choose a longer "
                                 "one, such as <|pad|>", parameter=f"{role}_token")  # fmt: skip
         found[role] = token
-    return {role: found[role] for role in export.ROLES if role in found}
+    return {role: found[role] for role in ROLES if role in found}
 
 
 def with_role_tokens(special_tokens: Sequence[str], roles: Mapping[str, str] | None) -> list[str]:

@@ -138,7 +138,7 @@ class Settings:
     def _check_special_tokens_can_be_written(self) -> None:
         """vocab.json keys tokens by their GPT-2 spelling: a special token spelled like a byte token
         ("a", "Ġ") could never be written, so say so now rather than after training."""
-        from bpe.export import bytes_to_unicode
+        from bpe.formats.spelling import bytes_to_unicode
 
         byte_spellings = set(bytes_to_unicode().values())
         for token in self.special_tokens:

@@ -10,7 +10,7 @@ tokens with the same bytes) a plain Python encoder applies the merges in order i
 >>> tok.decode([256, 32, 256])
 'hi hi'
 
-`Tokenizer.load` also reads what other tools make (see `bpe.foreign`): GPT-2's vocab.json +
+`Tokenizer.load` also reads what other tools make (see `bpe.formats`): GPT-2's vocab.json +
 merges.txt, a Hugging Face byte-level BPE tokenizer.json, a tiktoken ranks file (with its split
 pattern); `from_tiktoken` and `to_tiktoken` convert from and to a `tiktoken.Encoding`. The names of
 the methods are tiktoken's (`encode_batch`, `n_vocab`, `eot_token`, ...) or Hugging Face's
@@ -20,7 +20,6 @@ the methods are tiktoken's (`encode_batch`, `n_vocab`, `eot_token`, ...) or Hugg
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from bpe import export, foreign, storage
+from bpe import storage
 from bpe.batching import check_num_threads, in_runs, text_list
 from bpe.errors import (
     LONE_SURROGATE,
@@ -40,7 +39,14 @@ from bpe.errors import (
     SpecialTokenError,
     lone_surrogate,
 )
-from bpe.pretokenize import DEFAULT_PATTERN, NAMED_PATTERNS, Pretokenizer
+from bpe.formats import load as formats_load
+from bpe.formats import saved
+from bpe.formats.files import id_problem, max_id
+from bpe.formats.manifest import MANIFEST_FILE, TOKENIZER_FILES
+from bpe.formats.record import TokenizerRecord
+from bpe.formats.spelling import spell, unspell
+from bpe.formats.tiktoken_ranks import from_ranks
+from bpe.pretokenize import DEFAULT_PATTERN, NAMED_PATTERNS, WHITESPACE_WORD, Pretokenizer
 from bpe.reference import encode_word
 from bpe.roles import check_roles
 
@@ -198,7 +204,7 @@ class Tokenizer:
         if token in self.special_tokens:
             return self.special_tokens[token]
         try:
-            data = export.unspell(token)
+            data = unspell(token)
         except ExportError:
             return None
         internal = self._internal_bytes_index().get(data)
@@ -212,13 +218,13 @@ class Tokenizer:
             return None
         if internal >= len(self.vocab):
             return list(self.special_tokens)[internal - len(self.vocab)]
-        return export.spell(self.vocab[internal])
+        return spell(self.vocab[internal])
 
     def get_vocab(self, with_added_tokens: bool = True) -> dict[str, int]:
         """Hugging Face's spelling of every token -> its id (`{"Ġthe": 262, ...}`), special tokens
         included, as `tokenizers.Tokenizer.get_vocab`. `with_added_tokens=False` leaves the special
         tokens out (Hugging Face keeps those that its model's vocab lists, as ours does)."""
-        entries = {export.spell(token): int(self._to_ids[i]) for i, token in enumerate(self.vocab)}
+        entries = {spell(token): int(self._to_ids[i]) for i, token in enumerate(self.vocab)}
         if with_added_tokens:
             entries.update(self.special_tokens)
         return entries
@@ -568,7 +574,7 @@ class Tokenizer:
         if made.size > 1 and np.any(np.diff(made) <= 0):
             raise ExportError("the ids of this tokenizer's merged tokens do not follow the merge order, so they "
                               "cannot serve as tiktoken's ranks")  # fmt: skip
-        pattern = export.WHITESPACE_WORD if self.pretokenizer.name == "whitespace" else self.pretokenizer.regex
+        pattern = WHITESPACE_WORD if self.pretokenizer.name == "whitespace" else self.pretokenizer.regex
         ranks = {token: int(self._to_ids[i]) for i, token in enumerate(self.vocab)}
         try:
             encoding = tiktoken.Encoding(name=name, pat_str=pattern, mergeable_ranks=ranks,
@@ -594,7 +600,7 @@ class Tokenizer:
         `to_tiktoken` attached, so `Tokenizer.from_tiktoken(tok.to_tiktoken()) == tok`."""
         source = f"tiktoken encoding {encoding.name!r}"
         ranks, specials = encoding._mergeable_ranks, dict(encoding._special_tokens)
-        record = foreign.from_ranks(ranks, encoding._pat_str, specials, source)
+        record = from_ranks(ranks, encoding._pat_str, specials, source)
         if special_token_roles is None:
             special_token_roles = getattr(encoding, "special_token_roles", None)
         if model_max_length is None:
@@ -605,7 +611,7 @@ class Tokenizer:
         return tok
 
     @classmethod
-    def _from_record(cls, record: foreign.TokenizerRecord) -> Tokenizer:
+    def _from_record(cls, record: TokenizerRecord) -> Tokenizer:
         """The tokenizer a file's record describes."""
         try:
             tok = cls(
@@ -615,6 +621,7 @@ class Tokenizer:
                 ids=record.ids,
                 special_token_roles=record.special_token_roles,
                 model_max_length=record.model_max_length,
+                manifest=record.manifest,
             )
         except SettingsError as exc:
             if record.source is None:
@@ -630,38 +637,30 @@ class Tokenizer:
         and vocab.json (GPT-2's), tokenizer.json with tokenizer_config.json and
         special_tokens_map.json (for `transformers.AutoTokenizer.from_pretrained(directory)`), the
         tiktoken ranks, and manifest.json (how it was trained, the roles, each file's SHA-256)."""
-        record = json.loads(json.dumps(manifest or self.manifest))
-        storage.publish_directory(directory, lambda tmp: self.write_files(tmp, record), owned=export.TOKENIZER_FILES,
-                                  last=export.MANIFEST_FILE, force=force)  # fmt: skip
-        self.manifest = record
+        described = json.loads(json.dumps(manifest or self.manifest))
+        storage.publish_directory(directory, lambda tmp: self.write_files(tmp, described), owned=TOKENIZER_FILES,
+                                  last=MANIFEST_FILE, force=force)  # fmt: skip
+        self.manifest = described
         return directory if storage.is_remote(directory) else Path(directory)
 
     def write_files(self, directory: Path, manifest: dict | None = None) -> None:
         """Write every format into an existing directory; `manifest` (updated with this tokenizer's
         description and the export time) is written last. Used by `save` and the artifact store."""
-        export.check_unique(self.vocab)
-        started = time.perf_counter()
-        ids = self._to_ids[: len(self.vocab)].tolist() if self._foreign_ids else None
-        export.write_merges(directory / export.MERGES_FILE, self.vocab, self.merges)
-        export.write_vocab(directory / export.VOCAB_FILE, self.vocab, self.special_tokens, ids)
-        export.write_tokenizer_json(
-            directory / export.HF_FILE,
-            self.vocab,
-            self.merges,
-            self.special_tokens,
-            self.pretokenizer.name,
-            self.pretokenizer.regex,
-            ids,
+        if manifest is not None:
+            manifest["tokenizer"] = self.describe()
+        saved.write(directory, self.record(), manifest)
+
+    def record(self) -> TokenizerRecord:
+        """This tokenizer as the plain record the file formats write (`bpe.formats`)."""
+        n = len(self.vocab)
+        return TokenizerRecord(
+            list(self.merges),
+            self.pretokenizer.name if self.pretokenizer.name in NAMED_PATTERNS else self.pretokenizer.regex,
+            dict(self.special_tokens),
+            ids={i: int(self._to_ids[i]) for i in range(n)} if self._foreign_ids else None,
+            special_token_roles=dict(self._roles),
+            model_max_length=self.model_max_length,
         )
-        export.write_transformers_files(directory, self.special_tokens, self._roles, self.model_max_length)
-        export.write_tiktoken(directory / export.TIKTOKEN_FILE, self.vocab, ids)
-        if manifest is None:
-            return
-        manifest["tokenizer"] = self.describe()
-        if "seconds" in manifest:
-            manifest["seconds"]["export"] = round(time.perf_counter() - started, 3)
-            manifest["seconds"]["total"] = round(manifest["seconds"].get("total", 0) + manifest["seconds"]["export"], 3)
-        write_manifest(directory, manifest)
 
     def describe(self) -> dict:
         """The manifest's `tokenizer` section; `special_token_roles` only when a role is set (a
@@ -708,52 +707,16 @@ class Tokenizer:
         a tokenizer there is read only once its upload is marked complete."""
         if storage.is_remote(path):
             return cls._load_remote(str(path), pattern)
-        path = Path(storage.local_path(path))
-        if path.is_file():
-            return cls._from_record(foreign.load_file(path, pattern, special_tokens))
-        directory = path
-        manifest_path = directory / export.MANIFEST_FILE
-        if manifest_path.exists():
-            foreign.only_for_tiktoken(special_tokens, manifest_path)
-            manifest = export.read_json(manifest_path)
-            special_tokens_found, stored_pattern, roles = _tokenizer_section(manifest_path, manifest)
-            max_length = manifest["tokenizer"].get("model_max_length")
-            if "files" in manifest:
-                export.check_digests(directory, manifest["files"])
-            kept_ids = None
-            if manifest["tokenizer"].get("ids") == "kept":  # a base tokenizer's ids: read as GPT-2's files are
-                vocab, merge_ids, kept_ids = _read_kept_ids(directory, special_tokens_found)
-            else:
-                vocab, merge_ids = export.read_checked(directory, special_tokens_found)
-            _check_counts(manifest_path, manifest["tokenizer"], vocab, special_tokens_found, kept_ids)
-            try:
-                return cls(merge_ids, pattern or stored_pattern, special_tokens_found, special_token_roles=roles,
-                           model_max_length=max_length, manifest=manifest, ids=kept_ids)  # fmt: skip
-            except SettingsError as exc:
-                if pattern is not None and exc.parameter == "pattern":
-                    raise  # the caller's pattern, not the file's
-                raise ExportError(f"{manifest_path}: {exc}") from None
-        if (directory / export.HF_FILE).exists():
-            return cls._from_record(foreign.load_file(directory / export.HF_FILE, pattern, special_tokens))
-        if (directory / export.VOCAB_FILE).exists() and (directory / export.MERGES_FILE).exists():
-            foreign.only_for_tiktoken(special_tokens, directory / export.VOCAB_FILE)
-            return cls._from_record(foreign.from_gpt2_files(directory, pattern or "gpt2"))
-        ranks_files = sorted(directory.glob("*.tiktoken")) if directory.is_dir() else []
-        if len(ranks_files) == 1:
-            return cls._from_record(foreign.load_file(ranks_files[0], pattern, special_tokens))
-        raise FileNotFoundError(
-            f"{directory}: holds no tokenizer (expected manifest.json, tokenizer.json, vocab.json and merges.txt, "
-            "or one .tiktoken file)"
-        )
+        return cls._from_record(formats_load.read(Path(storage.local_path(path)), pattern, special_tokens))
 
     @classmethod
     def _load_remote(cls, url: str, pattern: str | None) -> Tokenizer:
         """Download the tokenizer files under `url` and load them; errors name the URL."""
         present = storage.listing(url)
-        if export.MANIFEST_FILE in present and storage.COMPLETE not in present:
+        if MANIFEST_FILE in present and storage.COMPLETE not in present:
             raise ExportError(f"{url}: incomplete (no {storage.COMPLETE} marker: its upload was interrupted or is "
                               "still going on)")  # fmt: skip
-        with storage.downloaded(url, list(export.TOKENIZER_FILES)) as local:
+        with storage.downloaded(url, list(TOKENIZER_FILES)) as local:
             try:
                 return cls.load(local, pattern)
             except (ExportError, FileNotFoundError) as exc:
@@ -761,68 +724,20 @@ class Tokenizer:
                 raise type(exc)(message) from None
 
 
-def _read_kept_ids(
-    directory: Path, special_tokens: dict[str, int]
-) -> tuple[list[bytes], list[tuple[int, int]], dict[int, int]]:
-    """(token bytes, merges, our id -> the file's id) of a saved directory whose ids are a base
-    tokenizer's: vocab.json + merges.txt read as GPT-2's files, tokenizer.json checked against them."""
-    from_files = foreign.from_gpt2_files(directory, "gpt2")
-    if from_files.special_tokens != special_tokens:
-        raise ExportError(f"{directory / export.VOCAB_FILE}: its special tokens are not those {export.MANIFEST_FILE} "
-                          "records")  # fmt: skip
-    if (directory / export.HF_FILE).exists():
-        from_json = foreign.from_hf_json(directory / export.HF_FILE)
-        same = (from_json.merges, from_json.ids, from_json.special_tokens) == (
-            from_files.merges, from_files.ids, from_files.special_tokens
-        )  # fmt: skip
-        if not same:
-            raise ExportError(f"{directory / export.HF_FILE}: disagrees with {export.VOCAB_FILE} and "
-                              f"{export.MERGES_FILE}; it was changed after it was written")  # fmt: skip
-    vocab = [bytes([b]) for b in range(256)]
-    for a, b in from_files.merges:
-        vocab.append(vocab[a] + vocab[b])
-    kept_ids = from_files.ids if from_files.ids is not None else {i: i for i in range(len(vocab))}
-    return vocab, from_files.merges, kept_ids
-
-
-def _tokenizer_section(path: Path, manifest: object) -> tuple[dict[str, int], str, dict[str, str]]:
-    """(special tokens, pattern, roles) that a manifest records for its tokenizer, or ExportError.
-    A manifest without `special_token_roles` (a tokenizer with no roles set) gives no roles."""
-    info = manifest.get("tokenizer") if isinstance(manifest, dict) else None
-    if not isinstance(info, dict):
-        raise ExportError(f"{path}: has no 'tokenizer' section")
-    special_tokens = info.get("special_tokens")
-    if not isinstance(special_tokens, dict) or not all(
-        isinstance(token, str) and type(token_id) is int for token, token_id in special_tokens.items()
-    ):
-        raise ExportError(f"{path}: tokenizer.special_tokens is not a mapping of token -> id")
-    name, regex = info.get("pattern"), info.get("regex")
-    if name not in (*NAMED_PATTERNS, "custom") or not isinstance(regex, str):
-        raise ExportError(f"{path}: tokenizer.pattern {name!r} is not a known pattern name nor 'custom' with a regex")
-    roles = info.get("special_token_roles", {})
-    if not isinstance(roles, dict):
-        raise ExportError(f"{path}: tokenizer.special_token_roles is not a mapping of role -> token")
-    try:
-        roles = check_roles(roles, special_tokens)
-    except SettingsError as exc:
-        raise ExportError(f"{path}: tokenizer.special_token_roles: {exc}") from None
-    return special_tokens, regex if name == "custom" else name, roles
-
-
 def check_token_ids(vocab: Sequence[bytes], ids: Mapping[int, int] | None, special_tokens: dict[str, int]) -> None:
     """Refuse, with SettingsError naming the token, an id outside uint32 or too sparse to index
-    (`export.id_problem`): the ids `ids` gives the tokens of `vocab` (our id -> id), or a special token's."""
+    (`bpe.formats.files.id_problem`): the ids `ids` gives the tokens of `vocab` (our id -> id), or a special token's."""
     tokens = len(vocab) + len(special_tokens)
     named = {text: token_id for text, token_id in special_tokens.items()}
     given = [] if ids is None else [ids[i] for i in range(len(vocab))]
     values = [*named.values(), *given]
-    if not values or (min(values) >= 0 and max(values) <= export.max_id(tokens)):
+    if not values or (min(values) >= 0 and max(values) <= max_id(tokens)):
         return
     for text, token_id in named.items():
-        if problem := export.id_problem(text, token_id, tokens):
+        if problem := id_problem(text, token_id, tokens):
             raise SettingsError(f"special_tokens: {problem}", parameter="special_tokens")
     for internal, token_id in enumerate(given):
-        if problem := export.id_problem(export.spell(vocab[internal]), token_id, tokens):
+        if problem := id_problem(spell(vocab[internal]), token_id, tokens):
             raise SettingsError(f"ids: {problem}", parameter="ids")
 
 
@@ -834,28 +749,6 @@ def check_model_max_length(value: object) -> int | None:
         raise SettingsError(f"model_max_length: expected a positive integer (tokens), got {value!r}",
                             parameter="model_max_length")  # fmt: skip
     return value
-
-
-def _check_counts(
-    path: Path, info: dict, vocab: list[bytes], special_tokens: dict[str, int], kept_ids: dict[int, int] | None = None
-) -> None:
-    """The manifest's counts and special token ids must fit the vocabulary the files hold (whose
-    ordinary tokens have ids 0 to n - 1, or `kept_ids`)."""
-    n = len(vocab)
-    for key, found in (("merges", n - 256), ("vocab_size", n + len(special_tokens))):
-        if key in info and info[key] != found:
-            raise ExportError(f"{path}: records {key} {info[key]!r}, the tokenizer files hold {found}")
-    ids = sorted(special_tokens.values())
-    ordinary = set(kept_ids.values()) if kept_ids is not None else range(n)
-    if len(set(ids)) != len(ids) or any(i in ordinary for i in ids):
-        raise ExportError(f"{path}: special token ids {ids} collide with each other or with the {n} ordinary tokens")
-
-
-def write_manifest(directory: Path, manifest: dict) -> None:
-    """Write manifest.json, recording in `manifest["files"]` the size and SHA-256 of each tokenizer
-    file already in `directory` (so `load` can tell a changed file). Write it after the others."""
-    manifest["files"] = export.file_digests(Path(directory))
-    (Path(directory) / export.MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
 
 def _unicode_text(text: str, errors: str, row: int | None = None) -> str:
@@ -881,7 +774,7 @@ def _build_tiktoken(tok: Tokenizer):
         import tiktoken
     except ImportError:
         return None
-    pattern = export.WHITESPACE_WORD if tok.pretokenizer.name == "whitespace" else tok.pretokenizer.regex
+    pattern = WHITESPACE_WORD if tok.pretokenizer.name == "whitespace" else tok.pretokenizer.regex
     ranks = {token: rank for rank, token in enumerate(tok.vocab)}
     specials = {text: len(tok.vocab) + i for i, text in enumerate(tok.special_tokens)}
     try:

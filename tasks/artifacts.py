@@ -10,12 +10,12 @@ from prefect.cache_policies import NONE
 from bpe import storage
 from bpe.distributed.counting import ShardCount, read_held_out
 from bpe.extend import Base, trained_tokenizer
+from bpe.formats.manifest import write as write_manifest
 from bpe.pipeline.evaluate import evaluate_version_on_set
 from bpe.pipeline.report import metrics_table, summary_markdown
 from bpe.pipeline.store import Staged, VersionStore
 from bpe.pipeline.version import identical_version
 from bpe.settings import Settings
-from bpe.tokenizer import write_manifest
 
 HELD_OUT_SAMPLE_BYTES = 4 << 20
 

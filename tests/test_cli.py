@@ -16,7 +16,7 @@ import regex
 
 from bpe import Tokenizer
 from bpe.cli import main
-from bpe.export import TOKENIZER_FILES
+from bpe.formats.manifest import TOKENIZER_FILES
 from bpe.pretokenize import NAMED_PATTERNS
 from tests.conftest import write_parquet
 from tests.reference import train_reference
@@ -151,12 +151,13 @@ def test_force_into_the_current_directory(shards, tmp_path, monkeypatch):
 
 
 def test_a_failed_export_leaves_nothing_behind(shards, tmp_path, capsys, monkeypatch):
-    import bpe.export
+    from bpe.errors import ExportError
+    from bpe.formats import tiktoken_ranks
 
     def broken(*args, **kwargs):
-        raise bpe.export.ExportError("disk full (simulated)")
+        raise ExportError("disk full (simulated)")
 
-    monkeypatch.setattr(bpe.export, "write_tiktoken", broken)
+    monkeypatch.setattr(tiktoken_ranks, "write", broken)
     assert run("train", shards, "--vocab-size", 280, "--out", tmp_path / "tok", "--quiet") == 1
     assert "disk full" in error_line(capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]

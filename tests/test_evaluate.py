@@ -18,6 +18,7 @@ import regex
 
 from bpe import Tokenizer, storage, train
 from bpe.counting import WordCounter, holdout_mask
+from bpe.formats.manifest import write as write_manifest
 from bpe.pipeline.evaluate import (
     EvalSetDamaged,
     bytes_per_token,
@@ -36,7 +37,6 @@ from bpe.pipeline.evaluate import (
 from bpe.pipeline.report import metrics_table, one_line, summary_markdown
 from bpe.pipeline.store import VersionStore
 from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
-from bpe.tokenizer import write_manifest
 from tests.conftest import stdlib_paragraphs, unique_bucket
 
 TEXTS = stdlib_paragraphs()[:1500]

@@ -26,7 +26,9 @@ import bpe
 from bpe import Tokenizer, train
 from bpe.cli import main
 from bpe.errors import ExportError, SettingsError
-from bpe.export import CONFIG_FILE, HF_FILE, SPECIAL_MAP_FILE, TIKTOKEN_FILE, hf_split_regex
+from bpe.formats.hf_json import HF_FILE, hf_split_regex
+from bpe.formats.tiktoken_ranks import TIKTOKEN_FILE
+from bpe.formats.transformers_config import CONFIG_FILE, SPECIAL_MAP_FILE
 from bpe.pretokenize import NAMED_PATTERNS
 from tests.conftest import GPT2
 from tests.conftest import any_text as any_text_of

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bpe import train
-from bpe.export import unspell
+from bpe.formats.spelling import unspell
 from bpe.pretokenize import Pretokenizer
 from tests.conftest import any_text
 from tests.reference import merge_ids

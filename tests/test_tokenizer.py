@@ -11,7 +11,8 @@ from tokenizers import models, pre_tokenizers
 
 from bpe import Tokenizer, train
 from bpe.errors import InputError, SettingsError, SpecialTokenError
-from bpe.export import TIKTOKEN_FILE, bytes_to_unicode, spell, unspell
+from bpe.formats.spelling import bytes_to_unicode, spell, unspell
+from bpe.formats.tiktoken_ranks import TIKTOKEN_FILE
 from tests.conftest import GPT2, WHITESPACE
 from tests.conftest import any_text as any_text_of
 

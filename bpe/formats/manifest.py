@@ -1,0 +1,105 @@
+"""Our `manifest.json`: how a tokenizer was trained, its `tokenizer` section (pattern, special tokens,
+roles, sizes) and each other file's size and SHA-256, so that `load` can tell a changed file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from bpe.errors import ExportError, SettingsError
+from bpe.formats.gpt2 import MERGES_FILE, VOCAB_FILE
+from bpe.formats.hf_json import HF_FILE
+from bpe.formats.tiktoken_ranks import TIKTOKEN_FILE
+from bpe.formats.transformers_config import CONFIG_FILE, SPECIAL_MAP_FILE
+from bpe.pretokenize import NAMED_PATTERNS
+from bpe.roles import check_roles
+
+MANIFEST_FILE = "manifest.json"
+# The files of a saved tokenizer, the manifest last: it records the others' sizes and SHA-256.
+TOKENIZER_FILES = (MERGES_FILE, VOCAB_FILE, HF_FILE, TIKTOKEN_FILE, CONFIG_FILE, SPECIAL_MAP_FILE, MANIFEST_FILE)
+
+
+def file_digest(path: Path) -> dict:
+    """{"size", "sha256"} of a file, as the manifest records each tokenizer file."""
+    with open(path, "rb") as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+    return {"size": path.stat().st_size, "sha256": digest}
+
+
+def file_digests(directory: Path) -> dict[str, dict]:
+    """Size and SHA-256 of each tokenizer file in `directory` but the manifest (which records them)."""
+    names = [name for name in TOKENIZER_FILES if name != MANIFEST_FILE and (directory / name).is_file()]
+    return {name: file_digest(directory / name) for name in names}
+
+
+def check_digests(directory: Path, recorded: object) -> None:
+    """Raise ExportError naming the first tokenizer file whose SHA-256 differs from the one the
+    manifest records: the file changed after it was written. A missing file is not checked here
+    (vocab.json and merges.txt are required when read; the other formats are optional)."""
+    manifest = directory / MANIFEST_FILE
+    if not isinstance(recorded, dict) or not all(
+        isinstance(entry, dict) and isinstance(entry.get("sha256"), str) for entry in recorded.values()
+    ):
+        raise ExportError(f"{manifest}: 'files' is not a mapping of file name -> size and sha256")
+    for name, entry in recorded.items():
+        if name not in TOKENIZER_FILES or name == MANIFEST_FILE:
+            raise ExportError(f"{manifest}: records a checksum for {name!r}, which is not a tokenizer file")
+        path = directory / name
+        if not path.is_file():
+            continue
+        found = file_digest(path)
+        if found["sha256"] != entry["sha256"]:
+            size = ""
+            if entry.get("size") not in (None, found["size"]):
+                size = f"; it holds {found['size']:,} bytes, {MANIFEST_FILE} records {entry['size']:,}"
+            raise ExportError(
+                f"{path}: its SHA-256 is not the one {MANIFEST_FILE} records (the file changed after it was "
+                f"written{size})"
+            )
+
+
+def write(directory: Path, manifest: dict) -> None:
+    """Write manifest.json, recording in `manifest["files"]` the size and SHA-256 of each tokenizer
+    file already in `directory` (so `load` can tell a changed file). Write it after the others."""
+    manifest["files"] = file_digests(Path(directory))
+    (Path(directory) / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+
+
+def read_tokenizer_section(path: Path, manifest: object) -> tuple[dict[str, int], str, dict[str, str]]:
+    """(special tokens, pattern, roles) that a manifest records for its tokenizer, or ExportError.
+    A manifest without `special_token_roles` (a tokenizer with no roles set) gives no roles."""
+    info = manifest.get("tokenizer") if isinstance(manifest, dict) else None
+    if not isinstance(info, dict):
+        raise ExportError(f"{path}: has no 'tokenizer' section")
+    special_tokens = info.get("special_tokens")
+    if not isinstance(special_tokens, dict) or not all(
+        isinstance(token, str) and type(token_id) is int for token, token_id in special_tokens.items()
+    ):
+        raise ExportError(f"{path}: tokenizer.special_tokens is not a mapping of token -> id")
+    name, regex = info.get("pattern"), info.get("regex")
+    if name not in (*NAMED_PATTERNS, "custom") or not isinstance(regex, str):
+        raise ExportError(f"{path}: tokenizer.pattern {name!r} is not a known pattern name nor 'custom' with a regex")
+    roles = info.get("special_token_roles", {})
+    if not isinstance(roles, dict):
+        raise ExportError(f"{path}: tokenizer.special_token_roles is not a mapping of role -> token")
+    try:
+        roles = check_roles(roles, special_tokens)
+    except SettingsError as exc:
+        raise ExportError(f"{path}: tokenizer.special_token_roles: {exc}") from None
+    return special_tokens, regex if name == "custom" else name, roles
+
+
+def check_counts(
+    path: Path, info: dict, vocab: list[bytes], special_tokens: dict[str, int], kept_ids: dict[int, int] | None = None
+) -> None:
+    """The manifest's counts and special token ids must fit the vocabulary the files hold (whose
+    ordinary tokens have ids 0 to n - 1, or `kept_ids`)."""
+    n = len(vocab)
+    for key, found in (("merges", n - 256), ("vocab_size", n + len(special_tokens))):
+        if key in info and info[key] != found:
+            raise ExportError(f"{path}: records {key} {info[key]!r}, the tokenizer files hold {found}")
+    ids = sorted(special_tokens.values())
+    ordinary = set(kept_ids.values()) if kept_ids is not None else range(n)
+    if len(set(ids)) != len(ids) or any(i in ordinary for i in ids):
+        raise ExportError(f"{path}: special token ids {ids} collide with each other or with the {n} ordinary tokens")

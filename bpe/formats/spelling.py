@@ -1,0 +1,125 @@
+"""GPT-2's byte spelling, shared by vocab.json, merges.txt and tokenizer.json: every byte is a
+printable character (`bytes_to_unicode`), so b" the" is spelled "Ġthe". Spelled merges become id
+pairs here (`merge_ids`), and a spelled vocabulary with its merges becomes a record (`from_spelled`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+
+from bpe.errors import ExportError
+from bpe.formats.record import TokenizerRecord
+
+
+@lru_cache(maxsize=1)
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's table: printable Latin-1 bytes stand for themselves, the others map to U+0100 on."""
+    printable = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    chars = printable[:]
+    n = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(printable, chars)}
+
+
+@lru_cache(maxsize=1)
+def unicode_to_bytes() -> dict[str, int]:
+    return {c: b for b, c in bytes_to_unicode().items()}
+
+
+def spell(token: bytes) -> str:
+    """b' the' -> 'Ġthe'."""
+    table = bytes_to_unicode()
+    return "".join(table[b] for b in token)
+
+
+def unspell(text: str) -> bytes:
+    """'Ġthe' -> b' the'."""
+    table = unicode_to_bytes()
+    try:
+        return bytes(table[c] for c in text)
+    except KeyError as exc:
+        raise ExportError(f"{text!r} is not spelled with GPT-2's byte characters ({exc})") from None
+
+
+def merge_ids(
+    merges: Sequence[tuple[str, str]], where: Callable[[int], str], *, unique: bool = True
+) -> tuple[list[bytes], list[tuple[int, int]]]:
+    """(token bytes by id, merges as id pairs) that spelled merges make, byte tokens first. Each
+    merge must join tokens that exist before it; `unique` also refuses a merge making a token
+    again (our files never do). Errors name `where(k)`, the place of merge k."""
+    vocab = [bytes([b]) for b in range(256)]
+    ids = {token: token_id for token_id, token in enumerate(vocab)}
+    pairs = []
+    for k, (a, b) in enumerate(merges):
+        try:
+            left, right = unspell(a), unspell(b)
+        except ExportError as exc:
+            raise ExportError(f"{where(k)}: {exc}") from None
+        for token, spelling in ((left, a), (right, b)):
+            if token not in ids:
+                raise ExportError(f"{where(k)}: token {spelling!r} is not made by an earlier merge")
+        merged = left + right
+        if unique and merged in ids:
+            raise ExportError(f"{where(k)}: makes {spell(merged)!r} again (it is already token {ids[merged]})")
+        pairs.append((ids[left], ids[right]))
+        ids.setdefault(merged, len(vocab))
+        vocab.append(merged)
+    return vocab, pairs
+
+
+def from_spelled(
+    vocab: dict[str, int],
+    merges: list[tuple[str, str]],
+    where: Callable[[int], str],
+    special_tokens: dict[str, int],
+    pattern: str,
+    source: str,
+    *,
+    orphans_are_special: bool,
+    lacks: str = "the vocab",
+) -> TokenizerRecord:
+    """A tokenizer from a vocabulary in GPT-2's spelling (spelling -> the file's id) and spelled
+    merges, keeping the file's ids. Tokens no merge makes (other than the bytes) are special
+    tokens with `orphans_are_special` (GPT-2's vocab.json lists <|endoftext|> so), an error
+    otherwise. Errors name `source` (the vocabulary) or `where(k)` (merge k)."""
+    file_id_of_bytes: dict[bytes, int] = {}
+    specials = dict(special_tokens)
+    for spelling, file_id in vocab.items():
+        try:
+            file_id_of_bytes[unspell(spelling)] = file_id
+        except ExportError:
+            if not orphans_are_special:
+                raise ExportError(f"{source}: token {spelling!r} is not spelled with GPT-2's byte characters, so "
+                                  "this is not a byte-level BPE vocabulary") from None  # fmt: skip
+            specials[spelling] = file_id
+    missing = [b for b in range(256) if bytes([b]) not in file_id_of_bytes]
+    if missing:
+        raise ExportError(f"{source}: lacks the byte token {spell(bytes([missing[0]]))!r}")
+    vocab_bytes, pairs = merge_ids(merges, where, unique=False)
+    ours: dict[int, int] = {}
+    for internal, token in enumerate(vocab_bytes):
+        if token not in file_id_of_bytes:
+            raise ExportError(f"{where(internal - 256)}: makes {spell(token)!r}, which {lacks} lacks")
+        ours[internal] = file_id_of_bytes[token]
+    made = set(vocab_bytes)
+    for token, file_id in file_id_of_bytes.items():
+        if token not in made:
+            if not orphans_are_special:
+                raise ExportError(f"{source}: token {spell(token)!r} (id {file_id}) is made by no merge "
+                                  "and is not a byte, which a byte-level BPE cannot produce")  # fmt: skip
+            specials[token.decode("utf-8", errors="replace")] = file_id
+    ids_of_tokens = [file_id for token, file_id in file_id_of_bytes.items() if token in made]
+    ids_of_tokens += list(specials.values())
+    if len(set(ids_of_tokens)) != len(ids_of_tokens):
+        raise ExportError(f"{source}: two different tokens have the same id")
+    specials = dict(sorted(specials.items(), key=lambda item: item[1]))
+    n = len(vocab_bytes)
+    natural = all(ours[i] == i for i in range(n)) and list(specials.values()) == list(range(n, n + len(specials)))
+    return TokenizerRecord(pairs, pattern, specials, ids=None if natural else ours)
