@@ -91,8 +91,24 @@ def encode(encoder: str, tokenizer: str, data: str, threads: int) -> dict:
 def trained(data: Path, vocab_size: int, pattern: str, out: Path) -> Path:
     if not (out / "tokenizer.json").exists():
         print(f"training the {vocab_size:,}-token {pattern} tokenizer into {out} ...", flush=True)
-        run(python("-m", "bpe.cli", "train", str(data), "--vocab-size", str(vocab_size), "--pattern", pattern,
-                   "--special-token", "<|endoftext|>", "--out", str(out), "--force", "--quiet"))  # fmt: skip
+        run(
+            python(
+                "-m",
+                "bpe.cli",
+                "train",
+                str(data),
+                "--vocab-size",
+                str(vocab_size),
+                "--pattern",
+                pattern,
+                "--special-token",
+                "<|endoftext|>",
+                "--out",
+                str(out),
+                "--force",
+                "--quiet",
+            )
+        )
     return out
 
 
@@ -118,8 +134,21 @@ def text_file(data: Path, mb: float, directory: Path) -> Path:
 
 def command(tokenizer: Path, inputs: Path, out: Path, threads: int, *extra: str) -> dict:
     """`bpe encode` from start to exit: wall seconds, peak memory, ids written (from its summary)."""
-    measured = run(python("-m", "bpe.cli", "encode", str(tokenizer), str(inputs), "--out", str(out), "--force",
-                          "--threads", str(threads), *extra))  # fmt: skip
+    measured = run(
+        python(
+            "-m",
+            "bpe.cli",
+            "encode",
+            str(tokenizer),
+            str(inputs),
+            "--out",
+            str(out),
+            "--force",
+            "--threads",
+            str(threads),
+            *extra,
+        )
+    )
     summary = measured["stderr"].strip().splitlines()[-1]
     ids = int(summary.split(" -> ")[1].split(" tokens")[0].replace(",", ""))
     return {"seconds": measured["wall"], "ids": ids, "peak_mb": measured["peak_mb"], "summary": summary}
@@ -161,8 +190,19 @@ def main() -> None:
     try:
         for _ in range(args.repeat):  # interleaved, so that drifts in machine load hit every encoder
             for encoder in LIBRARY:
-                measured = run(python("-m", "bench.encode", "run", encoder, str(tokenizer), str(args.data),
-                                      "--threads", str(args.threads)), env=env)  # fmt: skip
+                measured = run(
+                    python(
+                        "-m",
+                        "bench.encode",
+                        "run",
+                        encoder,
+                        str(tokenizer),
+                        str(args.data),
+                        "--threads",
+                        str(args.threads),
+                    ),
+                    env=env,
+                )
                 runs[encoder].append({**json.loads(measured["stdout"]), "peak_mb": measured["peak_mb"]})
             for name, suffix in (("cli-npy", "npy"), ("cli-txt", "txt")):
                 runs[name].append(command(tokenizer, args.data, work / f"ids.{suffix}", args.threads))
@@ -182,16 +222,20 @@ def report(args, tokenizer: Path, text: Path, runs: dict[str, list[dict]]) -> No
     assert all(c == counts["tiktoken"] for c in counts.values()), f"encoders disagree on the number of ids: {counts}"
     mb = first["bytes"] / 1e6
     base = median(runs["tiktoken"])["seconds"]
-    print(f"corpus {args.data}: {mb:,.1f} MB, {first['rows']:,} rows -> {first['ids']:,} ids; tokenizer {tokenizer} "
-          f"({args.vocab_size:,}, {args.pattern}); {args.threads} thread(s); median of {args.repeat} "
-          "interleaved run(s)")  # fmt: skip
+    print(
+        f"corpus {args.data}: {mb:,.1f} MB, {first['rows']:,} rows -> {first['ids']:,} ids; tokenizer {tokenizer} "
+        f"({args.vocab_size:,}, {args.pattern}); {args.threads} thread(s); median of {args.repeat} "
+        "interleaved run(s)"
+    )
     print()
     print("| encoder | seconds | MB/s | M tokens/s | time / tiktoken | peak memory (MB) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for name, label in NAMES.items():
         r = median(runs[name])
-        print(f"| {label} | {r['seconds']:.2f} | {mb / r['seconds']:,.1f} | {first['ids'] / r['seconds'] / 1e6:.2f} | "
-              f"{r['seconds'] / base:.2f}x | {r['peak_mb']:.0f} |")  # fmt: skip
+        print(
+            f"| {label} | {r['seconds']:.2f} | {mb / r['seconds']:,.1f} | {first['ids'] / r['seconds'] / 1e6:.2f} | "
+            f"{r['seconds'] / base:.2f}x | {r['peak_mb']:.0f} |"
+        )
     print()
     print(f"`bpe encode` on {text} ({text.stat().st_size / 1e6:,.1f} MB of text, one row per line):")
     print()

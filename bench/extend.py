@@ -58,14 +58,33 @@ def replay_against_counting(data: Path, gpt2: Path) -> dict:
     with ThreadPoolExecutor(threads) as pool:
         spread = best(lambda: list(pool.map(base.replay, parts)))
     tokens, lengths = base.replay(counts)
-    return {"count": count, "replay_1": one, "replay": spread, "threads": threads, "words": len(counts),
-            "word_bytes": len(counts.data), "tokens_after": int(len(tokens)), "merges": len(base),
-            "text_mb": stats.bytes / 1e6}  # fmt: skip
+    return {
+        "count": count,
+        "replay_1": one,
+        "replay": spread,
+        "threads": threads,
+        "words": len(counts),
+        "word_bytes": len(counts.data),
+        "tokens_after": int(len(tokens)),
+        "merges": len(base),
+        "text_mb": stats.bytes / 1e6,
+    }
 
 
 def bpe_train(data: Path, vocab_size: int, out: Path, *extra: str) -> list[str]:
-    return python("-m", "bpe.cli", "train", str(data), "--vocab-size", str(vocab_size), "--out", str(out),
-                  "--force", "--quiet", *extra)  # fmt: skip
+    return python(
+        "-m",
+        "bpe.cli",
+        "train",
+        str(data),
+        "--vocab-size",
+        str(vocab_size),
+        "--out",
+        str(out),
+        "--force",
+        "--quiet",
+        *extra,
+    )
 
 
 def whole_runs(args: argparse.Namespace) -> dict[str, list[dict]]:
@@ -97,28 +116,40 @@ def main() -> None:
             sys.exit(f"{path} not found (give {flag})")
     runs = whole_runs(args)
     r = replay_against_counting(args.data, args.gpt2)  # after the runs: a child's peak starts at its parent's size
-    print(f"corpus {args.data}: {r['text_mb']:,.1f} MB, {r['words']:,} unique words ({r['word_bytes'] / 1e6:,.1f} MB)"
-          f", GPT-2's pattern")  # fmt: skip
+    print(
+        f"corpus {args.data}: {r['text_mb']:,.1f} MB, {r['words']:,} unique words ({r['word_bytes'] / 1e6:,.1f} MB)"
+        f", GPT-2's pattern"
+    )
     print()
     print("| step | seconds | / counting |")
     print("| --- | ---: | ---: |")
     print(f"| count the corpus ({r['threads']} threads) | {r['count']:.3f} | 1.00x |")
-    print(f"| replay GPT-2's {r['merges']:,} merges on the unique words, 1 thread | {r['replay_1']:.3f} | "
-          f"{r['replay_1'] / r['count']:.3f}x |")  # fmt: skip
-    print(f"| the same, words split by hash on {r['threads']} threads (as train does) | {r['replay']:.3f} | "
-          f"{r['replay'] / r['count']:.3f}x |")  # fmt: skip
+    print(
+        f"| replay GPT-2's {r['merges']:,} merges on the unique words, 1 thread | {r['replay_1']:.3f} | "
+        f"{r['replay_1'] / r['count']:.3f}x |"
+    )
+    print(
+        f"| the same, words split by hash on {r['threads']} threads (as train does) | {r['replay']:.3f} | "
+        f"{r['replay'] / r['count']:.3f}x |"
+    )
     print(f"\nreplayed words hold {r['tokens_after']:,} tokens ({r['word_bytes'] / r['tokens_after']:.2f} bytes each)")
     size = 50257 + args.new
     rust, hf = median(runs["rustbpe"]), median(runs["hf"])
     print(f"\nwhole runs to {size:,} tokens, median of {args.repeat} interleaved run(s)\n")
     print("| trainer | wall (s) | peak memory (MB) | wall / rustbpe | wall / HF |")
     print("| --- | ---: | ---: | ---: | ---: |")
-    names = {"from": f"bpe train --from gpt2 (+{args.new:,} merges)", "scratch": "bpe train from nothing",
-             "hf": "Hugging Face tokenizers, from nothing", "rustbpe": "rustbpe, from nothing"}  # fmt: skip
+    names = {
+        "from": f"bpe train --from gpt2 (+{args.new:,} merges)",
+        "scratch": "bpe train from nothing",
+        "hf": "Hugging Face tokenizers, from nothing",
+        "rustbpe": "rustbpe, from nothing",
+    }
     for key, name in names.items():
         m = median(runs[key])
-        print(f"| {name} | {m['wall']:.2f} | {m['peak_mb']:.0f} | {m['wall'] / rust['wall']:.2f}x | "
-              f"{m['wall'] / hf['wall']:.2f}x |")  # fmt: skip
+        print(
+            f"| {name} | {m['wall']:.2f} | {m['peak_mb']:.0f} | {m['wall'] / rust['wall']:.2f}x | "
+            f"{m['wall'] / hf['wall']:.2f}x |"
+        )
     print(f"\nevery wall time (s): { {k: [round(x['wall'], 2) for x in v] for k, v in runs.items()} }")
 
 

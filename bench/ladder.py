@@ -62,13 +62,25 @@ def train_dask_engine(
 
 RUNGS = [
     *TEXTBOOK,
-    Rung("6", "bpe local engine", "the interpreter: compiled kernels over flat arrays, multi-merge rounds",
-         train_local_engine),
-    Rung("7a", "bpe Dask engine (2 local workers), cluster start included",
-         "one machine's memory (adds a cluster start and a round trip per round)", None),
-    Rung("7b", "bpe Dask engine (2 local workers), without cluster start",
-         "one machine's memory (adds a round trip per round)", None),
-]  # fmt: skip
+    Rung(
+        "6",
+        "bpe local engine",
+        "the interpreter: compiled kernels over flat arrays, multi-merge rounds",
+        train_local_engine,
+    ),
+    Rung(
+        "7a",
+        "bpe Dask engine (2 local workers), cluster start included",
+        "one machine's memory (adds a cluster start and a round trip per round)",
+        None,
+    ),
+    Rung(
+        "7b",
+        "bpe Dask engine (2 local workers), without cluster start",
+        "one machine's memory (adds a round trip per round)",
+        None,
+    ),
+]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -441,14 +453,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     results = run_ladder(texts, args.merges, args.pattern, dask, log=log)
     check_identical(results)
     n_merges = len(results[0].merges)
-    print(f"BPE ladder on {n_bytes:,} bytes ({len(texts):,} documents) of {args.data}, {n_merges} merges, "
-          f"pattern {args.pattern}; every step made the same {n_merges} merges (asserted)\n")  # fmt: skip
+    print(
+        f"BPE ladder on {n_bytes:,} bytes ({len(texts):,} documents) of {args.data}, {n_merges} merges, "
+        f"pattern {args.pattern}; every step made the same {n_merges} merges (asserted)\n"
+    )
     print(ladder_table(results))
     phases = next((r.phases for r in results if r.phases), None)
     if phases:
         listed = ", ".join(f"{phase} {seconds:.3g}" for phase, seconds in phases.items())
-        print(f"\nDask engine, seconds per phase: {listed}. Step 7a is the wall time of the whole call (starting and "
-              "stopping the cluster included), step 7b is count + build + merge.")  # fmt: skip
+        print(
+            f"\nDask engine, seconds per phase: {listed}. Step 7a is the wall time of the whole call (starting and "
+            "stopping the cluster included), step 7b is count + build + merge."
+        )
     chart = args.out / "ladder.png"
     plot_ladder(results, chart, f"BPE training ladder ({setting})")
     print(f"\nchart: {chart}")

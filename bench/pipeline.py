@@ -77,9 +77,17 @@ def main() -> None:
         data.mkdir()
         for shard in shards[:-1]:
             (data / shard.name).symlink_to(shard)
-        cfg = {"name": "bench", "data": str(data), "vocab_size": args.vocab_size, "pattern": "cl100k",
-               "special_tokens": ["<|endoftext|>"], "holdout_fraction": 0.01, "artifact_root": str(work / "artifacts"),
-               "dask_scheduler": scheduler.url, "schedule": "0 * * * *"}  # fmt: skip
+        cfg = {
+            "name": "bench",
+            "data": str(data),
+            "vocab_size": args.vocab_size,
+            "pattern": "cl100k",
+            "special_tokens": ["<|endoftext|>"],
+            "holdout_fraction": 0.01,
+            "artifact_root": str(work / "artifacts"),
+            "dask_scheduler": scheduler.url,
+            "schedule": "0 * * * *",
+        }
         (work / "conf").mkdir()
         (work / "conf" / "bench.yaml").write_text(yaml.safe_dump(cfg))
         deploy = [str(BIN / "bpe"), "deploy", "--conf", str(work / "conf"), "--pool", POOL]
@@ -101,8 +109,10 @@ def main() -> None:
 
 
 def report(args, shards, seven, again, one_new, full, manifest) -> None:
-    print(f"corpus {args.data}: {len(shards)} shards; vocabulary {args.vocab_size:,}; Dask: {args.workers} workers; "
-          "times from `prefect deployment run` to the end of the run")  # fmt: skip
+    print(
+        f"corpus {args.data}: {len(shards)} shards; vocabulary {args.vocab_size:,}; Dask: {args.workers} workers; "
+        "times from `prefect deployment run` to the end of the run"
+    )
     print()
     print("| run | request to end (s) | flow run (s) |")
     print("| --- | ---: | ---: |")
@@ -115,12 +125,16 @@ def report(args, shards, seven, again, one_new, full, manifest) -> None:
     for name, r in rows:
         print(f"| {name} | {r['wall']:.1f} | {r['run']:.1f} |")
     print()
-    print(f"retrain after one new shard vs full retrain: {one_new['wall']:.1f} s vs {full['wall']:.1f} s "
-          f"({one_new['wall'] / full['wall']:.2f}x)")  # fmt: skip
+    print(
+        f"retrain after one new shard vs full retrain: {one_new['wall']:.1f} s vs {full['wall']:.1f} s "
+        f"({one_new['wall'] / full['wall']:.2f}x)"
+    )
     overhead = again["wall"]
-    print(f"Prefect overhead per run: {overhead:.1f} s for a run that trains nothing (worker pick-up, process start, "
-          f"flow and task bookkeeping); of a full retrain, {full['wall'] - full['run']:.1f} s pass before/after the "
-          f"flow run itself")  # fmt: skip
+    print(
+        f"Prefect overhead per run: {overhead:.1f} s for a run that trains nothing (worker pick-up, process start, "
+        f"flow and task bookkeeping); of a full retrain, {full['wall'] - full['run']:.1f} s pass before/after the "
+        f"flow run itself"
+    )
     print(f"full retrain phases (s): {json.dumps(manifest['seconds'])}")
 
 

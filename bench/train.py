@@ -31,8 +31,21 @@ DEFAULT_DATA = REPO.parent / "shared" / "corpora" / "en"
 
 
 def bpe_train(data: Path, vocab_size: int, pattern: str, out: Path, *extra: str) -> list[str]:
-    return python("-m", "bpe.cli", "train", str(data), "--vocab-size", str(vocab_size), "--pattern", pattern,
-                  "--out", str(out), "--force", "--quiet", *extra)  # fmt: skip
+    return python(
+        "-m",
+        "bpe.cli",
+        "train",
+        str(data),
+        "--vocab-size",
+        str(vocab_size),
+        "--pattern",
+        pattern,
+        "--out",
+        str(out),
+        "--force",
+        "--quiet",
+        *extra,
+    )
 
 
 def peer(trainer: str, data: Path, vocab_size: int, pattern: str) -> list[str]:
@@ -95,9 +108,11 @@ def report(args, runs: dict[str, list[dict]]) -> None:
     local, hf, rust = median(runs["local"]), median(runs["hf"]), median(runs["rustbpe"])
     m = local["manifest"]
     mb = m["counts"]["bytes"] / 1e6
-    print(f"corpus {args.data}: {mb:,.1f} MB, {m['counts']['documents']:,} documents, "
-          f"{m['counts']['unique_words']:,} unique words; vocabulary {args.vocab_size:,}, pattern {args.pattern}; "
-          f"median of {args.repeat} interleaved run(s)")  # fmt: skip
+    print(
+        f"corpus {args.data}: {mb:,.1f} MB, {m['counts']['documents']:,} documents, "
+        f"{m['counts']['unique_words']:,} unique words; vocabulary {args.vocab_size:,}, pattern {args.pattern}; "
+        f"median of {args.repeat} interleaved run(s)"
+    )
     print()
     print("| trainer | wall (s) | peak memory (MB) | wall / rustbpe | wall / HF | memory / HF |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
@@ -106,32 +121,42 @@ def report(args, runs: dict[str, list[dict]]) -> None:
         rows.append(("bpe train, Dask engine, 2 local workers (cluster start included)", median(runs["dask"])))
     rows += [("Hugging Face tokenizers", hf), ("rustbpe", rust)]
     for name, r in rows:
-        print(f"| {name} | {r['wall']:.2f} | {r['peak_mb']:.0f} | {r['wall'] / rust['wall']:.2f}x | "
-              f"{r['wall'] / hf['wall']:.2f}x | {r['peak_mb'] / hf['peak_mb']:.2f}x |")  # fmt: skip
+        print(
+            f"| {name} | {r['wall']:.2f} | {r['peak_mb']:.0f} | {r['wall'] / rust['wall']:.2f}x | "
+            f"{r['wall'] / hf['wall']:.2f}x | {r['peak_mb'] / hf['peak_mb']:.2f}x |"
+        )
     print()
     s = m["seconds"]
     loop = s.get("merge_loop", s["merge"])  # the loop alone, without building the word table
-    print(f"local engine: count {s['count']:.2f} s ({mb / s['count']:,.1f} MB/s), merge {s['merge']:.2f} s, of "
-          f"which the loop {loop:.2f} s ({m['result']['merges'] / loop:,.0f} merges/s, {m['engine']['rounds']:,} "
-          f"rounds), export {s.get('export', 0):.2f} s; threads {m['engine']['threads']}, "
-          f"merge loop on {m['engine'].get('merge_threads', 1)}")  # fmt: skip
+    print(
+        f"local engine: count {s['count']:.2f} s ({mb / s['count']:,.1f} MB/s), merge {s['merge']:.2f} s, of "
+        f"which the loop {loop:.2f} s ({m['result']['merges'] / loop:,.0f} merges/s, {m['engine']['rounds']:,} "
+        f"rounds), export {s.get('export', 0):.2f} s; threads {m['engine']['threads']}, "
+        f"merge loop on {m['engine'].get('merge_threads', 1)}"
+    )
     one = median(runs["local1"])["manifest"]["seconds"]
     one_loop = one.get("merge_loop", one["merge"])
-    print(f"local engine on 1 thread: count {one['count']:.2f} s ({mb / one['count']:,.1f} MB/s), merge "
-          f"{one['merge']:.2f} s, of which the loop {one_loop:.2f} s; speed-up on the cores available: counting "
-          f"{one['count'] / s['count']:.2f}x, merge {one['merge'] / s['merge']:.2f}x, merge loop "
-          f"{one_loop / loop:.2f}x")  # fmt: skip
+    print(
+        f"local engine on 1 thread: count {one['count']:.2f} s ({mb / one['count']:,.1f} MB/s), merge "
+        f"{one['merge']:.2f} s, of which the loop {one_loop:.2f} s; speed-up on the cores available: counting "
+        f"{one['count'] / s['count']:.2f}x, merge {one['merge'] / s['merge']:.2f}x, merge loop "
+        f"{one_loop / loop:.2f}x"
+    )
     if runs["dask"]:
         d = median(runs["dask"])["manifest"]
         ds, de = d["seconds"], d["engine"]
         one = median(runs["dask1"])["manifest"]["seconds"]["count"]
-        print(f"Dask engine, 2 workers: cluster start {ds['cluster']:.2f} s, count {ds['count']:.2f} s, "
-              f"build shards {ds['build']:.2f} s, merge loop {ds['merge']:.2f} s "
-              f"({d['result']['merges'] / ds['merge']:,.0f} merges/s; {de['rounds']:,} rounds for "
-              f"{d['result']['merges']:,} merges = {de['rounds'] / d['result']['merges']:.2f} rounds per merge), "
-              f"export {ds.get('export', 0):.2f} s; shard holders' peak memory {de['shard_peak_mb']} MB")  # fmt: skip
-        print(f"Dask counting: 1 worker {one:.2f} s ({mb / one:,.1f} MB/s), 2 workers {ds['count']:.2f} s "
-              f"({mb / ds['count']:,.1f} MB/s): {one / ds['count']:.2f}x faster on 2 workers")  # fmt: skip
+        print(
+            f"Dask engine, 2 workers: cluster start {ds['cluster']:.2f} s, count {ds['count']:.2f} s, "
+            f"build shards {ds['build']:.2f} s, merge loop {ds['merge']:.2f} s "
+            f"({d['result']['merges'] / ds['merge']:,.0f} merges/s; {de['rounds']:,} rounds for "
+            f"{d['result']['merges']:,} merges = {de['rounds'] / d['result']['merges']:.2f} rounds per merge), "
+            f"export {ds.get('export', 0):.2f} s; shard holders' peak memory {de['shard_peak_mb']} MB"
+        )
+        print(
+            f"Dask counting: 1 worker {one:.2f} s ({mb / one:,.1f} MB/s), 2 workers {ds['count']:.2f} s "
+            f"({mb / ds['count']:,.1f} MB/s): {one / ds['count']:.2f}x faster on 2 workers"
+        )
     walls = {k: [round(r["wall"], 2) for r in v] for k, v in runs.items() if v}
     print(f"every wall time (s): {walls}")
 

@@ -16,8 +16,9 @@ T = TypeVar("T")
 def text_list(texts: Sequence[str]) -> list[str]:
     """`texts` as a list of strings; a bare string (a common slip) raises SettingsError."""
     if isinstance(texts, str):
-        raise SettingsError("texts: expected a list of strings, got one str (wrap it in a list: [text])",
-                            parameter="texts")  # fmt: skip
+        raise SettingsError(
+            "texts: expected a list of strings, got one str (wrap it in a list: [text])", parameter="texts"
+        )
     return list(texts)
 
 

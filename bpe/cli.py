@@ -89,8 +89,17 @@ def _expected(exc: Exception) -> bool:
     return isinstance(exc, (BpeError, FileExistsError, FileNotFoundError))
 
 
-USER_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR,
-               errno.ENAMETOOLONG, errno.EMFILE}  # fmt: skip
+USER_ERRNOS = {
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.EROFS,
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENOTDIR,
+    errno.EISDIR,
+    errno.ENAMETOOLONG,
+    errno.EMFILE,
+}
 
 
 # The library names settings by parameter; the command by flag.
@@ -145,52 +154,86 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"bpe {__version__}", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    t = sub.add_parser("train", help="train a tokenizer on text, .parquet, .jsonl, .json or .csv files (compressed "
-                       "too), directories, globs, URLs or - (stdin)")  # fmt: skip
+    t = sub.add_parser(
+        "train",
+        help="train a tokenizer on text, .parquet, .jsonl, .json or .csv files (compressed "
+        "too), directories, globs, URLs or - (stdin)",
+    )
     t.add_argument("inputs", nargs="+", help="files, directories, globs, fsspec URLs, or - for stdin (read once)")
     add_training_options(t)
     t.add_argument("--out", required=True, help="output directory or object store URL (must not hold a tokenizer)")
     t.add_argument("--force", action="store_true", help="replace a tokenizer already in --out")
-    t.add_argument("--json", action="store_true",
-                   help="print the summary as one JSON object on stdout, for scripts (no progress bars)")  # fmt: skip
+    t.add_argument(
+        "--json",
+        action="store_true",
+        help="print the summary as one JSON object on stdout, for scripts (no progress bars)",
+    )
     for role in ("bos", "eos", "pad", "unk"):  # roles transformers reads from tokenizer_config.json
-        t.add_argument(f"--{role}-token", metavar="TOKEN", help=f"the {role} token for transformers (added as a "
-                       "special token if no --special-token names it)")  # fmt: skip
-    t.add_argument("--model-max-length", type=int, metavar="TOKENS",
-                   help="the model's longest input, written to tokenizer_config.json: what transformers' "
-                   "truncation=True cuts to (unset: transformers truncates nothing)")  # fmt: skip
-    t.add_argument("--also-save", metavar="SIZES",
-                   help="also write the tokenizers of these smaller vocabulary sizes (comma-separated: "
-                   "8192,16384), cut from the same run (exactly what training with that --vocab-size gives), as "
-                   "<out>-<size>")  # fmt: skip
+        t.add_argument(
+            f"--{role}-token",
+            metavar="TOKEN",
+            help=f"the {role} token for transformers (added as a special token if no --special-token names it)",
+        )
+    t.add_argument(
+        "--model-max-length",
+        type=int,
+        metavar="TOKENS",
+        help="the model's longest input, written to tokenizer_config.json: what transformers' "
+        "truncation=True cuts to (unset: transformers truncates nothing)",
+    )
+    t.add_argument(
+        "--also-save",
+        metavar="SIZES",
+        help="also write the tokenizers of these smaller vocabulary sizes (comma-separated: "
+        "8192,16384), cut from the same run (exactly what training with that --vocab-size gives), as "
+        "<out>-<size>",
+    )
     t.set_defaults(run=run_train)
 
     e = sub.add_parser("encode", help="write the token ids of files (any training format), stdin or text arguments")
     e.add_argument("tokenizer", help="a tokenizer directory or URL")
-    e.add_argument("inputs", nargs="*", metavar="FILE|TEXT",
-                   help="files, directories, globs, URLs or - (stdin), streamed; or, if none of them is a file, "
-                   "text to encode (see --text); stdin when absent (one final newline dropped)")  # fmt: skip
+    e.add_argument(
+        "inputs",
+        nargs="*",
+        metavar="FILE|TEXT",
+        help="files, directories, globs, URLs or - (stdin), streamed; or, if none of them is a file, "
+        "text to encode (see --text); stdin when absent (one final newline dropped)",
+    )
     e.add_argument("--text", action="store_true", help="the arguments are text to encode, even if they name files")
     e.add_argument("--out", help="write the ids here (a temporary file renamed into place at the end); default stdout")
-    e.add_argument("--format", choices=("txt", "jsonl", "npy", "bin"),
-                   help="txt: a line of ids per document; jsonl: {\"ids\": [...]} per document; npy: one flat "
-                   "array; bin: raw uint16/uint32 (default: from --out's suffix, else txt)")  # fmt: skip
+    e.add_argument(
+        "--format",
+        choices=("txt", "jsonl", "npy", "bin"),
+        help='txt: a line of ids per document; jsonl: {"ids": [...]} per document; npy: one flat '
+        "array; bin: raw uint16/uint32 (default: from --out's suffix, else txt)",
+    )
     e.add_argument("--force", action="store_true", help="replace an existing --out or --offsets file")
     e.add_argument("--eot", action="store_true", help="append the end-of-text token after each document")
-    e.add_argument("--offsets", metavar="PATH",
-                   help="also write where each document starts in the flat ids, and where the last ends "
-                   "(an int64 .npy of documents + 1 entries)")  # fmt: skip
+    e.add_argument(
+        "--offsets",
+        metavar="PATH",
+        help="also write where each document starts in the flat ids, and where the last ends "
+        "(an int64 .npy of documents + 1 entries)",
+    )
     e.add_argument("--text-column", default="text", help="Parquet/CSV column or JSON field holding the text")
-    e.add_argument("--text-format", choices=TEXT_FORMATS, default="doc",
-                   help="a text file is one document (doc, the default) or one document per line (lines)")  # fmt: skip
+    e.add_argument(
+        "--text-format",
+        choices=TEXT_FORMATS,
+        default="doc",
+        help="a text file is one document (doc, the default) or one document per line (lines)",
+    )
     e.add_argument("--threads", type=int, default=None, help="encoding threads (default: the cores available)")
     e.add_argument("--quiet", action="store_true", help="no progress line and no summary on stderr")
     special = e.add_mutually_exclusive_group()
-    special.add_argument("--allow-special", action="store_true",
-                         help="encode special tokens' text in the input as the special tokens (by default it is "
-                         "an error, naming the file and row)")  # fmt: skip
-    special.add_argument("--special-as-text", action="store_true",
-                         help="encode special tokens' text in the input as ordinary text")  # fmt: skip
+    special.add_argument(
+        "--allow-special",
+        action="store_true",
+        help="encode special tokens' text in the input as the special tokens (by default it is "
+        "an error, naming the file and row)",
+    )
+    special.add_argument(
+        "--special-as-text", action="store_true", help="encode special tokens' text in the input as ordinary text"
+    )
     e.add_argument("--pattern", help="split pattern for a directory holding only vocab.json + merges.txt")
     e.set_defaults(run=run_encode)
 
@@ -230,9 +273,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     pv = sub.add_parser("prune", help="remove all but the newest versions of a store (dry run without --yes)")
     pv.add_argument("store", help="<artifact root>/<tokenizer name>, a path or an fsspec URL")
-    pv.add_argument("--keep", type=int, required=True, metavar="N",
-                    help="newest versions to keep (latest, the rollback target and the newest main-line "
-                    "version are always kept)")  # fmt: skip
+    pv.add_argument(
+        "--keep",
+        type=int,
+        required=True,
+        metavar="N",
+        help="newest versions to keep (latest, the rollback target and the newest main-line version are always kept)",
+    )
     pv.add_argument("--yes", action="store_true", help="remove them (without it: only list what would go)")
     pv.set_defaults(run=run_prune)
 
@@ -273,25 +320,41 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
         required=True,
         help="tokens in all: 256 bytes + merges + special tokens (with --from, the base's included)",
     )
-    p.add_argument("--from", dest="base", metavar="TOKENIZER",
-                   help="start from this tokenizer (our directory, GPT-2's vocab.json + merges.txt, a byte-level "
-                   "BPE tokenizer.json, a path or URL): its merges are replayed, its ids kept, new tokens take "
-                   "the ids after its largest")  # fmt: skip
+    p.add_argument(
+        "--from",
+        dest="base",
+        metavar="TOKENIZER",
+        help="start from this tokenizer (our directory, GPT-2's vocab.json + merges.txt, a byte-level "
+        "BPE tokenizer.json, a path or URL): its merges are replayed, its ids kept, new tokens take "
+        "the ids after its largest",
+    )
     p.add_argument(
         "--pattern",
         default=None,
         help=f"{', '.join(PATTERNS)}, or a regex (default: {DEFAULT_PATTERN}, or the --from tokenizer's)",
     )
-    p.add_argument("--special-token", action="append", default=[], dest="special_tokens", metavar="TOKEN",
-                   help="a special token, kept whole and never merged (repeat the flag for several; their ids "
-                   "follow the merges)")  # fmt: skip
+    p.add_argument(
+        "--special-token",
+        action="append",
+        default=[],
+        dest="special_tokens",
+        metavar="TOKEN",
+        help="a special token, kept whole and never merged (repeat the flag for several; their ids follow the merges)",
+    )
     p.add_argument("--text-column", default="text", help="Parquet/CSV column or JSON field holding the text")
-    p.add_argument("--text-format", choices=TEXT_FORMATS, default="doc",
-                   help="a text file (any suffix but .parquet/.jsonl/.json/.csv/.tsv) is one document (doc, the "
-                   "default) or one document per line (lines: line endings and empty lines are not text)")  # fmt: skip
-    p.add_argument("--limit", metavar="BYTES|ROWS",
-                   help="train on the start of the input only: a size of text (10MB, 512KiB, 1.5GB) or of rows "
-                   "(5000rows), in input order, after --sample")  # fmt: skip
+    p.add_argument(
+        "--text-format",
+        choices=TEXT_FORMATS,
+        default="doc",
+        help="a text file (any suffix but .parquet/.jsonl/.json/.csv/.tsv) is one document (doc, the "
+        "default) or one document per line (lines: line endings and empty lines are not text)",
+    )
+    p.add_argument(
+        "--limit",
+        metavar="BYTES|ROWS",
+        help="train on the start of the input only: a size of text (10MB, 512KiB, 1.5GB) or of rows "
+        "(5000rows), in input order, after --sample",
+    )
     p.add_argument(
         "--sample",
         type=float,
@@ -301,16 +364,27 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
     p.add_argument("--min-frequency", type=int, default=1, help="stop when the best pair occurs fewer times")
     p.add_argument("--tie-break", choices=TIE_BREAKS, default="bytes", help="order of pairs with equal counts")
-    p.add_argument("--max-token-length", type=int, default=None, metavar="BYTES",
-                   help="no merge makes a token longer than this (at least 2); such pairs are skipped "
-                   "(default: no limit)")  # fmt: skip
-    p.add_argument("--threads", type=int, default=None,
-                   help="threads for counting and the merge loop (default: the cores available)")  # fmt: skip
+    p.add_argument(
+        "--max-token-length",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="no merge makes a token longer than this (at least 2); such pairs are skipped (default: no limit)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads for counting and the merge loop (default: the cores available)",
+    )
     p.add_argument("--engine", choices=ENGINES, default="local", help="dask needs the [dask] extra")
     p.add_argument("--scheduler", help="Dask scheduler address (engine dask); a local cluster is started without it")
     p.add_argument("--workers", type=int, default=None, help="workers of the local Dask cluster (engine dask)")
-    p.add_argument("--scratch", help="where the Dask engine keeps word shards and checkpoints: a path every worker "
-                   "shares or an object store URL (default: a temporary directory on this machine)")  # fmt: skip
+    p.add_argument(
+        "--scratch",
+        help="where the Dask engine keeps word shards and checkpoints: a path every worker "
+        "shares or an object store URL (default: a temporary directory on this machine)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars and no summary (errors still show)")
 
 
@@ -322,15 +396,17 @@ def run_train(args: argparse.Namespace) -> int:
     from bpe.train import train
 
     _check_out(args.out, args.force)
-    roles = {role: token for role in ("bos", "eos", "pad", "unk")
-             if (token := getattr(args, f"{role}_token")) is not None}  # fmt: skip
+    roles = {
+        role: token for role in ("bos", "eos", "pad", "unk") if (token := getattr(args, f"{role}_token")) is not None
+    }
     base = None
     if args.base is not None:
         from bpe.extend import load_base
 
         base = load_base(args.base).tokenizer  # a bad base fails here, before any input is read
-    also_save = also_save_sizes(args.also_save, args.vocab_size, args.special_tokens, roles,
-                                base.vocab_size if base is not None else 0)  # fmt: skip
+    also_save = also_save_sizes(
+        args.also_save, args.vocab_size, args.special_tokens, roles, base.vocab_size if base is not None else 0
+    )
     for size in also_save:
         _check_out(also_save_path(args.out, size), args.force)
     skipped = Skipped()
@@ -384,8 +460,9 @@ def run_train(args: argparse.Namespace) -> int:
     tokenizer.manifest["seconds"]["total"] = round(time.perf_counter() - started, 3)
     record = summary_record(tokenizer.manifest, args.out)
     record["also_saved"] = [{"out": out, "vocab_size": size} for out, size in saved]
-    record["warnings"] += [f"--also-save {size}: the run stopped at {tokenizer.vocab_size:,} tokens; not written"
-                           for size in not_reached]  # fmt: skip
+    record["warnings"] += [
+        f"--also-save {size}: the run stopped at {tokenizer.vocab_size:,} tokens; not written" for size in not_reached
+    ]
     if args.json:
         import json
 
@@ -419,9 +496,11 @@ def also_save_sizes(
     for part in text.split(","):
         size = int(part) if part.strip().isdigit() else None
         if size is None or not smallest <= size < vocab_size:
-            raise SettingsError(f"also_save: expected vocabulary sizes from {smallest} ({least}) "
-                                f"to below --vocab-size {vocab_size}, separated by commas, got {part.strip()!r}",
-                                parameter="also_save")  # fmt: skip
+            raise SettingsError(
+                f"also_save: expected vocabulary sizes from {smallest} ({least}) "
+                f"to below --vocab-size {vocab_size}, separated by commas, got {part.strip()!r}",
+                parameter="also_save",
+            )
         sizes.append(size)
     return sorted(set(sizes), reverse=True)
 
@@ -452,8 +531,12 @@ def _say_compiling(progress) -> None:
     """Say, before the long silence, why the first run of a new version is slow."""
     if progress is not None:
         progress.finish()
-    print("bpe: compiling the kernels for this version of bpe (first run only: later runs load them from the "
-          "cache; the summary says how long it took)...", file=sys.stderr, flush=True)  # fmt: skip
+    print(
+        "bpe: compiling the kernels for this version of bpe (first run only: later runs load them from the "
+        "cache; the summary says how long it took)...",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _check_out(out: str, force: bool) -> None:
@@ -558,8 +641,10 @@ def summary_record(manifest: dict, out: str | Path) -> dict:
     if r["stop_reason"] == "no_pairs":
         warnings.append(f"pairs ran out after {r['merges']:,} merges; the vocabulary is smaller than asked")
     elif r["stop_reason"] == "max_token_length":
-        warnings.append(f"only pairs too long for --max-token-length were left after {r['merges']:,} merges; "
-                        "the vocabulary is smaller than asked")  # fmt: skip
+        warnings.append(
+            f"only pairs too long for --max-token-length were left after {r['merges']:,} merges; "
+            "the vocabulary is smaller than asked"
+        )
     return {
         "out": str(out),
         "vocab_size": r["vocab_size"],
@@ -603,11 +688,20 @@ def run_encode(args: argparse.Namespace) -> int:
     map_large_blocks()  # bounded memory: freed batches go back to the system
     try:
         summary = encode_inputs(
-            tokenizer, inputs, out=args.out, format=args.format, force=args.force, eot=args.eot,
-            offsets=args.offsets, text_column=args.text_column, text_format=args.text_format,
-            num_threads=args.threads, allow_special=args.allow_special, special_as_text=args.special_as_text,
+            tokenizer,
+            inputs,
+            out=args.out,
+            format=args.format,
+            force=args.force,
+            eot=args.eot,
+            offsets=args.offsets,
+            text_column=args.text_column,
+            text_format=args.text_format,
+            num_threads=args.threads,
+            allow_special=args.allow_special,
+            special_as_text=args.special_as_text,
             progress=named and not args.quiet,
-        )  # fmt: skip
+        )
     except BrokenPipeError:  # `bpe encode tok big.txt | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
@@ -641,13 +735,16 @@ def run_warm(args: argparse.Namespace) -> int:
     from bpe.warm import warm_kernels
 
     def say_compiling() -> None:
-        print(f"bpe: compiling the kernels the cache lacks into {numba.config.CACHE_DIR}...", file=sys.stderr,
-              flush=True)  # fmt: skip
+        print(
+            f"bpe: compiling the kernels the cache lacks into {numba.config.CACHE_DIR}...", file=sys.stderr, flush=True
+        )
 
     warmed = warm_kernels(on_compile=say_compiling)
     if warmed.kernels_compiled:
-        print(f"compiled {warmed.kernels_compiled} kernel(s) in {warmed.compile_seconds:.1f} s; "
-              f"cache: {numba.config.CACHE_DIR}")  # fmt: skip
+        print(
+            f"compiled {warmed.kernels_compiled} kernel(s) in {warmed.compile_seconds:.1f} s; "
+            f"cache: {numba.config.CACHE_DIR}"
+        )
     else:
         print(f"kernels already compiled; loaded from the cache in {warmed.seconds:.1f} s ({numba.config.CACHE_DIR})")
     return 0
@@ -712,14 +809,23 @@ def run_versions(args: argparse.Namespace) -> int:
     if not rows:
         print(f"{args.store}: no versions")
         return 0
-    print(f"{'version':<9} {'created':<26} {'channel':<10} {'vocabulary':>10} {'shards':>6} {'data':>10} "
-          f"{'bytes/token':>11}  {'change vs promoted':<18}")  # fmt: skip
+    print(
+        f"{'version':<9} {'created':<26} {'channel':<10} {'vocabulary':>10} {'shards':>6} {'data':>10} "
+        f"{'bytes/token':>11}  {'change vs promoted':<18}"
+    )
     for r in rows:
         data = f"{r['data_bytes'] / 1e6:,.1f} MB" if r["data_bytes"] else ""
         bpt = f"{r['bytes_per_token']:.3f}" if r["bytes_per_token"] else ""
         change = f"{r['change']:+.4f} vs {r['previous_promoted']}" if r["change"] is not None else ""
-        marks = [m for m, on in (("latest", r["latest"]), ("promoted", r["promoted"] and not r["latest"]),
-                                 ("rollback target", r["rollback_target"])) if on]  # fmt: skip
+        marks = [
+            m
+            for m, on in (
+                ("latest", r["latest"]),
+                ("promoted", r["promoted"] and not r["latest"]),
+                ("rollback target", r["rollback_target"]),
+            )
+            if on
+        ]
         line = (
             f"{r['version']:<9} {r['created']:<26} {r['channel']:<10} {r['vocab_size'] or 0:>10,} {r['shards']:>6} "
             f"{data:>10} {bpt:>11}  {change:<18}" + (f"  ({', '.join(marks)})" if marks else "")
@@ -744,8 +850,10 @@ def run_promote(args: argparse.Namespace) -> int:
     if before == after:
         print(f"{args.store}: {after} is already latest; nothing changed")
     else:
-        print(f"{args.store}: latest {before or '(none)'} -> {after} (promoted; recorded in "
-              f"{args.store.rstrip('/')}/history.jsonl)")  # fmt: skip
+        print(
+            f"{args.store}: latest {before or '(none)'} -> {after} (promoted; recorded in "
+            f"{args.store.rstrip('/')}/history.jsonl)"
+        )
     return 0
 
 
@@ -753,8 +861,7 @@ def run_rollback(args: argparse.Namespace) -> int:
     """Move `latest` back to the version promoted before the current one."""
     store = open_store(args.store, "rollback")
     before, after = store.rollback()
-    print(f"{args.store}: latest {before} -> {after} (rolled back; recorded in {args.store.rstrip('/')}"
-          f"/history.jsonl)")  # fmt: skip
+    print(f"{args.store}: latest {before} -> {after} (rolled back; recorded in {args.store.rstrip('/')}/history.jsonl)")
     return 0
 
 
@@ -770,8 +877,10 @@ def run_history(args: argparse.Namespace) -> int:
         before, after = e.get("latest_before"), e.get("latest_after")
         moved = f"{before or '-'} -> {after}" if before != after else f"{after or '-'} (stays)"
         what = e.get("action", "?") + (f" ({e['channel']})" if e.get("action") == "publish" and "channel" in e else "")
-        print(f"{e.get('time', ''):<21} {e.get('action', '?'):<9} {e.get('version', ''):<8} {moved:<16} "
-              f"{e.get('by', '')}" + (f"  [{what}]" if what != e.get("action") else ""))  # fmt: skip
+        print(
+            f"{e.get('time', ''):<21} {e.get('action', '?'):<9} {e.get('version', ''):<8} {moved:<16} "
+            f"{e.get('by', '')}" + (f"  [{what}]" if what != e.get("action") else "")
+        )
     return 0
 
 
@@ -806,8 +915,10 @@ def run_prune_cache(args: argparse.Namespace) -> int:
     sweep = sweep_count_cache(args.cache, args.older_than, apply=args.yes)
     total = sum(e.bytes for e in sweep.entries)
     stale = sum(e.bytes for e in sweep.stale)
-    print(f"{args.cache}: {len(sweep.entries)} count cache entries ({total / 1e6:,.1f} MB); "
-          f"{len(sweep.stale)} not used for {args.older_than:g} days ({stale / 1e6:,.1f} MB)")  # fmt: skip
+    print(
+        f"{args.cache}: {len(sweep.entries)} count cache entries ({total / 1e6:,.1f} MB); "
+        f"{len(sweep.stale)} not used for {args.older_than:g} days ({stale / 1e6:,.1f} MB)"
+    )
     for e in sweep.stale:
         used = datetime.fromtimestamp(e.last_used, UTC).strftime("%Y-%m-%d %H:%M")
         print(f"  {e.key}  last used {used} UTC  {e.bytes / 1e6:,.1f} MB" + ("" if e.complete else "  (incomplete)"))
@@ -817,9 +928,14 @@ def run_prune_cache(args: argparse.Namespace) -> int:
         print("dry run: nothing removed; run again with --yes to remove them")
     else:
         freed = sum(e.bytes for e in sweep.removed)
-        print(f"removed {len(sweep.removed)} entries ({freed / 1e6:,.1f} MB)"
-              + (f"; {len(sweep.stale) - len(sweep.removed)} used again meanwhile, kept"
-                 if len(sweep.removed) < len(sweep.stale) else ""))  # fmt: skip
+        print(
+            f"removed {len(sweep.removed)} entries ({freed / 1e6:,.1f} MB)"
+            + (
+                f"; {len(sweep.stale) - len(sweep.removed)} used again meanwhile, kept"
+                if len(sweep.removed) < len(sweep.stale)
+                else ""
+            )
+        )
     return 0
 
 
@@ -829,9 +945,14 @@ def run_cluster(args: argparse.Namespace) -> int:
 
     if args.action == "up":
         state = cluster.up(
-            args.state_dir, args.workers, args.prefect_port, args.dask_port, args.dashboard_port,
-            args.database_url, args.conf,
-        )  # fmt: skip
+            args.state_dir,
+            args.workers,
+            args.prefect_port,
+            args.dask_port,
+            args.dashboard_port,
+            args.database_url,
+            args.conf,
+        )
         urls = state["urls"]
         print(f"Prefect UI      {urls['prefect_ui']}  (database: {state['database']})")
         print(f"Prefect API     {urls['prefect_api']}")
@@ -843,8 +964,10 @@ def run_cluster(args: argparse.Namespace) -> int:
             stop += f" --state-dir {shlex.quote(str(args.state_dir))}"
         print(f"logs in {args.state_dir}/logs; stop: {stop}")
         print("Dask runs over TLS and the Prefect API wants its auth string (see the README's trust model); run:")
-        print(f"  PREFECT_API_URL={urls['prefect_api']} PREFECT_API_AUTH_STRING={auth} "
-              "prefect deployment run 'train-bpe/demo'")  # fmt: skip
+        print(
+            f"  PREFECT_API_URL={urls['prefect_api']} PREFECT_API_AUTH_STRING={auth} "
+            "prefect deployment run 'train-bpe/demo'"
+        )
         return 0
     if args.action == "status":
         state = cluster.status(args.state_dir)

@@ -174,9 +174,12 @@ class _Encoded:
 
 
 def read_texts(
-    shards: Iterable[Shard], text_column: str, tokenizer: Tokenizer, batch_bytes: int = BATCH_BYTES,
+    shards: Iterable[Shard],
+    text_column: str,
+    tokenizer: Tokenizer,
+    batch_bytes: int = BATCH_BYTES,
     drop_final_newline: bool = False,
-) -> Iterator[_Batch]:  # fmt: skip
+) -> Iterator[_Batch]:
     """The documents of the shards, in batches of about `batch_bytes` of text. Null rows are
     skipped (and counted). `drop_final_newline`: stdin read as one document loses one final
     newline, as `bpe encode` always did (`echo` adds one)."""
@@ -534,8 +537,9 @@ class _Progress:
         self.last = now
         rate = self.text_bytes / 1e6 / max(now - self.started, 1e-9)
         share = f" ({100 * self.read / self.total:.0f}% of {self.total / 1e6:,.1f} MB read)" if self.total else ""
-        sys.stderr.write(f"\rencoding: {self.text_bytes / 1e6:,.1f} MB{share}, {self.tokens:,} tokens, "
-                         f"{rate:,.1f} MB/s\x1b[K")  # fmt: skip
+        sys.stderr.write(
+            f"\rencoding: {self.text_bytes / 1e6:,.1f} MB{share}, {self.tokens:,} tokens, {rate:,.1f} MB/s\x1b[K"
+        )
         sys.stderr.flush()
 
     def finish(self) -> None:
@@ -589,8 +593,9 @@ def encode_inputs(
     target = _Target(out, fmt in ("npy", "bin"), force)
     offsets_target = _Target(offsets, True, force, flag="--offsets") if offsets else None
     shards, skipped = find_shards(inputs, text_format, text_column)
-    summary = Summary(files=len(shards), dtype=tokenizer.ids_dtype.name, out=out or "stdout", format=fmt,
-                      skipped=skipped.summary())  # fmt: skip
+    summary = Summary(
+        files=len(shards), dtype=tokenizer.ids_dtype.name, out=out or "stdout", format=fmt, skipped=skipped.summary()
+    )
     started = time.perf_counter()
     meter = _Progress(sum(s.size for s in shards), progress)
     targets = [t for t in (target, offsets_target) if t is not None]

@@ -21,8 +21,10 @@ def lone_surrogate(text: str, where: str) -> InvalidTextError | None:
     found = LONE_SURROGATE.search(text)
     if found is None:
         return None
-    return InvalidTextError(f"{where}: lone surrogate U+{ord(found.group()):04X} at character {found.start()} is "
-                            "not Unicode text and has no UTF-8 bytes")  # fmt: skip
+    return InvalidTextError(
+        f"{where}: lone surrogate U+{ord(found.group()):04X} at character {found.start()} is "
+        "not Unicode text and has no UTF-8 bytes"
+    )
 
 
 class ExportError(BpeError):

@@ -43,15 +43,24 @@ class Base:
     def digest(self) -> str:
         """SHA-256 of what decides the extended tokenizer: the merges, ids, special tokens and pattern."""
         tok = self.tokenizer
-        described = {"merges": tok.merges, "ids": tok._to_ids.tolist(), "special_tokens": tok.special_tokens,
-                     "regex": tok.pretokenizer.regex}  # fmt: skip
+        described = {
+            "merges": tok.merges,
+            "ids": tok._to_ids.tolist(),
+            "special_tokens": tok.special_tokens,
+            "regex": tok.pretokenizer.regex,
+        }
         return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
 
     def record(self) -> dict:
         """The manifest's `base` section."""
         tok = self.tokenizer
-        return {"source": self.source, "sha256": self.digest, "vocab_size": tok.vocab_size,
-                "merges": len(tok.merges), "max_token_id": tok.max_token_value}  # fmt: skip
+        return {
+            "source": self.source,
+            "sha256": self.digest,
+            "vocab_size": tok.vocab_size,
+            "merges": len(tok.merges),
+            "max_token_id": tok.max_token_value,
+        }
 
 
 def load_base(base: Tokenizer | str | Path) -> Base:
@@ -68,13 +77,15 @@ def load_base(base: Tokenizer | str | Path) -> Base:
         except ValueError as exc:  # merges that use a token before it exists
             raise ExportError(f"{base}: {exc}") from None
     else:
-        raise SettingsError(f"base: expected a Tokenizer, a path or a URL, got {type(base).__name__}",
-                            parameter="base")  # fmt: skip
+        raise SettingsError(f"base: expected a Tokenizer, a path or a URL, got {type(base).__name__}", parameter="base")
     first: dict[tuple[int, int], int] = {}
     for k, pair in enumerate(found.tokenizer.merges):
         if first.setdefault(pair, k) != k:
-            raise SettingsError(f"base: {found.source}: merge {k} repeats merge {first[pair]}, so it could never "
-                                "apply; the merges are not a BPE sequence", parameter="base")  # fmt: skip
+            raise SettingsError(
+                f"base: {found.source}: merge {k} repeats merge {first[pair]}, so it could never "
+                "apply; the merges are not a BPE sequence",
+                parameter="base",
+            )
     return found
 
 
@@ -89,9 +100,11 @@ def check_vocab_size(base: Base, vocab_size: int, special_tokens: Sequence[str])
     tok = base.tokenizer
     least = tok.vocab_size + len(special_tokens_with(base, special_tokens)) - len(tok.special_tokens)
     if vocab_size < least:
-        raise SettingsError(f"vocab_size {vocab_size:,} is smaller than the base tokenizer {base.source} "
-                            f"({least:,} tokens with the special tokens); give the final size, at least {least:,}",
-                            parameter="vocab_size")  # fmt: skip
+        raise SettingsError(
+            f"vocab_size {vocab_size:,} is smaller than the base tokenizer {base.source} "
+            f"({least:,} tokens with the special tokens); give the final size, at least {least:,}",
+            parameter="vocab_size",
+        )
 
 
 def extended(
@@ -123,8 +136,14 @@ def extended(
     natural = all(ids[i] == i for i in ids) and list(specials.values()) == list(
         range(len(merges) + 256, len(merges) + 256 + len(specials))
     )
-    return Tokenizer(merges, pattern or tok.pattern, specials, special_token_roles=roles,
-                     model_max_length=max_length, ids=None if natural else ids)  # fmt: skip
+    return Tokenizer(
+        merges,
+        pattern or tok.pattern,
+        specials,
+        special_token_roles=roles,
+        model_max_length=max_length,
+        ids=None if natural else ids,
+    )
 
 
 def trained_tokenizer(
@@ -137,7 +156,18 @@ def trained_tokenizer(
 ) -> Tokenizer:
     """The tokenizer a run's `merges` make with `settings`: from nothing, or after `base`'s."""
     if base is None:
-        return Tokenizer(merges, settings.pattern, list(settings.special_tokens),
-                         special_token_roles=special_token_roles, model_max_length=model_max_length)  # fmt: skip
-    return extended(base, merges, settings.pattern, settings.special_tokens,
-                    special_token_roles=special_token_roles, model_max_length=model_max_length)  # fmt: skip
+        return Tokenizer(
+            merges,
+            settings.pattern,
+            list(settings.special_tokens),
+            special_token_roles=special_token_roles,
+            model_max_length=model_max_length,
+        )
+    return extended(
+        base,
+        merges,
+        settings.pattern,
+        settings.special_tokens,
+        special_token_roles=special_token_roles,
+        model_max_length=model_max_length,
+    )

@@ -298,8 +298,12 @@ class Rung:
 TEXTBOOK = [
     Rung("1", "naive: recount all pairs, rewrite every word occurrence", "(baseline)", train_naive),
     Rung("2", "deduplicated words with counts", "reprocessing each repeated word occurrence", train_dedup),
-    Rung("3", "incremental pair counts, patched for affected words", "recounting every pair every round",
-         train_incremental),
+    Rung(
+        "3",
+        "incremental pair counts, patched for affected words",
+        "recounting every pair every round",
+        train_incremental,
+    ),
     Rung("4", "inverted index pair -> words", "scanning every word to find the affected ones", train_indexed),
     Rung("5", "max-heap with lazy deletion", "scanning every pair to find the best one", train_heap),
-]  # fmt: skip
+]

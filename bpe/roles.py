@@ -39,21 +39,28 @@ def normalize_roles(roles: Mapping[str, str] | None) -> dict[str, str]:
     if roles is None:
         return {}
     if not isinstance(roles, Mapping):
-        raise SettingsError(f"special_token_roles: expected a mapping of role -> token, got {type(roles).__name__}",
-                            parameter="special_token_roles")  # fmt: skip
+        raise SettingsError(
+            f"special_token_roles: expected a mapping of role -> token, got {type(roles).__name__}",
+            parameter="special_token_roles",
+        )
     found: dict[str, str] = {}
     for key, token in roles.items():
         role = key.removesuffix("_token") if isinstance(key, str) else key
         if role not in ROLES:
-            raise SettingsError(f"special_token_roles: unknown role {key!r} (expected {', '.join(ROLES)})",
-                                parameter="special_token_roles")  # fmt: skip
+            raise SettingsError(
+                f"special_token_roles: unknown role {key!r} (expected {', '.join(ROLES)})",
+                parameter="special_token_roles",
+            )
         if role in found:
             raise SettingsError(f"special_token_roles: the {role} role is given twice", parameter="special_token_roles")
         if not isinstance(token, str) or not token:
             raise SettingsError(f"{role}_token: expected a non-empty token, got {token!r}", parameter=f"{role}_token")
         if token in bytes_to_unicode().values():
-            raise SettingsError(f"{role}_token: {token!r} is spelled like a byte token in vocab.json; choose a longer "
-                                "one, such as <|pad|>", parameter=f"{role}_token")  # fmt: skip
+            raise SettingsError(
+                f"{role}_token: {token!r} is spelled like a byte token in vocab.json; choose a longer "
+                "one, such as <|pad|>",
+                parameter=f"{role}_token",
+            )
         found[role] = token
     return {role: found[role] for role in ROLES if role in found}
 

@@ -21,8 +21,19 @@ from bpe.pretokenize import DEFAULT_PATTERN, PATTERNS, Pretokenizer, resolve_pat
 ENGINES = ("local", "dask")
 TEXT_FORMATS = ("doc", "lines")  # a text file is one document, or one document per line (bpe.inputs.formats)
 # --limit: decimal and binary byte units, or rows (documents).
-LIMIT_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "row": 0, "rows": 0}  # fmt: skip
+LIMIT_UNITS = {
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+    "row": 0,
+    "rows": 0,
+}
 
 __all__ = ["ENGINES", "PATTERNS", "TEXT_FORMATS", "TIE_BREAKS", "Settings", "check_setting", "parse_limit"]
 
@@ -128,8 +139,20 @@ class Settings:
         if isinstance(self.special_tokens, str):  # tuple() would make it its characters
             check_setting("special_tokens", self.special_tokens)
         object.__setattr__(self, "special_tokens", tuple(self.special_tokens))
-        names = ("vocab_size", "pattern", "special_tokens", "min_frequency", "tie_break", "max_token_length",
-                 "base_merges", "text_column", "text_format", "limit", "sample", "seed")  # fmt: skip
+        names = (
+            "vocab_size",
+            "pattern",
+            "special_tokens",
+            "min_frequency",
+            "tie_break",
+            "max_token_length",
+            "base_merges",
+            "text_column",
+            "text_format",
+            "limit",
+            "sample",
+            "seed",
+        )
         for name in names:
             check_setting(name, getattr(self, name))
         self.n_merges()
@@ -168,5 +191,9 @@ class Settings:
     def record(self) -> dict:
         """The settings as the manifest records them (with the pattern's name and regex)."""
         pretokenizer = self.pretokenizer
-        return {**asdict(self), "pattern": pretokenizer.name, "regex": pretokenizer.regex,
-                "special_tokens": list(self.special_tokens)}  # fmt: skip
+        return {
+            **asdict(self),
+            "pattern": pretokenizer.name,
+            "regex": pretokenizer.regex,
+            "special_tokens": list(self.special_tokens),
+        }

@@ -56,8 +56,12 @@ def join(base: str | Path, *parts: str) -> str:
 # The standard AWS variables, passed to s3fs as options when set: fsspec keeps one filesystem per
 # distinct options, so a process whose endpoint or credentials change gets a filesystem for the new
 # ones rather than the first it made.
-_S3_OPTIONS = {"endpoint_url": "AWS_ENDPOINT_URL", "key": "AWS_ACCESS_KEY_ID",
-               "secret": "AWS_SECRET_ACCESS_KEY", "token": "AWS_SESSION_TOKEN"}  # fmt: skip
+_S3_OPTIONS = {
+    "endpoint_url": "AWS_ENDPOINT_URL",
+    "key": "AWS_ACCESS_KEY_ID",
+    "secret": "AWS_SECRET_ACCESS_KEY",
+    "token": "AWS_SESSION_TOKEN",
+}
 
 
 def fs_options(url: str) -> dict:

@@ -254,9 +254,11 @@ class Tokenizer:
         """
         smallest, n_special = 256 + len(self.special_tokens), len(self.special_tokens)
         if type(vocab_size) is not int or not smallest <= vocab_size <= self.vocab_size:
-            raise SettingsError(f"vocab_size: expected an integer from {smallest} (256 bytes + {n_special} special "
-                                f"token(s)) to this tokenizer's {self.vocab_size}, got {vocab_size!r}",
-                                parameter="vocab_size")  # fmt: skip
+            raise SettingsError(
+                f"vocab_size: expected an integer from {smallest} (256 bytes + {n_special} special "
+                f"token(s)) to this tokenizer's {self.vocab_size}, got {vocab_size!r}",
+                parameter="vocab_size",
+            )
         kept = vocab_size - smallest
         n = 256 + kept
         ids = None
@@ -267,9 +269,11 @@ class Tokenizer:
         elif self._foreign_ids:  # another tool's ids (GPT-2's vocab.json): kept if they still number 0..n-1
             ids = {i: int(self._to_ids[i]) for i in range(n)}
             if sorted(ids.values()) != list(range(n)):
-                raise SettingsError(f"vocab_size: this tokenizer's ids (from another tool's files) do not number its "
-                                    f"first {n} tokens 0..{n - 1}, so it cannot be cut to {vocab_size}",
-                                    parameter="vocab_size")  # fmt: skip
+                raise SettingsError(
+                    f"vocab_size: this tokenizer's ids (from another tool's files) do not number its "
+                    f"first {n} tokens 0..{n - 1}, so it cannot be cut to {vocab_size}",
+                    parameter="vocab_size",
+                )
         manifest = None
         if self.manifest:
             manifest = json.loads(json.dumps(self.manifest))
@@ -277,10 +281,21 @@ class Tokenizer:
                 manifest.pop(stale, None)
             if isinstance(manifest.get("result"), dict):  # the training text's token count was with every merge
                 manifest["result"].update(merges=kept, vocab_size=vocab_size, tokens=None, bytes_per_token=None)
-            manifest["truncation"] = {"vocab_size": vocab_size, "merges": kept, "of_vocab_size": self.vocab_size,
-                                      "of_merges": len(self.merges)}  # fmt: skip
-        return Tokenizer(self.merges[:kept], self.pattern, special_tokens, special_token_roles=self._roles,
-                         model_max_length=self.model_max_length, manifest=manifest, ids=ids)  # fmt: skip
+            manifest["truncation"] = {
+                "vocab_size": vocab_size,
+                "merges": kept,
+                "of_vocab_size": self.vocab_size,
+                "of_merges": len(self.merges),
+            }
+        return Tokenizer(
+            self.merges[:kept],
+            self.pattern,
+            special_tokens,
+            special_token_roles=self._roles,
+            model_max_length=self.model_max_length,
+            manifest=manifest,
+            ids=ids,
+        )
 
     # -- comparison and display ----------------------------------------------------------------
 
@@ -445,8 +460,9 @@ class Tokenizer:
         >>> Tokenizer([(104, 105)], special_tokens=["<|x|>"]).encode_ordinary_batch(["hi<|x|>"])[0][:2]
         [256, 60]
         """
-        return self.encode_batch(texts, num_threads=num_threads, allowed_special=(), special_as_text=True,
-                                 errors=errors)  # fmt: skip
+        return self.encode_batch(
+            texts, num_threads=num_threads, allowed_special=(), special_as_text=True, errors=errors
+        )
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         return b"".join(self.token_bytes(int(i)) for i in ids)
@@ -572,13 +588,16 @@ class Tokenizer:
             raise ExportError("this tokenizer holds two tokens with the same bytes, which tiktoken's ranks cannot")
         made = self._to_ids[256 : len(self.vocab)]
         if made.size > 1 and np.any(np.diff(made) <= 0):
-            raise ExportError("the ids of this tokenizer's merged tokens do not follow the merge order, so they "
-                              "cannot serve as tiktoken's ranks")  # fmt: skip
+            raise ExportError(
+                "the ids of this tokenizer's merged tokens do not follow the merge order, so they "
+                "cannot serve as tiktoken's ranks"
+            )
         pattern = WHITESPACE_WORD if self.pretokenizer.name == "whitespace" else self.pretokenizer.regex
         ranks = {token: int(self._to_ids[i]) for i, token in enumerate(self.vocab)}
         try:
-            encoding = tiktoken.Encoding(name=name, pat_str=pattern, mergeable_ranks=ranks,
-                                         special_tokens=dict(self.special_tokens))  # fmt: skip
+            encoding = tiktoken.Encoding(
+                name=name, pat_str=pattern, mergeable_ranks=ranks, special_tokens=dict(self.special_tokens)
+            )
         except Exception as exc:  # tiktoken's regex engine refuses the pattern
             raise ExportError(f"tiktoken cannot take this tokenizer's split pattern: {exc}") from None
         encoding.special_token_roles = dict(self._roles)
@@ -638,8 +657,13 @@ class Tokenizer:
         special_tokens_map.json (for `transformers.AutoTokenizer.from_pretrained(directory)`), the
         tiktoken ranks, and manifest.json (how it was trained, the roles, each file's SHA-256)."""
         described = json.loads(json.dumps(manifest or self.manifest))
-        storage.publish_directory(directory, lambda tmp: self.write_files(tmp, described), owned=TOKENIZER_FILES,
-                                  last=MANIFEST_FILE, force=force)  # fmt: skip
+        storage.publish_directory(
+            directory,
+            lambda tmp: self.write_files(tmp, described),
+            owned=TOKENIZER_FILES,
+            last=MANIFEST_FILE,
+            force=force,
+        )
         self.manifest = described
         return directory if storage.is_remote(directory) else Path(directory)
 
@@ -714,8 +738,9 @@ class Tokenizer:
         """Download the tokenizer files under `url` and load them; errors name the URL."""
         present = storage.listing(url)
         if MANIFEST_FILE in present and storage.COMPLETE not in present:
-            raise ExportError(f"{url}: incomplete (no {storage.COMPLETE} marker: its upload was interrupted or is "
-                              "still going on)")  # fmt: skip
+            raise ExportError(
+                f"{url}: incomplete (no {storage.COMPLETE} marker: its upload was interrupted or is still going on)"
+            )
         with storage.downloaded(url, list(TOKENIZER_FILES)) as local:
             try:
                 return cls.load(local, pattern)
@@ -746,8 +771,9 @@ def check_model_max_length(value: object) -> int | None:
     if value is None:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise SettingsError(f"model_max_length: expected a positive integer (tokens), got {value!r}",
-                            parameter="model_max_length")  # fmt: skip
+        raise SettingsError(
+            f"model_max_length: expected a positive integer (tokens), got {value!r}", parameter="model_max_length"
+        )
     return value
 
 

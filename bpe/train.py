@@ -100,11 +100,19 @@ def train(
         check_vocab_size(start, vocab_size, special_tokens)
         pattern = pattern or start.tokenizer.pattern
     settings = Settings(
-        vocab_size=vocab_size, pattern=pattern or DEFAULT_PATTERN, special_tokens=tuple(special_tokens),
-        min_frequency=min_frequency, tie_break=tie_break, max_token_length=max_token_length,
+        vocab_size=vocab_size,
+        pattern=pattern or DEFAULT_PATTERN,
+        special_tokens=tuple(special_tokens),
+        min_frequency=min_frequency,
+        tie_break=tie_break,
+        max_token_length=max_token_length,
         base_merges=len(start.tokenizer.merges) if start is not None else 0,
-        text_column=text_column, text_format=text_format, limit=limit, sample=sample, seed=seed,
-    )  # fmt: skip
+        text_column=text_column,
+        text_format=text_format,
+        limit=limit,
+        sample=sample,
+        seed=seed,
+    )
     check_setting("engine", engine)
     check_setting("threads", threads)
     check_model_max_length(model_max_length)
@@ -136,13 +144,27 @@ def train(
             require_extra("dask", "the Dask engine")
             from bpe.distributed.driver import train_on_dask
 
-            run = train_on_dask(settings, shards, texts, progress=progress, threads=threads,
-                                base=start.merges if start is not None else None, **engine_options)  # fmt: skip
+            run = train_on_dask(
+                settings,
+                shards,
+                texts,
+                progress=progress,
+                threads=threads,
+                base=start.merges if start is not None else None,
+                **engine_options,
+            )
         else:
             if engine_options:
                 raise TypeError(f"unknown options for the local engine: {', '.join(engine_options)}")
-            run = train_locally(settings, shards, texts, threads=threads, progress=progress, rows=rows,
-                                base=start.merges if start is not None else None)  # fmt: skip
+            run = train_locally(
+                settings,
+                shards,
+                texts,
+                threads=threads,
+                progress=progress,
+                rows=rows,
+                base=start.merges if start is not None else None,
+            )
     finally:
         if bars is not None:
             bars.finish()
@@ -153,8 +175,9 @@ def train(
             f"{named}: no text to train on (no pre-token in {run.stats.documents:,} document(s); "
             f"{run.stats.null_rows:,} null row(s) skipped)"
         )
-    tokenizer = trained_tokenizer(run.merges.merges, settings, start, special_token_roles=special_token_roles,
-                                  model_max_length=model_max_length)  # fmt: skip
+    tokenizer = trained_tokenizer(
+        run.merges.merges, settings, start, special_token_roles=special_token_roles, model_max_length=model_max_length
+    )
     tokenizer.manifest = build_manifest(settings, run, start)
     tokenizer.manifest["seconds"]["total"] = round(time.perf_counter() - started, 3)
     return tokenizer
@@ -257,8 +280,10 @@ def _progress(progress: ProgressFn | bool | None) -> tuple[ProgressFn | None, Ba
     if progress is None or progress is False:
         return None, None
     if not callable(progress):
-        raise SettingsError(f"progress: expected True, False, None or a callable progress(phase, done, total), "
-                            f"got {progress!r}", parameter="progress")  # fmt: skip
+        raise SettingsError(
+            f"progress: expected True, False, None or a callable progress(phase, done, total), got {progress!r}",
+            parameter="progress",
+        )
     return progress, None
 
 

@@ -47,12 +47,15 @@ def require_server() -> None:
     from bpe.errors import SettingsError
 
     if not PREFECT_API_URL.value():
-        raise SettingsError("bpe deploy: PREFECT_API_URL is not set; point it at a Prefect server "
-                            "(e.g. http://127.0.0.1:4200/api, as `bpe cluster up` prints)")  # fmt: skip
+        raise SettingsError(
+            "bpe deploy: PREFECT_API_URL is not set; point it at a Prefect server "
+            "(e.g. http://127.0.0.1:4200/api, as `bpe cluster up` prints)"
+        )
 
 
-def deploy_all(conf_dir: Path | None = None, pool: str = POOL, source: Path = REPO,
-               say: Callable[[str], None] = print) -> list[str]:  # fmt: skip
+def deploy_all(
+    conf_dir: Path | None = None, pool: str = POOL, source: Path = REPO, say: Callable[[str], None] = print
+) -> list[str]:
     """Register a deployment per configuration file (default: `conf/` beside `flows/`), with its
     failure alert; returns one line per deployment: `train-bpe/<name> (schedule '<cron>', active)`,
     or `(schedule '<cron>', paused: <data> not found)`, then `; alerts to <scheme://host/...>` when
@@ -94,7 +97,7 @@ def deploy_all(conf_dir: Path | None = None, pool: str = POOL, source: Path = RE
                 description=f"Train the {cfg.name} tokenizer from {path.name}; retrains on its schedule when data "
                 "changed.",
                 tags=["bpe", cfg.name],
-            )  # fmt: skip
+            )
             deployment_id = deployment.apply(work_pool_name=pool)
             full_name = f"train-bpe/{cfg.name}"
             schedule = f"schedule {cfg.schedule!r}" if cfg.schedule else "no schedule"

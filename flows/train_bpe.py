@@ -83,8 +83,14 @@ def train_bpe(
         latest, then = settle_latest(store, unchanged, promote, by=f"flow run {run_ids().get('flow_run_id', '?')}")
         logger.info(f"no new data since {unchanged}: {len(shards)} shard(s), fingerprint {fingerprint[:16]}; {then}")
         label_run("no-new-data")
-        return {"name": cfg.name, "version": unchanged, "trained": False, "location": store.location(unchanged),
-                "channel": channel, "latest": latest}  # fmt: skip
+        return {
+            "name": cfg.name,
+            "version": unchanged,
+            "trained": False,
+            "location": store.location(unchanged),
+            "channel": channel,
+            "latest": latest,
+        }
     logger.info(f"training: {reason_to_train(store, shards, cfg)}; {channel_note(overridden, promote, store.latest())}")
 
     scratch = storage.join(cfg.counts_cache, "runs", uuid.uuid4().hex[:12])
@@ -120,10 +126,29 @@ def train_bpe(
 
     staged, described = export_version(run.merges.merges, settings, cfg.artifact_root, cfg.name, base)
     try:
-        evaluation = evaluate_version(staged, run.merges.merges, settings, counted, cfg.artifact_root, cfg.name,
-                                      cfg.eval_sizes, holdout_fraction=cfg.holdout_fraction, base=base)  # fmt: skip
-        manifest = version_manifest(cfg, staged.version, run, counted, cached, evaluation, described, run_ids(),
-                                    time.perf_counter() - started, base)  # fmt: skip
+        evaluation = evaluate_version(
+            staged,
+            run.merges.merges,
+            settings,
+            counted,
+            cfg.artifact_root,
+            cfg.name,
+            cfg.eval_sizes,
+            holdout_fraction=cfg.holdout_fraction,
+            base=base,
+        )
+        manifest = version_manifest(
+            cfg,
+            staged.version,
+            run,
+            counted,
+            cached,
+            evaluation,
+            described,
+            run_ids(),
+            time.perf_counter() - started,
+            base,
+        )
         manifest.update(channel=channel, promoted=promoted)  # `latest` moves to it only if promoted
         published = publish_version(staged, manifest, cfg.artifact_root, cfg.name)
     except BaseException:
@@ -135,8 +160,9 @@ def train_bpe(
         latest = store.latest()
     else:  # identical to a published version: that one is promoted, if asked
         latest, _ = settle_latest(store, published["version"], promote, by=by)
-    logger.info(f"{published['version']} is {'on the main line' if channel == MAIN else 'an experiment'}; "
-                f"latest is {latest}")  # fmt: skip
+    logger.info(
+        f"{published['version']} is {'on the main line' if channel == MAIN else 'an experiment'}; latest is {latest}"
+    )
     if published["published"]:
         apply_retention(cfg, logger.info, logger.warning, by=f"{by} (retention)")
     label_run("published" if published["published"] else "identical")

@@ -70,9 +70,17 @@ def evaluate_version(
     evaluation rows it holds out (never trained on) are used."""
     logger = get_run_logger()
     tokenizer = trained_tokenizer(merges, settings, base)
-    result = evaluate_version_on_set(tokenizer, held_out_texts(counted), VersionStore(root, name), staged.version,
-                                     holdout_fraction, sizes, staged.directory / "compression.png",
-                                     log=logger.info, warn=logger.warning)  # fmt: skip
+    result = evaluate_version_on_set(
+        tokenizer,
+        held_out_texts(counted),
+        VersionStore(root, name),
+        staged.version,
+        holdout_fraction,
+        sizes,
+        staged.directory / "compression.png",
+        log=logger.info,
+        warn=logger.warning,
+    )
     eval_set = result["eval_set"] or {}
     if result["bytes_per_token"] is not None:
         previous = result["previous_version"]

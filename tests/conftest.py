@@ -74,17 +74,23 @@ def write_parquet(path: Path, texts, column: str = "text") -> Path:
     return path
 
 
-def publish_as(store, channel: str = "main", promoted: bool | None = None, bpt: float = 3.0,
-               eval_set: str = "set-a") -> str:  # fmt: skip
+def publish_as(
+    store, channel: str = "main", promoted: bool | None = None, bpt: float = 3.0, eval_set: str = "set-a"
+) -> str:
     """Publish a version as the flow does, without training: its manifest says its channel, whether
     it is promoted, and its bytes per token on the evaluation rows with fingerprint `eval_set`."""
     import json
 
     staged = store.stage()
-    manifest = {"channel": channel, "promoted": channel == "main" if promoted is None else promoted,
-                "evaluation": {"bytes_per_token": bpt, "eval_set": {"fingerprint": eval_set}},
-                "created": "2026-11-30T08:50:18+00:00", "result": {"vocab_size": 600}, "counts": {"bytes": 1_500_000},
-                "data": {"shards": [{}, {}]}}  # fmt: skip
+    manifest = {
+        "channel": channel,
+        "promoted": channel == "main" if promoted is None else promoted,
+        "evaluation": {"bytes_per_token": bpt, "eval_set": {"fingerprint": eval_set}},
+        "created": "2026-11-30T08:50:18+00:00",
+        "result": {"vocab_size": 600},
+        "counts": {"bytes": 1_500_000},
+        "data": {"shards": [{}, {}]},
+    }
     (staged.directory / "manifest.json").write_text(json.dumps(manifest))
     store.commit(staged)
     return staged.version
@@ -105,16 +111,24 @@ def _moto_server(log_dir: Path):
     port = free_port()
     log = log_dir / f"moto-{port}.log"
     with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + 30
     while not port_in_use(port):
         if process.poll() is not None or time.monotonic() > deadline:
             _stop_moto(process)
             raise AssertionError(log.read_text()[-2000:])
         time.sleep(0.1)
-    env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "testing",
-           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
+    env = {
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
     return process, env
 
 
@@ -170,8 +184,9 @@ def pytest_collection_modifyitems(items) -> None:
         slow = {module(item) for item in items if any(item.get_closest_marker(m) for m in marks)}
         items.sort(key=lambda item: module(item) not in slow)  # stable: order kept otherwise
         return
-    modules = {module(item) for item in items
-               if any(name in getattr(item, "fixturenames", ()) for name in SHARED_SERVICES)}  # fmt: skip
+    modules = {
+        module(item) for item in items if any(name in getattr(item, "fixturenames", ()) for name in SHARED_SERVICES)
+    }
     items.sort(key=lambda item: module(item) in modules)
 
 
@@ -280,8 +295,12 @@ def prefect_server(tmp_path_factory) -> Iterator[dict]:
             # seconds (Prefect's default is 30): the same queueing, without half a minute of idling.
             patch.setenv("PREFECT_SERVER_DEPLOYMENTS_CONCURRENCY_SLOT_WAIT_SECONDS", "2")
             server = start_prefect_server(root / "home", free_port(), log=root / "server.log", ui=False)
-        return {"url": server.url, "api": f"{server.url}/api", "log": str(server.log),
-                "stop": [[server.pid, server.stop_signal]]}  # fmt: skip
+        return {
+            "url": server.url,
+            "api": f"{server.url}/api",
+            "log": str(server.log),
+            "stop": [[server.pid, server.stop_signal]],
+        }
 
     with shared_by_workers(tmp_path_factory, "prefect-server", start) as record:
         yield {**record, "log": Path(record["log"])}
@@ -372,8 +391,12 @@ def _build_wheel(source: Path, out: Path) -> dict:
         if (REPO / name).is_file():
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, source / name)
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(out), str(source)],
-                           capture_output=True, text=True, timeout=900)  # fmt: skip
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(out), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-3000:]
     (path,) = out.glob("*.whl")
     return {"path": path, "output": build.stdout + build.stderr}

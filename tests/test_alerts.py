@@ -66,8 +66,10 @@ def test_the_manifests_copy_of_the_configuration_keeps_only_the_webhooks_host(tm
 @pytest.mark.parametrize(
     "value, message",
     [
-        ("{webhook: 'ftp://example.com/x'}", "alerts: webhook: expected an http:// or https:// URL with a host, got "
-                                             "'ftp://example.com/x'"),
+        (
+            "{webhook: 'ftp://example.com/x'}",
+            "alerts: webhook: expected an http:// or https:// URL with a host, got 'ftp://example.com/x'",
+        ),
         ("{webhook: 'http://'}", "alerts: webhook: expected an http:// or https:// URL with a host"),
         ("{webhook: 'example.com/hook'}", "alerts: webhook: expected an http:// or https:// URL"),
         ("{webhook: 'http://host:99999/x'}", "alerts: webhook: expected an http:// or https:// URL"),
@@ -76,7 +78,7 @@ def test_the_manifests_copy_of_the_configuration_keeps_only_the_webhooks_host(tm
         ("{url: 'http://example.com'}", "alerts: unknown key 'url' (known: webhook)"),
         ("'http://example.com'", "alerts: expected a mapping with webhook, got 'http://example.com'"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_alerts_value_is_one_line_naming_the_file_and_key(tmp_path, value, message):
     path = write(tmp_path, BASE + f"alerts: {value}\n")
     with pytest.raises(SettingsError) as raised:
@@ -153,9 +155,14 @@ def receiver() -> Iterator[Receiver]:
 def deploy(services, conf: Path, **env: str) -> subprocess.CompletedProcess:
     """`bpe deploy --conf DIR --pool POOL`, as an operator types it."""
     environ = {k: v for k, v in os.environ.items() if k != ENV}
-    return subprocess.run([BPE, "deploy", "--conf", str(conf), "--pool", POOL],
-                          env={**environ, **services["env"], **env}, capture_output=True, text=True, cwd=REPO,
-                          timeout=180)  # fmt: skip
+    return subprocess.run(
+        [BPE, "deploy", "--conf", str(conf), "--pool", POOL],
+        env={**environ, **services["env"], **env},
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=180,
+    )
 
 
 def automations(services, name: str) -> list:
@@ -191,10 +198,15 @@ def alerting(services, receiver) -> dict:
         for i in range(2):
             write_shard(data / f"part-{i:05d}.parquet", paragraphs[i * 900 : (i + 1) * 900])
         cfg = {
-            "name": name, "data": str(data), "vocab_size": 400, "holdout_fraction": 0.05,
-            "artifact_root": str(root / name / "artifacts"), "dask_scheduler": services["scheduler"],
-            "schedule": "17 4 * * *", "alerts": {"webhook": f"{receiver.url}/{name}/s3cret-token"},
-        }  # fmt: skip
+            "name": name,
+            "data": str(data),
+            "vocab_size": 400,
+            "holdout_fraction": 0.05,
+            "artifact_root": str(root / name / "artifacts"),
+            "dask_scheduler": services["scheduler"],
+            "schedule": "17 4 * * *",
+            "alerts": {"webhook": f"{receiver.url}/{name}/s3cret-token"},
+        }
         (conf / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
         configs[name] = {**cfg, "data_dir": data, "path": f"/{name}/s3cret-token"}
     pq.write_table(pa.table({"body": ["no text column here"]}), configs["alerted"]["data_dir"] / "part-00001.parquet")
@@ -225,8 +237,10 @@ def test_deploying_again_keeps_one_automation_per_deployment(services, alerting,
         found = automations(services, f"train-bpe/{name}")
         assert len(found) == 1, found
         assert [found[0].id] == alerting["first_ids"][name]  # updated in place, not created again
-        assert found[0].enabled and set(found[0].trigger.expect) == {"prefect.flow-run.Failed",
-                                                                      "prefect.flow-run.Crashed"}  # fmt: skip
+        assert found[0].enabled and set(found[0].trigger.expect) == {
+            "prefect.flow-run.Failed",
+            "prefect.flow-run.Crashed",
+        }
 
 
 @pytest.mark.services
@@ -244,8 +258,10 @@ def test_a_failing_run_sends_exactly_one_notification_and_a_successful_run_none(
     waited = receiver.wait(lambda: receiver.to(alerted["path"]), 120, "notification for train-bpe/alerted")
     received, message = receiver.to(alerted["path"])[0]
     failed_at = read_run(services, failed["id"]).state.timestamp.timestamp()
-    print(f"\nfailure alert: delivered {received - failed_at:.2f} s after the run failed "
-          f"({waited:.2f} s after the test saw the run end)")  # fmt: skip
+    print(
+        f"\nfailure alert: delivered {received - failed_at:.2f} s after the run failed "
+        f"({waited:.2f} s after the test saw the run end)"
+    )
     assert set(message) == {"subject", "body", "text"}
     assert "train-bpe/alerted" in message["subject"] and "failed" in message["subject"]
     shard = f"{alerted['data_dir']}/part-00001.parquet: no column 'text'"
@@ -277,8 +293,10 @@ def test_without_a_webhook_deploy_says_so_once_and_drops_an_earlier_alert(servic
         (conf / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
     with_env = deploy(services, conf, **{ENV: f"{receiver.url}/from-env"})
     assert with_env.returncode == 0, with_env.stderr[-3000:]
-    assert f"deployed train-bpe/quiet-a (schedule '0 3 * * *', paused: {root}/nowhere/quiet-a not found; alerts to " \
-           f"{receiver.url}/...) on work pool {POOL}" in with_env.stdout, with_env.stdout  # fmt: skip
+    assert (
+        f"deployed train-bpe/quiet-a (schedule '0 3 * * *', paused: {root}/nowhere/quiet-a not found; alerts to "
+        f"{receiver.url}/...) on work pool {POOL}" in with_env.stdout
+    ), with_env.stdout
     assert "alerts: none" not in with_env.stdout
     assert [len(automations(services, f"train-bpe/{n}")) for n in ("quiet-a", "quiet-b")] == [1, 1]
 
@@ -286,8 +304,10 @@ def test_without_a_webhook_deploy_says_so_once_and_drops_an_earlier_alert(servic
     assert without.returncode == 0, without.stderr[-3000:]
     lines = without.stdout.splitlines()
     assert lines.count(f"alerts: none configured (set `alerts: {{webhook: URL}}` in a configuration, or {ENV})") == 1
-    assert f"deployed train-bpe/quiet-b (schedule '0 3 * * *', paused: {root}/nowhere/quiet-b not found) on work " \
-           f"pool {POOL}" in lines  # fmt: skip
+    assert (
+        f"deployed train-bpe/quiet-b (schedule '0 3 * * *', paused: {root}/nowhere/quiet-b not found) on work "
+        f"pool {POOL}" in lines
+    )
     assert [len(automations(services, f"train-bpe/{n}")) for n in ("quiet-a", "quiet-b")] == [0, 0]
     assert without.stderr == ""
 
@@ -309,7 +329,7 @@ def test_a_bad_webhook_is_one_line_and_registers_nothing(services):
     assert done.stderr.splitlines() == [
         f"bpe: error: {conf}/b-bad.yaml: alerts: webhook: expected an http:// or https:// URL with a host, "
         "got 'hooks/x'"
-    ]  # fmt: skip
+    ]
     with temporary_settings({PREFECT_API_URL: services["env"]["PREFECT_API_URL"]}):
         with get_client(sync_client=True) as client:
             with pytest.raises(ObjectNotFound):  # the good one was not registered either: all are checked first

@@ -53,8 +53,10 @@ def test_promote_and_rollback_commands(tmp_path, capsys):
     publish_as(store, "experiment", bpt=3.75)
     where = f"{tmp_path}/tok"
     assert bpe(capsys, "promote", where, "2") == (
-        0, f"{where}: latest v0001 -> v0002 (promoted; recorded in {where}/history.jsonl)\n", ""
-    )  # fmt: skip
+        0,
+        f"{where}: latest v0001 -> v0002 (promoted; recorded in {where}/history.jsonl)\n",
+        "",
+    )
     assert store.latest() == "v0002"
     code, out, _ = bpe(capsys, "promote", where, "v0002")
     assert code == 0 and out == f"{where}: v0002 is already latest; nothing changed\n"
@@ -65,9 +67,11 @@ def test_promote_and_rollback_commands(tmp_path, capsys):
     lines = out.splitlines()
     assert lines[0].split() == ["time", "action", "version", "latest", "by"]
     assert [line.split()[1:4] for line in lines[1:]] == [
-        ["publish", "v0001", "-"], ["publish", "v0002", "v0001"], ["promote", "v0002", "v0001"],
+        ["publish", "v0001", "-"],
+        ["publish", "v0002", "v0001"],
+        ["promote", "v0002", "v0001"],
         ["rollback", "v0001", "v0002"],
-    ]  # fmt: skip
+    ]
     assert "v0001 (stays)" in lines[2] and "[publish (experiment)]" in lines[2]
 
 
@@ -78,35 +82,35 @@ def test_promote_and_rollback_commands(tmp_path, capsys):
         (
             ["promote", "{root}/tok", "newest"],
             "bpe: error: {root}/tok: 'newest' is not a version name (v0001, v0002, ...)",
-        ),  # fmt: skip
+        ),
         (
             ["rollback", "{root}/tok"],
             "bpe: error: {root}/tok: nothing to roll back to: no version was promoted "
             "before v0001 (that is still in the store)",
-        ),  # fmt: skip
+        ),
         (
             ["promote", "{root}/tokk", "v0001"],
             "bpe: error: {root}/tokk: no such artifact store (expected <artifact root>/<tokenizer name>)",
-        ),  # fmt: skip
+        ),
         (
             ["rollback", "{root}/tok/v0001/manifest.json"],
             "bpe: error: {root}/tok/v0001/manifest.json: is not a directory (expected <artifact root>/<tokenizer "
             "name>)",
-        ),  # fmt: skip
+        ),
         (
             ["prune", "{root}/tokk", "--keep", "3"],
             "bpe: error: {root}/tokk: no such artifact store (expected <artifact root>/<tokenizer name>)",
-        ),  # fmt: skip
+        ),
         (
             ["prune", "{root}/tok", "--keep", "0"],
             "bpe: error: --keep: expected an integer >= 1 (the newest version always stays), got 0",
-        ),  # fmt: skip
+        ),
         (
             ["prune-cache", "{root}/nocache", "--older-than", "30"],
             "bpe: error: {root}/nocache: no such count cache "
             "(expected a configuration's cache_dir, e.g. "
             "artifacts/.cache)",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_mistakes_are_one_line_and_a_non_zero_exit(tmp_path, capsys, args, message):
@@ -127,10 +131,29 @@ def test_versions_lists_channels_promotions_and_the_change_in_bytes_per_token(tm
     code, out, _ = bpe(capsys, "versions", f"{tmp_path}/tok")
     assert code == 0
     header, *rows = out.splitlines()
-    assert header.split() == ["version", "created", "channel", "vocabulary", "shards", "data", "bytes/token",
-                              "change", "vs", "promoted"]  # fmt: skip
-    assert rows[0].split() == ["v0001", "2026-11-30T08:50:18+00:00", "main", "600", "2", "1.5", "MB", "3.500",
-                               "(latest)"]  # fmt: skip
+    assert header.split() == [
+        "version",
+        "created",
+        "channel",
+        "vocabulary",
+        "shards",
+        "data",
+        "bytes/token",
+        "change",
+        "vs",
+        "promoted",
+    ]
+    assert rows[0].split() == [
+        "v0001",
+        "2026-11-30T08:50:18+00:00",
+        "main",
+        "600",
+        "2",
+        "1.5",
+        "MB",
+        "3.500",
+        "(latest)",
+    ]
     assert rows[1].split()[2:] == ["experiment", "600", "2", "1.5", "MB", "3.750", "+0.2500", "vs", "v0001"]
     assert rows[2].split()[2:] == ["main", "600", "2", "1.5", "MB", "3.600", "+0.1000", "vs", "v0001", "(promoted)"]
 
@@ -239,8 +262,10 @@ def test_the_retention_key_is_validated(tmp_path):
     assert load_config(conf).retention == Retention(None, None)
     conf.write_text(yaml.safe_dump({**base, "retention": {"keep_versions": 10, "cache_days": 30}}))
     cfg = load_config(conf)
-    assert cfg.retention == Retention(10, 30.0) and cfg.as_dict()["retention"] == {"keep_versions": 10,
-                                                                                   "cache_days": 30.0}  # fmt: skip
+    assert cfg.retention == Retention(10, 30.0) and cfg.as_dict()["retention"] == {
+        "keep_versions": 10,
+        "cache_days": 30.0,
+    }
     assert load_config(conf, environ={"BPE_RETENTION": "{keep_versions: 2}"}).retention == Retention(2, None)
     for bad, message in (
         ({"keep_version": 3}, "retention: unknown key 'keep_version' (known: keep_versions, cache_days)"),
@@ -275,16 +300,27 @@ def deployed(services) -> dict[str, dict]:
         for i in range(3):
             write_shard(data / f"part-{i:05d}.parquet", paragraphs[i * 900 : (i + 1) * 900])
         cfg = {
-            "name": name, "data": str(data), "vocab_size": 600, "pattern": "cl100k",
-            "special_tokens": ["<|endoftext|>"], "holdout_fraction": 0.05,
-            "artifact_root": str(root / name / "artifacts"), "dask_scheduler": services["scheduler"],
-        }  # fmt: skip
+            "name": name,
+            "data": str(data),
+            "vocab_size": 600,
+            "pattern": "cl100k",
+            "special_tokens": ["<|endoftext|>"],
+            "holdout_fraction": 0.05,
+            "artifact_root": str(root / name / "artifacts"),
+            "dask_scheduler": services["scheduler"],
+        }
         if name == "kept":
             cfg["retention"] = {"keep_versions": 1, "cache_days": 30}
         (conf / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
         configs[name] = {**cfg, "paragraphs": paragraphs, "data_dir": data}
-    done = subprocess.run([BPE, "deploy", "--conf", str(conf), "--pool", POOL], env={**os.environ, **services["env"]},
-                          capture_output=True, text=True, cwd=REPO, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [BPE, "deploy", "--conf", str(conf), "--pool", POOL],
+        env={**os.environ, **services["env"]},
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return configs
 
@@ -312,8 +348,10 @@ def test_an_override_is_an_experiment_and_promote_and_rollback_move_latest(servi
 
     # A parameter of `prefect deployment run` overrides the configuration (the value parsed as JSON).
     experiment = run(services, "chan", "--param", "vocab_size=700", command=True)
-    assert "training: vocab_size 600 -> 700 since v0001; experiment (parameters override vocab_size): latest " \
-           "stays v0001 unless promote=True" in experiment["logs"]  # fmt: skip
+    assert (
+        "training: vocab_size 600 -> 700 since v0001; experiment (parameters override vocab_size): latest "
+        "stays v0001 unless promote=True" in experiment["logs"]
+    )
     assert "published" in experiment["tags"]
     manifest = store.manifest("v0002")
     assert (manifest["channel"], manifest["promoted"], manifest["result"]["vocab_size"]) == ("experiment", False, 700)
@@ -345,9 +383,13 @@ def test_an_override_is_an_experiment_and_promote_and_rollback_move_latest(servi
     assert store.latest() == "v0001"
     events = [(e["action"], e["version"], e["latest_after"]) for e in store.history()]
     assert events == [
-        ("publish", "v0001", "v0001"), ("publish", "v0002", "v0001"), ("publish", "v0003", "v0003"),
-        ("promote", "v0002", "v0002"), ("rollback", "v0003", "v0003"), ("rollback", "v0001", "v0001"),
-    ]  # fmt: skip
+        ("publish", "v0001", "v0001"),
+        ("publish", "v0002", "v0001"),
+        ("publish", "v0003", "v0003"),
+        ("promote", "v0002", "v0002"),
+        ("rollback", "v0003", "v0003"),
+        ("rollback", "v0001", "v0001"),
+    ]
     run_ids = [store.manifest(v)["prefect"]["flow_run_id"] for v in ("v0001", "v0002", "v0003")]
     assert [e["by"] for e in store.history()[:3]] == [f"flow run {i}" for i in run_ids]
 
@@ -360,9 +402,11 @@ def test_an_override_is_an_experiment_and_promote_and_rollback_move_latest(servi
 
     dry = command("prune", where, "--keep", "1")
     assert dry.returncode == 0 and dry.stdout.splitlines()[1:] == [
-        "  v0001  latest, newest main-line version", "  v0003  among the 1 newest",
-        "would remove 1 version(s): v0002", "dry run: nothing removed; run again with --yes to remove them",
-    ]  # fmt: skip
+        "  v0001  latest, newest main-line version",
+        "  v0003  among the 1 newest",
+        "would remove 1 version(s): v0002",
+        "dry run: nothing removed; run again with --yes to remove them",
+    ]
     assert store.versions() == ["v0001", "v0002", "v0003"]
     applied = command("prune", where, "--keep", "1", "--yes")
     assert applied.returncode == 0 and applied.stdout.endswith("removed 1 version(s): v0002\n"), applied.stderr
@@ -379,16 +423,20 @@ def test_the_flow_applies_the_configurations_retention_after_publishing(services
     planted = cache_entry(cache, key(7), 45)  # a count no run has used for 45 days
     write_shard(cfg["data_dir"] / "part-00003.parquet", cfg["paragraphs"][2700:3600])
     second = run(services, "kept")  # v0002: v0001 stays, the rollback target
-    assert "retention: no version to remove (keep_versions 1); kept v0001 (rollback target), v0002 (among the 1 " \
-           "newest, latest, newest main-line version)" in second["logs"]  # fmt: skip
+    assert (
+        "retention: no version to remove (keep_versions 1); kept v0001 (rollback target), v0002 (among the 1 "
+        "newest, latest, newest main-line version)" in second["logs"]
+    )
     assert "retention: removed 1 count cache entry unused for 30 days" in second["logs"]
     assert not any(p.exists() for p in planted)
     assert len(list((cache / "counts").glob("*.json"))) == 4, "the counts in use are all kept"
     run(services, "kept", "--param", "vocab_size=700")  # v0003, an experiment
     write_shard(cfg["data_dir"] / "part-00004.parquet", cfg["paragraphs"][3600:4500])
     fourth = run(services, "kept")  # v0004 on the main line: v0001 and the experiment v0003 go
-    assert "retention: removed 2 version(s) of kept: v0001, v0003; kept v0002 (rollback target), v0004 (among " \
-           "the 1 newest, latest, newest main-line version)" in fourth["logs"]  # fmt: skip
+    assert (
+        "retention: removed 2 version(s) of kept: v0001, v0003; kept v0002 (rollback target), v0004 (among "
+        "the 1 newest, latest, newest main-line version)" in fourth["logs"]
+    )
     assert store.versions() == ["v0002", "v0004"] and store.latest() == "v0004"
     assert [e["version"] for e in store.history() if e["action"] == "prune"] == ["v0001", "v0003"]
     assert store.rollback()[1] == "v0002"
@@ -424,10 +472,13 @@ def test_promote_rollback_and_prune_on_s3(s3_bucket, tmp_path):
     assert storage_text(f"{where}/latest") == "v0003\n"
     dry = command("prune", where, "--keep", "1")
     assert dry.returncode == 0 and dry.stdout.splitlines()[1:] == [
-        "  v0002  rollback target", "  v0003  latest", "  v0004  newest main-line version",
+        "  v0002  rollback target",
+        "  v0003  latest",
+        "  v0004  newest main-line version",
         "  v0005  among the 1 newest",
-        "would remove 1 version(s): v0001", "dry run: nothing removed; run again with --yes to remove them",
-    ], dry.stdout + dry.stderr  # fmt: skip
+        "would remove 1 version(s): v0001",
+        "dry run: nothing removed; run again with --yes to remove them",
+    ], dry.stdout + dry.stderr
     applied = command("prune", where, "--keep", "1", "--yes")
     assert applied.returncode == 0 and applied.stdout.endswith("removed 1 version(s): v0001\n"), applied.stderr
     objects = [o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket=s3_bucket)["Contents"]]
@@ -436,8 +487,10 @@ def test_promote_rollback_and_prune_on_s3(s3_bucket, tmp_path):
     actions = [(e["action"], e["version"]) for e in store.history()]
     assert actions[-4:] == [("promote", "v0005"), ("rollback", "v0004"), ("rollback", "v0003"), ("prune", "v0001")]
     missing = command("rollback", f"{root}/tokk")
-    assert (missing.returncode, missing.stderr) == (1, f"bpe: error: {root}/tokk: no such artifact store (expected "
-                                                       "<artifact root>/<tokenizer name>)\n")  # fmt: skip
+    assert (missing.returncode, missing.stderr) == (
+        1,
+        f"bpe: error: {root}/tokk: no such artifact store (expected <artifact root>/<tokenizer name>)\n",
+    )
 
     cache = f"s3://{s3_bucket}/cache"
     for suffix in (".json", ".parquet", ".held-out.parquet"):

@@ -27,8 +27,9 @@ BPE = str(Path(sys.executable).parent / "bpe")
 
 
 def bpe(*args: str, cwd: Path, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run([BPE, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})  # fmt: skip
+    return subprocess.run(
+        [BPE, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )
 
 
 def corpus_part(data: Path) -> str:
@@ -47,10 +48,19 @@ def test_cluster_up_runs_a_deployment_and_down_leaves_nothing(tmp_path):
     corpus_part(tmp_path / "data")
     conf = tmp_path / "conf"
     conf.mkdir()
-    (conf / "part.yaml").write_text(yaml.safe_dump({
-        "name": "part", "data": str(tmp_path / "data"), "vocab_size": 2000, "pattern": "cl100k",
-        "artifact_root": str(tmp_path / "artifacts"), "holdout_fraction": 0.02, "schedule": "0 5 * * *",
-    }))  # fmt: skip
+    (conf / "part.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "name": "part",
+                "data": str(tmp_path / "data"),
+                "vocab_size": 2000,
+                "pattern": "cl100k",
+                "artifact_root": str(tmp_path / "artifacts"),
+                "holdout_fraction": 0.02,
+                "schedule": "0 5 * * *",
+            }
+        )
+    )
     ports = [free_port() for _ in range(3)]
     state = tmp_path / "state"
     started = time.monotonic()
@@ -72,10 +82,14 @@ def test_cluster_up_runs_a_deployment_and_down_leaves_nothing(tmp_path):
         assert "Dask needs" not in page and "bokeh" in page.lower()  # the dashboard, not "install bokeh"
 
         assert_locked_down(recorded, ports, state)
-        env = {"PREFECT_API_URL": f"http://127.0.0.1:{ports[0]}/api", "PREFECT_HOME": str(state / "prefect"),
-               "PREFECT_API_AUTH_STRING": (state / "prefect-auth").read_text().strip()}  # fmt: skip
-        run = wait_for_flow_run(env["PREFECT_API_URL"], run_deployment(env, "train-bpe/part"),
-                                auth=env["PREFECT_API_AUTH_STRING"])  # fmt: skip
+        env = {
+            "PREFECT_API_URL": f"http://127.0.0.1:{ports[0]}/api",
+            "PREFECT_HOME": str(state / "prefect"),
+            "PREFECT_API_AUTH_STRING": (state / "prefect-auth").read_text().strip(),
+        }
+        run = wait_for_flow_run(
+            env["PREFECT_API_URL"], run_deployment(env, "train-bpe/part"), auth=env["PREFECT_API_AUTH_STRING"]
+        )
         state_name = run.state.type.value
         elapsed = time.monotonic() - started
         assert state_name == "COMPLETED", (state / "logs" / "prefect-worker.log").read_text()[-4000:]
@@ -111,8 +125,12 @@ def assert_locked_down(recorded: dict, ports: list[int], state: Path) -> None:
     listening = [c for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN and c.pid in pids]
     assert listening and all(c.laddr.ip == "127.0.0.1" for c in listening), listening
 
-    request = urllib.request.Request(f"http://127.0.0.1:{ports[0]}/api/flows/filter", data=b"{}", method="POST",
-                                     headers={"Content-Type": "application/json"})  # fmt: skip
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{ports[0]}/api/flows/filter",
+        data=b"{}",
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=10)
     assert refused.value.code == 401

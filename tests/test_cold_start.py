@@ -88,8 +88,13 @@ def test_a_cold_start_says_it_compiles_and_bpe_warm_compiles_the_rest_ahead(data
     and afterwards neither a second warm nor a run with another pattern and tie-break compiles
     anything."""
     env = cache_lacking(tmp_path, (MISSING_FOR_THE_RUN, *MISSING_FOR_WARM))
-    done = subprocess.run([BPE, "train", str(data), "--vocab-size", "270", "--out", str(tmp_path / "tok")],
-                          capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
+    done = subprocess.run(
+        [BPE, "train", str(data), "--vocab-size", "270", "--out", str(tmp_path / "tok")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stderr.startswith("bpe: compiling the kernels"), done.stderr[:500]
     manifest = json.loads((tmp_path / "tok" / "manifest.json").read_text())
@@ -108,8 +113,13 @@ def test_a_cold_start_says_it_compiles_and_bpe_warm_compiles_the_rest_ahead(data
     assert again.returncode == 0 and again.stderr == "" and again.stdout.startswith("kernels already compiled")
     for n, options in enumerate([[], ["--pattern", "o200k", "--tie-break", "ids"]]):
         out = tmp_path / f"tok{n}"
-        run = subprocess.run([BPE, "train", str(data), "--vocab-size", "270", *options, "--out", str(out)],
-                             capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+        run = subprocess.run(
+            [BPE, "train", str(data), "--vocab-size", "270", *options, "--out", str(out)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
         assert run.returncode == 0, run.stderr[-2000:]
         assert "compiling" not in run.stderr and "first run of this version only" not in run.stdout
         assert json.loads((out / "manifest.json").read_text())["seconds"]["compile"] < 0.5

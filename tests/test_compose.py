@@ -35,8 +35,14 @@ REPO = Path(__file__).resolve().parent.parent
 SERVICES = {"bpe-image", "postgres", "prefect-server", "dask-scheduler", "dask-worker", "prefect-worker"}
 PROJECT_SERVICES = {"prefect-server", "dask-scheduler", "dask-worker", "prefect-worker"}
 ONE_SHOT = {"bpe-image", "s3-init"}  # run to completion: others wait for service_completed_successfully
-S3_ENV = {"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION",
-          "BPE_ARTIFACT_ROOT", "BPE_CACHE_DIR"}  # fmt: skip
+S3_ENV = {
+    "AWS_ENDPOINT_URL",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_DEFAULT_REGION",
+    "BPE_ARTIFACT_ROOT",
+    "BPE_CACHE_DIR",
+}
 COMPOSE_FILES = ("docker-compose.yml", "docker-compose.s3.yml", "docker-compose.moto.yml")
 
 
@@ -79,8 +85,13 @@ def commands(service: dict) -> list[list[str]]:
 @lru_cache
 def help_text(*words: str) -> str:
     tool = Path(os.sys.executable).parent / words[0]
-    done = subprocess.run([str(tool), *words[1:], "--help"], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "250"}, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [str(tool), *words[1:], "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "250"},
+        timeout=60,
+    )
     assert done.returncode == 0, f"`{' '.join(words)}` is not a command of the installed tools: {done.stderr[-500:]}"
     return done.stdout
 
@@ -136,8 +147,12 @@ def test_start_order_is_gated_by_healthchecks(compose, s3):
                 assert condition == {"condition": wanted}, f"{file}: {name} -> {dependency}"
                 defined = {**s3["services"], **services}[dependency]  # minio is only in the s3 file
                 assert dependency in ONE_SHOT or "healthcheck" in defined, dependency
-    assert set(services["prefect-worker"]["depends_on"]) == {"bpe-image", "prefect-server", "dask-scheduler",
-                                                              "dask-worker"}  # fmt: skip
+    assert set(services["prefect-worker"]["depends_on"]) == {
+        "bpe-image",
+        "prefect-server",
+        "dask-scheduler",
+        "dask-worker",
+    }
     assert set(services["prefect-server"]["depends_on"]) == {"bpe-image", "postgres"}
     # A Dask worker is healthy once the scheduler lists it, so the Prefect worker starts with one.
     assert "http://dask-scheduler:8787/json/identity.json" in " ".join(services["dask-worker"]["healthcheck"]["test"])
@@ -388,11 +403,20 @@ class Stack:
         self.tags = {self.tag}
 
     def run(self, *args: str, timeout: float = 900, check: bool = True, env: dict | None = None, **kw):
-        done = subprocess.run([*self.base, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                              env={**self.environ, **(env or {})}, **kw)  # fmt: skip
+        done = subprocess.run(
+            [*self.base, *args],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**self.environ, **(env or {})},
+            **kw,
+        )
         if check and done.returncode:
-            raise AssertionError(f"`docker compose {' '.join(args)}` exited {done.returncode}:\n"
-                                 f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")  # fmt: skip
+            raise AssertionError(
+                f"`docker compose {' '.join(args)}` exited {done.returncode}:\n"
+                f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            )
         return done
 
     def timed(self, label: str, *args: str, **kw):
@@ -416,8 +440,11 @@ class Stack:
         return docker("inspect", "-f", "{{if .State.Health}}{{.State.Health.Status}}{{end}}", container).strip()
 
     def wait_healthy(self, service: str, timeout: float = 300) -> None:
-        wait_for(f"{service} to be healthy", lambda: all(self.health(c) == "healthy" for c in self.containers(service)),
-                 timeout)  # fmt: skip
+        wait_for(
+            f"{service} to be healthy",
+            lambda: all(self.health(c) == "healthy" for c in self.containers(service)),
+            timeout,
+        )
 
     def url(self, var: str, path: str) -> str:
         return f"http://127.0.0.1:{self.values[var]}{path}"
@@ -437,8 +464,19 @@ class Stack:
     def run_deployment(self, *params: str, label: str) -> str:
         """`prefect deployment run 'train-bpe/demo' --watch` in the Prefect worker's container."""
         args = [a for p in params for a in ("-p", p)]
-        done = self.timed(label, "exec", "-T", "prefect-worker", "prefect", "deployment", "run", "train-bpe/demo",
-                          *args, "--watch", check=False)  # fmt: skip
+        done = self.timed(
+            label,
+            "exec",
+            "-T",
+            "prefect-worker",
+            "prefect",
+            "deployment",
+            "run",
+            "train-bpe/demo",
+            *args,
+            "--watch",
+            check=False,
+        )
         out = done.stdout + done.stderr
         assert done.returncode == 0 and "Completed" in out, f"{label}: the flow run did not complete:\n{out[-4000:]}"
         return out
@@ -472,8 +510,9 @@ def docker(*args: str) -> str:
 
 def container_log(container: str) -> list[str]:
     """A container's output lines, stdout and stderr (where Prefect's log lines go) together."""
-    done = subprocess.run(["docker", "logs", container], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        ["docker", "logs", container], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120
+    )
     return done.stdout.splitlines()
 
 
@@ -550,17 +589,42 @@ def test_the_stack_trains_survives_a_killed_worker_keeps_versions_and_cleans_up(
 
         # A larger corpus in the data volume, trained with one worker container killed mid-loop.
         worker = stack.containers("prefect-worker")[0]
-        made = subprocess.run(["docker", "exec", "-i", worker, "python", "-", "/data/big", "/data/big-train"],
-                              input=CORPUS_SCRIPT, capture_output=True, text=True, timeout=600)  # fmt: skip
+        made = subprocess.run(
+            ["docker", "exec", "-i", worker, "python", "-", "/data/big", "/data/big-train"],
+            input=CORPUS_SCRIPT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert made.returncode == 0, made.stderr[-3000:]
         print(f"\nlarger corpus: {made.stdout.strip()}")
         logged_before = len(container_log(worker))
         run = subprocess.Popen(
-            [*stack.base, "exec", "-T", "prefect-worker", "prefect", "deployment", "run", "train-bpe/demo",
-             "-p", 'data=["/data/big"]', "-p", "name=big", "-p", f"vocab_size={BIG_VOCAB}",
-             "-p", "promote=true", "--watch"],  # an override is an experiment: promoted, it becomes latest
-            cwd=REPO, env=stack.environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
+            [
+                *stack.base,
+                "exec",
+                "-T",
+                "prefect-worker",
+                "prefect",
+                "deployment",
+                "run",
+                "train-bpe/demo",
+                "-p",
+                'data=["/data/big"]',
+                "-p",
+                "name=big",
+                "-p",
+                f"vocab_size={BIG_VOCAB}",
+                "-p",
+                "promote=true",
+                "--watch",
+            ],  # an override is an experiment: promoted, it becomes latest
+            cwd=REPO,
+            env=stack.environ,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         started = time.perf_counter()
         try:
             # The flow run's logs reach the Prefect worker's output; the first "merge:" progress
@@ -584,15 +648,31 @@ def test_the_stack_trains_survives_a_killed_worker_keeps_versions_and_cleans_up(
         assert engine["recoveries"] >= 1, f"the kill ({killed_at:.1f} s in) came after the merge loop: {engine}"
         flow_logs = "\n".join(container_log(worker)[logged_before:])
         assert "lost; rebuilt on" in flow_logs
-        print(f"\nworker-kill run: killed {victim[:12]} {killed_at:.1f} s after the request; "
-              f"{manifest['result']['merges']:,} merges, engine {engine}")  # fmt: skip
+        print(
+            f"\nworker-kill run: killed {victim[:12]} {killed_at:.1f} s after the request; "
+            f"{manifest['result']['merges']:,} merges, engine {engine}"
+        )
 
         # The same merges as the local engine on the same rows.
         settings = manifest["settings"]
-        local = ["bpe", "train", "/data/big-train", "--vocab-size", str(settings["vocab_size"]),
-                 "--pattern", settings["pattern"], "--min-frequency", str(settings["min_frequency"]),
-                 "--tie-break", settings["tie_break"], "--text-column", settings["text_column"],
-                 "--out", "/tmp/local-big", "--quiet"]  # fmt: skip
+        local = [
+            "bpe",
+            "train",
+            "/data/big-train",
+            "--vocab-size",
+            str(settings["vocab_size"]),
+            "--pattern",
+            settings["pattern"],
+            "--min-frequency",
+            str(settings["min_frequency"]),
+            "--tie-break",
+            settings["tie_break"],
+            "--text-column",
+            settings["text_column"],
+            "--out",
+            "/tmp/local-big",
+            "--quiet",
+        ]
         for token in settings["special_tokens"]:
             local += ["--special-token", token]
         done = stack.timed("local engine, same data", "exec", "-T", "prefect-worker", *local, timeout=900)

@@ -65,8 +65,10 @@ def cached_count(cache: CountCache, key: str, shard: dict) -> ShardCount:
     counts, held_out = cache.paths(key)
     words = pa.table({"word": pa.array([b"ab", b"cd"], pa.binary()), "count": pa.array([3, 1], pa.int64())})
     rows = pa.table({"text": pa.array(["held out"], pa.string())})
-    digests = {"counts": storage.write_file_digest(counts, lambda tmp: pq.write_table(words, tmp)),
-               "held_out": storage.write_file_digest(held_out, lambda tmp: pq.write_table(rows, tmp))}  # fmt: skip
+    digests = {
+        "counts": storage.write_file_digest(counts, lambda tmp: pq.write_table(words, tmp)),
+        "held_out": storage.write_file_digest(held_out, lambda tmp: pq.write_table(rows, tmp)),
+    }
     cache.record(key, ShardCount(shard, counts, held_out, CountStats(documents=2), 0.5, digests=digests))
     return cache.lookup(key, shard)
 
@@ -83,8 +85,10 @@ def check_damage_is_a_miss(cache: CountCache, overwrite) -> None:
         data = storage.read_bytes(path)
         overwrite(path, data[:-8] + b"damaged!")  # same size, other bytes
         assert cache.lookup(key, shard, warn=warnings.append) is None
-        assert warnings == [f"/data/part-0.parquet: damaged count cache entry {path} (its bytes differ from those "
-                            "written); counting the shard again"]  # fmt: skip
+        assert warnings == [
+            f"/data/part-0.parquet: damaged count cache entry {path} (its bytes differ from those "
+            "written); counting the shard again"
+        ]
         overwrite(path, data[: len(data) // 2])  # truncated
         assert cache.lookup(key, shard, warn=warnings.append) is None and len(warnings) == 2
         assert cached_count(cache, key, shard) is not None  # counted again, the entry replaced: a hit
@@ -92,8 +96,10 @@ def check_damage_is_a_miss(cache: CountCache, overwrite) -> None:
     warnings = []
     overwrite(cache.record_path(key), b"{not json")
     assert cache.lookup(key, shard, warn=warnings.append) is None
-    assert warnings == [f"/data/part-0.parquet: damaged count cache entry {cache.record_path(key)} (unreadable "
-                        "record: JSONDecodeError); counting the shard again"]  # fmt: skip
+    assert warnings == [
+        f"/data/part-0.parquet: damaged count cache entry {cache.record_path(key)} (unreadable "
+        "record: JSONDecodeError); counting the shard again"
+    ]
     cached_count(cache, key, shard)
     record = json.loads(storage.read_bytes(cache.record_path(key)))
     del record["digests"]
@@ -140,11 +146,19 @@ def test_a_damaged_count_is_counted_again_and_replaced(pipeline_services, prefec
     from bpe.flows.train_bpe import train_bpe
 
     paragraphs = stdlib_paragraphs()
-    shards = [write_parquet(tmp_path / "data" / f"part-{i}.parquet", paragraphs[i * 400 : (i + 1) * 400])
-              for i in range(2)]  # fmt: skip
-    cfg = {"name": "damaged", "data": str(tmp_path / "data"), "vocab_size": VOCAB, "pattern": "cl100k",
-           "special_tokens": ["<|endoftext|>"], "holdout_fraction": 0.05, "artifact_root": str(tmp_path / "art"),
-           "dask_scheduler": pipeline_services["scheduler"]}  # fmt: skip
+    shards = [
+        write_parquet(tmp_path / "data" / f"part-{i}.parquet", paragraphs[i * 400 : (i + 1) * 400]) for i in range(2)
+    ]
+    cfg = {
+        "name": "damaged",
+        "data": str(tmp_path / "data"),
+        "vocab_size": VOCAB,
+        "pattern": "cl100k",
+        "special_tokens": ["<|endoftext|>"],
+        "holdout_fraction": 0.05,
+        "artifact_root": str(tmp_path / "art"),
+        "dask_scheduler": pipeline_services["scheduler"],
+    }
     config = tmp_path / "damaged.yaml"
     config.write_text(yaml.safe_dump(cfg))
     settings = {PREFECT_API_URL: prefect_server["api"], PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
@@ -160,8 +174,7 @@ def test_a_damaged_count_is_counted_again_and_replaced(pipeline_services, prefec
     assert (again["counted_shards"], again["cached_shards"]) == (1, 1)
     [warning] = logs.warnings()
     assert f"{shards[1]}:" in warning and str(damaged) in warning, warning
-    rows = pa.array([t for shard in shards for t in pq.read_table(shard).column("text").to_pylist()],
-                    pa.large_string())  # fmt: skip
+    rows = pa.array([t for shard in shards for t in pq.read_table(shard).column("text").to_pylist()], pa.large_string())
     kept = rows.filter(pa.array(~holdout_mask(rows, 0.05))).to_pylist()
     clean = train(kept, vocab_size=VOCAB + 20, pattern="cl100k", special_tokens=["<|endoftext|>"])
     assert Tokenizer.load(again["location"]).merges == clean.merges

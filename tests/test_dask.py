@@ -163,9 +163,16 @@ def test_a_killed_worker_is_rebuilt_and_merges_stay_exact(cluster, texts, local_
             killed.append(pids[0])
 
     tok = train(
-        texts, vocab_size=VOCAB, pattern="cl100k", engine="dask", client=client, progress=kill_once,
-        checkpoint_seconds=checkpoint_seconds, log=log.append, call_timeout=20,
-    )  # fmt: skip
+        texts,
+        vocab_size=VOCAB,
+        pattern="cl100k",
+        engine="dask",
+        client=client,
+        progress=kill_once,
+        checkpoint_seconds=checkpoint_seconds,
+        log=log.append,
+        call_timeout=20,
+    )
     assert killed and tok.merges == local_merges
     assert tok.manifest["engine"]["recoveries"] >= 1
     assert any("lost; rebuilt" in line for line in log)
@@ -195,8 +202,12 @@ def same_but_numbers(a: str, b: str) -> bool:
     return re.sub(r"\d+", "N", a) == re.sub(r"\d+", "N", b)
 
 
-FAULTS = ["invalid UTF-8 in a row group", "invalid UTF-8 in a jsonl line", "a jsonl line without the text field",
-          "no text column"]  # fmt: skip
+FAULTS = [
+    "invalid UTF-8 in a row group",
+    "invalid UTF-8 in a jsonl line",
+    "a jsonl line without the text field",
+    "no text column",
+]
 
 
 @pytest.mark.parametrize("fault", FAULTS)
@@ -211,8 +222,20 @@ def test_a_bad_file_fails_with_the_local_engines_one_line_error(cluster, tmp_pat
     assert errors["dask"].startswith(f"{path}:") and same_but_numbers(errors["dask"], errors["local"]), errors
     lines = {}
     for engine, flags in (("local", []), ("dask", ["--scheduler", cluster[0].scheduler_address])):
-        code = main(["train", path, "--vocab-size", "300", "--engine", engine, *flags,
-                     "--out", str(tmp_path / engine), "--quiet"])  # fmt: skip
+        code = main(
+            [
+                "train",
+                path,
+                "--vocab-size",
+                "300",
+                "--engine",
+                engine,
+                *flags,
+                "--out",
+                str(tmp_path / engine),
+                "--quiet",
+            ]
+        )
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 1 and err, engine
         lines[engine] = err[-1]
@@ -234,8 +257,15 @@ def test_bad_input_found_on_a_worker_is_not_retried_by_the_pipeline(cluster, tmp
     path = bad_inputs(tmp_path / "data")["invalid UTF-8 in a row group"]
     shard = discover([str(path)])[0]
     with pytest.raises(InputError) as counted:
-        count_shard_to_files(cluster[1], {**shard.fingerprint(), "kind": shard.kind}, Pretokenizer("cl100k"), "text",
-                             0.0, str(tmp_path / "counts.parquet"), str(tmp_path / "held-out.parquet"))  # fmt: skip
+        count_shard_to_files(
+            cluster[1],
+            {**shard.fingerprint(), "kind": shard.kind},
+            Pretokenizer("cl100k"),
+            "text",
+            0.0,
+            str(tmp_path / "counts.parquet"),
+            str(tmp_path / "held-out.parquet"),
+        )
     with pytest.raises(InputError) as trained:
         train(files=[str(path)], vocab_size=300, engine="dask", client=cluster[1])
     wrapped = RuntimeError("count-shard failed")
@@ -254,10 +284,24 @@ def test_a_bad_shard_on_a_local_cluster_is_one_line_on_stderr(tmp_path):
     path, out = tmp_path / "bad.txt", tmp_path / "tok"
     path.write_bytes(b"ok\n\xff\xfe bad\n")
     done = subprocess.run(
-        [str(Path(sys.executable).parent / "bpe"), "train", str(path), "--engine", "dask", "--workers", "2",
-         "--vocab-size", "300", "--out", str(out), "--quiet"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            str(Path(sys.executable).parent / "bpe"),
+            "train",
+            str(path),
+            "--engine",
+            "dask",
+            "--workers",
+            "2",
+            "--vocab-size",
+            "300",
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 1
     assert done.stderr.splitlines() == [f"bpe: error: {path}: invalid UTF-8 at byte 3"], done.stderr
     assert not out.exists()
@@ -285,8 +329,21 @@ def test_cli_against_a_running_scheduler(process_cluster, texts, local_merges, t
     address, _ = process_cluster
     data = write_parquet(tmp_path / "data" / "d.parquet", texts)
     out = tmp_path / "tok"
-    code = main(["train", str(data), "--vocab-size", str(VOCAB), "--engine", "dask", "--scheduler", address,
-                 "--out", str(out), "--quiet"])  # fmt: skip
+    code = main(
+        [
+            "train",
+            str(data),
+            "--vocab-size",
+            str(VOCAB),
+            "--engine",
+            "dask",
+            "--scheduler",
+            address,
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert code == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["engine"]["scheduler"] == address and manifest["engine"]["workers"] == 2
@@ -313,8 +370,21 @@ def test_losing_the_scheduler_stops_with_a_clear_error(process_cluster, texts):
 def test_an_unreachable_scheduler_is_one_line_and_writes_nothing(tmp_path, capsys, texts):
     data = write_parquet(tmp_path / "d.parquet", texts[:10])
     dead = f"tcp://127.0.0.1:{_free_port()}"
-    code = main(["train", str(data), "--vocab-size", "300", "--engine", "dask", "--scheduler", dead,
-                 "--out", str(tmp_path / "tok"), "--quiet"])  # fmt: skip
+    code = main(
+        [
+            "train",
+            str(data),
+            "--vocab-size",
+            "300",
+            "--engine",
+            "dask",
+            "--scheduler",
+            dead,
+            "--out",
+            str(tmp_path / "tok"),
+            "--quiet",
+        ]
+    )
     assert code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("bpe: error: cannot reach the Dask scheduler")

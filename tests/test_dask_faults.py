@@ -97,8 +97,17 @@ def at_merge(fraction: float, action: Callable[[], object]) -> Callable[[str, in
 
 
 def train_on(client, texts, progress, log: list[str], **options):
-    return train(texts, vocab_size=VOCAB, pattern="cl100k", engine="dask", client=client, progress=progress,
-                 log=log.append, call_timeout=20, **options)  # fmt: skip
+    return train(
+        texts,
+        vocab_size=VOCAB,
+        pattern="cl100k",
+        engine="dask",
+        client=client,
+        progress=progress,
+        log=log.append,
+        call_timeout=20,
+        **options,
+    )
 
 
 @pytest.mark.chaos
@@ -146,8 +155,16 @@ def test_a_hung_worker_is_not_chosen_to_rebuild_its_own_shard(client, texts, loc
     log: list[str] = []
     started = time.monotonic()
     try:
-        tok = train(texts, vocab_size=VOCAB, pattern="cl100k", engine="dask", client=client,
-                    progress=at_merge(1 / 3, stop), log=log.append, call_timeout=3)  # fmt: skip
+        tok = train(
+            texts,
+            vocab_size=VOCAB,
+            pattern="cl100k",
+            engine="dask",
+            client=client,
+            progress=at_merge(1 / 3, stop),
+            log=log.append,
+            call_timeout=3,
+        )
     finally:
         for pid in stopped:
             os.kill(pid, signal.SIGCONT)
@@ -183,8 +200,15 @@ def test_a_reused_scratch_directory_does_not_poison_a_run(client, texts, local, 
     """A previous run (other data, checkpoints written) leaves its files in the scratch directory;
     the next run, losing a worker before its own first checkpoint, must not restore from them."""
     scratch = tmp_path / "scratch"
-    train(texts[::-1][:800], vocab_size=500, pattern="cl100k", engine="dask", client=client,
-          scratch=str(scratch), checkpoint_seconds=EVERY_ROUND)  # fmt: skip
+    train(
+        texts[::-1][:800],
+        vocab_size=500,
+        pattern="cl100k",
+        engine="dask",
+        client=client,
+        scratch=str(scratch),
+        checkpoint_seconds=EVERY_ROUND,
+    )
     pids = list(client.run(os.getpid).values())
     progress = at_merge(1 / 2, lambda: kill(pids[0]))
     log: list[str] = []

@@ -23,10 +23,22 @@ def demo(tmp_path: Path, env: dict, vocab_size: int) -> subprocess.CompletedProc
     """`bpe demo` in a subprocess, as a newcomer runs it."""
     bpe = Path(sys.executable).parent / "bpe"
     done = subprocess.run(
-        [str(bpe), "demo", "--data", str(tmp_path / "demo-data"), "--artifacts", str(tmp_path / "artifacts"),
-         "--vocab-size", str(vocab_size)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            str(bpe),
+            "demo",
+            "--data",
+            str(tmp_path / "demo-data"),
+            "--artifacts",
+            str(tmp_path / "artifacts"),
+            "--vocab-size",
+            str(vocab_size),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     return done
 
@@ -73,9 +85,14 @@ def test_the_ephemeral_server_dies_with_a_killed_demo(tmp_path):
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     }
     bpe = Path(sys.executable).parent / "bpe"
-    demo = subprocess.Popen([str(bpe), "demo", "--data", str(tmp_path / "demo-data"), "--artifacts",
-                             str(tmp_path / "artifacts")], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    demo = subprocess.Popen(
+        [str(bpe), "demo", "--data", str(tmp_path / "demo-data"), "--artifacts", str(tmp_path / "artifacts")],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 240
         servers: list = []

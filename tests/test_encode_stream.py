@@ -198,8 +198,21 @@ def test_every_format_holds_the_ids_of_each_document_in_order(saved, tmp_path, c
 def test_eot_ends_each_document_and_offsets_include_it(saved, tmp_path):
     tok, out = saved
     write_parquet(tmp_path / "d.parquet", DOCS)
-    assert bpe("encode", out, tmp_path / "d.parquet", "--eot", "--allow-special", "--out", tmp_path / "ids.npy",
-               "--offsets", tmp_path / "o.npy", "--quiet") == 0  # fmt: skip
+    assert (
+        bpe(
+            "encode",
+            out,
+            tmp_path / "d.parquet",
+            "--eot",
+            "--allow-special",
+            "--out",
+            tmp_path / "ids.npy",
+            "--offsets",
+            tmp_path / "o.npy",
+            "--quiet",
+        )
+        == 0
+    )
     flat, offsets = np.load(tmp_path / "ids.npy", mmap_mode="r"), np.load(tmp_path / "o.npy")
     eot = tok.eot_token
     assert [flat[offsets[i] : offsets[i + 1]].tolist() for i in range(len(DOCS))] == [
@@ -315,8 +328,12 @@ def test_a_corpus_shard_encodes_as_tiktoken_does(corpus, corpus_rows, tmp_path):
     tok = train(corpus_rows[:1500], vocab_size=1000, pattern="cl100k", special_tokens=["<|endoftext|>"])
     tok.save(tmp_path / "tok")
     shard = corpus / "part-00005.parquet"
-    assert bpe("encode", tmp_path / "tok", shard, "--out", tmp_path / "ids.npy", "--offsets",
-               tmp_path / "o.npy", "--quiet") == 0  # fmt: skip
+    assert (
+        bpe(
+            "encode", tmp_path / "tok", shard, "--out", tmp_path / "ids.npy", "--offsets", tmp_path / "o.npy", "--quiet"
+        )
+        == 0
+    )
     rows = [t for t in pq.read_table(shard).column("text").to_pylist() if t is not None]
     reference = tok.to_tiktoken().encode_ordinary_batch(rows, num_threads=2)
     flat, offsets = np.load(tmp_path / "ids.npy"), np.load(tmp_path / "o.npy")

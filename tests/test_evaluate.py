@@ -76,13 +76,21 @@ def test_held_out_rows_are_deterministic_and_not_counted():
 def report_manifest(version: str = "v0001", vocab_size: int = 300, evaluation: dict | None = None, **settings) -> dict:
     """A version's manifest as the reports read it; `settings` change the training settings."""
     manifest = {
-        "name": "tok", "version": version, "created": "2026-01-01T00:00:00+00:00",
-        "settings": {"vocab_size": vocab_size, "pattern": "cl100k", "special_tokens": [], "min_frequency": 1,
-                     **settings},
+        "name": "tok",
+        "version": version,
+        "created": "2026-01-01T00:00:00+00:00",
+        "settings": {
+            "vocab_size": vocab_size,
+            "pattern": "cl100k",
+            "special_tokens": [],
+            "min_frequency": 1,
+            **settings,
+        },
         "counts": {"bytes": 10**6, "documents": 10, "held_out_rows": 1 if evaluation else 0},
         "result": {"merges": vocab_size - 256, "vocab_size": vocab_size, "stop_reason": "vocab_size"},
-        "seconds": {"count": 1.0}, "data": {"shards": [{}], "fingerprint": "ab" * 32, "counted_shards": 1},
-    }  # fmt: skip
+        "seconds": {"count": 1.0},
+        "data": {"shards": [{}], "fingerprint": "ab" * 32, "counted_shards": 1},
+    }
     if evaluation is not None:
         manifest["evaluation"] = evaluation
     return manifest
@@ -92,9 +100,19 @@ def test_plot_and_report(tmp_path):
     curve = [{"vocab_size": 512, "bytes_per_token": 2.0}, {"vocab_size": 1024, "bytes_per_token": 2.6}]
     png = plot_curve(tmp_path / "c.png", curve, "t", previous=[{"vocab_size": 512, "bytes_per_token": 1.9}])
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    manifest = report_manifest("v0002", 1024, {"bytes_per_token": 2.6, "rows": 1, "curve": curve,
-                               "previous_version": "v0001", "previous_bytes_per_token": 1.9,
-                               "previous_curve": [curve[0]], "plot": "compression.png"})  # fmt: skip
+    manifest = report_manifest(
+        "v0002",
+        1024,
+        {
+            "bytes_per_token": 2.6,
+            "rows": 1,
+            "curve": curve,
+            "previous_version": "v0001",
+            "previous_bytes_per_token": 1.9,
+            "previous_curve": [curve[0]],
+            "plot": "compression.png",
+        },
+    )
     text = summary_markdown(manifest, "/artifacts/tok/v0002")
     assert "# tok v0002" in text and "| 1,024 | 2.600 |" in text and "/artifacts/tok/v0002/compression.png" in text
     assert metrics_table(manifest)[0] == {"vocab_size": 512, "bytes_per_token": 2.0, "previous_version": 2.0}
@@ -103,9 +121,17 @@ def test_plot_and_report(tmp_path):
 def test_a_version_with_no_held_out_rows_gets_a_report(tmp_path):
     """holdout_fraction 0: nothing to evaluate on. The report says so rather than failing (which
     failed the run after its version was already in place)."""
-    manifest = report_manifest(evaluation={"rows": 0, "bytes": 0, "bytes_per_token": None, "curve": [],
-                               "previous_version": None, "previous_bytes_per_token": None,
-                               "previous_curve": None})  # fmt: skip
+    manifest = report_manifest(
+        evaluation={
+            "rows": 0,
+            "bytes": 0,
+            "bytes_per_token": None,
+            "curve": [],
+            "previous_version": None,
+            "previous_bytes_per_token": None,
+            "previous_curve": None,
+        }
+    )
     text = summary_markdown(manifest, "/artifacts/tok/v0001")
     assert "| compression | no held-out rows to evaluate on |" in text
     assert metrics_table(manifest) == []
@@ -137,16 +163,18 @@ def split_by_holdout(texts: list[str], fraction: float = FRACTION) -> tuple[list
     return [t for t, held in zip(texts, mask) if not held], [t for t, held in zip(texts, mask) if held]
 
 
-def publish(store: VersionStore, texts: list[str], vocab_size: int = 400, fraction: float = FRACTION,
-            channel: str | None = None) -> tuple[str, dict]:  # fmt: skip
+def publish(
+    store: VersionStore, texts: list[str], vocab_size: int = 400, fraction: float = FRACTION, channel: str | None = None
+) -> tuple[str, dict]:
     """Train on the rows of `texts` that are not held out, evaluate as the pipeline does, and
     commit the version with its manifest; returns (version, manifest)."""
     trained_on, held_out = split_by_holdout(texts, fraction)
     tok = train(trained_on, vocab_size=vocab_size, pattern="cl100k")
     staged = store.stage()
     tok.write_files(staged.directory)
-    evaluation = evaluate_version_on_set(tok, held_out, store, staged.version, fraction,
-                                         plot_path=staged.directory / "compression.png")  # fmt: skip
+    evaluation = evaluate_version_on_set(
+        tok, held_out, store, staged.version, fraction, plot_path=staged.directory / "compression.png"
+    )
     manifest = {**report_manifest(staged.version, tok.vocab_size, evaluation), "tokenizer": tok.describe()}
     if channel:
         manifest["channel"] = channel
@@ -204,16 +232,21 @@ def test_the_trend_lists_only_versions_on_the_same_rows(tmp_path):
     assert m3["evaluation"]["previous_source"] == "recomputed"
     previous = m3["evaluation"]["previous_version"]
     assert previous in (v1, v2)  # the promoted one (v0002 is an experiment: whether it moved `latest` is the store's)
-    assert m3["evaluation"]["previous_bytes_per_token"] == measured(Tokenizer.load(store.location(previous)),
-                                                                    stored_rows(store))  # fmt: skip
+    assert m3["evaluation"]["previous_bytes_per_token"] == measured(
+        Tokenizer.load(store.location(previous)), stored_rows(store)
+    )
     assert [r["version"] for r in m4["evaluation"]["trend"]] == [v3]
     v5, m5 = publish(store, TEXTS[:1600])
     assert [(r["version"], r["vocab_size"]) for r in m5["evaluation"]["trend"]] == [(v3, 400), (v4, 450)]
     manifests = [(v, store.manifest(v)) for v in store.versions()]
     assert [r["channel"] for r in trend_rows(manifests, m2["evaluation"]["eval_set"]["fingerprint"])] == [
-        None, "experiment"]  # fmt: skip
+        None,
+        "experiment",
+    ]
     assert [r["version"] for r in trend_rows(manifests, m5["evaluation"]["eval_set"]["fingerprint"], limit=2)] == [
-        v4, v5]  # fmt: skip
+        v4,
+        v5,
+    ]
 
 
 def test_the_evaluation_set_is_never_rewritten(tmp_path):
@@ -292,20 +325,41 @@ def test_the_evaluation_rows_never_reach_the_training_counts(tmp_path):
 
 def test_summary_embeds_the_plot_links_the_version_and_shows_the_trend(tmp_path):
     trend = [
-        {"version": "v0001", "created": "2026-01-01", "vocab_size": 1024, "bytes_per_token": 2.5, "channel": "main",
-         "curve": [{"vocab_size": 512, "bytes_per_token": 2.0}, {"vocab_size": 1024, "bytes_per_token": 2.5}]},
-        {"version": "v0002", "created": "2026-01-02", "vocab_size": 2048, "bytes_per_token": 2.9,
-         "channel": "experiment", "curve": [{"vocab_size": 512, "bytes_per_token": 2.1},
-                                            {"vocab_size": 1024, "bytes_per_token": 2.55}]},
-    ]  # fmt: skip
+        {
+            "version": "v0001",
+            "created": "2026-01-01",
+            "vocab_size": 1024,
+            "bytes_per_token": 2.5,
+            "channel": "main",
+            "curve": [{"vocab_size": 512, "bytes_per_token": 2.0}, {"vocab_size": 1024, "bytes_per_token": 2.5}],
+        },
+        {
+            "version": "v0002",
+            "created": "2026-01-02",
+            "vocab_size": 2048,
+            "bytes_per_token": 2.9,
+            "channel": "experiment",
+            "curve": [{"vocab_size": 512, "bytes_per_token": 2.1}, {"vocab_size": 1024, "bytes_per_token": 2.55}],
+        },
+    ]
     curve = [{"vocab_size": 512, "bytes_per_token": 2.05}, {"vocab_size": 1024, "bytes_per_token": 2.6}]
-    png_path = plot_curve(tmp_path / "c.png", curve, "t", previous=trend[0]["curve"],
-                          trend=[*trend, {"version": "v0003", "curve": curve}])  # fmt: skip
+    png_path = plot_curve(
+        tmp_path / "c.png", curve, "t", previous=trend[0]["curve"], trend=[*trend, {"version": "v0003", "curve": curve}]
+    )
     png = png_path.read_bytes()
-    evaluation = {"bytes_per_token": 2.6, "rows": 40, "bytes": 9000, "curve": curve, "previous_version": "v0001",
-                  "previous_bytes_per_token": 2.5, "previous_curve": trend[0]["curve"], "plot": "compression.png",
-                  "eval_set": {"fingerprint": "cd" * 32, "rows": 40, "bytes": 9000, "frozen_by": "v0001"},
-                  "trend": trend, "run_held_out": {"rows": 55, "bytes": 12000, "bytes_per_token": 2.7}}  # fmt: skip
+    evaluation = {
+        "bytes_per_token": 2.6,
+        "rows": 40,
+        "bytes": 9000,
+        "curve": curve,
+        "previous_version": "v0001",
+        "previous_bytes_per_token": 2.5,
+        "previous_curve": trend[0]["curve"],
+        "plot": "compression.png",
+        "eval_set": {"fingerprint": "cd" * 32, "rows": 40, "bytes": 9000, "frozen_by": "v0001"},
+        "trend": trend,
+        "run_held_out": {"rows": 55, "bytes": 12000, "bytes_per_token": 2.7},
+    }
     location = str(tmp_path / "my tok" / "v0003")
     text = summary_markdown(report_manifest("v0003", 1024, evaluation), location, png)
     [uri] = re.findall(r"!\[[^\]]*\]\((data:image/png;base64,[^)]+)\)", text)
@@ -320,7 +374,8 @@ def test_summary_embeds_the_plot_links_the_version_and_shows_the_trend(tmp_path)
     assert "2.600 bytes per token on the evaluation set: 40 held-out rows" in compression and "cdcdcdcd" in compression
     assert "| this run's held-out rows | 2.700 bytes per token" in text
     assert "bytes per token on held-out text (evaluation set `cdcdcdcdcdcdcdcd`, 40 rows)" in one_line(
-        report_manifest("v0003", 1024, evaluation), location)  # fmt: skip
+        report_manifest("v0003", 1024, evaluation), location
+    )
 
 
 def png_width(png: bytes) -> int:

@@ -59,8 +59,14 @@ def test_continuing_on_the_same_corpus_gives_the_merges_of_training_the_larger_s
 
 
 @settings(max_examples=200, deadline=None)
-@given(corpora, any_merges(), st.integers(0, 15), st.sampled_from(["bytes", "ids"]), st.integers(1, 3),
-       st.one_of(st.none(), st.integers(2, 6)))  # fmt: skip
+@given(
+    corpora,
+    any_merges(),
+    st.integers(0, 15),
+    st.sampled_from(["bytes", "ids"]),
+    st.integers(1, 3),
+    st.one_of(st.none(), st.integers(2, 6)),
+)
 def test_on_a_new_corpus_the_base_merges_come_first_then_the_textbook_loop(counts, base, n, tie_break, threads, limit):
     """Any valid base (learnt elsewhere or not at all): its merges unchanged, then what the
     reference picks after applying them one by one to every word."""
@@ -89,8 +95,13 @@ def texts() -> list[str]:
 
 
 def test_the_library_continues_a_tokenizer_and_records_its_base(texts, tmp_path):
-    small = train(texts, vocab_size=500, pattern="gpt2", special_tokens=["<|endoftext|>"],
-                  special_token_roles={"eos": "<|endoftext|>"})  # fmt: skip
+    small = train(
+        texts,
+        vocab_size=500,
+        pattern="gpt2",
+        special_tokens=["<|endoftext|>"],
+        special_token_roles={"eos": "<|endoftext|>"},
+    )
     small.save(tmp_path / "small")
     larger = train(texts, vocab_size=700, pattern="gpt2", special_tokens=["<|endoftext|>"])
     for base in (small, tmp_path / "small", str(tmp_path / "small")):
@@ -124,8 +135,22 @@ def test_a_different_pattern_is_allowed_and_recorded(texts):
 def test_the_command_extends_and_refuses_bad_bases_in_one_line(texts, tmp_path, capsys):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(texts), encoding="utf-8")
-    assert main(["train", str(corpus), "--vocab-size", "400", "--pattern", "gpt2", "--out", str(tmp_path / "base"),
-                 "--quiet"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                str(corpus),
+                "--vocab-size",
+                "400",
+                "--pattern",
+                "gpt2",
+                "--out",
+                str(tmp_path / "base"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     args = ["train", str(corpus), "--from", str(tmp_path / "base"), "--out", str(tmp_path / "t"), "--json"]
     capsys.readouterr()
     assert main([*args, "--vocab-size", "450", "--also-save", "420"]) == 0
@@ -141,8 +166,9 @@ def test_the_command_extends_and_refuses_bad_bases_in_one_line(texts, tmp_path, 
         assert not (tmp_path / out).exists()
 
     refused(["--from", str(tmp_path / "base"), "--vocab-size", "399"], "--vocab-size 399 is smaller than the base")
-    refused(["--from", str(tmp_path / "base"), "--vocab-size", "450", "--also-save", "300"],
-            "the --from tokenizer's size")  # fmt: skip
+    refused(
+        ["--from", str(tmp_path / "base"), "--vocab-size", "450", "--also-save", "300"], "the --from tokenizer's size"
+    )
     refused(["--from", str(tmp_path / "nothing"), "--vocab-size", "450"], "nothing")
     wordpiece = tmp_path / "wordpiece.json"
     tokenizers = pytest.importorskip("tokenizers")
@@ -177,16 +203,18 @@ def test_the_dask_engine_replays_on_the_workers_and_gives_the_local_merges(texts
     assert expected["ids"].merges == train_reference(counts, 550 - 400, "ids", base=base.merges)
     same_base = {tb: train(words, vocab_size=400, pattern="cl100k", tie_break=tb) for tb in ("bytes", "ids")}
     from_nothing = {tb: train_reference(counts, 550 - 256, tb) for tb in ("bytes", "ids")}
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                       dashboard_address=None)  # fmt: skip
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    )
     try:
         with distributed.Client(cluster) as client:
             for tie_break in ("bytes", "ids"):
                 tok = train(words, vocab_size=550, base=base, tie_break=tie_break, engine="dask", client=client)
                 assert tok.manifest["engine"]["word_shards"] == 2
                 assert tok == expected[tie_break]
-                continued = train(words, vocab_size=550, base=same_base[tie_break], tie_break=tie_break,
-                                  engine="dask", client=client)  # fmt: skip
+                continued = train(
+                    words, vocab_size=550, base=same_base[tie_break], tie_break=tie_break, engine="dask", client=client
+                )
                 assert continued.merges == from_nothing[tie_break]
     finally:
         cluster.close()
@@ -208,8 +236,7 @@ def test_gpt2_extended_by_100_merges_keeps_its_ids_and_loads_everywhere_with_equ
     corpus = tmp_path / "corpus.parquet"
     pq.write_table(pq.read_table(shared_corpus() / "part-00005.parquet").slice(0, 20_000), corpus)
     out = tmp_path / "t"
-    assert main(["train", str(corpus), "--from", str(gpt2), "--vocab-size", "50357", "--out", str(out),
-                 "--quiet"]) == 0  # fmt: skip
+    assert main(["train", str(corpus), "--from", str(gpt2), "--vocab-size", "50357", "--out", str(out), "--quiet"]) == 0
     tok, base = Tokenizer.load(out), Tokenizer.load(gpt2)
     assert tok.merges[:50000] == base.merges and len(tok.merges) == 50100 and tok.vocab_size == 50357
     vocab = json.loads((gpt2 / "vocab.json").read_text(encoding="utf-8"))
@@ -227,9 +254,12 @@ def test_gpt2_extended_by_100_merges_keeps_its_ids_and_loads_everywhere_with_equ
 
     hf = HFTokenizer.from_file(str(out / "tokenizer.json"))
     auto = transformers.AutoTokenizer.from_pretrained(str(out))
-    encoding = tiktoken.Encoding("gpt2-extended", pat_str=R50K_PATTERN,
-                                 mergeable_ranks=load_tiktoken_bpe(str(out / "tokenizer.tiktoken")),
-                                 special_tokens={"<|endoftext|>": 50256})  # fmt: skip
+    encoding = tiktoken.Encoding(
+        "gpt2-extended",
+        pat_str=R50K_PATTERN,
+        mergeable_ranks=load_tiktoken_bpe(str(out / "tokenizer.tiktoken")),
+        special_tokens={"<|endoftext|>": 50256},
+    )
     sample = rows[20_000:21_000]
     ids = tok.encode_batch(sample)
     assert any(i >= 50257 for row in ids for i in row)  # the new tokens are used

@@ -30,16 +30,27 @@ def test_a_deployment_with_a_base_extends_it_and_records_it(pipeline_services, t
     data = tmp_path / "shards"
     for i in range(2):
         write_shard(data / f"part-{i:05d}.parquet", paragraphs[i * 600 : (i + 1) * 600])
-    cfg = {"name": "extended", "data": str(data), "vocab_size": 520, "base": str(tmp_path / "base"),
-           "holdout_fraction": 0.05, "artifact_root": str(tmp_path / "artifacts"),
-           "dask_scheduler": pipeline_services["scheduler"], "schedule": "17 4 * * *"}  # fmt: skip
+    cfg = {
+        "name": "extended",
+        "data": str(data),
+        "vocab_size": 520,
+        "base": str(tmp_path / "base"),
+        "holdout_fraction": 0.05,
+        "artifact_root": str(tmp_path / "artifacts"),
+        "dask_scheduler": pipeline_services["scheduler"],
+        "schedule": "17 4 * * *",
+    }
     conf = tmp_path / "conf"
     conf.mkdir()
     (conf / "extended.yaml").write_text(yaml.safe_dump(cfg))
     done = subprocess.run(
         [str(Path(os.sys.executable).parent / "bpe"), "deploy", "--conf", str(conf), "--pool", POOL],
-        env={**os.environ, **pipeline_services["env"]}, capture_output=True, text=True, cwd=REPO, timeout=120,
-    )  # fmt: skip
+        env={**os.environ, **pipeline_services["env"]},
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result = run_deployment(pipeline_services, "extended")
     assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]

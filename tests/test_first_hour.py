@@ -37,13 +37,17 @@ def prose() -> list[str]:
 @pytest.fixture(scope="module")
 def tok(prose) -> Tokenizer:
     """A tokenizer trained with the defaults (the pattern too), an end-of-text token and roles."""
-    return train(prose, vocab_size=800, special_tokens=[EOT, "<|pad|>"],
-                 special_token_roles={"eos": EOT, "pad": "<|pad|>"}, model_max_length=64)  # fmt: skip
+    return train(
+        prose,
+        vocab_size=800,
+        special_tokens=[EOT, "<|pad|>"],
+        special_token_roles={"eos": EOT, "pad": "<|pad|>"},
+        model_max_length=64,
+    )
 
 
 def bpe(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "bpe"), *args], cwd=cwd, input=stdin, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    return subprocess.run([str(BIN / "bpe"), *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=300)
 
 
 # -- special tokens in text: one default, tiktoken's, and one argument for each other behaviour ----
@@ -144,8 +148,19 @@ def test_bpe_train_quiet_prints_nothing(tmp_path):
 def test_model_max_length_makes_transformers_truncate(tmp_path, prose, capsys):
     transformers = pytest.importorskip("transformers")
     data = write_parquet(tmp_path / "d.parquet", prose[:800])
-    args = ["train", str(data), "--vocab-size", "600", "--eos-token", EOT, "--model-max-length", "32", "--out",
-            str(tmp_path / "tok"), "--quiet"]  # fmt: skip
+    args = [
+        "train",
+        str(data),
+        "--vocab-size",
+        "600",
+        "--eos-token",
+        EOT,
+        "--model-max-length",
+        "32",
+        "--out",
+        str(tmp_path / "tok"),
+        "--quiet",
+    ]
     assert main(args) == 0
     hf = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "tok"))
     assert hf.model_max_length == 32
@@ -158,8 +173,22 @@ def test_model_max_length_makes_transformers_truncate(tmp_path, prose, capsys):
     with pytest.raises(SystemExit):
         main(["train", str(data), "--vocab-size", "300", "--model-max-length", "x", "--out", str(tmp_path / "t2")])
     capsys.readouterr()
-    assert main(["train", str(data), "--vocab-size", "300", "--model-max-length", "0", "--out", str(tmp_path / "t2"),
-                 "--quiet"]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                str(data),
+                "--vocab-size",
+                "300",
+                "--model-max-length",
+                "0",
+                "--out",
+                str(tmp_path / "t2"),
+                "--quiet",
+            ]
+        )
+        == 1
+    )
     assert capsys.readouterr().err.startswith("bpe: error: --model-max-length: expected a positive integer")
     assert not (tmp_path / "t2").exists()
 
@@ -181,10 +210,13 @@ def test_from_tiktoken_of_to_tiktoken_is_the_same_tokenizer(tok):
     assert plain.special_token_roles == {} and plain.model_max_length == 64  # None: keep what it carries
     import tiktoken
 
-    bare = tiktoken.Encoding("bare", pat_str=encoding._pat_str, mergeable_ranks=encoding._mergeable_ranks,
-                             special_tokens=encoding._special_tokens)  # fmt: skip
-    assert Tokenizer.from_tiktoken(bare, special_token_roles={"eos": EOT, "pad": "<|pad|>"},
-                                   model_max_length=64) == tok  # fmt: skip
+    bare = tiktoken.Encoding(
+        "bare",
+        pat_str=encoding._pat_str,
+        mergeable_ranks=encoding._mergeable_ranks,
+        special_tokens=encoding._special_tokens,
+    )
+    assert Tokenizer.from_tiktoken(bare, special_token_roles={"eos": EOT, "pad": "<|pad|>"}, model_max_length=64) == tok
 
 
 # -- the README's commands, walked as written ------------------------------------------------------

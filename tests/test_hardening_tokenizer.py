@@ -193,8 +193,14 @@ def test_a_change_the_files_agree_on_is_caught_by_the_checksums(saved, tmp_path)
 def test_the_manifest_records_each_files_checksum(saved):
     tok, directory = saved
     files = json.loads((directory / "manifest.json").read_text())["files"]
-    assert set(files) == {"merges.txt", "vocab.json", "tokenizer.json", "tokenizer.tiktoken", "tokenizer_config.json",
-                          "special_tokens_map.json"}  # fmt: skip
+    assert set(files) == {
+        "merges.txt",
+        "vocab.json",
+        "tokenizer.json",
+        "tokenizer.tiktoken",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+    }
     for name, entry in files.items():
         data = (directory / name).read_bytes()
         assert entry == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}

@@ -252,8 +252,11 @@ def test_a_byte_order_mark_is_not_text_in_txt_or_jsonl(tmp_path):
 def test_dictionary_encoded_and_string_view_columns_are_read(tmp_path, layout):
     texts = ["the cat sat", None, "the cat sat", "on the mat"]
     plain = pa.array(texts, pa.string())
-    column = {"dictionary": plain.dictionary_encode(), "string_view": plain.cast(pa.string_view()),
-              "large_string": plain.cast(pa.large_string())}[layout]  # fmt: skip
+    column = {
+        "dictionary": plain.dictionary_encode(),
+        "string_view": plain.cast(pa.string_view()),
+        "large_string": plain.cast(pa.large_string()),
+    }[layout]
     pq.write_table(pa.table({"text": column}), tmp_path / "t.parquet")
     tok = train(files=[str(tmp_path / "t.parquet")], vocab_size=270, pattern="gpt2")
     reference = train([t for t in texts if t], vocab_size=270, pattern="gpt2")
@@ -380,8 +383,16 @@ def write_format(root: Path, fmt: str, rows: list[str], suffix: str = "") -> tup
     raise ValueError(fmt)
 
 
-FORMATS = ["jsonl", "json strings", "json objects", "json lines in .json", "csv", "tsv",
-           "text, one file per document", "text lines (corpus.en)"]  # fmt: skip
+FORMATS = [
+    "jsonl",
+    "json strings",
+    "json objects",
+    "json lines in .json",
+    "csv",
+    "tsv",
+    "text, one file per document",
+    "text lines (corpus.en)",
+]
 
 
 @pytest.mark.parametrize("suffix", list(CODECS))
@@ -395,7 +406,10 @@ def test_every_format_trains_the_merges_of_the_same_rows_as_parquet(tmp_path, fm
     assert tok.merges == oracle.merges
     counts, expected = tok.manifest["counts"], oracle.manifest["counts"]
     assert (counts["bytes"], counts["pretokens"], counts["unique_words"]) == (
-        expected["bytes"], expected["pretokens"], expected["unique_words"])  # fmt: skip
+        expected["bytes"],
+        expected["pretokens"],
+        expected["unique_words"],
+    )
     assert counts["documents"] == len(rows)
     assert tok.manifest["settings"]["text_format"] == options.get("text_format", "doc")
 
@@ -407,10 +421,25 @@ def test_a_peer_style_corpus_en_trains_from_the_command(tmp_path, capsys):
     assert main(["train", str(tmp_path / "corpus.en"), "--vocab-size", "300", "--out", str(tmp_path / "tok")]) == 0
     printed = capsys.readouterr().out
     assert "inputs    1 text; text files read one document per file (--text-format doc)" in printed
-    assert train(files=str(tmp_path / "corpus.en"), vocab_size=300).merges == train(
-        ["\n".join(LINES) + "\n"], vocab_size=300).merges  # fmt: skip
-    assert main(["train", str(tmp_path / "corpus.en"), "--vocab-size", "300", "--out", str(tmp_path / "tok2"),
-                 "--text-format", "lines"]) == 0  # fmt: skip
+    assert (
+        train(files=str(tmp_path / "corpus.en"), vocab_size=300).merges
+        == train(["\n".join(LINES) + "\n"], vocab_size=300).merges
+    )
+    assert (
+        main(
+            [
+                "train",
+                str(tmp_path / "corpus.en"),
+                "--vocab-size",
+                "300",
+                "--out",
+                str(tmp_path / "tok2"),
+                "--text-format",
+                "lines",
+            ]
+        )
+        == 0
+    )
     assert "text files read one document per line (--text-format lines)" in capsys.readouterr().out
 
 
@@ -475,12 +504,20 @@ def test_a_walk_reads_any_text_and_reports_what_it_skipped_in_one_line(tmp_path,
     skipped: list[tuple[str, str]] = []
     shards = discover([str(data)], skipped)
     assert [(os.path.relpath(s.path, data), s.kind) for s in shards] == [
-        ("README", "txt"), ("rows.parquet", "parquet"), ("sub/train.en", "txt")]  # fmt: skip
+        ("README", "txt"),
+        ("rows.parquet", "parquet"),
+        ("sub/train.en", "txt"),
+    ]
     reasons = {os.path.relpath(p.rstrip("/"), data): r for p, r in skipped}
-    assert reasons == {".git": "hidden", ".DS_Store": "hidden", "_delta_log": "_-prefixed metadata",
-                       "_SUCCESS": "_-prefixed metadata", "logo.png": "binary by suffix",
-                       "model.weights": "binary by content (a NUL byte)",
-                       "old.parquet.gz": "compressed Parquet"}  # fmt: skip
+    assert reasons == {
+        ".git": "hidden",
+        ".DS_Store": "hidden",
+        "_delta_log": "_-prefixed metadata",
+        "_SUCCESS": "_-prefixed metadata",
+        "logo.png": "binary by suffix",
+        "model.weights": "binary by content (a NUL byte)",
+        "old.parquet.gz": "compressed Parquet",
+    }
     assert main(["train", str(data), "--vocab-size", "270", "--out", str(tmp_path / "tok"), "--quiet"]) == 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("bpe: skipped 7 file(s) or folder(s) in directory walks and globs: ")
@@ -520,8 +557,22 @@ def test_stdin_is_read_once_and_fingerprinted_by_its_content(tmp_path, monkeypat
 
     data = ("\n".join(LINES) + "\n").encode()
     monkeypatch.setattr(sys, "stdin", FakeStdin(data))
-    assert main(["train", "-", "--vocab-size", str(VOCAB), "--text-format", "lines", "--out", str(tmp_path / "tok"),
-                 "--quiet"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "-",
+                "--vocab-size",
+                str(VOCAB),
+                "--text-format",
+                "lines",
+                "--out",
+                str(tmp_path / "tok"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     manifest = json.loads((tmp_path / "tok" / "manifest.json").read_text())
     assert manifest["data"]["shards"] == [
         {"path": "<stdin>", "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
@@ -707,10 +758,18 @@ def three_shards(root: Path) -> list[Path]:
     return [root / "a.parquet", root / "b.jsonl.gz", root / "c.en"]
 
 
-@pytest.mark.parametrize("limit, kept", [
-    ("3rows", ROWS[:3]), ("12rows", ROWS[:12]), ("30rows", ROWS[:30]), ("150B", cut_to_bytes(ROWS, 150)),
-    ("1KB", cut_to_bytes(ROWS, 1000)), ("1.5KiB", cut_to_bytes(ROWS, 1536)), ("1GB", ROWS),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "limit, kept",
+    [
+        ("3rows", ROWS[:3]),
+        ("12rows", ROWS[:12]),
+        ("30rows", ROWS[:30]),
+        ("150B", cut_to_bytes(ROWS, 150)),
+        ("1KB", cut_to_bytes(ROWS, 1000)),
+        ("1.5KiB", cut_to_bytes(ROWS, 1536)),
+        ("1GB", ROWS),
+    ],
+)
 def test_limit_trains_on_the_first_rows_or_bytes_in_input_order(tmp_path, limit, kept):
     files = three_shards(tmp_path)
     tok = train(files=[str(f) for f in reversed(files)], vocab_size=VOCAB, text_format="lines", limit=limit)
@@ -774,8 +833,9 @@ def test_sample_in_doc_mode_keeps_whole_files_by_their_content_hash(tmp_path):
 @pytest.fixture(scope="module")
 def dask_client():
     distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                       dashboard_address=None)  # fmt: skip
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    )
     client = distributed.Client(cluster)
     yield client
     client.close()

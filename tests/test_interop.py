@@ -95,8 +95,13 @@ def assert_padded_batch_is_ours(tok: Tokenizer, directory: Path, texts: list[str
 @pytest.fixture(scope="module", params=["gpt2", "cl100k", "o200k", "whitespace"])
 def with_roles(request, corpus_rows, tmp_path_factory):
     """Trained on real text with an eos and a pad role (the pad token added by its role), saved."""
-    tok = train(corpus_rows[:1500], vocab_size=1000, pattern=request.param, special_tokens=["<|endoftext|>"],
-                special_token_roles={"eos": "<|endoftext|>", "pad": "<|pad|>"})  # fmt: skip
+    tok = train(
+        corpus_rows[:1500],
+        vocab_size=1000,
+        pattern=request.param,
+        special_tokens=["<|endoftext|>"],
+        special_token_roles={"eos": "<|endoftext|>", "pad": "<|pad|>"},
+    )
     out = tmp_path_factory.mktemp(f"roles-{request.param}") / "tok"
     tok.save(out)
     return tok, out
@@ -117,8 +122,13 @@ def test_transformers_pads_real_text_with_our_ids(with_roles, corpus_rows):
 def test_transformers_reads_every_role_on_builtin_text(tmp_path):
     """Never skipped: the package's own text, all four roles, bos among the listed special tokens."""
     roles = {"bos": "<|startoftext|>", "eos": "<|endoftext|>", "pad": "<|pad|>", "unk": "<|unk|>"}
-    tok = train(BUILTIN, vocab_size=700, pattern="cl100k", special_tokens=["<|startoftext|>", "<|other|>"],
-                special_token_roles=roles)  # fmt: skip
+    tok = train(
+        BUILTIN,
+        vocab_size=700,
+        pattern="cl100k",
+        special_tokens=["<|startoftext|>", "<|other|>"],
+        special_token_roles=roles,
+    )
     assert list(tok.special_tokens) == ["<|startoftext|>", "<|other|>", "<|endoftext|>", "<|pad|>", "<|unk|>"]
     assert tok.vocab_size == 700 and tok.special_token_roles == roles
     tok.save(tmp_path / "tok")
@@ -176,8 +186,21 @@ def test_the_train_command_takes_role_flags(tmp_path, capsys):
     data = tmp_path / "data.txt"
     data.write_text("\n\n".join(BUILTIN[:100]), encoding="utf-8")
     out = tmp_path / "tok"
-    argv = ["train", str(data), "--vocab-size", "400", "--special-token", "<|endoftext|>",
-            "--eos-token", "<|endoftext|>", "--pad-token", "<|pad|>", "--out", str(out), "--quiet"]  # fmt: skip
+    argv = [
+        "train",
+        str(data),
+        "--vocab-size",
+        "400",
+        "--special-token",
+        "<|endoftext|>",
+        "--eos-token",
+        "<|endoftext|>",
+        "--pad-token",
+        "<|pad|>",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     assert main(argv) == 0
     tok = Tokenizer.load(out)
     assert tok.special_token_roles == {"eos": "<|endoftext|>", "pad": "<|pad|>"} and tok.vocab_size == 400
@@ -262,8 +285,13 @@ def test_a_hugging_face_tokenizer_json_gives_its_ids_on_any_text(hf_made, text):
 
 
 def test_our_own_tokenizer_json_alone_loads_as_the_same_tokenizer(tmp_path):
-    tok = train(BUILTIN, vocab_size=600, pattern="o200k", special_tokens=["<|endoftext|>"],
-                special_token_roles={"pad": "<|pad|>"})  # fmt: skip
+    tok = train(
+        BUILTIN,
+        vocab_size=600,
+        pattern="o200k",
+        special_tokens=["<|endoftext|>"],
+        special_token_roles={"pad": "<|pad|>"},
+    )
     tok.save(tmp_path / "tok")
     alone = tmp_path / "alone"
     alone.mkdir()
@@ -338,16 +366,22 @@ def gpt2_tiktoken(gpt2_files, tmp_path_factory) -> tiktoken.Encoding:
     os.environ["TIKTOKEN_CACHE_DIR"] = ""  # read the files, cache nothing
     try:
         ranks = data_gym_to_mergeable_bpe_ranks(
-            str(merges), str(gpt2_files / "vocab.json"),
+            str(merges),
+            str(gpt2_files / "vocab.json"),
             encoder_json_hash="196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
-        )  # fmt: skip
+        )
     finally:
         if previous is None:
             del os.environ["TIKTOKEN_CACHE_DIR"]
         else:
             os.environ["TIKTOKEN_CACHE_DIR"] = previous
-    return tiktoken.Encoding("gpt2", pat_str=R50K_PATTERN, mergeable_ranks=ranks,
-                             special_tokens={"<|endoftext|>": 50256}, explicit_n_vocab=50257)  # fmt: skip
+    return tiktoken.Encoding(
+        "gpt2",
+        pat_str=R50K_PATTERN,
+        mergeable_ranks=ranks,
+        special_tokens={"<|endoftext|>": 50256},
+        explicit_n_vocab=50257,
+    )
 
 
 @pytest.fixture(scope="module")

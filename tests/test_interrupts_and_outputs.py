@@ -95,8 +95,10 @@ def test_a_full_disk_during_export_is_one_line_and_leaves_nothing(data, capsys, 
 
 def test_a_full_disk_while_replacing_a_tokenizer_keeps_the_old_one(tmp_path, capsys, mounted):
     rng = random.Random(0)
-    words = [" ".join("".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(3, 9))) for _ in range(50))
-             for _ in range(400)]  # fmt: skip
+    words = [
+        " ".join("".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(3, 9))) for _ in range(50))
+        for _ in range(400)
+    ]
     data = write_parquet(tmp_path / "words.parquet", words)
     small = mounted("size=40k")  # room for a tokenizer of 7 small files (a page each), not for a larger one
     out = small / "tok"
@@ -118,8 +120,12 @@ def encoding(tmp_path_factory) -> tuple[Path, Path]:
     return where / "tok", write_parquet(where / "texts.parquet", texts)
 
 
-FULL_CASES = [("ids.npy", None, "--out"), ("ids.txt", "o.npy", "--out"), ("ids.jsonl", "o.npy", "--out"),
-              (os.devnull, "o.npy", "--offsets")]  # fmt: skip
+FULL_CASES = [
+    ("ids.npy", None, "--out"),
+    ("ids.txt", "o.npy", "--out"),
+    ("ids.jsonl", "o.npy", "--out"),
+    (os.devnull, "o.npy", "--offsets"),
+]
 
 
 @pytest.mark.parametrize("out, offsets, full", FULL_CASES)
@@ -133,8 +139,11 @@ def test_a_full_disk_while_encoding_names_the_output_and_leaves_nothing(encoding
     flags = [str(a) for flag, path in paths.items() if path is not None for a in (flag, path)]
     assert main(["encode", str(tok), str(texts), *flags, "--eot", "--force", "--quiet"]) == 1
     line = one_error_line(capsys)
-    assert re.fullmatch(rf"bpe: error: {full} {re.escape(str(paths[full]))}: no space left on device after writing "
-                        r"[\d,]+ bytes\n", line), line  # fmt: skip
+    assert re.fullmatch(
+        rf"bpe: error: {full} {re.escape(str(paths[full]))}: no space left on device after writing "
+        r"[\d,]+ bytes\n",
+        line,
+    ), line
     assert sorted(p.name for p in small.iterdir()) == sorted(p.name for p in paths.values() if p and p.parent == small)
     assert all(p.read_text() == "keep me" for p in small.iterdir())
 
@@ -164,9 +173,15 @@ def interrupt_when(args: list[str], seen: bytes, cwd: Path, timeout: float = 120
     leader, follower = pty.openpty()
     # A shell gives a foreground command the default SIGINT; a test run started in the background
     # (as a CI job may be) would otherwise hand down "ignore SIGINT", which bpe rightly respects.
-    process = subprocess.Popen([BPE, *args], stdin=follower, stdout=follower, stderr=follower, cwd=cwd,
-                               start_new_session=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    process = subprocess.Popen(
+        [BPE, *args],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        cwd=cwd,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     os.close(follower)
     shown = b""
     interrupted = False
@@ -194,8 +209,9 @@ def interrupt_when(args: list[str], seen: bytes, cwd: Path, timeout: float = 120
 
 
 def test_ctrl_c_in_the_local_merge_loop(slow_merges, tmp_path):
-    code, shown = interrupt_when(["train", str(slow_merges), "--vocab-size", "20000", "--out", "tok"], b"merge:",
-                                 tmp_path)  # fmt: skip
+    code, shown = interrupt_when(
+        ["train", str(slow_merges), "--vocab-size", "20000", "--out", "tok"], b"merge:", tmp_path
+    )
     assert code == 130, shown[-3000:]
     assert "Traceback" not in shown and shown.rstrip().endswith("bpe: interrupted; nothing was written")
     assert not (tmp_path / "tok").exists() and not list(tmp_path.glob(".tok*"))

@@ -126,10 +126,24 @@ def test_command_runs_end_to_end(tmp_path, capsys):
     data = tmp_path / "corpus.txt"
     data.write_text("the quick brown fox jumps over the lazy dog\nthe cat sat on the mat\n" * 40, encoding="utf-8")
     out = tmp_path / "results"
-    ladder.main([
-        "--data", str(data), "--bytes", "400", "--merges", "12", "--no-dask", "--out", str(out),
-        "--scaling", "--sizes", "400,1k,2k", "--time-limit", "0",
-    ])  # fmt: skip
+    ladder.main(
+        [
+            "--data",
+            str(data),
+            "--bytes",
+            "400",
+            "--merges",
+            "12",
+            "--no-dask",
+            "--out",
+            str(out),
+            "--scaling",
+            "--sizes",
+            "400,1k,2k",
+            "--time-limit",
+            "0",
+        ]
+    )
     printed = capsys.readouterr().out
     assert "every step made the same 12 merges" in printed
     assert "| 6 | bpe local engine |" in printed

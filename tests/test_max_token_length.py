@@ -45,8 +45,9 @@ def merges_of(counts: dict[bytes, int], n: int, **kwargs) -> list[tuple[int, int
     st.integers(1, 3),
     st.integers(2, 7),
 )
-def test_merges_with_a_length_limit_equal_the_reference(counts, n, tie_break, min_frequency, one_per_round, threads,
-                                                        limit):  # fmt: skip
+def test_merges_with_a_length_limit_equal_the_reference(
+    counts, n, tie_break, min_frequency, one_per_round, threads, limit
+):
     """Any small corpus, tie-break, threads and limit: the reference's merges, none longer than the limit."""
     expected = train_reference(counts, n, tie_break, min_frequency, max_token_length=limit)
     options = dict(tie_break=tie_break, min_frequency=min_frequency, one_per_round=one_per_round, threads=threads)
@@ -70,8 +71,9 @@ def test_the_local_engine_on_threads_gives_the_reference_merges(reference, tie_b
     """`threads=` forces the threaded loop below THREADED_MERGE_MIN_WORDS; the threads spin between
     rounds with no more threads than cores, sleep with more (forced here either way)."""
     monkeypatch.setattr(merge, "available_cores", lambda: 64 if waits == "spin" else 1)
-    tok = train(TEXTS, vocab_size=256 + N_MERGES, pattern="cl100k", tie_break=tie_break, max_token_length=4,
-                threads=threads)  # fmt: skip
+    tok = train(
+        TEXTS, vocab_size=256 + N_MERGES, pattern="cl100k", tie_break=tie_break, max_token_length=4, threads=threads
+    )
     assert tok.manifest["engine"]["merge_threads"] == threads
     assert tok.merges == reference[tie_break]
     assert tok.manifest["settings"]["max_token_length"] == 4
@@ -100,8 +102,22 @@ def test_a_limit_that_leaves_only_long_pairs_stops_with_its_own_reason(capsys, t
     assert learn_merges(WordCounts.from_dict({b"ab": 5}), 10, max_token_length=2).stop_reason == "no_pairs"
     path = tmp_path / "t.txt"
     path.write_text("abcd " * 5)
-    assert main(["train", str(path), "--vocab-size", "300", "--max-token-length", "2", "--out",
-                 str(tmp_path / "tok"), "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                str(path),
+                "--vocab-size",
+                "300",
+                "--max-token-length",
+                "2",
+                "--out",
+                str(tmp_path / "tok"),
+                "--json",
+            ]
+        )
+        == 0
+    )
     record = json.loads(capsys.readouterr().out)
     assert record["stop_reason"] == "max_token_length" and record["merges"] == 2
     assert any("--max-token-length" in w for w in record["warnings"])
@@ -165,8 +181,15 @@ def test_the_dask_engine_on_two_workers_gives_the_reference_merges(reference, ti
     )
     try:
         with distributed.Client(cluster) as client:
-            tok = train(TEXTS, vocab_size=256 + N_MERGES, pattern="cl100k", tie_break=tie_break, max_token_length=4,
-                        engine="dask", client=client)  # fmt: skip
+            tok = train(
+                TEXTS,
+                vocab_size=256 + N_MERGES,
+                pattern="cl100k",
+                tie_break=tie_break,
+                max_token_length=4,
+                engine="dask",
+                client=client,
+            )
     finally:
         cluster.close()
     assert tok.manifest["engine"]["word_shards"] == 2

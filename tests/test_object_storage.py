@@ -100,8 +100,9 @@ def data(bucket, corpus) -> str:
 
 
 def bpe(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([BPE, *args], capture_output=True, text=True, timeout=300, cwd=cwd,
-                          env={**os.environ, **(env or {})})  # fmt: skip
+    return subprocess.run(
+        [BPE, *args], capture_output=True, text=True, timeout=300, cwd=cwd, env={**os.environ, **(env or {})}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -115,8 +116,11 @@ def cluster(s3, tmp_path_factory):
             home = root / f"worker-{i}"
             (home / "tmp").mkdir(parents=True)
             homes.append(home)
-            workers.append(start_dask_worker(scheduler.url, log=root / f"worker-{i}.log", cwd=home,
-                                             env={**s3, "TMPDIR": str(home / "tmp")}))  # fmt: skip
+            workers.append(
+                start_dask_worker(
+                    scheduler.url, log=root / f"worker-{i}.log", cwd=home, env={**s3, "TMPDIR": str(home / "tmp")}
+                )
+            )
         yield {"scheduler": scheduler.url, "homes": homes, "root": root}
     finally:
         for service in [*workers, scheduler]:
@@ -144,10 +148,19 @@ def test_train_reads_and_writes_object_storage_and_a_tokenizer_there_loads(bucke
     done = bpe("train", data, "--vocab-size", str(VOCAB), "--out", f"s3://{bucket}/tok/")
     assert done.returncode == 0, done.stderr
     assert f"trained s3://{bucket}/tok/" in done.stdout
-    assert keys(bucket, "tok/") == sorted(f"tok/{name}" for name in
-                                          ["COMPLETE", "manifest.json", "merges.txt", "tokenizer.json",
-                                           "tokenizer.tiktoken", "vocab.json", "tokenizer_config.json",
-                                           "special_tokens_map.json"])  # fmt: skip
+    assert keys(bucket, "tok/") == sorted(
+        f"tok/{name}"
+        for name in [
+            "COMPLETE",
+            "manifest.json",
+            "merges.txt",
+            "tokenizer.json",
+            "tokenizer.tiktoken",
+            "vocab.json",
+            "tokenizer_config.json",
+            "special_tokens_map.json",
+        ]
+    )
     loaded = Tokenizer.load(f"s3://{bucket}/tok/")
     assert loaded.merges == local.merges
     text = "Return the sum of a and b; raise ValueError on <|endoftext|> inputs."
@@ -195,8 +208,20 @@ def test_an_out_that_cannot_be_written_is_refused_before_counting(s3, data):
 def test_the_dask_engine_with_everything_on_object_storage_gives_the_local_merges(bucket, data, local, cluster, where):
     out = f"s3://{bucket}/tok/"
     engine = ["--scheduler", cluster["scheduler"]] if where == "external" else ["--workers", "2"]
-    done = bpe("train", data, "--engine", "dask", *engine, "--scratch", f"s3://{bucket}/scratch/",
-               "--vocab-size", str(VOCAB), "--out", out, "--quiet")  # fmt: skip
+    done = bpe(
+        "train",
+        data,
+        "--engine",
+        "dask",
+        *engine,
+        "--scratch",
+        f"s3://{bucket}/scratch/",
+        "--vocab-size",
+        str(VOCAB),
+        "--out",
+        out,
+        "--quiet",
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert Tokenizer.load(out).merges == local.merges
     assert keys(bucket, "scratch/") == [], "the run leaves nothing in its scratch prefix"
@@ -221,9 +246,18 @@ def test_a_worker_killed_mid_loop_is_rebuilt_from_its_checkpoint_in_object_stora
                     seen_in_scratch.extend(found)
                     os.kill(victim, signal.SIGKILL)
 
-        result = train(files=data, vocab_size=VOCAB, pattern="cl100k", engine="dask", client=client,
-                       scratch=f"s3://{bucket}/scratch", progress=progress, log=log.append,
-                       checkpoint_seconds=0.05, call_timeout=30)  # fmt: skip
+        result = train(
+            files=data,
+            vocab_size=VOCAB,
+            pattern="cl100k",
+            engine="dask",
+            client=client,
+            scratch=f"s3://{bucket}/scratch",
+            progress=progress,
+            log=log.append,
+            checkpoint_seconds=0.05,
+            call_timeout=30,
+        )
     finally:
         client.close()
     assert fired, "the merge loop ended before the kill"
@@ -259,17 +293,24 @@ def run(prefect, deployment: str) -> dict:
     return run_deployment({"env": prefect["env"]}, deployment)
 
 
-def test_the_pipeline_keeps_data_cache_and_versions_on_object_storage(bucket, corpus, paragraphs, local,
-                                                                       cluster, prefect, tmp_path):  # fmt: skip
+def test_the_pipeline_keeps_data_cache_and_versions_on_object_storage(
+    bucket, corpus, paragraphs, local, cluster, prefect, tmp_path
+):
     claim_deployment_names(__name__, "ons3")
     for path in sorted(corpus.iterdir())[:2]:
         upload(path, bucket, f"data/{path.name}")
     root = f"s3://{bucket}/artifacts"
     cfg = {
-        "name": "ons3", "data": [f"s3://{bucket}/data/"], "vocab_size": VOCAB, "pattern": "cl100k",
-        "special_tokens": ["<|endoftext|>"], "holdout_fraction": 0.05, "artifact_root": root,
-        "cache_dir": f"s3://{bucket}/cache", "dask_scheduler": cluster["scheduler"],
-    }  # fmt: skip
+        "name": "ons3",
+        "data": [f"s3://{bucket}/data/"],
+        "vocab_size": VOCAB,
+        "pattern": "cl100k",
+        "special_tokens": ["<|endoftext|>"],
+        "holdout_fraction": 0.05,
+        "artifact_root": root,
+        "cache_dir": f"s3://{bucket}/cache",
+        "dask_scheduler": cluster["scheduler"],
+    }
     conf = tmp_path / "conf"
     conf.mkdir()
     (conf / "ons3.yaml").write_text(yaml.safe_dump(cfg))
@@ -300,8 +341,10 @@ def test_the_pipeline_keeps_data_cache_and_versions_on_object_storage(bucket, co
     assert [line.split()[0] for line in lines[1:]] == ["v0001", "v0002"] and lines[-1].endswith("(latest)")
     # The pipeline holds out 5% of the rows (chosen by a hash of each row), so the oracle is the
     # local engine on the rows it kept.
-    rows = pa.array([t for shard in sorted(corpus.iterdir()) for t in pq.read_table(shard).column("text").to_pylist()],
-                    pa.large_string())  # fmt: skip
+    rows = pa.array(
+        [t for shard in sorted(corpus.iterdir()) for t in pq.read_table(shard).column("text").to_pylist()],
+        pa.large_string(),
+    )
     kept = rows.filter(pa.array(~holdout_mask(rows, 0.05))).to_pylist()
     oracle = train(kept, vocab_size=VOCAB, pattern="cl100k", special_tokens=["<|endoftext|>"])
     assert Tokenizer.load(f"{root}/ons3/v0002").merges == oracle.merges

@@ -57,8 +57,9 @@ def encode_word(word: bytes, ranks: dict[tuple[int, int], int]) -> list[int]:
     return ids
 
 
-def agreed_merges(texts: list[str], pattern: str, merges: list[tuple[int, int]], ours: list[bytes],
-                  theirs: list[bytes], peer: str) -> int:  # fmt: skip
+def agreed_merges(
+    texts: list[str], pattern: str, merges: list[tuple[int, int]], ours: list[bytes], theirs: list[bytes], peer: str
+) -> int:
     """How many merges `ours` and `theirs` (the tokens each trainer made, in order) share before
     they part; asserts that where they part, both chose a pair of the highest count (a tie)."""
     common = min(len(ours), len(theirs))

@@ -76,14 +76,23 @@ def deployed(services) -> dict[str, dict]:
     waiting = {**cfg, "name": "waiting", "data": str(root / "waiting" / "not-yet")}  # its data is not there
     (conf / "waiting.yaml").write_text(yaml.safe_dump(waiting))
     # as conf/demo.yaml: the run writes the demo corpus into its data directory, which no one made
-    fresh = {**cfg, "name": "fresh-demo", "data": str(root / "fresh-demo" / "demo-data"), "demo_corpus": True,
-             "artifact_root": str(root / "fresh-demo" / "artifacts")}  # fmt: skip
+    fresh = {
+        **cfg,
+        "name": "fresh-demo",
+        "data": str(root / "fresh-demo" / "demo-data"),
+        "demo_corpus": True,
+        "artifact_root": str(root / "fresh-demo" / "artifacts"),
+    }
     (conf / "fresh-demo.yaml").write_text(yaml.safe_dump(fresh))
     configs["fresh-demo"] = fresh
     done = subprocess.run(
         [str(Path(os.sys.executable).parent / "bpe"), "deploy", "--conf", str(conf), "--pool", POOL],
-        env={**os.environ, **services["env"]}, capture_output=True, text=True, cwd=REPO, timeout=120,
-    )  # fmt: skip
+        env={**os.environ, **services["env"]},
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith(f"registering flows/train_bpe.py:train_bpe from {REPO} on work pool {POOL}\n")
     for name in NAMES:
@@ -180,8 +189,13 @@ def test_first_run_publishes_v0001(services, deployed):
     assert versions.versions() == ["v0001"] and versions.latest() == "v0001"
     version = Path(versions.path("v0001"))
     assert {p.name for p in version.iterdir()} >= {
-        "merges.txt", "vocab.json", "tokenizer.json", "tokenizer.tiktoken", "manifest.json", "compression.png"
-    }  # fmt: skip
+        "merges.txt",
+        "vocab.json",
+        "tokenizer.json",
+        "tokenizer.tiktoken",
+        "manifest.json",
+        "compression.png",
+    }
     manifest = json.loads((version / "manifest.json").read_text())
     assert manifest["prefect"]["flow_run_id"] == result["id"]
     assert manifest["config"]["vocab_size"] == 600 and manifest["engine"]["engine"] == "dask"
@@ -239,8 +253,9 @@ def test_the_count_cache_holds_data_only_and_a_planted_pickle_runs_nothing(servi
     for shard in discover([cfg["data"]]):
         key = shard_count_key({**shard.fingerprint(), "kind": shard.kind}, counting)
         serializer = PickleSerializer(picklelib="cloudpickle")
-        record = ResultRecord(result=Planted(marker), metadata=ResultRecordMetadata(storage_key=key,
-                              serializer=serializer))  # fmt: skip
+        record = ResultRecord(
+            result=Planted(marker), metadata=ResultRecordMetadata(storage_key=key, serializer=serializer)
+        )
         (cache / "results").mkdir(parents=True, exist_ok=True)
         (cache / "results" / key).write_bytes(record.serialize())
     result = run_deployment(services, cfg["name"])
@@ -367,12 +382,17 @@ def test_versions_on_growing_data_are_measured_on_one_evaluation_set(services, d
     [markdown] = [a.data for a in result["artifacts"] if a.type == "markdown" and "# trend v0002" in a.data]
     [uri] = re.findall(r"!\[[^\]]*\]\(data:image/png;base64,([^)]+)\)", markdown)
     assert base64.b64decode(uri).startswith(b"\x89PNG\r\n\x1a\n")
-    trend = {re.match(r"\**(v\d+)", cells[0]).group(1): cells for cells in map(markdown_cells, markdown.splitlines())
-             if cells and re.match(r"\**v\d+", cells[0])}  # fmt: skip
+    trend = {
+        re.match(r"\**(v\d+)", cells[0]).group(1): cells
+        for cells in map(markdown_cells, markdown.splitlines())
+        if cells and re.match(r"\**v\d+", cells[0])
+    }
     assert list(trend) == ["v0001", "v0002"] and "(this version)" in trend["v0002"][0]
     assert trend["v0001"][3] == f"{e1['bytes_per_token']:.4f}"
     assert trend["v0002"][3:] == [
-        f"{e2['bytes_per_token']:.4f}", f"{e2['bytes_per_token'] - e1['bytes_per_token']:+.4f}"]  # fmt: skip
+        f"{e2['bytes_per_token']:.4f}",
+        f"{e2['bytes_per_token'] - e1['bytes_per_token']:+.4f}",
+    ]
     assert f"({link_target(versions.location('v0002'))})" in markdown
     assert "compression on the evaluation set" in result["logs"]
 
@@ -383,9 +403,19 @@ def test_a_version_identical_to_a_published_one_is_not_published_again(tmp_path)
     from bpe.pipeline.version import identical_version
 
     versions = VersionStore(str(tmp_path), "tok")
-    manifest = {"data": {"fingerprint": "f" * 64}, "config": {"vocab_size": 600, "pattern": "cl100k",
-                "special_tokens": [], "min_frequency": 1, "tie_break": "bytes", "text_column": "text",
-                "holdout_fraction": 0.05, "schedule": "17 4 * * *"}}  # fmt: skip
+    manifest = {
+        "data": {"fingerprint": "f" * 64},
+        "config": {
+            "vocab_size": 600,
+            "pattern": "cl100k",
+            "special_tokens": [],
+            "min_frequency": 1,
+            "tie_break": "bytes",
+            "text_column": "text",
+            "holdout_fraction": 0.05,
+            "schedule": "17 4 * * *",
+        },
+    }
     staged = versions.stage()
     (staged.directory / "manifest.json").write_text(json.dumps(manifest))
     versions.commit(staged)
@@ -398,8 +428,14 @@ def test_a_version_identical_to_a_published_one_is_not_published_again(tmp_path)
 def test_bpe_deploy_without_a_server_is_an_error(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")  # no profile that names a server
-    done = subprocess.run([str(Path(os.sys.executable).parent / "bpe"), "deploy"], env=env, capture_output=True,
-                          text=True, cwd=REPO, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [str(Path(os.sys.executable).parent / "bpe"), "deploy"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
         "bpe: error: bpe deploy: PREFECT_API_URL is not set; point it at a Prefect server "

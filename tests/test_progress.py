@@ -34,8 +34,9 @@ def documents(n: int = 2000, seed: int = 0) -> list[str]:
 def recorded(**options) -> tuple[dict, list[tuple[str, int, int | None, float]]]:
     """Train with a progress callable; the manifest and every call, with the time it came."""
     calls: list[tuple[str, int, int | None, float]] = []
-    tokenizer = train(progress=lambda phase, done, total: calls.append((phase, done, total, time.perf_counter())),
-                      **options)  # fmt: skip
+    tokenizer = train(
+        progress=lambda phase, done, total: calls.append((phase, done, total, time.perf_counter())), **options
+    )
     return tokenizer.manifest, calls
 
 
@@ -146,8 +147,14 @@ def test_progress_must_be_a_flag_or_a_callable():
 
 
 def bpe(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bpe.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "bpe.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=600,
+    )
 
 
 def test_version():
@@ -182,8 +189,9 @@ def test_help_and_version_load_neither_numba_nor_numpy():
     """`bpe --help`, `bpe <command> --help` and `bpe --version` start fast: the package and the
     command's module import nothing heavy until a command runs."""
     argvs = [[*path, "--help"] for path in commands(build_parser(), [])] + [["--version"]]
-    done = subprocess.run([sys.executable, "-c", LOADED_AFTER.format(argvs=argvs)], capture_output=True, text=True,
-                          cwd=REPO, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", LOADED_AFTER.format(argvs=argvs)], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "loaded:"
 

@@ -38,8 +38,9 @@ def test_ci_runs_the_readme_commands_verbatim_and_installs_nothing_of_its_own():
     assert not [line for line in code if re.search(r"\bpip\b|\bvenv\b|python3? -m", line)], code
     extract = "".join(line + "\n" for line in code if line.startswith("readme_command()"))
     for name, command in commands.items():
-        found = subprocess.run(["bash", "-c", f"{extract}readme_command {name}"], cwd=REPO, capture_output=True,
-                               text=True, check=True).stdout.strip()  # fmt: skip
+        found = subprocess.run(
+            ["bash", "-c", f"{extract}readme_command {name}"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
         assert found == command
     assert re.search(r"for name in demo test; do", ci) and 'bash -c "$command"' in ci
 

@@ -251,8 +251,12 @@ def test_promote_moves_latest_backwards_and_is_recorded(tmp_path):
     assert store.latest() == "v0001" and os.readlink(tmp_path / "tok" / "latest") == "v0001"
     last = store.history()[-1]
     assert (last["action"], last["version"], last["latest_before"], last["latest_after"], last["by"]) == (
-        "promote", "v0001", "v0003", "v0001", "tester"
-    )  # fmt: skip
+        "promote",
+        "v0001",
+        "v0003",
+        "v0001",
+        "tester",
+    )
     assert store.promote("v0001") == ("v0001", "v0001") and len(store.history()) == 4, "a no-op is not recorded"
     publish_as(store)  # a new main-line version moves latest forward again
     assert store.latest() == "v0004"
@@ -295,8 +299,11 @@ def test_versions_show_the_change_against_the_previous_promoted_version(tmp_path
     publish_as(store, bpt=3.4)  # v0004: compared with v0003
     rows = describe_versions(store)
     assert [(r["previous_promoted"], r["change"] and round(r["change"], 6)) for r in rows] == [
-        (None, None), ("v0001", 0.25), ("v0001", 0.1), ("v0003", -0.2)
-    ]  # fmt: skip
+        (None, None),
+        ("v0001", 0.25),
+        ("v0001", 0.1),
+        ("v0003", -0.2),
+    ]
     assert [r["rollback_target"] for r in rows] == [False, False, True, False]
 
 
@@ -320,16 +327,23 @@ def test_prune_keeps_latest_the_rollback_target_and_the_newest_main_line_version
     publish_as(store, "experiment")  # v0006
     store.promote("v0002")  # latest v0002; rollback would return to v0004
     plan = prune_versions(store, keep=1)
-    assert plan.keep == {"v0002": "latest", "v0004": "rollback target, newest main-line version",
-                         "v0006": "among the 1 newest"}  # fmt: skip
+    assert plan.keep == {
+        "v0002": "latest",
+        "v0004": "rollback target, newest main-line version",
+        "v0006": "among the 1 newest",
+    }
     assert plan.remove == ["v0001", "v0003", "v0005"]
     assert store.versions() == [f"v{i:04d}" for i in range(1, 7)], "a dry run removes nothing"
     plan = prune_versions(store, keep=1, apply=True, by="tester")
     assert plan.removed == ["v0001", "v0003", "v0005"] and plan.spared == []
     assert store.versions() == ["v0002", "v0004", "v0006"] and store.latest() == "v0002"
     assert sorted(p.name for p in (tmp_path / "tok").iterdir()) == [
-        "history.jsonl", "latest", "v0002", "v0004", "v0006"
-    ]  # fmt: skip
+        "history.jsonl",
+        "latest",
+        "v0002",
+        "v0004",
+        "v0006",
+    ]
     pruned = [e["version"] for e in store.history() if e["action"] == "prune"]
     assert pruned == ["v0001", "v0003", "v0005"]
     assert store.rollback() == ("v0002", "v0004")
@@ -366,8 +380,10 @@ def test_prune_on_object_storage_unpublishes_before_deleting(tmp_path):
     fs.rm("/bpe-prune/tok/v0001/COMPLETE")  # an earlier prune got this far
     assert store.versions() == ["v0002", "v0003"]
     plan = prune_versions(store, keep=1, apply=True)
-    assert plan.removed == [] and plan.keep == {"v0002": "rollback target", "v0003": "among the 1 newest, latest, "
-                                                "newest main-line version"}  # fmt: skip
+    assert plan.removed == [] and plan.keep == {
+        "v0002": "rollback target",
+        "v0003": "among the 1 newest, latest, newest main-line version",
+    }
     assert not fs.exists("/bpe-prune/tok/v0001"), "what the interrupted prune left is gone"
     assert store.promote("v0002") == ("v0003", "v0002") and store.latest() == "v0002"
     assert fs.cat_file("/bpe-prune/tok/latest") == b"v0002\n"

@@ -120,8 +120,13 @@ def test_the_pipeline_imports_no_flow_or_task():
 
 
 def test_import_bpe_loads_neither_prefect_nor_dask():
-    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "import bpe; bpe.train; bpe.Tokenizer"],
-                          capture_output=True, text=True, check=True, cwd=REPO)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import bpe; bpe.train; bpe.Tokenizer"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    )
     loaded = {line.split("|")[-1].strip().split(".")[0] for line in done.stderr.splitlines() if "|" in line}
     assert "numba" in loaded  # the measurement sees real imports
     heavy = {"prefect", "dask", "distributed", "matplotlib"}  # (numba itself imports yaml when it is there)
@@ -131,9 +136,13 @@ def test_import_bpe_loads_neither_prefect_nor_dask():
 def test_the_command_and_its_errors_load_no_kernels_until_a_command_needs_them():
     """`bpe --help` (the command's module, its settings and errors) loads neither numpy nor numba:
     the engine's errors and tie-breaks sit in modules that set up no kernel cache."""
-    done = subprocess.run([sys.executable, "-c", "import sys, bpe.cli, bpe.errors, bpe.settings; "
-                           "print(' '.join(sorted(sys.modules)))"], capture_output=True, text=True, check=True,
-                          cwd=REPO)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys, bpe.cli, bpe.errors, bpe.settings; print(' '.join(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    )
     loaded = set(done.stdout.split())
     assert {"bpe.cli", "bpe.engine.errors"} <= loaded  # the measurement sees real imports
     assert not loaded & {"numpy", "numba", "bpe.engine.kernel_cache"}, sorted(loaded & {"numpy", "numba"})
@@ -151,8 +160,9 @@ sys.exit(main(sys.argv[1:]))
 def bpe_without(blocked: tuple[str, ...], *args: str, cwd: Path) -> subprocess.CompletedProcess:
     code = WITHOUT_EXTRAS.format(blocked=blocked)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd, env=env,
-                          timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=600
+    )
 
 
 def test_bpe_train_encode_decode_work_without_the_extras(tmp_path):
@@ -169,8 +179,9 @@ def test_bpe_train_encode_decode_work_without_the_extras(tmp_path):
 
 def test_a_command_needing_a_missing_extra_names_it_in_one_line(tmp_path):
     data = write_parquet(tmp_path / "data.parquet", ["hello world"])
-    done = bpe_without(DASK, "train", str(data), "--vocab-size", "280", "--out", "tok", "--engine", "dask",
-                       cwd=tmp_path)  # fmt: skip
+    done = bpe_without(
+        DASK, "train", str(data), "--vocab-size", "280", "--out", "tok", "--engine", "dask", cwd=tmp_path
+    )
     assert done.returncode == 1 and not (tmp_path / "tok").exists()
     assert done.stderr.count("\n") == 1 and "[dask] extra" in done.stderr and "pip install" in done.stderr
     for command in (["demo"], ["versions", "artifacts/demo"], ["deploy"], ["cluster", "status"]):
@@ -192,13 +203,21 @@ def test_the_wheel_ships_flows_tasks_and_demo_config_inside_the_package(wheel):
     names = wheel.namelist()
     top_level = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
     assert top_level == {"bpe"}, top_level
-    for shipped in ("bpe/flows/train_bpe.py", "bpe/flows/deploy.py", "bpe/tasks/data.py", "bpe/conf/demo.yaml",
-                    "bpe/engine/word_table.py", "bpe/inputs/read.py", "bpe/distributed/driver.py",
-                    "bpe/pipeline/store.py"):  # fmt: skip
+    for shipped in (
+        "bpe/flows/train_bpe.py",
+        "bpe/flows/deploy.py",
+        "bpe/tasks/data.py",
+        "bpe/conf/demo.yaml",
+        "bpe/engine/word_table.py",
+        "bpe/inputs/read.py",
+        "bpe/distributed/driver.py",
+        "bpe/pipeline/store.py",
+    ):
         assert shipped in names, shipped
     # The kernels compiled as the wheel was built (setup.py), for every kernel both engines run.
-    indexes = {n.rsplit("/", 1)[1].split("-")[0] for n in names if n.startswith("bpe/engine/prebuilt/")
-               and n.endswith(".nbi")}  # fmt: skip
+    indexes = {
+        n.rsplit("/", 1)[1].split("-")[0] for n in names if n.startswith("bpe/engine/prebuilt/") and n.endswith(".nbi")
+    }
     assert {"count._count_cl100k", "word_table._apply_merges", "pair_queue._add", "merge._run_rounds"} <= indexes
 
 
@@ -206,8 +225,11 @@ def test_the_wheel_declares_the_extras_by_tier(wheel):
     (metadata,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
     requires = [line for line in wheel.read(metadata).decode().splitlines() if line.startswith("Requires-Dist:")]
     core = [r for r in requires if "extra ==" not in r]
-    assert not any(reaches(r.split()[1].split(">")[0].split("[")[0].lower(), ("prefect", "dask", "distributed",
-                                                                                 "matplotlib", "pyyaml"))
-                   for r in core), core  # fmt: skip
+    assert not any(
+        reaches(
+            r.split()[1].split(">")[0].split("[")[0].lower(), ("prefect", "dask", "distributed", "matplotlib", "pyyaml")
+        )
+        for r in core
+    ), core
     assert any(r.startswith("Requires-Dist: distributed") and 'extra == "dask"' in r for r in requires)
     assert any(r.startswith("Requires-Dist: prefect") and 'extra == "pipeline"' in r for r in requires)

@@ -145,9 +145,12 @@ def test_loading_a_directory_without_a_tokenizer_fails_clearly(tmp_path):
 def test_sizes_and_vocabulary_match_hugging_face_and_tiktoken(trained):
     tok, out = trained
     hf_tok = hf(out)
-    reference = tiktoken.Encoding("t", pat_str=tok.pretokenizer.regex,
-                                  mergeable_ranks=load_tiktoken_bpe(str(out / TIKTOKEN_FILE)),
-                                  special_tokens=tok.special_tokens)  # fmt: skip
+    reference = tiktoken.Encoding(
+        "t",
+        pat_str=tok.pretokenizer.regex,
+        mergeable_ranks=load_tiktoken_bpe(str(out / TIKTOKEN_FILE)),
+        special_tokens=tok.special_tokens,
+    )
     assert len(tok) == tok.vocab_size == hf_tok.get_vocab_size() == 1000
     assert tok.n_vocab == reference.n_vocab and tok.max_token_value == reference.max_token_value
     assert tok.get_vocab() == hf_tok.get_vocab()

@@ -17,8 +17,12 @@ from tests.conftest import stdlib_paragraphs
 TEXTS = stdlib_paragraphs()[:1200]
 SAMPLES = [*stdlib_paragraphs()[1200:1230], "naïve café 中文 🙂", "<|endoftext|>x", ""]
 SPECIALS = ["<|endoftext|>", "<|pad|>"]
-OPTIONS = dict(pattern="cl100k", special_tokens=SPECIALS, special_token_roles={"eos": "<|endoftext|>", "bos": "<s>"},
-               model_max_length=2048)  # fmt: skip
+OPTIONS = dict(
+    pattern="cl100k",
+    special_tokens=SPECIALS,
+    special_token_roles={"eos": "<|endoftext|>", "bos": "<s>"},
+    model_max_length=2048,
+)
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +72,9 @@ def test_a_size_above_the_tokenizer_or_below_its_bytes_and_specials_is_refused(b
         big.truncated(size)
     message = str(raised.value)
     assert raised.value.parameter == "vocab_size" and "\n" not in message
-    assert message.startswith("vocab_size: expected an integer from 259 (256 bytes + 3 special token(s)) to this "
-                              "tokenizer's 900")  # fmt: skip
+    assert message.startswith(
+        "vocab_size: expected an integer from 259 (256 bytes + 3 special token(s)) to this tokenizer's 900"
+    )
 
 
 def test_the_truncation_records_what_it_was_cut_from_and_saves_and_loads(big, tmp_path):
@@ -88,8 +93,20 @@ def test_also_save_writes_the_smaller_tokenizers_of_the_same_run(tmp_path, capsy
     path = tmp_path / "t.txt"
     path.write_text("\n\n".join(TEXTS))
     out = tmp_path / "tok"
-    argv = ["train", str(path), "--vocab-size", "900", "--pattern", "cl100k", "--special-token", "<|endoftext|>",
-            "--eos-token", "<|endoftext|>", "--out", str(out)]  # fmt: skip
+    argv = [
+        "train",
+        str(path),
+        "--vocab-size",
+        "900",
+        "--pattern",
+        "cl100k",
+        "--special-token",
+        "<|endoftext|>",
+        "--eos-token",
+        "<|endoftext|>",
+        "--out",
+        str(out),
+    ]
     assert main([*argv, "--also-save", "400,700,400", "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["also_saved"] == [{"out": f"{out}-700", "vocab_size": 700}, {"out": f"{out}-400", "vocab_size": 400}]
@@ -100,14 +117,23 @@ def test_also_save_writes_the_smaller_tokenizers_of_the_same_run(tmp_path, capsy
         assert saved == full.truncated(size) and saved.vocab_size == size
         assert saved.eos_token_id == size - 1
         manifest = saved.manifest
-        assert manifest["truncation"] == {"vocab_size": size, "merges": size - 257, "of_vocab_size": 900,
-                                          "of_merges": 643, "of": str(out)}  # fmt: skip
+        assert manifest["truncation"] == {
+            "vocab_size": size,
+            "merges": size - 257,
+            "of_vocab_size": 900,
+            "of_merges": 643,
+            "of": str(out),
+        }
         assert manifest["tokenizer"]["vocab_size"] == size and manifest["data"] == full.manifest["data"]
         for text in SAMPLES[:10]:
             assert saved.encode(text) == full.truncated(size).encode(text)
-    assert Tokenizer.load(tmp_path / "tok-400") == train(files=[path], vocab_size=400, pattern="cl100k",
-                                                         special_tokens=["<|endoftext|>"],
-                                                         special_token_roles={"eos": "<|endoftext|>"})  # fmt: skip
+    assert Tokenizer.load(tmp_path / "tok-400") == train(
+        files=[path],
+        vocab_size=400,
+        pattern="cl100k",
+        special_tokens=["<|endoftext|>"],
+        special_token_roles={"eos": "<|endoftext|>"},
+    )
 
 
 @pytest.mark.parametrize(
@@ -121,8 +147,10 @@ def test_also_save_sizes_are_checked_before_training(tmp_path, capsys, sizes, wr
     argv = ["train", str(path), "--vocab-size", "900", "--special-token", "<|endoftext|>", "--out", str(out)]
     assert main([*argv, "--also-save", sizes]) == 1
     err = capsys.readouterr().err.strip()
-    assert err == ("bpe: error: --also-save: expected vocabulary sizes from 257 (256 bytes + special tokens) to below "
-                   f"--vocab-size 900, separated by commas, got {wrong}")  # fmt: skip
+    assert err == (
+        "bpe: error: --also-save: expected vocabulary sizes from 257 (256 bytes + special tokens) to below "
+        f"--vocab-size 900, separated by commas, got {wrong}"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.txt"]
 
 

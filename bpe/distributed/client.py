@@ -47,9 +47,13 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, client
     # it would report as an ERROR with a traceback.
     with _children_ignore_ctrl_c():
         cluster = LocalCluster(
-            n_workers=n, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
-            host="127.0.0.1", silence_logs=logging.CRITICAL,
-        )  # fmt: skip
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address="127.0.0.1:0",
+            host="127.0.0.1",
+            silence_logs=logging.CRITICAL,
+        )
     c = Client(cluster)
     if log:
         log(f"started a local Dask cluster: {n} worker processes; dashboard {cluster.dashboard_link}")
@@ -152,8 +156,10 @@ def ready_workers(client, log: Log | None = None) -> WorkersReady:
     if log is not None:
         compiled = sum(w["compile_seconds"] >= 0.5 for w in warmed.values())
         if compiled:
-            log(f"compiled the kernels on {compiled} of {len(warmed)} worker(s) in {compile_seconds:.1f} s "
-                "(their first run of this version of bpe; `bpe warm` where a worker starts avoids it)")  # fmt: skip
+            log(
+                f"compiled the kernels on {compiled} of {len(warmed)} worker(s) in {compile_seconds:.1f} s "
+                "(their first run of this version of bpe; `bpe warm` where a worker starts avoids it)"
+            )
         else:
             slowest = max((w["seconds"] for w in warmed.values()), default=0.0)
             log(f"kernels loaded on {len(warmed)} worker(s) in {slowest:.1f} s")

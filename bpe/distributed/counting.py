@@ -261,8 +261,9 @@ def count_shard_to_files(
     """Count one shard (a fingerprint: path, size, sha256, kind) on the workers and have a worker
     write its counts (and its held-out rows) to Parquet, hashing the bytes it writes."""
     started = time.perf_counter()
-    tasks, stats = submit_counts(client, [Shard(shard["path"], shard["kind"], shard["size"])], pretokenizer,
-                                 text_column, 1, holdout)  # fmt: skip
+    tasks, stats = submit_counts(
+        client, [Shard(shard["path"], shard["kind"], shard["size"])], pretokenizer, text_column, 1, holdout
+    )
     total = tree_reduce(client, [client.submit(_item, t, "buckets", 0) for t in tasks])
     written = client.submit(write_counts_digest, total, counts_path, pure=False)
     held = client.submit(_write_held_out, [client.submit(_item, t, "held_out") for t in tasks], held_out_path)

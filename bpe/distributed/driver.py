@@ -106,9 +106,17 @@ class Holders:
         for b, counts in enumerate(bucket_futures):
             chosen = [workers[b % len(workers)]]
             future = self.client.submit(
-                _new_holder, counts, self.scratch, b, self.secret, None, self.base,
-                actor=True, workers=chosen, allow_other_workers=True,
-            )  # fmt: skip
+                _new_holder,
+                counts,
+                self.scratch,
+                b,
+                self.secret,
+                None,
+                self.base,
+                actor=True,
+                workers=chosen,
+                allow_other_workers=True,
+            )
             self.futures.append(future)
             self.chosen.append(chosen)
         initial = []
@@ -189,9 +197,18 @@ class Holders:
             # (or, where none was running at the time, `started_actor` notices and this submits again).
             self.chosen[b] = self._live_workers()
             self.futures[b] = self.client.submit(
-                _new_holder, None, self.scratch, b, self.secret, merge_log, self.base,
-                actor=True, workers=self.chosen[b], allow_other_workers=True, pure=False,
-            )  # fmt: skip
+                _new_holder,
+                None,
+                self.scratch,
+                b,
+                self.secret,
+                merge_log,
+                self.base,
+                actor=True,
+                workers=self.chosen[b],
+                allow_other_workers=True,
+                pure=False,
+            )
             try:
                 self._connect(b)
                 break
@@ -215,8 +232,9 @@ class Holders:
         restarts a killed worker under a new address). Failing that, any running worker."""
         deadline = time.monotonic() + wait
         while True:
-            running = [a for a, w in self.client.scheduler_info()["workers"].items()
-                       if w.get("status", "running") == "running"]  # fmt: skip
+            running = [
+                a for a, w in self.client.scheduler_info()["workers"].items() if w.get("status", "running") == "running"
+            ]
             live = [a for a in running if a not in self.dead]
             if live:
                 return sorted(live)
@@ -350,9 +368,15 @@ def merge_on_workers(
         with CompileWatch() as compiles:  # a first run of this version compiles the pair queue here
             loop = PhaseClock(progress, compiling=lambda: compiles.seconds)
             merged = merge_on_dask(
-                holders, initial, settings.n_merges(), settings.tie_break, settings.min_frequency,
-                loop, checkpoint_seconds, settings.max_token_length,
-            )  # fmt: skip
+                holders,
+                initial,
+                settings.n_merges(),
+                settings.tie_break,
+                settings.min_frequency,
+                loop,
+                checkpoint_seconds,
+                settings.max_token_length,
+            )
         merged.seconds -= compiles.seconds
         shard_stats = holders.stats()
     finally:
@@ -369,8 +393,9 @@ def merge_on_workers(
         "shard_peak_mb": [round(s["peak_mb"]) for s in shard_stats],
         "shard_threads": [s.get("threads", 1) for s in shard_stats],
     }
-    return ShardedMerge(merged, engine, sum(s["words"] for s in shard_stats), build_seconds, compiles.seconds,
-                        loop.seconds("merge"))  # fmt: skip
+    return ShardedMerge(
+        merged, engine, sum(s["words"] for s in shard_stats), build_seconds, compiles.seconds, loop.seconds("merge")
+    )
 
 
 def train_on_dask(
@@ -407,14 +432,18 @@ def train_on_dask(
                 c, shards, texts, settings.pretokenizer, settings.text_column, n, progress
             )
             seconds["count"] = time.perf_counter() - t1
-            sharded = merge_on_workers(c, buckets, settings, scratch, progress, log, call_timeout, checkpoint_seconds,
-                                       base)  # fmt: skip
+            sharded = merge_on_workers(
+                c, buckets, settings, scratch, progress, log, call_timeout, checkpoint_seconds, base
+            )
             del buckets
             seconds["build"], seconds["merge"] = sharded.build_seconds, sharded.merges.seconds
             seconds["merge_loop"] = sharded.loop_seconds
             seconds["compile"] += sharded.compile_seconds
-            engine = {"scheduler": cluster["scheduler"], "cluster_started_here": cluster["started_here"],
-                      **sharded.engine}  # fmt: skip
+            engine = {
+                "scheduler": cluster["scheduler"],
+                "cluster_started_here": cluster["started_here"],
+                **sharded.engine,
+            }
     except OSError as exc:
         if "scheduler" in str(exc).lower() or (client is None and scheduler):
             raise SchedulerLost(f"lost the Dask scheduler: {exc}") from None

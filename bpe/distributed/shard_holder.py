@@ -139,8 +139,14 @@ class ShardHolder:
 
     def address(self) -> dict:
         host, port = self.server.getsockname()
-        return {"host": host, "port": port, "pid": os.getpid(), "worker": self.worker,
-                "restored_from": self.restored_from, "build_seconds": self.build_seconds}  # fmt: skip
+        return {
+            "host": host,
+            "port": port,
+            "pid": os.getpid(),
+            "worker": self.worker,
+            "restored_from": self.restored_from,
+            "build_seconds": self.build_seconds,
+        }
 
     # -- persistence -------------------------------------------------------------------------
 
@@ -196,13 +202,18 @@ class ShardHolder:
                 raise ValueError("its arrays do not agree")
             if len(tokens) and (tokens.min() < 0 or tokens.max() >= first_id(self.base) + done):
                 raise ValueError("it holds token ids its merges cannot have made")
-            table = (ThreadedWordTable.from_words(tokens, lengths, freqs, self.threads) if self.threads > 1
-                     else WordTable.from_words(tokens, lengths, freqs))  # fmt: skip
+            table = (
+                ThreadedWordTable.from_words(tokens, lengths, freqs, self.threads)
+                if self.threads > 1
+                else WordTable.from_words(tokens, lengths, freqs)
+            )
         except Exception as exc:  # BadZipFile, EOFError, a bad CRC, a missing array...: the words are always right
             reason = (str(exc).strip().splitlines() or [""])[0]
             self.restored_from = f"its words (checkpoint.npz unusable: {type(exc).__name__}: {reason})"
-            logger.warning(f"shard {self.shard}: {path} unusable ({type(exc).__name__}: {reason}); "
-                           "rebuilding from words.parquet and the whole merge log")  # fmt: skip
+            logger.warning(
+                f"shard {self.shard}: {path} unusable ({type(exc).__name__}: {reason}); "
+                "rebuilding from words.parquet and the whole merge log"
+            )
             return None
         self.restored_from = f"its checkpoint after {done:,} merges"
         return table, done

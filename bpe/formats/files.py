@@ -64,8 +64,10 @@ def id_problem(token: str | bytes, token_id: int, tokens: int, kind: str = "id")
     if not 0 <= token_id < ID_LIMIT:
         return f"token {token!r} has {kind} {token_id}, outside 0 to {ID_LIMIT - 1} (ids are unsigned 32-bit)"
     if token_id > max_id(tokens):
-        return (f"token {token!r} has {kind} {token_id}, too sparse for {tokens} tokens (ids may go up to "
-                f"{max_id(tokens)}: twice the tokens plus {SPARSE_IDS})")  # fmt: skip
+        return (
+            f"token {token!r} has {kind} {token_id}, too sparse for {tokens} tokens (ids may go up to "
+            f"{max_id(tokens)}: twice the tokens plus {SPARSE_IDS})"
+        )
     return None
 
 

@@ -83,5 +83,13 @@ def read(directory: Path, pattern: str) -> TokenizerRecord:
     vocab_path, merges_path = directory / VOCAB_FILE, directory / MERGES_FILE
     vocab = read_vocab_json(vocab_path)
     merges, line_numbers = read_merges(merges_path)
-    return from_spelled(vocab, merges, lambda k: f"{merges_path}:{line_numbers[k]}", {}, pattern,
-                        str(vocab_path), orphans_are_special=True, lacks=vocab_path.name)  # fmt: skip
+    return from_spelled(
+        vocab,
+        merges,
+        lambda k: f"{merges_path}:{line_numbers[k]}",
+        {},
+        pattern,
+        str(vocab_path),
+        orphans_are_special=True,
+        lacks=vocab_path.name,
+    )

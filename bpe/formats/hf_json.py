@@ -86,8 +86,9 @@ def tokenizer_json(
 def write(path: Path, record: TokenizerRecord) -> None:
     """Write the `tokenizer_json` document of `record` to `path`."""
     pretokenizer = Pretokenizer(record.pattern)
-    document = tokenizer_json(record.vocab(), record.merges, record.special_tokens, pretokenizer.name,
-                              pretokenizer.regex, record.id_list())  # fmt: skip
+    document = tokenizer_json(
+        record.vocab(), record.merges, record.special_tokens, pretokenizer.name, pretokenizer.regex, record.id_list()
+    )
     path.write_text(json.dumps(document, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
@@ -108,11 +109,16 @@ def read_document(path: Path) -> tuple[dict[str, int], list[tuple[str, str]], di
     if kind != "BPE":
         raise ExportError(f"{path}: model type {kind!r} is not supported (only byte-level BPE)")
     if doc.get("normalizer") is not None:
-        raise ExportError(f"{path}: {_named('normalizer', doc['normalizer'])} is not supported (byte-level BPE "
-                          "encodes the text as it is; a normalizer would change it first)")  # fmt: skip
+        raise ExportError(
+            f"{path}: {_named('normalizer', doc['normalizer'])} is not supported (byte-level BPE "
+            "encodes the text as it is; a normalizer would change it first)"
+        )
     pattern = hf_pattern(path, doc.get("pre_tokenizer"))
-    for option, neutral in (("dropout", (None, 0, 0.0)), ("continuing_subword_prefix", (None, "")),
-                            ("end_of_word_suffix", (None, ""))):  # fmt: skip
+    for option, neutral in (
+        ("dropout", (None, 0, 0.0)),
+        ("continuing_subword_prefix", (None, "")),
+        ("end_of_word_suffix", (None, "")),
+    ):
         if model.get(option) not in neutral:
             raise ExportError(f"{path}: BPE {option} {model[option]!r} is not supported")
     check_bpe_model(path, model)
@@ -127,8 +133,10 @@ def read_document(path: Path) -> tuple[dict[str, int], list[tuple[str, str]], di
             raise ExportError(f"{path}: added_tokens[{k}] is not a token with a content and an id")
         stripping = [flag for flag in ("lstrip", "rstrip", "single_word") if token.get(flag)]
         if stripping:
-            raise ExportError(f"{path}: added token {token['content']!r} has {stripping[0]}=true, which is not "
-                              "supported (special tokens match their exact text)")  # fmt: skip
+            raise ExportError(
+                f"{path}: added token {token['content']!r} has {stripping[0]}=true, which is not "
+                "supported (special tokens match their exact text)"
+            )
         added[token["content"]] = token["id"]
     tokens = len(vocab.keys() | added.keys())
     check_ids(f"{path}: model.vocab", vocab, tokens)
@@ -170,8 +178,10 @@ def hf_pattern(path: Path, pre_tokenizer: object) -> str:
     Anything else raises ExportError naming the file and the part that is not supported."""
 
     def unsupported(what: str) -> ExportError:
-        return ExportError(f"{path}: {what} is not supported (only byte-level BPE: a ByteLevel pre-tokenizer, "
-                           "alone or after one regex Split)")  # fmt: skip
+        return ExportError(
+            f"{path}: {what} is not supported (only byte-level BPE: a ByteLevel pre-tokenizer, "
+            "alone or after one regex Split)"
+        )
 
     steps = pre_tokenizer.get("pretokenizers") if isinstance(pre_tokenizer, dict) else None
     if not (isinstance(pre_tokenizer, dict) and pre_tokenizer.get("type") == "Sequence"):
@@ -214,8 +224,15 @@ def read(path: Path) -> TokenizerRecord:
         if text in vocab and vocab[text] != token_id:
             raise ExportError(f"{path}: added token {text!r} has id {token_id}, model.vocab gives it {vocab[text]}")
     ordinary = {spelling: token_id for spelling, token_id in vocab.items() if spelling not in added}
-    record = from_spelled(ordinary, merges, lambda k: f"{path}: model.merges[{k}]", added, pattern,
-                       f"{path}: model.vocab", orphans_are_special=False)  # fmt: skip
+    record = from_spelled(
+        ordinary,
+        merges,
+        lambda k: f"{path}: model.merges[{k}]",
+        added,
+        pattern,
+        f"{path}: model.vocab",
+        orphans_are_special=False,
+    )
     config = path.parent / CONFIG_FILE
     if config.exists():
         record.special_token_roles = read_roles(config, record.special_tokens)

@@ -55,8 +55,9 @@ def read_file(
                 parameter="pattern",
             )
         return hf_json.read(path)
-    raise ExportError(f"{path}: not a tokenizer file this can read (a tokenizer.json, a .tiktoken file, or a "
-                      "directory)")  # fmt: skip
+    raise ExportError(
+        f"{path}: not a tokenizer file this can read (a tokenizer.json, a .tiktoken file, or a directory)"
+    )
 
 
 def only_for_tiktoken(special_tokens: object, path: Path) -> None:

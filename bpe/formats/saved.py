@@ -57,9 +57,16 @@ def read(directory: Path, pattern: str | None = None) -> TokenizerRecord:
     manifest.check_counts(manifest_path, described["tokenizer"], vocab, special_tokens, kept_ids)
     if pattern is not None:
         Pretokenizer(pattern)  # the caller's pattern: a bad one is a SettingsError naming `pattern`
-    return TokenizerRecord(pairs, pattern or stored_pattern, special_tokens, ids=kept_ids, special_token_roles=roles,
-                           model_max_length=described["tokenizer"].get("model_max_length"),
-                           source=str(manifest_path), manifest=described)  # fmt: skip
+    return TokenizerRecord(
+        pairs,
+        pattern or stored_pattern,
+        special_tokens,
+        ids=kept_ids,
+        special_token_roles=roles,
+        model_max_length=described["tokenizer"].get("model_max_length"),
+        source=str(manifest_path),
+        manifest=described,
+    )
 
 
 def read_checked(directory: Path, special_tokens: dict[str, int]) -> tuple[list[bytes], list[tuple[int, int]]]:
@@ -106,16 +113,19 @@ def read_kept_ids(
     tokenizer's: vocab.json + merges.txt read as GPT-2's files, tokenizer.json checked against them."""
     from_files = gpt2.read(directory, "gpt2")
     if from_files.special_tokens != special_tokens:
-        raise ExportError(f"{directory / VOCAB_FILE}: its special tokens are not those {MANIFEST_FILE} "
-                          "records")  # fmt: skip
+        raise ExportError(f"{directory / VOCAB_FILE}: its special tokens are not those {MANIFEST_FILE} records")
     if (directory / HF_FILE).exists():
         from_json = hf_json.read(directory / HF_FILE)
         same = (from_json.merges, from_json.ids, from_json.special_tokens) == (
-            from_files.merges, from_files.ids, from_files.special_tokens
-        )  # fmt: skip
+            from_files.merges,
+            from_files.ids,
+            from_files.special_tokens,
+        )
         if not same:
-            raise ExportError(f"{directory / HF_FILE}: disagrees with {VOCAB_FILE} and "
-                              f"{MERGES_FILE}; it was changed after it was written")  # fmt: skip
+            raise ExportError(
+                f"{directory / HF_FILE}: disagrees with {VOCAB_FILE} and "
+                f"{MERGES_FILE}; it was changed after it was written"
+            )
     vocab = [bytes([b]) for b in range(256)]
     for a, b in from_files.merges:
         vocab.append(vocab[a] + vocab[b])

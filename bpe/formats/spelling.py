@@ -96,8 +96,10 @@ def from_spelled(
             file_id_of_bytes[unspell(spelling)] = file_id
         except ExportError:
             if not orphans_are_special:
-                raise ExportError(f"{source}: token {spelling!r} is not spelled with GPT-2's byte characters, so "
-                                  "this is not a byte-level BPE vocabulary") from None  # fmt: skip
+                raise ExportError(
+                    f"{source}: token {spelling!r} is not spelled with GPT-2's byte characters, so "
+                    "this is not a byte-level BPE vocabulary"
+                ) from None
             specials[spelling] = file_id
     missing = [b for b in range(256) if bytes([b]) not in file_id_of_bytes]
     if missing:
@@ -112,8 +114,10 @@ def from_spelled(
     for token, file_id in file_id_of_bytes.items():
         if token not in made:
             if not orphans_are_special:
-                raise ExportError(f"{source}: token {spell(token)!r} (id {file_id}) is made by no merge "
-                                  "and is not a byte, which a byte-level BPE cannot produce")  # fmt: skip
+                raise ExportError(
+                    f"{source}: token {spell(token)!r} (id {file_id}) is made by no merge "
+                    "and is not a byte, which a byte-level BPE cannot produce"
+                )
             specials[token.decode("utf-8", errors="replace")] = file_id
     ids_of_tokens = [file_id for token, file_id in file_id_of_bytes.items() if token in made]
     ids_of_tokens += list(specials.values())

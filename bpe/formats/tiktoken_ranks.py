@@ -102,8 +102,10 @@ def from_ranks(
             continue
         parts = merge_parts(ranks, token, rank)
         if len(parts) != 2:
-            raise ExportError(f"{source}: token {token!r} (rank {rank}) is not the merge of two tokens of lower "
-                              "rank, so these are not BPE ranks")  # fmt: skip
+            raise ExportError(
+                f"{source}: token {token!r} (rank {rank}) is not the merge of two tokens of lower "
+                "rank, so these are not BPE ranks"
+            )
         internal = 256 + len(merges)
         merges.append((internal_of[parts[0]], internal_of[parts[1]]))
         internal_of[token] = internal

@@ -38,10 +38,12 @@ def iter_texts(
     elif isinstance(texts, pa.Table) or (hasattr(texts, "columns") and hasattr(texts, "iloc")):  # or pandas'
         names = texts.column_names if isinstance(texts, pa.Table) else list(texts.columns)
         if text_column not in names:  # iterating a table would give its column names
-            raise InputError(f"texts: the table has no column {text_column!r}; choose one with text_column",
-                             parameter="text_column")  # fmt: skip
-        documents = _row_texts(texts[text_column].to_pylist() if isinstance(texts, pa.Table) else texts[text_column],
-                               text_column)  # fmt: skip
+            raise InputError(
+                f"texts: the table has no column {text_column!r}; choose one with text_column", parameter="text_column"
+            )
+        documents = _row_texts(
+            texts[text_column].to_pylist() if isinstance(texts, pa.Table) else texts[text_column], text_column
+        )
     elif isinstance(texts, (pa.Array, pa.ChunkedArray)):
         documents = iter(texts.to_pylist())
     elif not isinstance(texts, Iterable):

@@ -70,16 +70,20 @@ def up(
     tls = make_certificates(state_dir / "tls")
     auth = make_auth_string(state_dir / AUTH_FILE)
     try:
-        server = start_prefect_server(state_dir / "prefect", prefect_port, database_url, logs / "prefect-server.log",
-                                      auth=auth)  # fmt: skip
+        server = start_prefect_server(
+            state_dir / "prefect", prefect_port, database_url, logs / "prefect-server.log", auth=auth
+        )
         record(server)
         scheduler = start_dask_scheduler(dask_port, dashboard_port, logs / "dask-scheduler.log", tls=tls)
         record(scheduler)
         for i in range(workers):
             record(start_dask_worker(scheduler.url, logs / f"dask-worker-{i}.log", tls=tls))
         api = f"{server.url}/api"
-        env = {**prefect_env(api, state_dir / "prefect", auth), **tls.dask_environment(),
-               "BPE_DASK_SCHEDULER": scheduler.url}  # fmt: skip
+        env = {
+            **prefect_env(api, state_dir / "prefect", auth),
+            **tls.dask_environment(),
+            "BPE_DASK_SCHEDULER": scheduler.url,
+        }
         _deploy(env, conf_dir, pool)
         record(start_prefect_worker(api, state_dir / "prefect", pool, logs / "prefect-worker.log", env))
     except BaseException:

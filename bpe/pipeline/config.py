@@ -25,8 +25,17 @@ if TYPE_CHECKING:
 
 ENV_PREFIX = "BPE_"
 # The settings that decide a version's merges: the same data with the same values trains the same.
-TRAINING_KEYS = ("vocab_size", "pattern", "special_tokens", "min_frequency", "tie_break", "max_token_length",
-                 "base", "text_column", "holdout_fraction")  # fmt: skip
+TRAINING_KEYS = (
+    "vocab_size",
+    "pattern",
+    "special_tokens",
+    "min_frequency",
+    "tie_break",
+    "max_token_length",
+    "base",
+    "text_column",
+    "holdout_fraction",
+)
 
 
 @dataclass(frozen=True)
@@ -87,15 +96,21 @@ class TokenizerConfig:
             check_vocab_size(base, self.vocab_size, special_tokens)
             pattern, base_merges = pattern or base.tokenizer.pattern, len(base.tokenizer.merges)
         return Settings(
-            vocab_size=self.vocab_size, pattern=pattern or DEFAULT_PATTERN, special_tokens=tuple(special_tokens),
-            min_frequency=self.min_frequency, tie_break=self.tie_break, max_token_length=self.max_token_length,
-            base_merges=base_merges, text_column=self.text_column,
-        )  # fmt: skip
+            vocab_size=self.vocab_size,
+            pattern=pattern or DEFAULT_PATTERN,
+            special_tokens=tuple(special_tokens),
+            min_frequency=self.min_frequency,
+            tie_break=self.tie_break,
+            max_token_length=self.max_token_length,
+            base_merges=base_merges,
+            text_column=self.text_column,
+        )
 
     def training_settings(self) -> dict:
         """What decides the merges (a change here means retraining even if the data is the same)."""
-        return {key: getattr(self, key) if key != "special_tokens" else list(self.special_tokens)
-                for key in TRAINING_KEYS}  # fmt: skip
+        return {
+            key: getattr(self, key) if key != "special_tokens" else list(self.special_tokens) for key in TRAINING_KEYS
+        }
 
     @property
     def counts_cache(self) -> str:

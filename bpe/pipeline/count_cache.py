@@ -90,8 +90,12 @@ class CountCache:
 
     def record(self, key: str, counted: ShardCount) -> None:
         """Mark a count complete: its JSON (with its files' digests), written whole after its Parquet files."""
-        record = {"shard": counted.shard, "stats": asdict(counted.stats), "seconds": counted.seconds,
-                  "digests": counted.digests}  # fmt: skip
+        record = {
+            "shard": counted.shard,
+            "stats": asdict(counted.stats),
+            "seconds": counted.seconds,
+            "digests": counted.digests,
+        }
         storage.write_bytes(self.record_path(key), json.dumps(record).encode())
 
 

@@ -58,9 +58,14 @@ def compression_curve(tokenizer: Tokenizer, texts: Sequence[str], sizes: Sequenc
 
 
 def plot_curve(
-    path: Path, curve: list[dict], title: str, previous: list[dict] | None = None, label: str = "",
-    previous_label: str = "previous version", trend: list[dict] | None = None,
-) -> Path:  # fmt: skip
+    path: Path,
+    curve: list[dict],
+    title: str,
+    previous: list[dict] | None = None,
+    label: str = "",
+    previous_label: str = "previous version",
+    trend: list[dict] | None = None,
+) -> Path:
     """A PNG of bytes per token against vocabulary size (log scale), with the previous version's
     curve when there is one, so a size can be picked by looking. With a `trend` of two versions or
     more (rows with "version" and "curve", oldest first, this version last), a second panel shows
@@ -72,17 +77,34 @@ def plot_curve(
     import matplotlib.pyplot as plt
 
     with_trend = bool(trend) and len(trend) >= 2
-    fig, axes = plt.subplots(1, 2 if with_trend else 1, figsize=(11.5 if with_trend else 7, 4.2), dpi=100,
-                             squeeze=False)  # fmt: skip
+    fig, axes = plt.subplots(
+        1, 2 if with_trend else 1, figsize=(11.5 if with_trend else 7, 4.2), dpi=100, squeeze=False
+    )
     ax = axes[0][0]
     if previous:
-        ax.plot([r["vocab_size"] for r in previous], [r["bytes_per_token"] for r in previous], "o--",
-                color="#999999", label=previous_label)  # fmt: skip
-    ax.plot([r["vocab_size"] for r in curve], [r["bytes_per_token"] for r in curve], "o-", color="#1f77b4",
-            label=label or "this version")  # fmt: skip
+        ax.plot(
+            [r["vocab_size"] for r in previous],
+            [r["bytes_per_token"] for r in previous],
+            "o--",
+            color="#999999",
+            label=previous_label,
+        )
+    ax.plot(
+        [r["vocab_size"] for r in curve],
+        [r["bytes_per_token"] for r in curve],
+        "o-",
+        color="#1f77b4",
+        label=label or "this version",
+    )
     for r in curve:
-        ax.annotate(f"{r['bytes_per_token']:.2f}", (r["vocab_size"], r["bytes_per_token"]),
-                    textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)  # fmt: skip
+        ax.annotate(
+            f"{r['bytes_per_token']:.2f}",
+            (r["vocab_size"], r["bytes_per_token"]),
+            textcoords="offset points",
+            xytext=(0, 6),
+            ha="center",
+            fontsize=7,
+        )
     ax.set_xscale("log", base=2)
     ticks = sorted({r["vocab_size"] for r in curve + (previous or [])})
     ax.set_xticks(ticks, [f"{t:,}" for t in ticks], fontsize=7)
@@ -106,13 +128,16 @@ def plot_trend(ax, trend: list[dict], sizes: list[int]) -> None:
     versions = [row["version"] for row in trend]
     x = list(range(len(versions)))
     for size in sorted(set(sizes)):
-        points = [(i, point["bytes_per_token"]) for i, row in enumerate(trend) for point in row.get("curve") or []
-                  if point["vocab_size"] == size and point["bytes_per_token"] is not None]  # fmt: skip
+        points = [
+            (i, point["bytes_per_token"])
+            for i, row in enumerate(trend)
+            for point in row.get("curve") or []
+            if point["vocab_size"] == size and point["bytes_per_token"] is not None
+        ]
         if points:
             ax.plot([i for i, _ in points], [v for _, v in points], "o-", label=f"{size:,} tokens")
             i, value = points[-1]
-            ax.annotate(f"{value:.3f}", (i, value), textcoords="offset points", xytext=(0, 6), ha="center",
-                        fontsize=7)  # fmt: skip
+            ax.annotate(f"{value:.3f}", (i, value), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
     ax.set_xticks(x, versions, fontsize=7, rotation=45 if len(versions) > 6 else 0)
     ax.set_xlim(-0.5, len(versions) - 0.5)
     ax.set_xlabel("version (same evaluation rows)")
@@ -268,8 +293,10 @@ def eval_rows(location: str, run_texts: Sequence[str], holdout_fraction: float, 
     try:
         frozen = read_eval_set(location)
     except EvalSetDamaged as exc:
-        warnings.append(f"{exc}; not evaluated on it (it is never rewritten: remove {location} to freeze a new "
-                        f"set from the next version's held-out rows)")  # fmt: skip
+        warnings.append(
+            f"{exc}; not evaluated on it (it is never rewritten: remove {location} to freeze a new "
+            f"set from the next version's held-out rows)"
+        )
         return EvalRows([], None, notes, warnings)
     if frozen is None:
         if not run_texts:
@@ -289,11 +316,14 @@ def eval_rows(location: str, run_texts: Sequence[str], holdout_fraction: float, 
         "holdout_fraction": frozen.holdout_fraction,
     }
     if len(texts) < frozen.rows:
-        description.update(fingerprint=text_fingerprint(texts), rows=len(texts), bytes=text_bytes(texts),
-                           subset_of=frozen.fingerprint)  # fmt: skip
-        warnings.append(f"holdout_fraction {holdout_fraction} holds out only {len(texts):,} of the evaluation set's "
-                     f"{frozen.rows:,} rows (frozen at {frozen.holdout_fraction}): evaluated on those, a subset "
-                     f"compared only with versions evaluated on the same subset")  # fmt: skip
+        description.update(
+            fingerprint=text_fingerprint(texts), rows=len(texts), bytes=text_bytes(texts), subset_of=frozen.fingerprint
+        )
+        warnings.append(
+            f"holdout_fraction {holdout_fraction} holds out only {len(texts):,} of the evaluation set's "
+            f"{frozen.rows:,} rows (frozen at {frozen.holdout_fraction}): evaluated on those, a subset "
+            f"compared only with versions evaluated on the same subset"
+        )
     return EvalRows(texts, description, notes, warnings)
 
 
@@ -334,14 +364,16 @@ def trend_rows(manifests: Sequence[tuple[str, dict]], fingerprint: str | None, l
         if not on_set(manifest, fingerprint):
             continue
         evaluation = manifest["evaluation"]
-        rows.append({
-            "version": version,
-            "created": manifest.get("created", ""),
-            "vocab_size": (manifest.get("result") or {}).get("vocab_size"),
-            "bytes_per_token": evaluation.get("bytes_per_token"),
-            "channel": manifest.get("channel"),
-            "curve": evaluation.get("curve") or [],
-        })  # fmt: skip
+        rows.append(
+            {
+                "version": version,
+                "created": manifest.get("created", ""),
+                "vocab_size": (manifest.get("result") or {}).get("vocab_size"),
+                "bytes_per_token": evaluation.get("bytes_per_token"),
+                "channel": manifest.get("channel"),
+                "curve": evaluation.get("curve") or [],
+            }
+        )
     return rows[-limit:] if limit else rows
 
 
@@ -406,10 +438,23 @@ def evaluate_version_on_set(
         "notes": rows.notes + rows.warnings,
     }
     if plot_path is not None and curve:
-        trend = [*result["trend"], {"version": version, "curve": curve, "bytes_per_token": result["bytes_per_token"],
-                                    "vocab_size": tokenizer.vocab_size}]  # fmt: skip
-        plot_curve(plot_path, curve, f"{store.name} {version}: bytes per token on the evaluation set",
-                   previous_curve, label=version, previous_label=f"previous: {previous_version}",
-                   trend=trend)  # fmt: skip
+        trend = [
+            *result["trend"],
+            {
+                "version": version,
+                "curve": curve,
+                "bytes_per_token": result["bytes_per_token"],
+                "vocab_size": tokenizer.vocab_size,
+            },
+        ]
+        plot_curve(
+            plot_path,
+            curve,
+            f"{store.name} {version}: bytes per token on the evaluation set",
+            previous_curve,
+            label=version,
+            previous_label=f"previous: {previous_version}",
+            trend=trend,
+        )
         result["plot"] = plot_path.name
     return result

@@ -75,9 +75,13 @@ def trend_section(manifest: dict) -> list[str]:
     trend = evaluation.get("trend") or []
     if not trend or evaluation.get("bytes_per_token") is None:
         return []
-    this = {"version": manifest["version"], "created": manifest.get("created", ""),
-            "vocab_size": (manifest.get("result") or {}).get("vocab_size"),
-            "bytes_per_token": evaluation["bytes_per_token"], "channel": manifest.get("channel")}  # fmt: skip
+    this = {
+        "version": manifest["version"],
+        "created": manifest.get("created", ""),
+        "vocab_size": (manifest.get("result") or {}).get("vocab_size"),
+        "bytes_per_token": evaluation["bytes_per_token"],
+        "channel": manifest.get("channel"),
+    }
     lines = [
         "",
         "## Trend on the evaluation set",
@@ -135,14 +139,18 @@ def summary_markdown(manifest: dict, location: str, plot_png: bytes | None = Non
         before = evaluation.get("previous_bytes_per_token")
         compared = f" (previous version {evaluation['previous_version']}: {before:.3f})" if before else ""
         if eval_set:
-            where = (f"the evaluation set: {evaluation['rows']:,} held-out rows, {evaluation.get('bytes', 0):,} bytes, "
-                     f"fingerprint `{eval_set['fingerprint'][:16]}`, frozen by {eval_set['frozen_by']}")  # fmt: skip
+            where = (
+                f"the evaluation set: {evaluation['rows']:,} held-out rows, {evaluation.get('bytes', 0):,} bytes, "
+                f"fingerprint `{eval_set['fingerprint'][:16]}`, frozen by {eval_set['frozen_by']}"
+            )
         else:  # a manifest from before the evaluation set
             where = f"{evaluation['rows']:,} held-out rows"
         lines.append(f"| compression | {evaluation['bytes_per_token']:.3f} bytes per token on {where}{compared} |")
     if own.get("bytes_per_token") is not None and own.get("fingerprint") != eval_set.get("fingerprint"):
-        lines.append(f"| this run's held-out rows | {own['bytes_per_token']:.3f} bytes per token on this run's own "
-                     f"{own['rows']:,} held-out rows (its own data: not comparable across versions) |")  # fmt: skip
+        lines.append(
+            f"| this run's held-out rows | {own['bytes_per_token']:.3f} bytes per token on this run's own "
+            f"{own['rows']:,} held-out rows (its own data: not comparable across versions) |"
+        )
     lines += [f"| note | {text_cell(note)} |" for note in evaluation.get("notes") or []]
     if evaluation.get("bytes_per_token") is not None:
         lines += trend_section(manifest)

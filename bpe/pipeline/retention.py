@@ -205,8 +205,12 @@ def cache_entries(cache_dir: str) -> list[CacheEntry]:
     return sorted(grouped.values(), key=lambda e: (e.last_used, e.key))
 
 
-def sweep_count_cache(cache_dir: str, older_than_days: float, apply: bool = False, now: float | None = None,
-                      ) -> CacheSweep:  # fmt: skip
+def sweep_count_cache(
+    cache_dir: str,
+    older_than_days: float,
+    apply: bool = False,
+    now: float | None = None,
+) -> CacheSweep:
     """The count cache entries no run used for `older_than_days` days, removed if `apply`: each
     entry's JSON first (from then on it is a miss, and a run counts the shard again), then its
     Parquet files; an entry whose files changed since it was listed (counted again meanwhile)
@@ -267,17 +271,21 @@ def apply_retention(
             done["versions"] = plan.removed
             kept = ", ".join(f"{v} ({why})" for v, why in plan.keep.items())
             if plan.removed:
-                log(f"retention: removed {len(plan.removed)} version(s) of {cfg.name}: {', '.join(plan.removed)}; "
-                    f"kept {kept}")  # fmt: skip
+                log(
+                    f"retention: removed {len(plan.removed)} version(s) of {cfg.name}: {', '.join(plan.removed)}; "
+                    f"kept {kept}"
+                )
             else:
                 log(f"retention: no version to remove (keep_versions {retention.keep_versions}); kept {kept}")
         if retention.cache_days:
             sweep = sweep_count_cache(cfg.counts_cache, retention.cache_days, apply=True)
             done["cache_entries"] = [e.key for e in sweep.removed]
             freed = sum(e.bytes for e in sweep.removed)
-            log(f"retention: removed {len(sweep.removed)} count cache entr{'y' if len(sweep.removed) == 1 else 'ies'} "
+            log(
+                f"retention: removed {len(sweep.removed)} count cache entr{'y' if len(sweep.removed) == 1 else 'ies'} "
                 f"unused for {retention.cache_days:g} days ({freed / 1e6:,.1f} MB); "
-                f"{len(sweep.entries) - len(sweep.removed)} kept in {cfg.counts_cache}")  # fmt: skip
+                f"{len(sweep.entries) - len(sweep.removed)} kept in {cfg.counts_cache}"
+            )
     except Exception as exc:
         warn(f"retention: not applied ({type(exc).__name__}: {exc})")
     return done

@@ -61,9 +61,14 @@ def _spawn(name: str, args: list[str], env: dict, log: Path | None, cwd: Path | 
     out = open(log, "ab") if log else subprocess.DEVNULL
     try:
         return subprocess.Popen(
-            args, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, cwd=cwd,
-        )  # fmt: skip
+            args,
+            env={**os.environ, **env},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=cwd,
+        )
     finally:
         if log:
             out.close()
@@ -104,8 +109,15 @@ def prefect_env(api_url: str, home: Path, auth: str | None = None) -> dict:
     return env
 
 
-def start_prefect_server(home: Path, port: int, database_url: str | None = None, log: Path | None = None,
-                         ui: bool = True, timeout: float = 60, auth: str | None = None) -> Service:  # fmt: skip
+def start_prefect_server(
+    home: Path,
+    port: int,
+    database_url: str | None = None,
+    log: Path | None = None,
+    ui: bool = True,
+    timeout: float = 60,
+    auth: str | None = None,
+) -> Service:
     """`prefect server start` on 127.0.0.1:port with its own PREFECT_HOME (SQLite there, or
     `database_url`, e.g. PostgreSQL); with `auth`, every API call must carry that auth string."""
     if port_in_use(port):
@@ -128,8 +140,9 @@ def start_prefect_server(home: Path, port: int, database_url: str | None = None,
     return Service("prefect-server", process, url, log, env)
 
 
-def start_prefect_worker(api_url: str, home: Path, pool: str, log: Path | None = None, env: dict | None = None,
-                         timeout: float = 60) -> Service:  # fmt: skip
+def start_prefect_worker(
+    api_url: str, home: Path, pool: str, log: Path | None = None, env: dict | None = None, timeout: float = 60
+) -> Service:
     """`prefect worker start` on a process work pool; it runs flow runs as subprocesses."""
     worker_env = {**prefect_env(api_url, home), **(env or {})}
     args = [_command("prefect"), "worker", "start", "--pool", pool, "--type", "process"]
@@ -142,14 +155,28 @@ def _worker_online(log: Path | None) -> bool:
     return log is None or (log.exists() and b"started!" in log.read_bytes())
 
 
-def start_dask_scheduler(port: int, dashboard_port: int | None = None, log: Path | None = None,
-                         timeout: float = 60, tls: TLSFiles | None = None) -> Service:  # fmt: skip
+def start_dask_scheduler(
+    port: int,
+    dashboard_port: int | None = None,
+    log: Path | None = None,
+    timeout: float = 60,
+    tls: TLSFiles | None = None,
+) -> Service:
     """`dask scheduler` on 127.0.0.1:port (its dashboard on 127.0.0.1 too); over TLS with `tls`."""
     if port_in_use(port):
         raise OSError(f"port {port} on 127.0.0.1 is in use (Dask scheduler); choose another")
     dashboard = f"127.0.0.1:{dashboard_port or 0}"
-    args = [_command("dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
-            "--dashboard-address", dashboard, "--no-show"]  # fmt: skip
+    args = [
+        _command("dask"),
+        "scheduler",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dashboard-address",
+        dashboard,
+        "--no-show",
+    ]
     if tls:
         args += ["--protocol", "tls", *tls.dask_options()]
     process = _spawn("dask scheduler", args, tls.dask_environment() if tls else {}, log)
@@ -158,14 +185,31 @@ def start_dask_scheduler(port: int, dashboard_port: int | None = None, log: Path
     return Service("dask-scheduler", process, url, log, stop_signal=signal.SIGTERM)
 
 
-def start_dask_worker(scheduler: str, log: Path | None = None, nthreads: int = 1, timeout: float = 60,
-                      tls: TLSFiles | None = None, cwd: Path | None = None,
-                      env: dict | None = None) -> Service:  # fmt: skip
+def start_dask_worker(
+    scheduler: str,
+    log: Path | None = None,
+    nthreads: int = 1,
+    timeout: float = 60,
+    tls: TLSFiles | None = None,
+    cwd: Path | None = None,
+    env: dict | None = None,
+) -> Service:
     """`dask worker` on 127.0.0.1 (nanny, worker and its HTTP server alike); over TLS with `tls`;
     in `cwd` with `env` added to this process's environment (a worker of its own, as on another
     machine: its own working directory and TMPDIR)."""
-    args = [_command("dask"), "worker", scheduler, "--nthreads", str(nthreads), "--host", "127.0.0.1",
-            "--dashboard-address", "127.0.0.1:0", "--preload", "bpe.distributed.preload"]  # fmt: skip
+    args = [
+        _command("dask"),
+        "worker",
+        scheduler,
+        "--nthreads",
+        str(nthreads),
+        "--host",
+        "127.0.0.1",
+        "--dashboard-address",
+        "127.0.0.1:0",
+        "--preload",
+        "bpe.distributed.preload",
+    ]
     if tls:
         args += ["--protocol", "tls", *tls.dask_options()]
     process = _spawn("dask worker", args, {**(tls.dask_environment() if tls else {}), **(env or {})}, log, cwd)
@@ -187,8 +231,9 @@ def run_deployment(env: dict, deployment: str, *args: str) -> uuid.UUID:
     return uuid.UUID(found.group(1))
 
 
-def wait_for_flow_run(api_url: str, run_id: uuid.UUID, timeout: float = 300, poll: float = 0.2,
-                      auth: str | None = None):  # fmt: skip
+def wait_for_flow_run(
+    api_url: str, run_id: uuid.UUID, timeout: float = 300, poll: float = 0.2, auth: str | None = None
+):
     """The flow run once its state is final; TimeoutError if it is not within `timeout` seconds.
     `auth` is the server's auth string, if it has one."""
     from prefect.client.orchestration import get_client

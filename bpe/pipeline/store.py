@@ -307,8 +307,12 @@ class VersionStore:
             self.fs.put_file(str(marker), f"{final}/{COMPLETE}")
             shutil.rmtree(staged.directory, ignore_errors=True)
         flow_run = (described.get("prefect") or {}).get("flow_run_id")
-        self._advance_latest(staged.version, promote, channel=described.get("channel") or MAIN,
-                             by=by or (f"flow run {flow_run}" if flow_run else None))  # fmt: skip
+        self._advance_latest(
+            staged.version,
+            promote,
+            channel=described.get("channel") or MAIN,
+            by=by or (f"flow run {flow_run}" if flow_run else None),
+        )
         self.fs.rm(f"{self.base}/.{staged.version}.lock")
         return final
 
@@ -336,8 +340,9 @@ class VersionStore:
             moves = promote and forward
             if moves:
                 self._set_latest(version)
-            self._record("publish", version, current, version if moves else current, by, channel=channel,
-                         promoted=promote)  # fmt: skip
+            self._record(
+                "publish", version, current, version if moves else current, by, channel=channel, promoted=promote
+            )
 
     def promote(self, version: str, by: str | None = None) -> tuple[str | None, str]:
         """Move `latest` to `version` (backwards too) and record it; returns (before, after). An
@@ -365,8 +370,10 @@ class VersionStore:
             if current is None:
                 raise InputError(f"{self.location_of_store()}: nothing to roll back: no version is latest")
             if target is None:
-                raise InputError(f"{self.location_of_store()}: nothing to roll back to: no version was promoted "
-                                 f"before {current} (that is still in the store)")  # fmt: skip
+                raise InputError(
+                    f"{self.location_of_store()}: nothing to roll back to: no version was promoted "
+                    f"before {current} (that is still in the store)"
+                )
             self._set_latest(target)
             self._record("rollback", target, current, target, by)
         return current, target
@@ -433,8 +440,9 @@ class VersionStore:
         else:
             self.fs.pipe_file(pointer, f"{version}\n".encode())
 
-    def _record(self, action: str, version: str, before: str | None, after: str | None, by: str | None,
-                **details) -> None:  # fmt: skip
+    def _record(
+        self, action: str, version: str, before: str | None, after: str | None, by: str | None, **details
+    ) -> None:
         """Append one event to the history (the caller holds `.latest.lock`): the whole file is
         rewritten under a temporary name and renamed over the old one (one object on object
         storage), so a reader sees the history before or after, never half of it."""
@@ -524,8 +532,13 @@ def describe_versions(store: VersionStore) -> list[dict]:
         bytes_per_token = evaluation.get("bytes_per_token")
         eval_set = (evaluation.get("eval_set") or {}).get("fingerprint")
         change = None
-        if (previous and eval_set and previous[2] == eval_set and isinstance(bytes_per_token, (int, float))
-                and isinstance(previous[1], (int, float))):  # fmt: skip
+        if (
+            previous
+            and eval_set
+            and previous[2] == eval_set
+            and isinstance(bytes_per_token, (int, float))
+            and isinstance(previous[1], (int, float))
+        ):
             change = bytes_per_token - previous[1]
         rows.append(
             {
