@@ -540,63 +540,13 @@ def _say_compiling(progress) -> None:
 
 
 def _check_out(out: str, force: bool) -> None:
+    """Refuse an --out that training could not publish to, before any input is read."""
     from bpe import storage
     from bpe.formats.manifest import TOKENIZER_FILES
 
-    if storage.is_remote(out):
-        _check_remote_out(out, force)
-        return
-    out = Path(storage.local_path(out))
-    if out.exists():
-        if not out.is_dir():
-            raise FileExistsError(f"{out}: exists and is not a directory")
-        if any((out / name).exists() for name in TOKENIZER_FILES):
-            if not force:
-                raise FileExistsError(f"{out}: already holds a tokenizer (use --force to replace it)")
-        elif any(out.iterdir()):
-            raise FileExistsError(f"{out}: exists and holds other files; choose an empty or new directory")
-    _check_writable(out)
-
-
-def _check_writable(out: Path) -> None:
-    """Fail before training, not after it, when --out cannot be written: probe the directory that
-    will hold the staging directory (the nearest one that exists) by creating one there."""
-    import tempfile
-
-    from bpe.errors import InputError
-
-    place = out.absolute()
-    while not place.exists():
-        place = place.parent
-    if not place.is_dir():
-        raise InputError(f"--out {out}: {place} is a file, not a directory")
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".bpe-probe-", dir=place))
-    except OSError as exc:
-        raise InputError(f"--out {out}: cannot write in {place} ({exc.strerror})") from None
-
-
-def _check_remote_out(out: str, force: bool) -> None:
-    """An object store --out: refuse a tokenizer already there (without --force) or other objects,
-    and prove before training that this process may write there (a probe object, then removed)."""
-    from bpe import storage
-    from bpe.errors import BpeError, InputError
-    from bpe.formats.manifest import TOKENIZER_FILES
-
-    try:
-        present = storage.listing(out)
-        probe = storage.join(out, f".bpe-probe-{os.getpid()}")
-        storage.write_bytes(probe, b"")
-        storage.remove(probe)
-    except BpeError:
-        raise
-    except Exception as exc:  # no bucket, no credentials, no endpoint: each library has its own errors
-        raise InputError(f"--out {out}: cannot write there ({type(exc).__name__}: {exc})") from None
-    ours = [name for name in present if name in TOKENIZER_FILES or name == storage.COMPLETE]
-    if ours and not force:
-        raise FileExistsError(f"{out}: already holds a tokenizer (use --force to replace it)")
-    if present and not ours:
-        raise FileExistsError(f"{out}: exists and holds other files; choose an empty or new prefix")
+    storage.check_target(
+        out, TOKENIZER_FILES, force=force, shown=f"--out {out}", replace_hint="use --force to replace it"
+    )
 
 
 def summary(manifest: dict, out: str | Path, record: dict | None = None) -> str:

@@ -243,6 +243,58 @@ def downloaded(url: str, names: list[str]):
 # -- publishing a directory whole -------------------------------------------------------------------
 
 
+def check_target(
+    target: str | Path,
+    owned: Sequence[str],
+    *,
+    force: bool,
+    shown: str | None = None,
+    replace_hint: str = "force=True replaces it",
+) -> None:
+    """Refuse, before any work is done, a `target` that `publish_directory` would refuse: one that
+    holds `owned` files (a directory of this kind) unless `force`, one that holds other files only
+    or is a file; or a place this process cannot write (probed by creating and removing an entry
+    there). `shown` is how a write error names the target (`--out tok/`), `replace_hint` what
+    replaces an existing directory ("use --force to replace it")."""
+    shown = shown or str(target)
+    from bpe.errors import BpeError, InputError
+
+    if is_remote(target):
+        try:
+            present = listing(str(target))
+            probe = join(str(target), f".bpe-probe-{os.getpid()}")
+            write_bytes(probe, b"")
+            remove(probe)
+        except BpeError:
+            raise
+        except Exception as exc:  # no bucket, no credentials, no endpoint: each library has its own errors
+            raise InputError(f"{shown}: cannot write there ({type(exc).__name__}: {exc})") from None
+        ours = [name for name in present if name in owned or name == COMPLETE]
+        if ours and not force:
+            raise FileExistsError(f"{target}: already holds a tokenizer ({replace_hint})")
+        if present and not ours:
+            raise FileExistsError(f"{target}: exists and holds other files; choose an empty or new prefix")
+        return
+    path = Path(local_path(target))
+    if path.exists():
+        if not path.is_dir():
+            raise FileExistsError(f"{path}: exists and is not a directory")
+        if any((path / name).exists() for name in owned):
+            if not force:
+                raise FileExistsError(f"{path}: already holds a tokenizer ({replace_hint})")
+        elif any(path.iterdir()):
+            raise FileExistsError(f"{path}: exists and holds other files; choose an empty or new directory")
+    place = path.absolute()
+    while not place.exists():
+        place = place.parent
+    if not place.is_dir():
+        raise InputError(f"{shown}: {place} is a file, not a directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".bpe-probe-", dir=place))
+    except OSError as exc:
+        raise InputError(f"{shown}: cannot write in {place} ({exc.strerror})") from None
+
+
 def publish_directory(
     target: str | Path, write: Callable[[Path], object], *, owned: Sequence[str], last: str, force: bool = False
 ) -> None:
@@ -265,14 +317,8 @@ def publish_directory(
 def _publish_local(target: Path, write, owned: Sequence[str], last: str, force: bool) -> None:
     """A new directory is staged beside `target` and renamed into place; an existing one (with
     `force`) gets each file replaced by a rename, `last` last, and keeps every file not `owned`."""
+    check_target(target, owned, force=force)
     if target.exists():
-        holds_ours = target.is_dir() and any((target / name).exists() for name in owned)
-        if not target.is_dir():
-            raise FileExistsError(f"{target}: exists and is not a directory")
-        if holds_ours and not force:
-            raise FileExistsError(f"{target}: already holds a tokenizer (force=True replaces it)")
-        if not holds_ours and any(target.iterdir()):
-            raise FileExistsError(f"{target}: exists and holds other files; choose an empty or new directory")
         beside = target  # the staging directory sits inside: same filesystem, no other permission needed
     else:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -300,12 +346,8 @@ def _publish_remote(url: str, write, owned: Sequence[str], last: str, force: boo
     """Object storage: write(tmp_dir) locally, then upload the files with `last` after the others
     and the COMPLETE marker last; readers ignore a directory without the marker. With `force`, the
     old marker goes first, so the directory reads incomplete until every new file is up."""
-    present = listing(url)
-    ours = [name for name in present if name in owned or name == COMPLETE]
-    if ours and not force:
-        raise FileExistsError(f"{url}: already holds a tokenizer (force=True replaces it)")
-    if present and not ours:
-        raise FileExistsError(f"{url}: exists and holds other files; choose an empty or new prefix")
+    check_target(url, owned, force=force)
+    ours = [name for name in listing(url) if name in owned or name == COMPLETE]
     with tempfile.TemporaryDirectory(prefix=temporary_prefix("bpe-export-")) as tmp:
         write(Path(tmp))
         written = sorted((f.name for f in Path(tmp).iterdir()), key=lambda name: name == last)

@@ -31,9 +31,9 @@ from pathlib import Path
 
 from bpe.errors import InputError, SettingsError
 from bpe.leftovers import process_is_gone
+from bpe.storage import COMPLETE
 
 VERSION = re.compile(r"^v(\d{4,})$")
-COMPLETE = "COMPLETE"
 HISTORY = "history.jsonl"  # one JSON object per line: every publish, promote, rollback and prune
 MAIN, EXPERIMENT = "main", "experiment"  # a version's channel
 # A tokenizer's name is one path segment: it cannot climb out of the artifact root ("..") or nest.
@@ -221,14 +221,6 @@ class VersionStore:
     def promotions(self) -> Promotions:
         """Where `latest` has been: see `Promotions`."""
         return Promotions.replay(self.history(), self.latest(), self.versions())
-
-    def local_copy(self, version: str) -> Path:
-        """A local directory holding the version (the directory itself on a local filesystem)."""
-        if self.local:
-            return Path(self.path(version))
-        target = Path(tempfile.mkdtemp(prefix=f"bpe-{self.name}-{version}-"))
-        self.fs.get(self.path(version) + "/", str(target), recursive=True)
-        return target
 
     # -- writing -----------------------------------------------------------------------------
 
