@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from bpe import train
-from bpe.cli import build_parser, main, summary
+from bpe.cli import build_parser, main
+from bpe.cli.train import summary
 from bpe.progress import Bars, LogProgress
 from tests.conftest import REPO, write_parquet
 

@@ -1,0 +1,318 @@
+"""`bpe train`: the training options, the run, `--also-save`, and the summary printed after it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from bpe.errors import require_extra
+from bpe.settings import DEFAULT_PATTERN, ENGINES, PATTERNS, TEXT_FORMATS, TIE_BREAKS
+
+STOP_REASONS = {
+    "vocab_size": "vocabulary size reached",
+    "min_frequency": "best pair below --min-frequency",
+    "no_pairs": "no pairs left",
+    "max_token_length": "every pair left would make a token longer than --max-token-length",
+}
+
+
+def add_training_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--vocab-size",
+        type=int,
+        required=True,
+        help="tokens in all: 256 bytes + merges + special tokens (with --from, the base's included)",
+    )
+    p.add_argument(
+        "--from",
+        dest="base",
+        metavar="TOKENIZER",
+        help="start from this tokenizer (our directory, GPT-2's vocab.json + merges.txt, a byte-level "
+        "BPE tokenizer.json, a path or URL): its merges are replayed, its ids kept, new tokens take "
+        "the ids after its largest",
+    )
+    p.add_argument(
+        "--pattern",
+        default=None,
+        help=f"{', '.join(PATTERNS)}, or a regex (default: {DEFAULT_PATTERN}, or the --from tokenizer's)",
+    )
+    p.add_argument(
+        "--special-token",
+        action="append",
+        default=[],
+        dest="special_tokens",
+        metavar="TOKEN",
+        help="a special token, kept whole and never merged (repeat the flag for several; their ids follow the merges)",
+    )
+    p.add_argument("--text-column", default="text", help="Parquet/CSV column or JSON field holding the text")
+    p.add_argument(
+        "--text-format",
+        choices=TEXT_FORMATS,
+        default="doc",
+        help="a text file (any suffix but .parquet/.jsonl/.json/.csv/.tsv) is one document (doc, the "
+        "default) or one document per line (lines: line endings and empty lines are not text)",
+    )
+    p.add_argument(
+        "--limit",
+        metavar="BYTES|ROWS",
+        help="train on the start of the input only: a size of text (10MB, 512KiB, 1.5GB) or of rows "
+        "(5000rows), in input order, after --sample",
+    )
+    p.add_argument(
+        "--sample",
+        type=float,
+        metavar="FRACTION",
+        help="train on this fraction of the rows (documents), chosen by a hash of each row and --seed",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
+    p.add_argument("--min-frequency", type=int, default=1, help="stop when the best pair occurs fewer times")
+    p.add_argument("--tie-break", choices=TIE_BREAKS, default="bytes", help="order of pairs with equal counts")
+    p.add_argument(
+        "--max-token-length",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="no merge makes a token longer than this (at least 2); such pairs are skipped (default: no limit)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads for counting and the merge loop (default: the cores available)",
+    )
+    p.add_argument("--engine", choices=ENGINES, default="local", help="dask needs the [dask] extra")
+    p.add_argument("--scheduler", help="Dask scheduler address (engine dask); a local cluster is started without it")
+    p.add_argument("--workers", type=int, default=None, help="workers of the local Dask cluster (engine dask)")
+    p.add_argument(
+        "--scratch",
+        help="where the Dask engine keeps word shards and checkpoints: a path every worker "
+        "shares or an object store URL (default: a temporary directory on this machine)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bars and no summary (errors still show)")
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from bpe.engine.compilation import CompileWatch
+    from bpe.inputs.discover import Skipped, discover
+    from bpe.inputs.formats import check_parquet
+    from bpe.progress import Bars
+    from bpe.train import train
+
+    _check_out(args.out, args.force)
+    roles = {
+        role: token for role in ("bos", "eos", "pad", "unk") if (token := getattr(args, f"{role}_token")) is not None
+    }
+    base = None
+    if args.base is not None:
+        from bpe.extend import load_base
+
+        base = load_base(args.base).tokenizer  # a bad base fails here, before any input is read
+    also_save = also_save_sizes(
+        args.also_save, args.vocab_size, args.special_tokens, roles, base.vocab_size if base is not None else 0
+    )
+    for size in also_save:
+        _check_out(also_save_path(args.out, size), args.force)
+    skipped = Skipped()
+    shards = discover(args.inputs, skipped)
+    if skipped:
+        print(f"bpe: {skipped.summary()}", file=sys.stderr)
+    for shard in shards:
+        if shard.kind == "parquet":
+            check_parquet(shard, args.text_column)
+    progress = None if args.quiet or args.json else Bars()  # bars on a terminal only
+    engine_options = {}
+    if args.engine == "dask":
+        require_extra("dask", "--engine dask")
+        engine_options = {"scheduler": args.scheduler, "workers": args.workers, "scratch": args.scratch}
+        if progress is not None:
+            engine_options["log"] = lambda line: print(line, file=sys.stderr)
+    elif args.scheduler or args.workers or args.scratch:
+        from bpe.errors import SettingsError
+
+        raise SettingsError("--scheduler, --workers and --scratch need --engine dask", parameter="engine")
+    started = time.perf_counter()
+    notice = CompileWatch(on_start=lambda: _say_compiling(progress))
+    try:
+        with notice:
+            tokenizer = train(
+                files=shards,  # as found: stdin is read once
+                vocab_size=args.vocab_size,
+                pattern=args.pattern,
+                base=base,
+                special_tokens=args.special_tokens,
+                special_token_roles=roles,
+                model_max_length=args.model_max_length,
+                min_frequency=args.min_frequency,
+                tie_break=args.tie_break,
+                max_token_length=args.max_token_length,
+                text_column=args.text_column,
+                text_format=args.text_format,
+                limit=args.limit,
+                sample=args.sample,
+                seed=args.seed,
+                threads=args.threads,
+                engine=args.engine,
+                progress=progress,
+                **engine_options,
+            )
+    finally:
+        if progress is not None:
+            progress.finish()  # ends the bar's line, so that a message after it starts a line of its own
+    tokenizer.save(args.out, force=args.force)
+    saved, not_reached = save_truncations(tokenizer, args.out, also_save, args.force)
+    tokenizer.manifest["seconds"]["total"] = round(time.perf_counter() - started, 3)
+    record = summary_record(tokenizer.manifest, args.out)
+    record["also_saved"] = [{"out": out, "vocab_size": size} for out, size in saved]
+    record["warnings"] += [
+        f"--also-save {size}: the run stopped at {tokenizer.vocab_size:,} tokens; not written" for size in not_reached
+    ]
+    if args.json:
+        import json
+
+        print(json.dumps(record))
+    elif args.quiet:  # no summary; what the user must know still shows
+        for warning in record["warnings"]:
+            print(f"bpe: warning: {warning}", file=sys.stderr)
+    else:
+        print(summary(tokenizer.manifest, args.out, record))
+    return 0
+
+
+def also_save_sizes(
+    text: str | None, vocab_size: int, special_tokens: list[str], roles: dict[str, str], base_size: int = 0
+) -> list[int]:
+    """`--also-save 8192,16384` as sizes, largest first, each checked before training: below
+    --vocab-size, and at least the 256 bytes plus the special tokens (the role tokens included),
+    or the --from tokenizer's size (`base_size`).
+
+    >>> also_save_sizes("300, 280,300", 400, ["<|endoftext|>"], {})
+    [300, 280]
+    """
+    from bpe.errors import SettingsError
+    from bpe.roles import with_role_tokens
+
+    if text is None:
+        return []
+    smallest = max(256 + len(with_role_tokens(special_tokens, roles)), base_size)
+    least = "the --from tokenizer's size" if base_size >= smallest else "256 bytes + special tokens"
+    sizes = []
+    for part in text.split(","):
+        size = int(part) if part.strip().isdigit() else None
+        if size is None or not smallest <= size < vocab_size:
+            raise SettingsError(
+                f"also_save: expected vocabulary sizes from {smallest} ({least}) "
+                f"to below --vocab-size {vocab_size}, separated by commas, got {part.strip()!r}",
+                parameter="also_save",
+            )
+        sizes.append(size)
+    return sorted(set(sizes), reverse=True)
+
+
+def also_save_path(out: str, size: int) -> str:
+    """Where `--also-save` writes the tokenizer of `size` tokens: beside --out, as `<out>-<size>`
+    (`tok/` -> `tok-8192`, `s3://bucket/tok/` -> `s3://bucket/tok-8192`)."""
+    return f"{str(out).rstrip('/')}-{size}"
+
+
+def save_truncations(tokenizer, out: str, sizes: list[int], force: bool) -> tuple[list[tuple[str, int]], list[int]]:
+    """Save `tokenizer.truncated(size)` for each size the run reached, its manifest naming the run's
+    --out; returns what was written ((path, size)) and the sizes above what the run reached."""
+    saved, not_reached = [], []
+    for size in sizes:
+        if size > tokenizer.vocab_size:  # pairs ran out before the vocabulary was full
+            not_reached.append(size)
+            continue
+        small = tokenizer.truncated(size)
+        small.manifest["truncation"]["of"] = str(out)
+        path = also_save_path(out, size)
+        small.save(path, force=force)
+        saved.append((path, size))
+    return saved, not_reached
+
+
+def _say_compiling(progress) -> None:
+    """Say, before the long silence, why the first run of a new version is slow."""
+    if progress is not None:
+        progress.finish()
+    print(
+        "bpe: compiling the kernels for this version of bpe (first run only: later runs load them from the "
+        "cache; the summary says how long it took)...",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _check_out(out: str, force: bool) -> None:
+    """Refuse an --out that training could not publish to, before any input is read."""
+    from bpe import storage
+    from bpe.formats.manifest import TOKENIZER_FILES
+
+    storage.check_target(
+        out, TOKENIZER_FILES, force=force, shown=f"--out {out}", replace_hint="use --force to replace it"
+    )
+
+
+def summary(manifest: dict, out: str | Path, record: dict | None = None) -> str:
+    """The short report printed after training (`summary_record`, or `record`, as text)."""
+    d = summary_record(manifest, out) if record is None else record
+    s = d["seconds"]
+    mb, loop_s = d["bytes"] / 1e6, s.get("merge_loop", s.get("merge", 0))
+    stopped = STOP_REASONS.get(d["stop_reason"], d["stop_reason"])
+    lines = [
+        f"trained {str(out).rstrip('/')}/ in {s.get('total', 0):.1f} s",
+        f"  data      {d['files']} file(s), {d['documents']:,} documents ({d['null_rows']:,} null rows skipped), "
+        f"{mb:,.1f} MB, {d['pretokens']:,} pre-tokens, {d['unique_words']:,} unique words",
+        f"  merges    {d['merges']:,} (vocabulary {d['vocab_size']:,} with {d['special_tokens']} special token(s)); "
+        f"stopped: {stopped}",
+        f"  compress  {d['bytes_per_token'] or 0:.3f} bytes per token on the training text",
+        f"  time      count {s.get('count', 0):.2f} s ({(d['bytes_per_second'] or 0) / 1e6:,.0f} MB/s), merge "
+        f"{s.get('merge', 0):.2f} s (loop {loop_s:.2f} s, {d['merges_per_second'] or 0:,.0f} merges/s), "
+        f"export {s.get('export', 0):.2f} s"
+        + (f", compile {s['compile']:.1f} s (first run of this version only)" if s.get("compile", 0) >= 0.5 else ""),
+    ]
+    if d["inputs"] is not None:
+        lines.insert(2, f"  inputs    {d['inputs']}")
+    for saved in d.get("also_saved", []):
+        where, size = saved["out"].rstrip("/"), saved["vocab_size"]
+        lines.append(f"  also      {where}/ (vocabulary {size:,}: the same run's first merges)")
+    lines += [f"warning: {w}" for w in d["warnings"]]
+    return "\n".join(lines)
+
+
+def summary_record(manifest: dict, out: str | Path) -> dict:
+    """What the summary shows, as data (`bpe train --json`): rates in the progress bars' units
+    (text bytes per second of counting, merges per second of the merge loop alone)."""
+    c, r, s = manifest["counts"], manifest["result"], manifest["seconds"]
+    shards = manifest["data"]["shards"]
+    count_s, loop_s = s.get("count", 0.0), s.get("merge_loop", s.get("merge", 0.0))
+    inputs = None
+    if isinstance(shards, list):  # which kinds of file, how text files were read, --sample and --limit
+        from bpe.inputs.discover import describe_inputs
+
+        inputs = describe_inputs([f["path"] for f in shards], manifest["settings"])
+    warnings = []
+    if r["stop_reason"] == "no_pairs":
+        warnings.append(f"pairs ran out after {r['merges']:,} merges; the vocabulary is smaller than asked")
+    elif r["stop_reason"] == "max_token_length":
+        warnings.append(
+            f"only pairs too long for --max-token-length were left after {r['merges']:,} merges; "
+            "the vocabulary is smaller than asked"
+        )
+    return {
+        "out": str(out),
+        "vocab_size": r["vocab_size"],
+        "merges": r["merges"],
+        "special_tokens": len(manifest["settings"]["special_tokens"]),
+        "stop_reason": r["stop_reason"],
+        "bytes_per_token": r["bytes_per_token"],
+        "files": len(shards) if isinstance(shards, list) else 0,
+        "inputs": inputs,
+        **{key: c[key] for key in ("documents", "null_rows", "bytes", "pretokens", "unique_words")},
+        "seconds": dict(s),
+        "bytes_per_second": c["bytes"] / count_s if count_s else None,
+        "merges_per_second": r["merges"] / loop_s if loop_s else None,
+        "engine": manifest["engine"],
+        "warnings": warnings,
+    }

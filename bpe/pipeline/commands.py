@@ -1,0 +1,266 @@
+"""The pipeline's subcommands of `bpe` (versions, promote, rollback, history, prune, prune-cache,
+cluster), registered through the `bpe.commands` entry point: `register` adds their parsers; each
+imports what it runs only when run, behind `require_extra`. Those that run the flow (demo, deploy)
+are the flows' own (`bpe.flows.commands`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+from bpe.errors import require_extra
+
+STATE_DIR = Path(".bpe-cluster")  # bpe cluster's default --state-dir
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the pipeline's subcommands to the `bpe` parser's subparsers."""
+    v = sub.add_parser("versions", help="list the versions in an artifact store: bpe versions <root>/<name>")
+    v.add_argument("store", help="<artifact root>/<tokenizer name>, a path or an fsspec URL")
+    v.set_defaults(run=run_versions)
+
+    pr = sub.add_parser("promote", help="move a store's `latest` to a version: bpe promote <root>/<name> v0003")
+    pr.add_argument("store", help="<artifact root>/<tokenizer name>, a path or an fsspec URL")
+    pr.add_argument("version", help="the version to make latest (v0003, or 3)")
+    pr.set_defaults(run=run_promote)
+
+    rb = sub.add_parser("rollback", help="move a store's `latest` back to the version promoted before it")
+    rb.add_argument("store", help="<artifact root>/<tokenizer name>, a path or an fsspec URL")
+    rb.set_defaults(run=run_rollback)
+
+    hi = sub.add_parser("history", help="list every publish, promote, rollback and prune of a store")
+    hi.add_argument("store", help="<artifact root>/<tokenizer name>, a path or an fsspec URL")
+    hi.set_defaults(run=run_history)
+
+    pv = sub.add_parser("prune", help="remove all but the newest versions of a store (dry run without --yes)")
+    pv.add_argument("store", help="<artifact root>/<tokenizer name>, a path or an fsspec URL")
+    pv.add_argument(
+        "--keep",
+        type=int,
+        required=True,
+        metavar="N",
+        help="newest versions to keep (latest, the rollback target and the newest main-line version are always kept)",
+    )
+    pv.add_argument("--yes", action="store_true", help="remove them (without it: only list what would go)")
+    pv.set_defaults(run=run_prune)
+
+    pc = sub.add_parser("prune-cache", help="remove count cache entries unused for DAYS days (dry run without --yes)")
+    pc.add_argument("cache", help="the count cache: a configuration's cache_dir (default <artifact root>/.cache)")
+    pc.add_argument("--older-than", type=float, required=True, metavar="DAYS", help="days since a run last used it")
+    pc.add_argument("--yes", action="store_true", help="remove them (without it: only list what would go)")
+    pc.set_defaults(run=run_prune_cache)
+
+    cl = sub.add_parser("cluster", help="run the docker-compose topology as local processes on 127.0.0.1")
+    cl_sub = cl.add_subparsers(dest="action", required=True)
+    cl_up = cl_sub.add_parser("up", help="start Prefect server + worker and a Dask scheduler + workers")
+    cl_up.add_argument("--workers", type=int, default=2, help="Dask workers (default 2)")
+    cl_up.add_argument("--prefect-port", type=int, default=4200, help="Prefect server and UI port (default 4200)")
+    cl_up.add_argument("--dask-port", type=int, default=8786, help="Dask scheduler port (default 8786)")
+    cl_up.add_argument("--dashboard-port", type=int, default=8787, help="Dask dashboard port (default 8787)")
+    cl_up.add_argument("--database-url", help="PostgreSQL URL for the Prefect server (default: SQLite)")
+    cl_up.add_argument("--conf", type=Path, default=None, help="configurations to deploy (default: conf/)")
+    for p in (
+        cl_up,
+        cl_sub.add_parser("status", help="show the processes"),
+        cl_sub.add_parser("down", help="stop them"),
+    ):
+        p.add_argument("--state-dir", type=Path, default=STATE_DIR, help="where PIDs and logs are kept")
+    cl.set_defaults(run=run_cluster)
+
+
+def open_store(text: str, command: str):
+    """The VersionStore a command names as <artifact root>/<tokenizer name>; a mistyped store is
+    an error, not an empty store."""
+    require_extra("pipeline", f"bpe {command}")
+    from bpe.errors import InputError
+    from bpe.pipeline.store import VersionStore
+
+    root, sep, name = text.rstrip("/").rpartition("/")
+    store = VersionStore(root or (sep or "."), name)  # "/demo" lives in "/", "demo" in "."
+    if not store.fs.isdir(store.base):
+        what = "is not a directory" if store.fs.exists(store.base) else "no such artifact store"
+        raise InputError(f"{text}: {what} (expected <artifact root>/<tokenizer name>)")
+    return store
+
+
+def run_versions(args: argparse.Namespace) -> int:
+    from bpe.pipeline.store import describe_versions
+
+    store = open_store(args.store, "versions")
+    rows = describe_versions(store)
+    if not rows:
+        print(f"{args.store}: no versions")
+        return 0
+    print(
+        f"{'version':<9} {'created':<26} {'channel':<10} {'vocabulary':>10} {'shards':>6} {'data':>10} "
+        f"{'bytes/token':>11}  {'change vs promoted':<18}"
+    )
+    for r in rows:
+        data = f"{r['data_bytes'] / 1e6:,.1f} MB" if r["data_bytes"] else ""
+        bpt = f"{r['bytes_per_token']:.3f}" if r["bytes_per_token"] else ""
+        change = f"{r['change']:+.4f} vs {r['previous_promoted']}" if r["change"] is not None else ""
+        marks = [
+            m
+            for m, on in (
+                ("latest", r["latest"]),
+                ("promoted", r["promoted"] and not r["latest"]),
+                ("rollback target", r["rollback_target"]),
+            )
+            if on
+        ]
+        line = (
+            f"{r['version']:<9} {r['created']:<26} {r['channel']:<10} {r['vocab_size'] or 0:>10,} {r['shards']:>6} "
+            f"{data:>10} {bpt:>11}  {change:<18}" + (f"  ({', '.join(marks)})" if marks else "")
+        )
+        print(line.rstrip())
+    return 0
+
+
+def _version_name(text: str) -> str:
+    """`v0003`, `v3` or `3` -> `v0003`; anything else as given (the store refuses it in one line)."""
+    import re
+
+    match = re.fullmatch(r"v?(\d+)", text.strip())
+    return f"v{int(match.group(1)):04d}" if match else text
+
+
+def run_promote(args: argparse.Namespace) -> int:
+    """Move `latest` to a version, backwards too; recorded in the store's history."""
+    store = open_store(args.store, "promote")
+    version = _version_name(args.version)
+    before, after = store.promote(version)
+    if before == after:
+        print(f"{args.store}: {after} is already latest; nothing changed")
+    else:
+        print(
+            f"{args.store}: latest {before or '(none)'} -> {after} (promoted; recorded in "
+            f"{args.store.rstrip('/')}/history.jsonl)"
+        )
+    return 0
+
+
+def run_rollback(args: argparse.Namespace) -> int:
+    """Move `latest` back to the version promoted before the current one."""
+    store = open_store(args.store, "rollback")
+    before, after = store.rollback()
+    print(f"{args.store}: latest {before} -> {after} (rolled back; recorded in {args.store.rstrip('/')}/history.jsonl)")
+    return 0
+
+
+def run_history(args: argparse.Namespace) -> int:
+    """Print the store's history, oldest first: when, what, which version, and where `latest` went."""
+    store = open_store(args.store, "history")
+    events = store.history()
+    if not events:
+        print(f"{args.store}: no history yet (versions published before it have none)")
+        return 0
+    print(f"{'time':<21} {'action':<9} {'version':<8} {'latest':<16} {'by'}")
+    for e in events:
+        before, after = e.get("latest_before"), e.get("latest_after")
+        moved = f"{before or '-'} -> {after}" if before != after else f"{after or '-'} (stays)"
+        what = e.get("action", "?") + (f" ({e['channel']})" if e.get("action") == "publish" and "channel" in e else "")
+        print(
+            f"{e.get('time', ''):<21} {e.get('action', '?'):<9} {e.get('version', ''):<8} {moved:<16} "
+            f"{e.get('by', '')}" + (f"  [{what}]" if what != e.get("action") else "")
+        )
+    return 0
+
+
+def run_prune(args: argparse.Namespace) -> int:
+    """List (or, with --yes, remove) the versions beyond the newest --keep, never the protected ones."""
+    from bpe.pipeline.retention import prune_versions
+
+    store = open_store(args.store, "prune")
+    plan = prune_versions(store, args.keep, apply=args.yes)
+    print(f"{args.store}: {len(plan.keep) + len(plan.remove)} version(s); keeping {len(plan.keep)}:")
+    for version, why in plan.keep.items():
+        print(f"  {version}  {why}")
+    if not plan.remove:
+        print("nothing to remove")
+    elif not args.yes:
+        print(f"would remove {len(plan.remove)} version(s): {', '.join(plan.remove)}")
+        print("dry run: nothing removed; run again with --yes to remove them")
+    else:
+        print(f"removed {len(plan.removed)} version(s): {', '.join(plan.removed) or '-'}")
+        if plan.spared:
+            print(f"kept after all (promoted or rolled back to meanwhile): {', '.join(plan.spared)}")
+    return 0
+
+
+def run_prune_cache(args: argparse.Namespace) -> int:
+    """List (or, with --yes, remove) the count cache entries no run has used for --older-than days."""
+    require_extra("pipeline", "bpe prune-cache")
+    from datetime import UTC, datetime
+
+    from bpe.pipeline.retention import sweep_count_cache
+
+    sweep = sweep_count_cache(args.cache, args.older_than, apply=args.yes)
+    total = sum(e.bytes for e in sweep.entries)
+    stale = sum(e.bytes for e in sweep.stale)
+    print(
+        f"{args.cache}: {len(sweep.entries)} count cache entries ({total / 1e6:,.1f} MB); "
+        f"{len(sweep.stale)} not used for {args.older_than:g} days ({stale / 1e6:,.1f} MB)"
+    )
+    for e in sweep.stale:
+        used = datetime.fromtimestamp(e.last_used, UTC).strftime("%Y-%m-%d %H:%M")
+        print(f"  {e.key}  last used {used} UTC  {e.bytes / 1e6:,.1f} MB" + ("" if e.complete else "  (incomplete)"))
+    if not sweep.stale:
+        print("nothing to remove")
+    elif not args.yes:
+        print("dry run: nothing removed; run again with --yes to remove them")
+    else:
+        freed = sum(e.bytes for e in sweep.removed)
+        print(
+            f"removed {len(sweep.removed)} entries ({freed / 1e6:,.1f} MB)"
+            + (
+                f"; {len(sweep.stale) - len(sweep.removed)} used again meanwhile, kept"
+                if len(sweep.removed) < len(sweep.stale)
+                else ""
+            )
+        )
+    return 0
+
+
+def run_cluster(args: argparse.Namespace) -> int:
+    require_extra("pipeline", "bpe cluster")
+    from bpe.pipeline import cluster
+
+    if args.action == "up":
+        state = cluster.up(
+            args.state_dir,
+            args.workers,
+            args.prefect_port,
+            args.dask_port,
+            args.dashboard_port,
+            args.database_url,
+            args.conf,
+        )
+        urls = state["urls"]
+        print(f"Prefect UI      {urls['prefect_ui']}  (database: {state['database']})")
+        print(f"Prefect API     {urls['prefect_api']}")
+        print(f"Dask scheduler  {urls['dask_scheduler']}  ({args.workers} worker(s))")
+        print(f"Dask dashboard  {urls['dask_dashboard']}")
+        auth = state["client_env"]["PREFECT_API_AUTH_STRING"]
+        stop = "bpe cluster down"
+        if args.state_dir != STATE_DIR:
+            stop += f" --state-dir {shlex.quote(str(args.state_dir))}"
+        print(f"logs in {args.state_dir}/logs; stop: {stop}")
+        print("Dask runs over TLS and the Prefect API wants its auth string (see the README's trust model); run:")
+        print(
+            f"  PREFECT_API_URL={urls['prefect_api']} PREFECT_API_AUTH_STRING={auth} "
+            "prefect deployment run 'train-bpe/demo'"
+        )
+        return 0
+    if args.action == "status":
+        state = cluster.status(args.state_dir)
+        for p in state["processes"]:
+            print(f"{p['name']:<24} pid {p['pid']:<8} {'running' if p['alive'] else 'stopped'}")
+        for name, url in state.get("urls", {}).items():
+            print(f"{name:<24} {url}")
+        return 0 if all(p["alive"] for p in state["processes"]) else 1
+    stopped = cluster.down(args.state_dir)
+    left = [p for p in stopped if p["alive"]]
+    print(f"stopped {len(stopped) - len(left)} process(es)" + (f"; still running: {left}" if left else ""))
+    return 1 if left else 0

@@ -1,0 +1,76 @@
+"""The `bpe` subcommands that run the flows: `demo` (the train-bpe flow on the demo corpus, in
+Prefect's ephemeral mode) and `deploy` (register a deployment per configuration), registered
+through the `bpe.commands` entry point like the pipeline's (`bpe.pipeline.commands`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from bpe.errors import require_extra
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `demo` and `deploy` to the `bpe` parser's subparsers."""
+    demo = sub.add_parser(
+        "demo", help="run the train-bpe flow on the demo corpus (no server needed: Prefect's ephemeral mode)"
+    )
+    demo.add_argument("--data", type=Path, default=Path("demo-data"), help="where to write the demo corpus")
+    demo.add_argument("--config", type=Path, default=None, help="configuration (default: the packaged conf/demo.yaml)")
+    demo.add_argument("--artifacts", type=Path, default=None, help="artifact root (default: the config's)")
+    demo.add_argument("--vocab-size", type=int, default=None, help="override the config's vocabulary size")
+    demo.set_defaults(run=run_demo)
+
+    dep = sub.add_parser("deploy", help="register the train-bpe deployments (one per conf/*.yaml) on a Prefect server")
+    dep.add_argument("--conf", type=Path, default=None, help="directory of configurations (default: conf/)")
+    dep.add_argument("--pool", default="bpe", help="process work pool (created if missing)")
+    dep.set_defaults(run=run_deploy)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """Write the demo corpus, then run the train-bpe flow on it in this process."""
+    require_extra("pipeline", "bpe demo")
+    from bpe.pipeline.config import packaged_config
+    from bpe.pipeline.demo import write_demo_corpus
+
+    paths = write_demo_corpus(args.data)
+    print(f"demo corpus: {len(paths)} Parquet shards in {args.data}/", file=sys.stderr)
+    # Prefect's ephemeral server would otherwise try to send telemetry, and log an error offline.
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # Prefect waits 20 s for its ephemeral server to answer; a busy 2-core machine can take longer.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    from bpe.flows.train_bpe import train_bpe  # imports Prefect: only the pipeline's commands pay for it
+    from bpe.pipeline.services import tie_ephemeral_server_to_this_process
+
+    tie_ephemeral_server_to_this_process()
+
+    config = args.config or packaged_config("demo")
+    result = train_bpe(
+        config=str(config),
+        data=[str(args.data)],
+        artifact_root=str(args.artifacts) if args.artifacts else None,
+        vocab_size=args.vocab_size,
+        promote=True,  # the demo's --vocab-size is what the user asked for: it becomes latest
+    )
+    if result["trained"]:
+        print(
+            f"{result['name']} {result['version']} written to {result['location']}: "
+            f"{result['bytes_per_token']:.3f} bytes per token on held-out text"
+        )
+    else:
+        print(f"no new data since {result['version']}: the latest version is {result['location']}")
+    print(f"try: echo 'Hello world' | bpe encode {result['location']}")
+    return 0
+
+
+def run_deploy(args: argparse.Namespace) -> int:
+    require_extra("pipeline", "bpe deploy")
+    from bpe.flows.deploy import deploy_all, require_server
+
+    require_server()
+    for name in deploy_all(args.conf, args.pool):
+        print(f"deployed {name} on work pool {args.pool}")
+    return 0
