@@ -158,7 +158,7 @@ def trained_tokenizer(
     if base is None:
         return Tokenizer(
             merges,
-            settings.pattern,
+            settings.tokenizer_pattern,
             list(settings.special_tokens),
             special_token_roles=special_token_roles,
             model_max_length=model_max_length,
@@ -166,7 +166,7 @@ def trained_tokenizer(
     return extended(
         base,
         merges,
-        settings.pattern,
+        settings.tokenizer_pattern,
         settings.special_tokens,
         special_token_roles=special_token_roles,
         model_max_length=model_max_length,

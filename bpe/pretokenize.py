@@ -32,6 +32,41 @@ O200K_PATTERN = "|".join(
         r"""\s+""",
     ]
 )
+# SuperBPE's second stage (Liu et al. 2025; the regex of scripts/extend_tokenizer.sh in
+# PythonNut/superbpe), a Split that keeps the text between its matches: digits in groups of 1-3, runs
+# of two or more other symbols, and runs of spaces before a space or the end are pieces; what lies
+# between them (letters, single spaces, single symbols) is one piece, so merges cross words.
+SUPERBPE_SPLIT = r"""\p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r\n/]*| +(?!\S)"""
+
+
+def isolated(split: str) -> str:
+    r"""The regex whose matches are `split`'s matches and the text between them, as Hugging Face's
+    `Split(pattern, behavior="isolated")` cuts: a pattern every regex engine reads as tiktoken does
+    (every match a piece). A pattern already in this form is returned as it is.
+
+    >>> regex.findall(isolated(r"\d+"), "ab12cd")
+    ['ab', '12', 'cd']
+    >>> isolated(isolated(r"\d+")) == isolated(r"\d+")
+    True
+    """
+    if _isolated_inner(split) is not None:
+        return split
+    return _ISOLATED_HEAD + split + _ISOLATED_MIDDLE + split + _ISOLATED_TAIL
+
+
+_ISOLATED_HEAD, _ISOLATED_MIDDLE, _ISOLATED_TAIL = "(?:", ")|(?:(?!(?:", "))[\\s\\S])+"
+
+
+def _isolated_inner(pattern: str) -> str | None:
+    """The split `pattern` is `isolated(split)` of, or None if it is not of that form."""
+    if not (pattern.startswith(_ISOLATED_HEAD) and pattern.endswith(_ISOLATED_TAIL)):
+        return None
+    both = pattern[len(_ISOLATED_HEAD) : len(pattern) - len(_ISOLATED_TAIL)]
+    half, odd = divmod(len(both) - len(_ISOLATED_MIDDLE), 2)
+    split = both[:half]
+    return split if not odd and both == split + _ISOLATED_MIDDLE + split else None
+
+
 # `str.split()` splits on exactly these characters: regex's \s plus the four ASCII separators.
 WHITESPACE_PATTERN = r"""[^\s\x1c-\x1f]+"""
 
@@ -40,8 +75,11 @@ NAMED_PATTERNS = {
     "cl100k": CL100K_PATTERN,
     "o200k": O200K_PATTERN,
     "whitespace": WHITESPACE_PATTERN,
+    "superbpe": isolated(SUPERBPE_SPLIT),
 }
 PATTERNS = tuple(NAMED_PATTERNS)
+# The superword stage's split when none is named: the paper's.
+SUPERWORD_PATTERN = "superbpe"
 # The pattern when none is named: `train`, `bpe train`, `Tokenizer(merges)` and the pipeline alike.
 DEFAULT_PATTERN = "cl100k"
 
@@ -54,6 +92,19 @@ WHITESPACE_CHARS = (
 )
 WHITESPACE_RUN = f"[{WHITESPACE_CHARS}]+"
 WHITESPACE_WORD = f"[^{WHITESPACE_CHARS}]+"
+
+
+def superword_regex(pattern: str) -> str:
+    """The split of a superword stage: a pattern's name as it stands (`superbpe`, the paper's), or a
+    regex read as Hugging Face's `Split(behavior="isolated")` reads it: its matches and the text
+    between them are the pieces (see `isolated`)."""
+    if pattern in NAMED_PATTERNS:
+        return NAMED_PATTERNS[pattern]
+    try:
+        resolve_pattern(pattern)  # a bad regex, or one that can match the empty string
+    except SettingsError as exc:
+        raise SettingsError(f"superword_{exc}", parameter="superword_pattern") from None
+    return isolated(pattern)
 
 
 def resolve_pattern(pattern: str) -> tuple[str, str]:

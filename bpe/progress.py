@@ -9,6 +9,7 @@ training uses, so that a bar's figures and the summary's agree:
   a `--limit` in bytes, and exact in the last call (`done == total`); None when unknown (in-memory
   texts of unknown length).
 - "merge": merges made by the merge loop, of the merges asked for (the loop may stop earlier).
+- "superword count", "superword merge": the same for the second stage of a superword run.
 
 Each phase's first call has `done == 0` and comes when its work starts: counting before the first
 batch is read, merging when the loop starts (after the word table and the pair counts are built).
@@ -26,7 +27,7 @@ from collections.abc import Callable
 
 ProgressFn = Callable[[str, int, int | None], None]
 
-UNITS = {"count": "B", "merge": "merges"}
+UNITS = {"count": "B", "merge": "merges", "superword count": "B", "superword merge": "merges"}
 
 
 def estimate_text_bytes(text_done: int, read: int, size: int) -> int:

@@ -18,7 +18,8 @@ class TrainingRun:
 
     `fingerprints` lists every input file with size and SHA-256 (None for in-memory texts);
     `seconds` holds the time per phase (count, merge, ...); `engine` describes the engine and its
-    cluster for the manifest (name, workers, rounds, ...)."""
+    cluster for the manifest (name, workers, rounds, ...). A superword run (two runs of the engine)
+    holds its final stage's counts and both stages in `stages`."""
 
     stats: CountStats
     unique_words: int
@@ -26,3 +27,4 @@ class TrainingRun:
     fingerprints: list[dict] | None
     seconds: dict[str, float] = field(default_factory=dict)
     engine: dict = field(default_factory=dict)
+    stages: list[dict] | None = None  # a superword run's two stages (bpe.superwords.stage_record)

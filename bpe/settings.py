@@ -12,13 +12,20 @@ files take them from here. Errors name the parameter
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from bpe.engine import TIE_BREAKS
+from bpe.engine.rules import SuperwordRules
 from bpe.errors import SettingsError
-from bpe.pretokenize import DEFAULT_PATTERN, PATTERNS, Pretokenizer, resolve_pattern
+from bpe.pretokenize import DEFAULT_PATTERN, PATTERNS, SUPERWORD_PATTERN, Pretokenizer, resolve_pattern, superword_regex
 
 ENGINES = ("local", "dask")
+# A superword run's settings describe the whole run ("whole"), or one of its two stages: ordinary
+# BPE up to the transition ("subwords"), then merges across words ("superwords"). See bpe.superwords.
+STAGES = ("whole", "subwords", "superwords")
+# The settings that only a superword run reads, and their defaults (the manifest records them for
+# such a run only).
+SUPERWORD_KEYS = ("transition", "superword_pattern", "max_words", "colon_space")
 TEXT_FORMATS = ("doc", "lines")  # a text file is one document, or one document per line (bpe.inputs.formats)
 # --limit: decimal and binary byte units, or rows (documents).
 LIMIT_UNITS = {
@@ -35,7 +42,17 @@ LIMIT_UNITS = {
     "rows": 0,
 }
 
-__all__ = ["ENGINES", "PATTERNS", "TEXT_FORMATS", "TIE_BREAKS", "Settings", "check_setting", "parse_limit"]
+__all__ = [
+    "ENGINES",
+    "PATTERNS",
+    "STAGES",
+    "SUPERWORD_KEYS",
+    "TEXT_FORMATS",
+    "TIE_BREAKS",
+    "Settings",
+    "check_setting",
+    "parse_limit",
+]
 
 
 def parse_limit(text: str) -> tuple[str, int]:
@@ -112,6 +129,19 @@ def check_setting(name: str, value) -> None:
     elif name == "seed":
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             fail("an integer >= 0")
+    elif name == "superwords" or name == "colon_space":
+        if not isinstance(value, bool):
+            fail("true or false")
+    elif name == "transition":  # None: no superword stage
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 256):
+            fail("a vocabulary size >= 256 at which the superword stage starts")
+    elif name == "superword_pattern":
+        if not isinstance(value, str) or not value:
+            fail(f"{SUPERWORD_PATTERN} or a regex")
+        superword_regex(value)
+    elif name == "max_words":  # None: no limit
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            fail("an integer >= 1 or None (no limit)")
     elif name == "special_tokens":
         if isinstance(value, str) or not all(isinstance(t, str) for t in value):
             fail("a list of strings")
@@ -134,6 +164,12 @@ class Settings:
     limit: str | None = None  # "10MB" or "5000rows": train on the first of the input only
     sample: float | None = None  # train on this fraction of the rows (chosen by a hash of each, with seed)
     seed: int = 0
+    superwords: bool = False  # a superword tokenizer (SuperBPE): merges across words after `transition`
+    transition: int | None = None  # the vocabulary size (special tokens aside) where superwords start
+    superword_pattern: str = SUPERWORD_PATTERN  # how the superword stage splits text (a Split, "isolated")
+    max_words: int | None = 4  # a superword holds at most this many words; None: no limit
+    colon_space: bool = False  # whether a superword may hold ": "
+    stage: str = "whole"  # which part of a superword run these settings describe (STAGES)
 
     def __post_init__(self) -> None:
         if isinstance(self.special_tokens, str):  # tuple() would make it its characters
@@ -152,11 +188,40 @@ class Settings:
             "limit",
             "sample",
             "seed",
+            "superwords",
+            "transition",
+            "superword_pattern",
+            "max_words",
+            "colon_space",
         )
         for name in names:
             check_setting(name, getattr(self, name))
+        if self.stage not in STAGES:
+            raise SettingsError(f"stage: expected one of {', '.join(STAGES)}, got {self.stage!r}", parameter="stage")
+        self._check_transition()
         self.n_merges()
         self._check_special_tokens_can_be_written()
+
+    def _check_transition(self) -> None:
+        """A superword run needs its transition, between the base's tokens and the final vocabulary."""
+        if not self.superwords:
+            if self.transition is not None:
+                raise SettingsError(
+                    "transition: only a superword run has one (superwords=True, --superwords)", parameter="transition"
+                )
+            return
+        if self.transition is None:
+            raise SettingsError(
+                "transition: a superword run needs the vocabulary size where superwords start (--transition)",
+                parameter="transition",
+            )
+        least, most = 256 + self.base_merges, self.vocab_size - len(self.special_tokens)
+        if self.stage != "superwords" and not least <= self.transition <= most:
+            raise SettingsError(
+                f"transition: expected a vocabulary size from {least:,} (the bytes and the base's merges) to "
+                f"{most:,} (vocab_size less the special tokens), got {self.transition:,}",
+                parameter="transition",
+            )
 
     def _check_special_tokens_can_be_written(self) -> None:
         """vocab.json keys tokens by their GPT-2 spelling: a special token spelled like a byte token
@@ -173,7 +238,10 @@ class Settings:
                 )
 
     def n_merges(self) -> int:
-        """Merges to learn: the vocabulary minus the 256 bytes, the base's merges and the special tokens."""
+        """Merges to learn: the vocabulary minus the 256 bytes, the base's merges and the special
+        tokens; for the subword stage of a superword run, up to the transition."""
+        if self.stage == "subwords":
+            return self.transition - 256 - self.base_merges
         n = self.vocab_size - 256 - self.base_merges - len(self.special_tokens)
         if n < 0:
             merges = f", the base tokenizer's {self.base_merges:,} merges" if self.base_merges else ""
@@ -185,15 +253,51 @@ class Settings:
         return n
 
     @property
+    def split_pattern(self) -> str:
+        """The pattern text is split with: the superword stage's, or the ordinary one."""
+        if self.stage == "superwords":
+            return superword_regex(self.superword_pattern)
+        return self.pattern
+
+    @property
+    def tokenizer_pattern(self) -> str:
+        """The pattern the trained tokenizer splits text with: a superword run's second stage's."""
+        return superword_regex(self.superword_pattern) if self.superwords else self.pattern
+
+    @property
     def pretokenizer(self) -> Pretokenizer:
-        return Pretokenizer(self.pattern, self.special_tokens)
+        return Pretokenizer(self.split_pattern, self.special_tokens)
+
+    @property
+    def superword_rules(self) -> SuperwordRules | None:
+        """The rules the superword stage's merges keep (None for any other)."""
+        if self.stage != "superwords":
+            return None
+        return SuperwordRules(max_words=self.max_words, colon_space=self.colon_space)
+
+    def subword_stage(self) -> Settings:
+        """A superword run's first stage: ordinary BPE up to the transition."""
+        return replace(self, stage="subwords")
+
+    def superword_stage(self, merges_before: int) -> Settings:
+        """A superword run's second stage, after `merges_before` merges (the base's and the first
+        stage's), which it replays on the words its own pattern cuts."""
+        return replace(self, stage="superwords", base_merges=merges_before)
 
     def record(self) -> dict:
-        """The settings as the manifest records them (with the pattern's name and regex)."""
-        pretokenizer = self.pretokenizer
-        return {
+        """The settings as the manifest records them (with the pattern's name and regex); the
+        superword settings only for a superword run."""
+        pretokenizer = Pretokenizer(self.pattern, self.special_tokens)
+        recorded = {
             **asdict(self),
             "pattern": pretokenizer.name,
             "regex": pretokenizer.regex,
             "special_tokens": list(self.special_tokens),
         }
+        del recorded["stage"]
+        if self.superwords:
+            recorded["superword_regex"] = superword_regex(self.superword_pattern)
+        else:
+            for key in ("superwords", *SUPERWORD_KEYS):
+                del recorded[key]
+        return recorded

@@ -29,11 +29,12 @@ from bpe.inputs.discover import Skipped, discover
 from bpe.inputs.documents import iter_texts
 from bpe.inputs.read import apply_limit
 from bpe.inputs.shard import Shard, with_options
-from bpe.pretokenize import DEFAULT_PATTERN
+from bpe.pretokenize import DEFAULT_PATTERN, SUPERWORD_PATTERN
 from bpe.progress import Bars, PhaseClock, ProgressFn, at_most
 from bpe.results import TrainingRun
 from bpe.roles import with_role_tokens
 from bpe.settings import Settings, check_setting, parse_limit
+from bpe.superwords import stage_progress, train_in_stages
 from bpe.tokenizer import Tokenizer, check_model_max_length
 
 
@@ -55,6 +56,11 @@ def train(
     limit: str | None = None,
     sample: float | None = None,
     seed: int = 0,
+    superwords: bool = False,
+    transition: int | None = None,
+    superword_pattern: str = SUPERWORD_PATTERN,
+    max_words: int | None = 4,
+    colon_space: bool = False,
     engine: str = "local",
     threads: int | None = None,
     progress: ProgressFn | bool | None = None,
@@ -85,6 +91,12 @@ def train(
     `max_token_length` (bytes, as Hugging Face's `BpeTrainer(max_token_length=...)`): no merge
     makes a longer token; a pair that would is skipped and the next best one merged. None: no limit.
 
+    `superwords=True` trains a superword tokenizer (SuperBPE, see `bpe.superwords`): ordinary BPE
+    until the vocabulary holds `transition` tokens (special tokens aside), then merges across words
+    with the text split by `superword_pattern` (`superbpe`, the paper's, or a regex whose matches
+    and the text between them are the pieces), each new token holding at most `max_words` words
+    and, unless `colon_space`, no ": ". The tokenizer splits text with that pattern.
+
     `progress=True` shows progress bars (tqdm: a widget in Jupyter, text on stderr elsewhere) for
     counting, in bytes of text, and for the merge loop, in merges; False or None shows nothing; a
     callable gets `progress(phase, done, total)` calls instead (see `bpe.progress`).
@@ -112,6 +124,11 @@ def train(
         limit=limit,
         sample=sample,
         seed=seed,
+        superwords=superwords,
+        transition=transition,
+        superword_pattern=superword_pattern,
+        max_words=max_words,
+        colon_space=colon_space,
     )
     check_setting("engine", engine)
     check_setting("threads", threads)
@@ -138,33 +155,28 @@ def train(
         if sample is None and limited is None:
             with contextlib.suppress(TypeError):  # a generator or an IterableDataset: not known
                 rows = len(texts)
-        texts = iter_texts(texts, text_column, sample, seed, limited)
-    try:
+    if settings.superwords and texts is not None and iter(texts) is texts:
+        texts = list(texts)  # read once per stage: a generator is kept for the second
+
+    def run_stage(stage: Settings, replayed: BaseMerges | None) -> TrainingRun:
+        """One run of the engine with a stage's settings (the whole run unless superwords)."""
+        reported = stage_progress(progress, stage)
         if engine == "dask":
             require_extra("dask", "the Dask engine")
             from bpe.distributed.driver import train_on_dask
 
-            run = train_on_dask(
-                settings,
-                shards,
-                texts,
-                progress=progress,
-                threads=threads,
-                base=start.merges if start is not None else None,
-                **engine_options,
+            return train_on_dask(
+                stage, shards, documents(), progress=reported, threads=threads, base=replayed, **engine_options
             )
-        else:
-            if engine_options:
-                raise TypeError(f"unknown options for the local engine: {', '.join(engine_options)}")
-            run = train_locally(
-                settings,
-                shards,
-                texts,
-                threads=threads,
-                progress=progress,
-                rows=rows,
-                base=start.merges if start is not None else None,
-            )
+        if engine_options:
+            raise TypeError(f"unknown options for the local engine: {', '.join(engine_options)}")
+        return train_locally(stage, shards, documents(), threads=threads, progress=reported, rows=rows, base=replayed)
+
+    def documents() -> Iterable | None:
+        return None if texts is None else iter_texts(texts, text_column, sample, seed, limited)
+
+    try:
+        run = train_in_stages(settings, run_stage, start.merges if start is not None else None)
     finally:
         if bars is not None:
             bars.finish()
@@ -176,7 +188,11 @@ def train(
             f"{run.stats.null_rows:,} null row(s) skipped)"
         )
     tokenizer = trained_tokenizer(
-        run.merges.merges, settings, start, special_token_roles=special_token_roles, model_max_length=model_max_length
+        run.merges.merges,
+        settings,
+        start,
+        special_token_roles=special_token_roles,
+        model_max_length=model_max_length,
     )
     tokenizer.manifest = build_manifest(settings, run, start)
     tokenizer.manifest["seconds"]["total"] = round(time.perf_counter() - started, 3)
@@ -216,8 +232,10 @@ def train_locally(
             progress=_merge_progress(loop, settings.n_merges()),
             threads=merge_threads,
             max_token_length=settings.max_token_length,
+            superwords=settings.superword_rules,
             base=base,
         )
+    merging = time.perf_counter() - t1  # the queue is made before learn_merges starts its clock: time it all here
     compiling = counting_compiles.seconds + merging_compiles.seconds  # the first run of a version only
     return TrainingRun(
         stats=stats,
@@ -227,7 +245,7 @@ def train_locally(
         seconds={
             "compile": compiling,
             "count": t1 - t0 - counting_compiles.seconds,
-            "merge": merged.seconds - merging_compiles.seconds,
+            "merge": max(merging - merging_compiles.seconds, 0.0),
             "merge_loop": loop.seconds("merge"),
         },
         engine={
@@ -351,6 +369,8 @@ def build_manifest(settings: Settings, run: TrainingRun, base: Base | None = Non
         "seconds": {k: round(v, 3) for k, v in run.seconds.items()},
         "versions": library_versions(),
     }
+    if run.stages is not None:
+        manifest["superwords"] = {"transition": settings.transition, "stages": run.stages}
     if base is not None:
         manifest["base"] = base.record()
         manifest["result"]["new_merges"] = len(merged.merges)

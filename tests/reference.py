@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import regex
+
 
 def merge_ids(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
     """[1, 2, 3, 1, 2] with (1, 2) -> 256 gives [256, 3, 256]."""
@@ -22,6 +24,25 @@ def merge_ids(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
     return out
 
 
+def isolated_split(split: str, text: str) -> list[str]:
+    """Hugging Face's `Split(split, behavior="isolated")`: the matches and the text between them.
+    `\\d+` on "ab12cd" gives ["ab", "12", "cd"]."""
+    pieces, end = [], 0
+    for match in regex.finditer(split, text):
+        if match.start() > end:
+            pieces.append(text[end : match.start()])
+        pieces.append(match.group())
+        end = match.end()
+    if end < len(text):
+        pieces.append(text[end:])
+    return pieces
+
+
+def words_in(token: bytes) -> int:
+    """b" by the  way" holds 3 words: runs of bytes other than the space (tabs and newlines count as word bytes)."""
+    return len([word for word in token.split(b" ") if word])
+
+
 def train_reference(
     word_counts: dict[bytes, int],
     n_merges: int,
@@ -29,9 +50,13 @@ def train_reference(
     min_frequency: int = 1,
     max_token_length: int | None = None,
     base: list[tuple[int, int]] = (),
+    max_words: int | None = None,
+    colon_space: bool = True,
 ) -> list[tuple[int, int]]:
     """Merges (pairs of token ids, new ids 256, 257, ...) of plain one-merge-per-round BPE. With
-    `max_token_length`, pairs whose token would be longer than that many bytes are never chosen.
+    `max_token_length`, pairs whose token would be longer than that many bytes are never chosen;
+    with `max_words`, nor those whose token holds more words (runs of bytes other than b" "), and
+    with `colon_space=False`, nor those whose token holds b": " (SuperBPE's second stage).
     With `base` (a tokenizer's merges), those are applied first, one after the other, to every
     word; the merges returned are the base's and then `n_merges` more, learnt from there."""
     words = [(list(word), count) for word, count in word_counts.items()]
@@ -48,6 +73,10 @@ def train_reference(
                 stats[pair] += count
         if max_token_length is not None:
             stats = Counter({p: c for p, c in stats.items() if len(vocab[p[0]]) + len(vocab[p[1]]) <= max_token_length})
+        if max_words is not None:
+            stats = Counter({p: c for p, c in stats.items() if words_in(vocab[p[0]] + vocab[p[1]]) <= max_words})
+        if not colon_space:
+            stats = Counter({p: c for p, c in stats.items() if b": " not in vocab[p[0]] + vocab[p[1]]})
         if not stats:
             break
         if tie_break == "bytes":

@@ -127,6 +127,24 @@ def test_textbook_tie_break_on_dask(cluster, texts):
     assert on_dask.merges == local
 
 
+@pytest.fixture(scope="module")
+def superword_merges(texts) -> list:
+    return train(texts, vocab_size=VOCAB, superwords=True, transition=600).merges
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 4])
+def test_superwords_on_any_number_of_workers_are_the_local_engines(cluster, texts, superword_merges, tmp_path, workers):
+    """Both stages run on the workers (stage 2's pieces counted on the partitions and held there)
+    and give the local engine's merges, which tests/test_superwords.py checks against the reference."""
+    scale(*cluster, workers)
+    files = layouts(texts, tmp_path)["shuffled files"]
+    tok = train(files=files, vocab_size=VOCAB, superwords=True, transition=600, engine="dask", client=cluster[1])
+    assert tok.merges == superword_merges
+    stages = tok.manifest["superwords"]["stages"]
+    assert [s["merges"] for s in stages] == [600 - 256, VOCAB - 600]
+    assert tok.manifest["engine"]["workers"] == workers
+
+
 def test_counts_are_summed_on_the_workers_by_stable_hash(cluster, texts, tmp_path):
     from bpe.distributed.counting import count_on_dask, split_by_bucket
     from bpe.engine.hashing import hash_buckets

@@ -44,7 +44,7 @@ def test_the_command_offers_exactly_the_library_names():
     train_parser = build_parser()._subparsers._group_actions[0].choices["train"]
     choices = {action.dest: action.choices for action in train_parser._actions if action.choices}
     assert tuple(choices["tie_break"]) == TIE_BREAKS and tuple(choices["engine"]) == ENGINES
-    assert set(PATTERNS) == {"gpt2", "cl100k", "o200k", "whitespace"}
+    assert set(PATTERNS) == {"gpt2", "cl100k", "o200k", "whitespace", "superbpe"}
 
 
 @pytest.mark.parametrize(

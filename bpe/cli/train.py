@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from bpe.errors import require_extra
+from bpe.pretokenize import SUPERWORD_PATTERN
 from bpe.settings import DEFAULT_PATTERN, ENGINES, PATTERNS, TEXT_FORMATS, TIE_BREAKS
 
 STOP_REASONS = {
@@ -15,6 +16,7 @@ STOP_REASONS = {
     "min_frequency": "best pair below --min-frequency",
     "no_pairs": "no pairs left",
     "max_token_length": "every pair left would make a token longer than --max-token-length",
+    "superword_rules": "every pair left would make a superword --max-words or the colon rule refuses",
 }
 
 
@@ -75,6 +77,35 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="BYTES",
         help="no merge makes a token longer than this (at least 2); such pairs are skipped (default: no limit)",
+    )
+    superwords = p.add_argument_group("superword tokenizers (SuperBPE: merges across words after --transition)")
+    superwords.add_argument(
+        "--superwords",
+        action="store_true",
+        help="train ordinary BPE up to --transition, then merges across words up to --vocab-size",
+    )
+    superwords.add_argument(
+        "--transition",
+        type=int,
+        metavar="SIZE",
+        help="the vocabulary size (special tokens aside) where the superword stage starts",
+    )
+    superwords.add_argument(
+        "--superword-pattern",
+        default=SUPERWORD_PATTERN,
+        metavar="PATTERN",
+        help=f"how the superword stage splits text: {SUPERWORD_PATTERN} (the paper's, the default) or a regex "
+        "whose matches and the text between them are the pieces",
+    )
+    superwords.add_argument(
+        "--max-words",
+        type=int,
+        default=4,
+        metavar="N",
+        help="a superword holds at most N words (runs of non-space bytes; default 4; 0: no limit)",
+    )
+    superwords.add_argument(
+        "--colon-space", action="store_true", help='let superwords hold ": " (refused by default, as in the paper)'
     )
     p.add_argument(
         "--threads",
@@ -152,6 +183,11 @@ def run_train(args: argparse.Namespace) -> int:
                 limit=args.limit,
                 sample=args.sample,
                 seed=args.seed,
+                superwords=args.superwords,
+                transition=args.transition,
+                superword_pattern=args.superword_pattern,
+                max_words=args.max_words or None,
+                colon_space=args.colon_space,
                 threads=args.threads,
                 engine=args.engine,
                 progress=progress,
@@ -274,6 +310,14 @@ def summary(manifest: dict, out: str | Path, record: dict | None = None) -> str:
     ]
     if d["inputs"] is not None:
         lines.insert(2, f"  inputs    {d['inputs']}")
+    if d.get("superwords"):
+        first, second = d["superwords"]["stages"]
+        lines.insert(
+            -2,
+            f"  stages    subwords {first['merges']:,} merges to {d['superwords']['transition']:,} tokens "
+            f"({first['unique_words']:,} unique words), then superwords {second['merges']:,} merges "
+            f"({second['unique_words']:,} unique pieces)",
+        )
     for saved in d.get("also_saved", []):
         where, size = saved["out"].rstrip("/"), saved["vocab_size"]
         lines.append(f"  also      {where}/ (vocabulary {size:,}: the same run's first merges)")
@@ -314,5 +358,6 @@ def summary_record(manifest: dict, out: str | Path) -> dict:
         "bytes_per_second": c["bytes"] / count_s if count_s else None,
         "merges_per_second": r["merges"] / loop_s if loop_s else None,
         "engine": manifest["engine"],
+        "superwords": manifest.get("superwords"),
         "warnings": warnings,
     }

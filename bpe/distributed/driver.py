@@ -40,6 +40,7 @@ from bpe.engine.count import check_pair_counts, release_memory
 from bpe.engine.merge import MergeResult, finish, first_id, stop_reason
 from bpe.engine.pair_queue import PairQueue
 from bpe.engine.replay import BaseMerges
+from bpe.engine.rules import SuperwordRules
 from bpe.errors import SchedulerLost, WorkersLost
 from bpe.inputs.shard import Shard
 from bpe.leftovers import sweep, temporary_prefix
@@ -285,11 +286,12 @@ def merge_on_dask(
     progress: ProgressFn | None,
     checkpoint_seconds: float,
     max_token_length: int | None = None,
+    superwords: SuperwordRules | None = None,
 ) -> MergeResult:
     """The driver's loop: choose a round, send it, add the deltas the holders send back."""
     started = time.perf_counter()
     check_pair_counts([d for _, d in initial])
-    queue = PairQueue(tie_break, max_token_length)
+    queue = PairQueue(tie_break, max_token_length, superwords)
     if holders.base is not None:
         queue.add_tokens(holders.base.merges)
     queue.add(np.concatenate([k for k, _ in initial]), np.concatenate([d for _, d in initial]))
@@ -376,6 +378,7 @@ def merge_on_workers(
                 loop,
                 checkpoint_seconds,
                 settings.max_token_length,
+                settings.superword_rules,
             )
         merged.seconds -= compiles.seconds
         shard_stats = holders.stats()

@@ -27,6 +27,7 @@ from bpe.engine.count import WordCounts
 from bpe.engine.interrupts import interrupts_held
 from bpe.engine.pair_queue import PairQueue, _add, _next_round
 from bpe.engine.replay import BaseMerges
+from bpe.engine.rules import SuperwordRules
 from bpe.engine.spin_rounds import SpinningShards
 from bpe.engine.word_shards import ThreadedWordTable, split_tables
 from bpe.engine.word_table import WordTable, _apply_merges, _take_deltas
@@ -42,7 +43,7 @@ class MergeResult:
     merges: np.ndarray
     counts: np.ndarray  # how often each merged pair occurred when it was chosen
     rounds: int
-    stop_reason: str  # "vocab_size", "min_frequency", "max_token_length" or "no_pairs"
+    stop_reason: str  # "vocab_size", "min_frequency", "max_token_length", "superword_rules" or "no_pairs"
     seconds: float
     tokens_after: int = 0  # pre-token occurrences encode to this many tokens with all merges
 
@@ -55,7 +56,9 @@ def stop_reason(queue: PairQueue, done: int, wanted: int, min_frequency: int) ->
         return "vocab_size"
     if queue.best_count() > 0:
         return "min_frequency"
-    return "max_token_length" if queue.any_pair_left() else "no_pairs"  # only pairs too long to merge are left
+    if not queue.any_pair_left():
+        return "no_pairs"
+    return "superword_rules" if queue.superwords is not None else "max_token_length"  # only refused pairs are left
 
 
 def learn_merges(
@@ -68,15 +71,17 @@ def learn_merges(
     progress: ProgressCallback | None = None,
     threads: int = 1,
     max_token_length: int | None = None,
+    superwords: SuperwordRules | None = None,
     base: BaseMerges | None = None,
 ) -> MergeResult:
     """Up to `n_merges` merges of byte-level BPE over `counts`, in one process, on `threads`
     threads (the same merges for any number). Counts past what int64 can count exactly raise InputError.
     `max_token_length`: no merge makes a token longer than that many bytes (None: no limit).
+    `superwords`: nor one the superword rules refuse (None: no rules).
     `base`: a tokenizer's merges, replayed on the words first; the merges learnt then continue
     from them (ids from `base.first_new_id`), and the result holds only those."""
     counts.check_limit()
-    queue = PairQueue(tie_break, max_token_length)
+    queue = PairQueue(tie_break, max_token_length, superwords)
     if base is not None:
         queue.add_tokens(base.merges)
     if threads > 1 and len(counts) >= threads:

@@ -23,6 +23,13 @@ above goes over the pairs that may be chosen. The argument holds among those: a 
 (a, b) creates, (x, ab) say, is longer than the touched pair (x, a) that bounds it, so if it may be
 chosen, so may (x, a), which therefore ranks at or below the stopping pair.
 
+`SuperwordRules` (the second stage of a superword tokenizer, `bpe.superwords`): a pair whose
+token would hold more than `max_words` words (runs of bytes other than the space, b" ") or, unless
+`colon_space`, the bytes b": " is never chosen either. Like the length, these depend only on the
+token's bytes, and a token that keeps them leaves every part of it keeping them (a part of a token
+holds no more words than the token, and no b": " the token does not), so the argument above holds
+for them too.
+
 Two pairs that do not touch each other are taken in one round; the third, (2, 3), is touched by
 (1, 2) and stops the round:
 
@@ -57,6 +64,7 @@ from bpe.engine.borrow import borrowed
 from bpe.engine.errors import SettingsError
 from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.pair_keys import KEY_COLUMN, slot_of, unpack
+from bpe.engine.rules import SuperwordRules
 
 TIE_BREAK_CODES = {name: code for code, name in enumerate(TIE_BREAKS)}
 _BY_IDS = TIE_BREAK_CODES["ids"]
@@ -73,17 +81,24 @@ QueueState = namedtuple(
 _COUNT, _CHANGED_IN = 1, 2
 
 # Entries of meta: pairs in the table, heap size, tokens, token bytes used, rounds, tie-break code,
-# calls of _add, the longest token a merge may make in bytes (0: no limit).
-_N_PAIRS, _HEAP_SIZE, _N_TOKENS, _BYTES_USED, _ROUND, _TIE_BREAK, _N_ADDS, _MAX_LEN = range(8)
-_META_SIZE = _MAX_LEN + 1
+# calls of _add, the longest token a merge may make in bytes (0: no limit), the most words a token
+# may hold (0: no limit), whether a token may hold b": " (1: it may not).
+_N_PAIRS, _HEAP_SIZE, _N_TOKENS, _BYTES_USED, _ROUND, _TIE_BREAK, _N_ADDS, _MAX_LEN, _MAX_WORDS, _NO_COLON_SPACE = (
+    range(10)
+)
+_META_SIZE = _NO_COLON_SPACE + 1
+_SPACE, _COLON = 0x20, 0x3A
 
 
 class PairQueue:
     """Pair counts summed over all word tables, and the vocabulary's byte strings."""
 
     @holds_interrupts
-    def __init__(self, tie_break: str = "bytes", max_token_length: int | None = None) -> None:
-        """`max_token_length`: pairs whose token would be longer (in bytes) are never chosen; None: no limit."""
+    def __init__(
+        self, tie_break: str = "bytes", max_token_length: int | None = None, superwords: SuperwordRules | None = None
+    ) -> None:
+        """`max_token_length`: pairs whose token would be longer (in bytes) are never chosen; None:
+        no limit. `superwords`: nor are those whose token the rules refuse; None: no rules."""
         if tie_break not in TIE_BREAK_CODES:
             raise SettingsError(
                 f"tie_break: expected one of {', '.join(TIE_BREAKS)}, got {tie_break!r}", parameter="tie_break"
@@ -93,6 +108,10 @@ class PairQueue:
                                 f"{max_token_length!r}", parameter="max_token_length")  # fmt: skip
         self._state = _new(TIE_BREAK_CODES[tie_break])
         self._state.meta[_MAX_LEN] = max_token_length or 0
+        self.superwords = superwords
+        if superwords is not None:
+            self._state.meta[_MAX_WORDS] = superwords.max_words or 0
+            self._state.meta[_NO_COLON_SPACE] = 0 if superwords.colon_space else 1
 
     @holds_interrupts
     def add_tokens(self, merges: np.ndarray) -> None:
@@ -119,7 +138,7 @@ class PairQueue:
         return int(_peek(self._state))
 
     def any_pair_left(self) -> bool:
-        """Whether any pair still occurs, one too long to merge included."""
+        """Whether any pair still occurs, one too long to merge (or refused by the rules) included."""
         return bool((self._state.counts[:, _COUNT] > 0).any())
 
     @property
@@ -284,10 +303,10 @@ def _add(state, keys, deltas):
     state = _grow(state, len(keys), len(keys), 0, 0)
     view = _borrowed_queue(state)
     keys, deltas = borrowed(keys), borrowed(deltas)
-    counts, meta, tok_len = view.counts, view.meta, view.tok_len
+    counts, meta = view.counts, view.meta
     meta[_N_ADDS] += 1
     call = meta[_N_ADDS]
-    max_len = meta[_MAX_LEN]
+    restricted = meta[_MAX_LEN] > 0 or meta[_MAX_WORDS] > 0 or meta[_NO_COLON_SPACE] > 0
     slots = np.empty(len(keys), dtype=np.int64)
     before = np.full(len(keys), -1, dtype=np.int64)
     for i in range(len(keys)):
@@ -306,12 +325,34 @@ def _add(state, keys, deltas):
             if count < 0:
                 raise ValueError("a pair count went negative: the deltas do not match the counts")
             if count > before[i]:
-                if max_len > 0:  # a pair too long to merge is counted, never pushed: it can never be chosen
+                if restricted:  # a pair too long to merge is counted, never pushed: it can never be chosen
                     a, b = unpack(keys[i])
-                    if tok_len[a] + tok_len[b] > max_len:
+                    if not _may_make(view, a, b):
                         continue
                 _push(view, count, keys[i])
     return state
+
+
+@njit
+def _may_make(state, a, b):
+    """Whether the rules let a merge make the token a + b: its length, and the superword rules."""
+    tok_start, tok_len, tok_data, meta = state.tok_start, state.tok_len, state.tok_data, state.meta
+    max_len, max_words, no_colon_space = meta[_MAX_LEN], meta[_MAX_WORDS], meta[_NO_COLON_SPACE]
+    if max_len > 0 and tok_len[a] + tok_len[b] > max_len:
+        return False
+    if max_words == 0 and no_colon_space == 0:
+        return True
+    words = 0
+    previous = _SPACE
+    for part in (a, b):
+        for i in range(tok_start[part], tok_start[part] + tok_len[part]):
+            byte = tok_data[i]
+            if byte != _SPACE and previous == _SPACE:
+                words += 1
+            elif no_colon_space and byte == _SPACE and previous == _COLON:
+                return False
+            previous = byte
+    return max_words == 0 or words <= max_words
 
 
 @njit
