@@ -31,7 +31,9 @@ TRICKY = list(
 tricky_text = st.text(alphabet=st.sampled_from(TRICKY), max_size=40)
 any_text = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
 mixed_text = st.one_of(
-    tricky_text, any_text, st.lists(st.sampled_from(["aaaa", " ", "\n", "'s", "123", "ab"])).map("".join)
+    tricky_text,
+    any_text,
+    st.lists(st.sampled_from(["aaaa", " ", "  ", "\n", "'s", "123", "ab", "!!", ", "])).map("".join),
 )
 
 # GPT-2 as released (and as Hugging Face spells it): tiktoken's possessive spelling must agree.

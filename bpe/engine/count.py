@@ -27,12 +27,14 @@ from bpe.engine.scanner import (
     CL100K,
     GPT2,
     O200K,
+    SUPERBPE,
     WHITESPACE,
     decode_utf8,
     is_split_space,
     next_cl100k,
     next_gpt2,
     next_o200k,
+    next_superbpe,
     next_whitespace,
 )
 
@@ -422,7 +424,30 @@ def _count_whitespace(table, data, doc_offsets, doc, position, classes, folds, c
     return len(doc_offsets) - 1, 0, pieces
 
 
-PIECE_COUNTERS = {GPT2: _count_gpt2, CL100K: _count_cl100k, O200K: _count_o200k, WHITESPACE: _count_whitespace}
+@njit(nogil=True, cache=True)
+def _count_superbpe(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
+    table, data, doc_offsets = _borrowed_table(table), borrowed(data), borrowed(doc_offsets)
+    classes, folds, cps, byte_pos = borrowed(classes), borrowed(folds), borrowed(cps), borrowed(byte_pos)
+    pieces = 0
+    for d in range(doc, len(doc_offsets) - 1):
+        n = decode_utf8(data, doc_offsets[d], doc_offsets[d + 1], cps, byte_pos)
+        p = position if d == doc else 0
+        while p < n:
+            e = next_superbpe(cps, n, p, classes)
+            if not _table_insert(table, data, byte_pos[p], byte_pos[e], 1):
+                return d, p, pieces
+            pieces += 1
+            p = e
+    return len(doc_offsets) - 1, 0, pieces
+
+
+PIECE_COUNTERS = {
+    GPT2: _count_gpt2,
+    CL100K: _count_cl100k,
+    O200K: _count_o200k,
+    WHITESPACE: _count_whitespace,
+    SUPERBPE: _count_superbpe,
+}
 
 
 @njit(cache=True)

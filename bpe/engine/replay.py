@@ -84,12 +84,15 @@ def _replay(data, offsets, table):
     n_words = len(offsets) - 1
     tokens = np.empty(len(data), dtype=np.int32)
     lengths = np.empty(n_words, dtype=np.int32)
-    rank = np.empty(max(len(data), 1), dtype=np.int64)  # rank[i]: the rank of the pair at i, i + 1
+    longest = 1
+    for w in range(n_words):
+        longest = max(longest, offsets[w + 1] - offsets[w])
+    rank = np.empty(longest, dtype=np.int64)  # rank[i]: the rank of the pair at i, i + 1 (one word at a time)
     out = 0
     for w in range(n_words):
         start, n = offsets[w], offsets[w + 1] - offsets[w]
         t = tokens[out : out + n]
-        r = rank[out : out + n]
+        r = rank[:n]
         for i in range(n):
             t[i] = data[start + i]
         for i in range(n - 1):

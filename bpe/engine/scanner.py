@@ -1,4 +1,4 @@
-"""Compiled scanners that split text exactly as the GPT-2, cl100k and o200k regexes do.
+"""Compiled scanners that split text exactly as the GPT-2, cl100k, o200k and superbpe regexes do.
 
 Running the `regex` module over a large corpus costs seconds per 10 MB; these scanners walk UTF-8 bytes
 in numba and produce the very same pieces (property-tested against `regex` in tests/test_pretokenize.py).
@@ -31,8 +31,8 @@ APOSTROPHE, CR, LF, SPACE_CHAR, SLASH = ord("'"), ord("\r"), ord("\n"), ord(" ")
 SMALL_S, SMALL_D, SMALL_M, SMALL_T, SMALL_L, SMALL_V, SMALL_R, SMALL_E = (ord(c) for c in "sdmtlvre")
 
 # Pattern kinds: which scanner a kernel runs.
-GPT2, CL100K, O200K, WHITESPACE = 0, 1, 2, 3
-SCANNER_IDS = {"gpt2": GPT2, "cl100k": CL100K, "o200k": O200K, "whitespace": WHITESPACE}
+GPT2, CL100K, O200K, WHITESPACE, SUPERBPE = 0, 1, 2, 3, 4
+SCANNER_IDS = {"gpt2": GPT2, "cl100k": CL100K, "o200k": O200K, "whitespace": WHITESPACE, "superbpe": SUPERBPE}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,6 +241,45 @@ def next_whitespace(cps, n, p, classes):
     return e
 
 
+@njit(inline="always")
+def _superbpe_match(cps, n, p, classes):
+    r"""The end of the superword split's match at p, or -1 where it has none:
+    \p{N}{1,3} | ` ?[^\s\p{L}\p{N}]{2,}[\r\n/]*` | ` +(?!\S)`, in that order."""
+    c = cps[p]
+    k = classes[c]
+    if k & NUMBER:
+        return _digits_up_to_3(cps, n, p, classes)
+    s = p + 1 if c == SPACE_CHAR else p  # ` ?`: a space is never [^\s...], so only one start can work
+    if s < n and _is_other(classes[cps[s]]):
+        e = _run_other(cps, n, s + 1, classes)
+        if e - s >= 2:
+            while e < n and (cps[e] == CR or cps[e] == LF or cps[e] == SLASH):
+                e += 1
+            return e
+    if c == SPACE_CHAR:
+        e = p + 1
+        while e < n and cps[e] == SPACE_CHAR:
+            e += 1
+        if e == n or classes[cps[e]] & SPACE:
+            return e
+        if e - p >= 2:
+            return e - 1  # a \S follows: the regex gives back the last space, which a space then follows
+    return -1
+
+
+@njit(inline="always")
+def next_superbpe(cps, n, p, classes):
+    r"""A match of the superword split, or the text up to the next match (Hugging Face's Split,
+    "isolated"): `(?:P)|(?:(?!P)[\s\S])+`."""
+    e = _superbpe_match(cps, n, p, classes)
+    if e >= 0:
+        return e
+    e = p + 1
+    while e < n and _superbpe_match(cps, n, e, classes) < 0:
+        e += 1
+    return e
+
+
 @njit
 def next_piece_end(cps, n, p, scanner_id, classes, folds):
     """The end of the piece that starts at p, for the pattern kind `scanner_id`."""
@@ -250,6 +289,8 @@ def next_piece_end(cps, n, p, scanner_id, classes, folds):
         return next_cl100k(cps, n, p, classes, folds)
     if scanner_id == O200K:
         return next_o200k(cps, n, p, classes, folds)
+    if scanner_id == SUPERBPE:
+        return next_superbpe(cps, n, p, classes)
     return next_whitespace(cps, n, p, classes)
 
 

@@ -1,0 +1,172 @@
+"""Benchmark: superword tokenizers (SuperBPE) against plain BPE, on the pipeline's held-out rows.
+
+    python -m bench.superwords [--data ../shared/corpora/en] [--sizes 32768,65536] [--transitions 0.5,0.7,0.85]
+    python -m bench.superwords --scale 500 --sizes 32768 --transitions 0.7 --engine dask   # at scale
+
+The rows the pipeline holds out for its evaluation set (`holdout_fraction` 0.01, the same hash:
+`bpe.counting.holdout_mask`) are set aside; every tokenizer trains on the others, as `bpe train`
+in a process of its own (wall time and peak memory of its process tree: bench/measure.py), and is
+measured on the held-out rows with the pipeline's `bytes_per_token`. Transitions are fractions of
+the vocabulary size (0.7 at 32,768: the superword stage starts at 22,938 tokens). Hugging Face
+`tokenizers` trained on the superword split alone (the paper's recipe has no stage-1 replay in
+stock `tokenizers`) runs beside, for its time and memory on the same pieces.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bench.measure import REPO, python, run
+from bench.scale_corpus import build
+
+DEFAULT_DATA = REPO.parent / "shared" / "corpora" / "en"
+HOLDOUT_FRACTION = 0.01  # the pipeline's default (bpe.pipeline.config)
+
+
+def split_rows(data: Path, work: Path) -> tuple[Path, list[str]]:
+    """The corpus less its held-out rows, as one Parquet file, and the held-out rows."""
+    from bpe.counting import holdout_mask
+    from bpe.inputs.discover import discover
+
+    kept, held_out = [], []
+    for shard in discover([str(data)]):
+        column = pq.read_table(shard.path, columns=["text"]).column("text").combine_chunks().drop_null()
+        mask = holdout_mask(column.cast(pa.large_string()), HOLDOUT_FRACTION).tolist()
+        texts = column.to_pylist()
+        held_out += [t for t, out in zip(texts, mask) if out]
+        kept += [t for t, out in zip(texts, mask) if not out]
+    path = work / "train.parquet"
+    pq.write_table(pa.table({"text": pa.array(kept, pa.large_string())}), path, row_group_size=20_000)
+    return path, held_out
+
+
+def bpe_train(data: Path, vocab_size: int, out: Path, engine: str, *extra: str) -> list[str]:
+    engine_flags = ["--engine", "dask", "--workers", "2"] if engine == "dask" else []
+    return python(
+        "-m", "bpe.cli", "train", str(data), "--vocab-size", str(vocab_size), "--out", str(out), "--force",
+        "--quiet", *engine_flags, *extra,
+    )  # fmt: skip
+
+
+def measured(result: dict, out: Path, held_out: list[str]) -> dict:
+    """The run's manifest, and bytes per token on the held-out rows."""
+    from bpe import Tokenizer
+    from bpe.pipeline.evaluate import bytes_per_token
+
+    result["manifest"] = json.loads((out / "manifest.json").read_text())
+    result["bytes_per_token"] = bytes_per_token(Tokenizer.load(out), held_out)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--sizes", default="32768,65536", help="vocabulary sizes, comma-separated")
+    parser.add_argument("--transitions", default="0.5,0.7,0.85", help="fractions of each size where superwords start")
+    parser.add_argument("--engine", choices=("local", "dask"), default="local")
+    parser.add_argument("--no-hf", action="store_true", help="skip Hugging Face on the superword split")
+    parser.add_argument("--scale", type=float, help="build a corpus of this many MB from --data, and use it")
+    parser.add_argument("--json", type=Path, help="also write the measurements here")
+    args = parser.parse_args()
+    if not args.data.exists():
+        sys.exit(f"no corpus at {args.data} (give --data)")
+    if args.scale:
+        scaled = Path.home() / ".cache" / "bpe" / "bench" / f"scale-{args.scale:g}"
+        built = build(args.data, scaled, args.scale)
+        print(f"scale corpus {scaled}: {built['text_bytes'] / 1e6:,.0f} MB, {built['copies']} copies of {args.data}")
+        args.data = scaled
+    sizes = [int(s) for s in args.sizes.split(",")]
+    fractions = [float(f) for f in args.transitions.split(",")]
+    work = Path(tempfile.mkdtemp(prefix="bpe-bench-superwords-"))
+    try:
+        data, held_out = split_rows(args.data, work)
+        print(
+            f"corpus {args.data}: {data.stat().st_size / 1e6:,.0f} MB on disk to train on; held out (the "
+            f"pipeline's evaluation rows at {HOLDOUT_FRACTION}): {len(held_out):,} rows, "
+            f"{sum(len(t.encode()) for t in held_out) / 1e6:.2f} MB; engine {args.engine}",
+            flush=True,
+        )
+        run(bpe_train(data, 300, work / "warm", args.engine, "--superwords", "--transition", "280"))  # compile
+        rows = []
+        for size in sizes:
+            out = work / f"bpe-{size}"
+            rows.append(
+                {
+                    "size": size,
+                    "transition": None,
+                    **measured(run(bpe_train(data, size, out, args.engine)), out, held_out),
+                }
+            )
+            print(row_line(rows[-1]), flush=True)
+            for fraction in fractions:
+                transition = round(size * fraction)
+                out = work / f"superbpe-{size}-{transition}"
+                extra = ("--superwords", "--transition", str(transition))
+                result = measured(run(bpe_train(data, size, out, args.engine, *extra)), out, held_out)
+                rows.append({"size": size, "transition": transition, **result})
+                print(row_line(rows[-1]), flush=True)
+            if not args.no_hf:
+                hf = run(
+                    python("-m", "bench.peers", "hf", str(data), "--vocab-size", str(size), "--pattern", "superbpe")
+                )
+                rows.append({"size": size, "transition": "hf", **hf})
+                print(
+                    f"  Hugging Face on the superword split alone: {hf['wall']:.1f} s, {hf['peak_mb']:,.0f} MB",
+                    flush=True,
+                )
+        report(rows)
+        if args.json:
+            keep = ("size", "transition", "wall", "peak_mb", "bytes_per_token")
+            args.json.write_text(json.dumps([{k: r.get(k) for k in keep} for r in rows], indent=1))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def row_line(row: dict) -> str:
+    m = row["manifest"]
+    what = "BPE" if row["transition"] is None else f"SuperBPE t={row['transition']:,}"
+    return (
+        f"  {row['size']:,} {what}: {row['bytes_per_token']:.3f} bytes/token held out, {row['wall']:.1f} s, "
+        f"{row['peak_mb']:,.0f} MB, {m['counts']['unique_words']:,} unique pieces"
+    )
+
+
+def report(rows: list[dict]) -> None:
+    """One table: bytes per token held out (and against BPE of the same size), pieces, memory, time."""
+    print()
+    columns = "vocabulary | tokenizer | bytes/token (held out) | vs BPE | unique pieces, stage 1 / stage 2"
+    print(f"| {columns} | peak memory (MB) | wall (s) |")
+    print("| ---: | --- | ---: | ---: | --- | ---: | ---: |")
+    plain = {r["size"]: r for r in rows if r["transition"] is None}
+    for r in rows:
+        if r["transition"] == "hf":
+            print(
+                f"| {r['size']:,} | Hugging Face, superword split alone | | | | {r['peak_mb']:,.0f} | {r['wall']:.1f} |"
+            )
+            continue
+        m, base = r["manifest"], plain[r["size"]]
+        if r["transition"] is None:
+            name, pieces = "BPE", f"{m['counts']['unique_words']:,}"
+        else:
+            first, second = m["superwords"]["stages"]
+            name, pieces = (
+                f"SuperBPE, t = {r['transition']:,}",
+                f"{first['unique_words']:,} / {second['unique_words']:,}",
+            )
+        ratio = r["bytes_per_token"] / base["bytes_per_token"]
+        print(
+            f"| {r['size']:,} | {name} | {r['bytes_per_token']:.3f} | {ratio:.3f}x "
+            f"| {pieces} | {r['peak_mb']:,.0f} | {r['wall']:.1f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
