@@ -57,7 +57,7 @@ def train_dask_engine(
     tok = train(
         list(texts), vocab_size=256 + n_merges, pattern=pattern, tie_break="ids", engine="dask", workers=workers
     )
-    return [(int(a), int(b)) for a, b in tok.merges], tok.manifest["seconds"]
+    return [(int(a), int(b)) for a, b in tok.merges], tok.manifest.seconds.to_json()
 
 
 RUNGS = [

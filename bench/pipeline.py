@@ -27,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from bench.measure import REPO
+from bpe.manifest import Manifest
 from bpe.pipeline.services import (
     BIN,
     free_port,
@@ -100,7 +101,7 @@ def main() -> None:
         shutil.rmtree(work / "artifacts")
         full = trigger(env, "bench")  # all shards, empty cache
         manifests = sorted((work / "artifacts" / "bench").glob("v*/manifest.json"))
-        full_manifest = json.loads(manifests[-1].read_text())
+        full_manifest = Manifest.from_json(json.loads(manifests[-1].read_text()))
         report(args, shards, seven, again, one_new, full, full_manifest)
     finally:
         for service in reversed(started):
@@ -108,7 +109,7 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def report(args, shards, seven, again, one_new, full, manifest) -> None:
+def report(args, shards, seven, again, one_new, full, manifest: Manifest) -> None:
     print(
         f"corpus {args.data}: {len(shards)} shards; vocabulary {args.vocab_size:,}; Dask: {args.workers} workers; "
         "times from `prefect deployment run` to the end of the run"
@@ -135,7 +136,7 @@ def report(args, shards, seven, again, one_new, full, manifest) -> None:
         f"flow and task bookkeeping); of a full retrain, {full['wall'] - full['run']:.1f} s pass before/after the "
         f"flow run itself"
     )
-    print(f"full retrain phases (s): {json.dumps(manifest['seconds'])}")
+    print(f"full retrain phases (s): {json.dumps(manifest.seconds.to_json())}")
 
 
 if __name__ == "__main__":

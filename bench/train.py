@@ -26,6 +26,7 @@ from pathlib import Path
 
 from bench.measure import REPO, python, run
 from bench.scale_corpus import build
+from bpe.manifest import Manifest
 
 DEFAULT_DATA = REPO.parent / "shared" / "corpora" / "en"
 
@@ -53,7 +54,7 @@ def peer(trainer: str, data: Path, vocab_size: int, pattern: str) -> list[str]:
 
 
 def with_manifest(result: dict, out: Path) -> dict:
-    result["manifest"] = json.loads((out / "manifest.json").read_text())
+    result["manifest"] = Manifest.from_json(json.loads((out / "manifest.json").read_text()))
     return result
 
 
@@ -107,10 +108,10 @@ def main() -> None:
 def report(args, runs: dict[str, list[dict]]) -> None:
     local, hf, rust = median(runs["local"]), median(runs["hf"]), median(runs["rustbpe"])
     m = local["manifest"]
-    mb = m["counts"]["bytes"] / 1e6
+    mb = m.counts.bytes / 1e6
     print(
-        f"corpus {args.data}: {mb:,.1f} MB, {m['counts']['documents']:,} documents, "
-        f"{m['counts']['unique_words']:,} unique words; vocabulary {args.vocab_size:,}, pattern {args.pattern}; "
+        f"corpus {args.data}: {mb:,.1f} MB, {m.counts.documents:,} documents, "
+        f"{m.counts.unique_words:,} unique words; vocabulary {args.vocab_size:,}, pattern {args.pattern}; "
         f"median of {args.repeat} interleaved run(s)"
     )
     print()
@@ -126,15 +127,15 @@ def report(args, runs: dict[str, list[dict]]) -> None:
             f"{r['wall'] / hf['wall']:.2f}x | {r['peak_mb'] / hf['peak_mb']:.2f}x |"
         )
     print()
-    s = m["seconds"]
+    s, engine = m.seconds.phases, m.engine
     loop = s.get("merge_loop", s["merge"])  # the loop alone, without building the word table
     print(
         f"local engine: count {s['count']:.2f} s ({mb / s['count']:,.1f} MB/s), merge {s['merge']:.2f} s, of "
-        f"which the loop {loop:.2f} s ({m['result']['merges'] / loop:,.0f} merges/s, {m['engine']['rounds']:,} "
-        f"rounds), export {s.get('export', 0):.2f} s; threads {m['engine']['threads']}, "
-        f"merge loop on {m['engine'].get('merge_threads', 1)}"
+        f"which the loop {loop:.2f} s ({m.result.merges / loop:,.0f} merges/s, {engine.rounds:,} "
+        f"rounds), export {m.seconds.export or 0:.2f} s; threads {engine.threads}, "
+        f"merge loop on {engine.merge_threads or 1}"
     )
-    one = median(runs["local1"])["manifest"]["seconds"]
+    one = median(runs["local1"])["manifest"].seconds.phases
     one_loop = one.get("merge_loop", one["merge"])
     print(
         f"local engine on 1 thread: count {one['count']:.2f} s ({mb / one['count']:,.1f} MB/s), merge "
@@ -144,14 +145,14 @@ def report(args, runs: dict[str, list[dict]]) -> None:
     )
     if runs["dask"]:
         d = median(runs["dask"])["manifest"]
-        ds, de = d["seconds"], d["engine"]
-        one = median(runs["dask1"])["manifest"]["seconds"]["count"]
+        ds, de, merges = d.seconds.phases, d.engine, d.result.merges
+        one = median(runs["dask1"])["manifest"].seconds.phases["count"]
         print(
             f"Dask engine, 2 workers: cluster start {ds['cluster']:.2f} s, count {ds['count']:.2f} s, "
             f"build shards {ds['build']:.2f} s, merge loop {ds['merge']:.2f} s "
-            f"({d['result']['merges'] / ds['merge']:,.0f} merges/s; {de['rounds']:,} rounds for "
-            f"{d['result']['merges']:,} merges = {de['rounds'] / d['result']['merges']:.2f} rounds per merge), "
-            f"export {ds.get('export', 0):.2f} s; shard holders' peak memory {de['shard_peak_mb']} MB"
+            f"({merges / ds['merge']:,.0f} merges/s; {de.rounds:,} rounds for "
+            f"{merges:,} merges = {de.rounds / merges:.2f} rounds per merge), "
+            f"export {d.seconds.export or 0:.2f} s; shard holders' peak memory {de.shard_peak_mb} MB"
         )
         print(
             f"Dask counting: 1 worker {one:.2f} s ({mb / one:,.1f} MB/s), 2 workers {ds['count']:.2f} s "

@@ -24,6 +24,7 @@ import numpy as np
 
 from bpe.engine.replay import BaseMerges
 from bpe.errors import ExportError, SettingsError
+from bpe.manifest import BaseRecord
 from bpe.settings import Settings
 from bpe.tokenizer import Tokenizer
 
@@ -51,16 +52,16 @@ class Base:
         }
         return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
 
-    def record(self) -> dict:
+    def record(self) -> BaseRecord:
         """The manifest's `base` section."""
         tok = self.tokenizer
-        return {
-            "source": self.source,
-            "sha256": self.digest,
-            "vocab_size": tok.vocab_size,
-            "merges": len(tok.merges),
-            "max_token_id": tok.max_token_value,
-        }
+        return BaseRecord(
+            source=self.source,
+            sha256=self.digest,
+            vocab_size=tok.vocab_size,
+            merges=len(tok.merges),
+            max_token_id=tok.max_token_value,
+        )
 
 
 def load_base(base: Tokenizer | str | Path) -> Base:

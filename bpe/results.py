@@ -1,7 +1,8 @@
 """What an engine hands back from training: one typed record for every engine.
 
-`train()` turns it into the tokenizer's manifest; the pipeline adds what it knows (the version,
-the evaluation) to that manifest. Merges themselves are `bpe.engine.merge.MergeResult`.
+`bpe.train.build_manifest` turns it into the tokenizer's `bpe.manifest.Manifest`; the pipeline adds
+what it knows (the version, the evaluation) to that manifest. Merges themselves are
+`bpe.engine.merge.MergeResult`.
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ the methods are tiktoken's (`encode_batch`, `n_vocab`, `eot_token`, ...) or Hugg
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -46,6 +45,7 @@ from bpe.formats.manifest import MANIFEST_FILE, TOKENIZER_FILES
 from bpe.formats.record import TokenizerRecord
 from bpe.formats.spelling import spell, unspell
 from bpe.formats.tiktoken_ranks import from_ranks
+from bpe.manifest import Manifest, TokenizerSection, Truncation, as_manifest
 from bpe.pretokenize import DEFAULT_PATTERN, NAMED_PATTERNS, WHITESPACE_WORD, Pretokenizer
 from bpe.reference import encode_word
 from bpe.roles import check_roles
@@ -62,7 +62,8 @@ class Tokenizer:
     "<|pad|>"}`; keys `eos_token` etc. are taken too); each must be one of `special_tokens`.
     `model_max_length` is the longest input, in tokens, of the model the tokenizer is for (what
     transformers truncates to; unset, transformers truncates nothing). `save` writes both into
-    tokenizer_config.json.
+    tokenizer_config.json. `manifest` (a `bpe.manifest.Manifest`, or its JSON) says how it was
+    trained; `save` writes it to manifest.json.
 
     >>> tok = Tokenizer([(104, 105)], "gpt2", ["<|endoftext|>"], special_token_roles={"eos": "<|endoftext|>"})
     >>> tok
@@ -79,7 +80,7 @@ class Tokenizer:
         *,
         special_token_roles: Mapping[str, str] | None = None,
         model_max_length: int | None = None,
-        manifest: dict | None = None,
+        manifest: Manifest | Mapping | None = None,
         ids: dict[int, int] | None = None,
     ) -> None:
         self.merges: list[tuple[int, int]] = [(int(a), int(b)) for a, b in np.asarray(merges).reshape(-1, 2)]
@@ -93,7 +94,7 @@ class Tokenizer:
         else:
             self.special_tokens = {t: len(self.vocab) + i for i, t in enumerate(special_tokens)}
         self.pretokenizer = Pretokenizer(pattern, list(self.special_tokens))
-        self.manifest = manifest or {}
+        self.manifest: Manifest = as_manifest(manifest)
         self._roles = check_roles(special_token_roles, self.special_tokens)
         self.model_max_length = check_model_max_length(model_max_length)
         # Internally special token i is len(vocab) + i. `ids` renumbers the other tokens for
@@ -263,7 +264,7 @@ class Tokenizer:
         n = 256 + kept
         ids = None
         special_tokens: list[str] | dict[str, int] = list(self.special_tokens)
-        if isinstance(self.manifest.get("base"), dict):  # trained from a base (bpe.extend): every id stays
+        if self.manifest.base is not None:  # trained from a base (bpe.extend): every id stays
             ids = {i: int(self._to_ids[i]) for i in range(n)}
             special_tokens = dict(self.special_tokens)
         elif self._foreign_ids:  # another tool's ids (GPT-2's vocab.json): kept if they still number 0..n-1
@@ -276,17 +277,13 @@ class Tokenizer:
                 )
         manifest = None
         if self.manifest:
-            manifest = json.loads(json.dumps(self.manifest))
-            for stale in ("tokenizer", "files"):  # written again by save, for the smaller tokenizer
-                manifest.pop(stale, None)
-            if isinstance(manifest.get("result"), dict):  # the training text's token count was with every merge
-                manifest["result"].update(merges=kept, vocab_size=vocab_size, tokens=None, bytes_per_token=None)
-            manifest["truncation"] = {
-                "vocab_size": vocab_size,
-                "merges": kept,
-                "of_vocab_size": self.vocab_size,
-                "of_merges": len(self.merges),
-            }
+            manifest = self.manifest.copy(without=("tokenizer", "files"))  # written again by save, for this size
+            if manifest.result is not None:  # the training text's token count was with every merge
+                result = manifest.result
+                result.merges, result.vocab_size, result.tokens, result.bytes_per_token = kept, vocab_size, None, None
+            manifest.truncation = Truncation(
+                vocab_size=vocab_size, merges=kept, of_vocab_size=self.vocab_size, of_merges=len(self.merges)
+            )
         return Tokenizer(
             self.merges[:kept],
             self.pattern,
@@ -650,13 +647,16 @@ class Tokenizer:
 
     # -- files -------------------------------------------------------------------------------
 
-    def save(self, directory: str | Path, *, force: bool = False, manifest: dict | None = None) -> Path | str:
+    def save(
+        self, directory: str | Path, *, force: bool = False, manifest: Manifest | Mapping | None = None
+    ) -> Path | str:
         """Write all formats into `directory` (via a temporary directory renamed into place), or
         under an object store URL (`s3://bucket/tok/`: uploaded, then marked complete): merges.txt
         and vocab.json (GPT-2's), tokenizer.json with tokenizer_config.json and
         special_tokens_map.json (for `transformers.AutoTokenizer.from_pretrained(directory)`), the
-        tiktoken ranks, and manifest.json (how it was trained, the roles, each file's SHA-256)."""
-        described = json.loads(json.dumps(manifest or self.manifest))
+        tiktoken ranks, and manifest.json (how it was trained, the roles, each file's SHA-256); the
+        tokenizer's manifest is then the one written."""
+        described = as_manifest(manifest or self.manifest).copy()
         storage.publish_directory(
             directory,
             lambda tmp: self.write_files(tmp, described),
@@ -667,11 +667,11 @@ class Tokenizer:
         self.manifest = described
         return directory if storage.is_remote(directory) else Path(directory)
 
-    def write_files(self, directory: Path, manifest: dict | None = None) -> None:
+    def write_files(self, directory: Path, manifest: Manifest | None = None) -> None:
         """Write every format into an existing directory; `manifest` (updated with this tokenizer's
         description and the export time) is written last. Used by `save` and the artifact store."""
         if manifest is not None:
-            manifest["tokenizer"] = self.describe()
+            manifest.tokenizer = TokenizerSection.from_json(self.describe())
         saved.write(directory, self.record(), manifest)
 
     def record(self) -> TokenizerRecord:

@@ -29,6 +29,7 @@ from bpe.inputs.discover import Skipped, discover
 from bpe.inputs.documents import iter_texts
 from bpe.inputs.read import apply_limit
 from bpe.inputs.shard import Shard, with_options
+from bpe.manifest import Counts, DataRecord, EngineRecord, Manifest, Result, Seconds, SettingsRecord, SuperwordsRecord
 from bpe.pretokenize import DEFAULT_PATTERN, SUPERWORD_PATTERN
 from bpe.progress import Bars, PhaseClock, ProgressFn, at_most
 from bpe.results import TrainingRun
@@ -194,8 +195,7 @@ def train(
         special_token_roles=special_token_roles,
         model_max_length=model_max_length,
     )
-    tokenizer.manifest = build_manifest(settings, run, start)
-    tokenizer.manifest["seconds"]["total"] = round(time.perf_counter() - started, 3)
+    tokenizer.manifest = build_manifest(settings, run, started, start)
     return tokenizer
 
 
@@ -336,42 +336,42 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-def build_manifest(settings: Settings, run: TrainingRun, base: Base | None = None) -> dict:
-    """The manifest of a trained tokenizer: settings, base, data, counts, result, engine, time, versions."""
+def build_manifest(settings: Settings, run: TrainingRun, started: float, base: Base | None = None) -> Manifest:
+    """The manifest of a trained tokenizer: settings, base, data, counts, result, engine, time and
+    library versions. Its `seconds.total` is the run's, from `started` (`time.perf_counter()` when
+    it began) to now: the one place it is set (`save` adds the export time to it)."""
     merged, stats = run.merges, run.stats
+    versions = library_versions()
     tokens = merged.tokens_after + sum(stats.special_tokens.values())
-    n_special = len(settings.special_tokens)
-    manifest = {
-        "format": 1,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "settings": settings.record(),
-        "data": {
-            "fingerprint": data_fingerprint(run.fingerprints) if run.fingerprints is not None else None,
-            "shards": run.fingerprints if run.fingerprints is not None else "in-memory texts",
-        },
-        "counts": {
-            "documents": stats.documents,
-            "bytes": stats.bytes,
-            "null_rows": stats.null_rows,
-            "pretokens": stats.pretokens,
-            "unique_words": run.unique_words,
-            "held_out_rows": stats.held_out_rows,
-            "special_tokens": stats.special_tokens,
-        },
-        "result": {
-            "merges": settings.base_merges + len(merged.merges),
-            "vocab_size": 256 + settings.base_merges + len(merged.merges) + n_special,
-            "stop_reason": merged.stop_reason,
-            "tokens": tokens,
-            "bytes_per_token": round(stats.bytes / tokens, 4) if tokens else None,
-        },
-        "engine": run.engine,
-        "seconds": {k: round(v, 3) for k, v in run.seconds.items()},
-        "versions": library_versions(),
-    }
-    if run.stages is not None:
-        manifest["superwords"] = {"transition": settings.transition, "stages": run.stages}
-    if base is not None:
-        manifest["base"] = base.record()
-        manifest["result"]["new_merges"] = len(merged.merges)
-    return manifest
+    merges = settings.base_merges + len(merged.merges)
+    return Manifest(
+        format=1,
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        settings=SettingsRecord(**settings.record()),
+        data=DataRecord(
+            fingerprint=data_fingerprint(run.fingerprints) if run.fingerprints is not None else None,
+            shards=run.fingerprints if run.fingerprints is not None else "in-memory texts",
+        ),
+        counts=Counts(
+            documents=stats.documents,
+            bytes=stats.bytes,
+            null_rows=stats.null_rows,
+            pretokens=stats.pretokens,
+            unique_words=run.unique_words,
+            held_out_rows=stats.held_out_rows,
+            special_tokens=stats.special_tokens,
+        ),
+        result=Result(
+            merges=merges,
+            vocab_size=256 + merges + len(settings.special_tokens),
+            stop_reason=merged.stop_reason,
+            tokens=tokens,
+            bytes_per_token=round(stats.bytes / tokens, 4) if tokens else None,
+            new_merges=len(merged.merges) if base is not None else None,
+        ),
+        engine=EngineRecord.from_json(run.engine),
+        seconds=Seconds.measured(run.seconds, time.perf_counter() - started),
+        versions=versions,
+        base=base.record() if base is not None else None,
+        superwords=SuperwordsRecord(settings.transition, run.stages) if run.stages is not None else None,
+    )

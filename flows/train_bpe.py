@@ -146,10 +146,10 @@ def train_bpe(
             evaluation,
             described,
             run_ids(),
-            time.perf_counter() - started,
+            started,
             base,
         )
-        manifest.update(channel=channel, promoted=promoted)  # `latest` moves to it only if promoted
+        manifest.channel, manifest.promoted = channel, promoted  # `latest` moves to it only if promoted
         published = publish_version(staged, manifest, cfg.artifact_root, cfg.name)
     except BaseException:
         store.abort(staged)  # no partial version, and `latest` stays where it was

@@ -11,6 +11,7 @@ from bpe import storage
 from bpe.distributed.counting import ShardCount, read_held_out
 from bpe.extend import Base, trained_tokenizer
 from bpe.formats.manifest import write as write_manifest
+from bpe.manifest import Manifest
 from bpe.pipeline.evaluate import evaluate_version_on_set
 from bpe.pipeline.report import metrics_table, summary_markdown
 from bpe.pipeline.store import Staged, VersionStore
@@ -95,10 +96,10 @@ def evaluate_version(
     return result
 
 
-def plot_png(staged: Staged, location: str, manifest: dict) -> bytes | None:
+def plot_png(staged: Staged, location: str, manifest: Manifest) -> bytes | None:
     """The version's compression plot as PNG bytes (from its staging directory, or from its place
     once moved there), or None when it has none or it cannot be read: the report then links it."""
-    plot = (manifest.get("evaluation") or {}).get("plot")
+    plot = (manifest.evaluation or {}).get("plot")
     if not plot:
         return None
     try:
@@ -109,7 +110,7 @@ def plot_png(staged: Staged, location: str, manifest: dict) -> bytes | None:
 
 
 @task(name="publish-version", cache_policy=NONE, retries=2, retry_delay_seconds=2)
-def publish_version(staged: Staged, manifest: dict, root: str, name: str) -> dict:
+def publish_version(staged: Staged, manifest: Manifest, root: str, name: str) -> dict:
     """Write the manifest, move the version into place, then move `latest`; publish the summary
     and the metrics as Prefect artifacts under this tokenizer's stable keys. A version identical
     to one already published (same data, same settings) is not published again. Returns the

@@ -19,6 +19,7 @@ import regex
 from bpe import Tokenizer, storage, train
 from bpe.counting import WordCounter, holdout_mask
 from bpe.formats.manifest import write as write_manifest
+from bpe.manifest import Manifest
 from bpe.pipeline.evaluate import (
     EvalSetDamaged,
     bytes_per_token,
@@ -73,7 +74,9 @@ def test_held_out_rows_are_deterministic_and_not_counted():
     assert counter.held_out == [t for t, held in zip(TEXTS, mask) if held][: len(counter.held_out)]
 
 
-def report_manifest(version: str = "v0001", vocab_size: int = 300, evaluation: dict | None = None, **settings) -> dict:
+def report_manifest(
+    version: str = "v0001", vocab_size: int = 300, evaluation: dict | None = None, **settings
+) -> Manifest:
     """A version's manifest as the reports read it; `settings` change the training settings."""
     manifest = {
         "name": "tok",
@@ -93,7 +96,7 @@ def report_manifest(version: str = "v0001", vocab_size: int = 300, evaluation: d
     }
     if evaluation is not None:
         manifest["evaluation"] = evaluation
-    return manifest
+    return Manifest.from_json(manifest)
 
 
 def test_plot_and_report(tmp_path):
@@ -178,7 +181,7 @@ def publish(
     manifest = {**report_manifest(staged.version, tok.vocab_size, evaluation), "tokenizer": tok.describe()}
     if channel:
         manifest["channel"] = channel
-    write_manifest(staged.directory, manifest)
+    write_manifest(staged.directory, Manifest.from_json(manifest))
     store.commit(staged)
     return staged.version, manifest
 

@@ -400,6 +400,7 @@ def test_versions_on_growing_data_are_measured_on_one_evaluation_set(services, d
 def test_a_version_identical_to_a_published_one_is_not_published_again(tmp_path):
     """Independently of the concurrency limit (which a run started outside the deployment does not
     pass through): the publish step finds the twin and publishes nothing."""
+    from bpe.manifest import Manifest
     from bpe.pipeline.version import identical_version
 
     versions = VersionStore(str(tmp_path), "tok")
@@ -419,10 +420,12 @@ def test_a_version_identical_to_a_published_one_is_not_published_again(tmp_path)
     staged = versions.stage()
     (staged.directory / "manifest.json").write_text(json.dumps(manifest))
     versions.commit(staged)
-    assert identical_version(versions, manifest) == "v0001"
-    assert identical_version(versions, {**manifest, "config": {**manifest["config"], "schedule": None}}) == "v0001"
-    assert identical_version(versions, {**manifest, "config": {**manifest["config"], "vocab_size": 601}}) is None
-    assert identical_version(versions, {**manifest, "data": {"fingerprint": "e" * 64}}) is None
+    assert identical_version(versions, Manifest.from_json(manifest)) == "v0001"
+    rescheduled = {**manifest, "config": {**manifest["config"], "schedule": None}}
+    assert identical_version(versions, Manifest.from_json(rescheduled)) == "v0001"
+    larger = {**manifest, "config": {**manifest["config"], "vocab_size": 601}}
+    assert identical_version(versions, Manifest.from_json(larger)) is None
+    assert identical_version(versions, Manifest.from_json({**manifest, "data": {"fingerprint": "e" * 64}})) is None
 
 
 def test_bpe_deploy_without_a_server_is_an_error(tmp_path):

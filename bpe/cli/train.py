@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from bpe.errors import require_extra
+from bpe.manifest import Manifest
 from bpe.pretokenize import SUPERWORD_PATTERN
 from bpe.settings import DEFAULT_PATTERN, ENGINES, PATTERNS, TEXT_FORMATS, TIE_BREAKS
 
@@ -198,8 +199,7 @@ def run_train(args: argparse.Namespace) -> int:
             progress.finish()  # ends the bar's line, so that a message after it starts a line of its own
     tokenizer.save(args.out, force=args.force)
     saved, not_reached = save_truncations(tokenizer, args.out, also_save, args.force)
-    tokenizer.manifest["seconds"]["total"] = round(time.perf_counter() - started, 3)
-    record = summary_record(tokenizer.manifest, args.out)
+    record = summary_record(tokenizer.manifest, args.out, total_seconds=time.perf_counter() - started)
     record["also_saved"] = [{"out": out, "vocab_size": size} for out, size in saved]
     record["warnings"] += [
         f"--also-save {size}: the run stopped at {tokenizer.vocab_size:,} tokens; not written" for size in not_reached
@@ -261,7 +261,7 @@ def save_truncations(tokenizer, out: str, sizes: list[int], force: bool) -> tupl
             not_reached.append(size)
             continue
         small = tokenizer.truncated(size)
-        small.manifest["truncation"]["of"] = str(out)
+        small.manifest.truncation.of = str(out)
         path = also_save_path(out, size)
         small.save(path, force=force)
         saved.append((path, size))
@@ -290,7 +290,7 @@ def _check_out(out: str, force: bool) -> None:
     )
 
 
-def summary(manifest: dict, out: str | Path, record: dict | None = None) -> str:
+def summary(manifest: Manifest, out: str | Path, record: dict | None = None) -> str:
     """The short report printed after training (`summary_record`, or `record`, as text)."""
     d = summary_record(manifest, out) if record is None else record
     s = d["seconds"]
@@ -325,39 +325,47 @@ def summary(manifest: dict, out: str | Path, record: dict | None = None) -> str:
     return "\n".join(lines)
 
 
-def summary_record(manifest: dict, out: str | Path) -> dict:
+def summary_record(manifest: Manifest, out: str | Path, total_seconds: float | None = None) -> dict:
     """What the summary shows, as data (`bpe train --json`): rates in the progress bars' units
-    (text bytes per second of counting, merges per second of the merge loop alone)."""
-    c, r, s = manifest["counts"], manifest["result"], manifest["seconds"]
-    shards = manifest["data"]["shards"]
-    count_s, loop_s = s.get("count", 0.0), s.get("merge_loop", s.get("merge", 0.0))
+    (text bytes per second of counting, merges per second of the merge loop alone). The time in
+    all is `total_seconds` (the command's, saving included) when given, else the manifest's."""
+    c, r, phases = manifest.counts, manifest.result, manifest.seconds.phases
+    shards = manifest.data.shards
+    count_s, loop_s = phases.get("count", 0.0), phases.get("merge_loop", phases.get("merge", 0.0))
     inputs = None
     if isinstance(shards, list):  # which kinds of file, how text files were read, --sample and --limit
         from bpe.inputs.discover import describe_inputs
 
-        inputs = describe_inputs([f["path"] for f in shards], manifest["settings"])
+        inputs = describe_inputs([f["path"] for f in shards], manifest.settings)
     warnings = []
-    if r["stop_reason"] == "no_pairs":
-        warnings.append(f"pairs ran out after {r['merges']:,} merges; the vocabulary is smaller than asked")
-    elif r["stop_reason"] == "max_token_length":
+    if r.stop_reason == "no_pairs":
+        warnings.append(f"pairs ran out after {r.merges:,} merges; the vocabulary is smaller than asked")
+    elif r.stop_reason == "max_token_length":
         warnings.append(
-            f"only pairs too long for --max-token-length were left after {r['merges']:,} merges; "
+            f"only pairs too long for --max-token-length were left after {r.merges:,} merges; "
             "the vocabulary is smaller than asked"
         )
+    seconds = manifest.seconds.to_json()
+    if total_seconds is not None:
+        seconds["total"] = round(total_seconds, 3)
     return {
         "out": str(out),
-        "vocab_size": r["vocab_size"],
-        "merges": r["merges"],
-        "special_tokens": len(manifest["settings"]["special_tokens"]),
-        "stop_reason": r["stop_reason"],
-        "bytes_per_token": r["bytes_per_token"],
+        "vocab_size": r.vocab_size,
+        "merges": r.merges,
+        "special_tokens": len(manifest.settings.special_tokens),
+        "stop_reason": r.stop_reason,
+        "bytes_per_token": r.bytes_per_token,
         "files": len(shards) if isinstance(shards, list) else 0,
         "inputs": inputs,
-        **{key: c[key] for key in ("documents", "null_rows", "bytes", "pretokens", "unique_words")},
-        "seconds": dict(s),
-        "bytes_per_second": c["bytes"] / count_s if count_s else None,
-        "merges_per_second": r["merges"] / loop_s if loop_s else None,
-        "engine": manifest["engine"],
-        "superwords": manifest.get("superwords"),
+        "documents": c.documents,
+        "null_rows": c.null_rows,
+        "bytes": c.bytes,
+        "pretokens": c.pretokens,
+        "unique_words": c.unique_words,
+        "seconds": seconds,
+        "bytes_per_second": c.bytes / count_s if count_s else None,
+        "merges_per_second": r.merges / loop_s if loop_s else None,
+        "engine": manifest.engine.to_json(),
+        "superwords": manifest.superwords.to_json() if manifest.superwords is not None else None,
         "warnings": warnings,
     }

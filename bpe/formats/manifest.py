@@ -8,10 +8,12 @@ import json
 from pathlib import Path
 
 from bpe.errors import ExportError, SettingsError
+from bpe.formats.files import read_json
 from bpe.formats.gpt2 import MERGES_FILE, VOCAB_FILE
 from bpe.formats.hf_json import HF_FILE
 from bpe.formats.tiktoken_ranks import TIKTOKEN_FILE
 from bpe.formats.transformers_config import CONFIG_FILE, SPECIAL_MAP_FILE
+from bpe.manifest import Manifest, TokenizerSection
 from bpe.pretokenize import NAMED_PATTERNS
 from bpe.roles import check_roles
 
@@ -59,28 +61,35 @@ def check_digests(directory: Path, recorded: object) -> None:
             )
 
 
-def write(directory: Path, manifest: dict) -> None:
-    """Write manifest.json, recording in `manifest["files"]` the size and SHA-256 of each tokenizer
+def write(directory: Path, manifest: Manifest) -> None:
+    """Write manifest.json, recording in `manifest.files` the size and SHA-256 of each tokenizer
     file already in `directory` (so `load` can tell a changed file). Write it after the others."""
-    manifest["files"] = file_digests(Path(directory))
-    (Path(directory) / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    manifest.files = file_digests(Path(directory))
+    (Path(directory) / MANIFEST_FILE).write_text(json.dumps(manifest.to_json(), indent=2) + "\n", encoding="utf-8")
 
 
-def read_tokenizer_section(path: Path, manifest: object) -> tuple[dict[str, int], str, dict[str, str]]:
+def read(path: Path) -> Manifest:
+    """The manifest in manifest.json (which `read_tokenizer_section` then checks); a file that holds
+    no JSON object reads as an empty manifest, which has no `tokenizer` section."""
+    described = read_json(path)
+    return Manifest.from_json(described) if isinstance(described, dict) else Manifest()
+
+
+def read_tokenizer_section(path: Path, manifest: Manifest) -> tuple[dict[str, int], str, dict[str, str]]:
     """(special tokens, pattern, roles) that a manifest records for its tokenizer, or ExportError.
     A manifest without `special_token_roles` (a tokenizer with no roles set) gives no roles."""
-    info = manifest.get("tokenizer") if isinstance(manifest, dict) else None
-    if not isinstance(info, dict):
+    info = manifest.tokenizer
+    if info is None:
         raise ExportError(f"{path}: has no 'tokenizer' section")
-    special_tokens = info.get("special_tokens")
+    special_tokens = info.special_tokens
     if not isinstance(special_tokens, dict) or not all(
         isinstance(token, str) and type(token_id) is int for token, token_id in special_tokens.items()
     ):
         raise ExportError(f"{path}: tokenizer.special_tokens is not a mapping of token -> id")
-    name, regex = info.get("pattern"), info.get("regex")
+    name, regex = info.pattern, info.regex
     if name not in (*NAMED_PATTERNS, "custom") or not isinstance(regex, str):
         raise ExportError(f"{path}: tokenizer.pattern {name!r} is not a known pattern name nor 'custom' with a regex")
-    roles = info.get("special_token_roles", {})
+    roles = info.special_token_roles if info.present("special_token_roles") else {}
     if not isinstance(roles, dict):
         raise ExportError(f"{path}: tokenizer.special_token_roles is not a mapping of role -> token")
     try:
@@ -91,14 +100,19 @@ def read_tokenizer_section(path: Path, manifest: object) -> tuple[dict[str, int]
 
 
 def check_counts(
-    path: Path, info: dict, vocab: list[bytes], special_tokens: dict[str, int], kept_ids: dict[int, int] | None = None
+    path: Path,
+    info: TokenizerSection,
+    vocab: list[bytes],
+    special_tokens: dict[str, int],
+    kept_ids: dict[int, int] | None = None,
 ) -> None:
     """The manifest's counts and special token ids must fit the vocabulary the files hold (whose
     ordinary tokens have ids 0 to n - 1, or `kept_ids`)."""
     n = len(vocab)
-    for key, found in (("merges", n - 256), ("vocab_size", n + len(special_tokens))):
-        if key in info and info[key] != found:
-            raise ExportError(f"{path}: records {key} {info[key]!r}, the tokenizer files hold {found}")
+    checks = (("merges", info.merges, n - 256), ("vocab_size", info.vocab_size, n + len(special_tokens)))
+    for key, recorded, found in checks:
+        if info.present(key) and recorded != found:
+            raise ExportError(f"{path}: records {key} {recorded!r}, the tokenizer files hold {found}")
     ids = sorted(special_tokens.values())
     ordinary = set(kept_ids.values()) if kept_ids is not None else range(n)
     if len(set(ids)) != len(ids) or any(i in ordinary for i in ids):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bpe.manifest import Manifest
+
 
 @dataclass
 class TokenizerRecord:
@@ -18,7 +20,7 @@ class TokenizerRecord:
     special_token_roles: dict[str, str] | None = None
     model_max_length: int | None = None
     source: str | None = None
-    manifest: dict | None = None  # how it was trained (a saved directory's manifest.json)
+    manifest: Manifest | None = None  # how it was trained (a saved directory's manifest.json)
 
     def id_list(self) -> list[int] | None:
         """The file's id of each token by our id (`ids` as a list), or None where ids are ours."""

@@ -10,20 +10,21 @@ from pathlib import Path
 
 from bpe.errors import ExportError
 from bpe.formats import gpt2, hf_json, manifest, tiktoken_ranks, transformers_config
-from bpe.formats.files import check_unique, read_json
+from bpe.formats.files import check_unique
 from bpe.formats.gpt2 import MERGES_FILE, VOCAB_FILE, read_merges, read_vocab_json
 from bpe.formats.hf_json import HF_FILE
 from bpe.formats.manifest import MANIFEST_FILE
 from bpe.formats.record import TokenizerRecord
 from bpe.formats.spelling import merge_ids, spell, unspell
 from bpe.formats.tiktoken_ranks import TIKTOKEN_FILE, read_ranks, tokens_by_rank
+from bpe.manifest import Manifest
 from bpe.pretokenize import Pretokenizer
 
 
-def write(directory: Path, record: TokenizerRecord, description: dict | None = None) -> None:
+def write(directory: Path, record: TokenizerRecord, description: Manifest | None = None) -> None:
     """Write every format of `record` into an existing directory; with `description` (the
     manifest: how it was trained, with its `tokenizer` section), the manifest last, recording the
-    export time and each file's SHA-256."""
+    export time (if it records time at all) and each file's SHA-256."""
     started = time.perf_counter()
     check_unique(record.vocab())
     gpt2.write(directory, record)
@@ -32,11 +33,8 @@ def write(directory: Path, record: TokenizerRecord, description: dict | None = N
     tiktoken_ranks.write(directory / TIKTOKEN_FILE, record)
     if description is None:
         return
-    if "seconds" in description:
-        description["seconds"]["export"] = round(time.perf_counter() - started, 3)
-        description["seconds"]["total"] = round(
-            description["seconds"].get("total", 0) + description["seconds"]["export"], 3
-        )
+    if description.seconds is not None:
+        description.seconds.add_export(time.perf_counter() - started)
     manifest.write(directory, description)
 
 
@@ -45,16 +43,17 @@ def read(directory: Path, pattern: str | None = None) -> TokenizerRecord:
     the files' SHA-256 against the manifest's, the files against each other, the manifest's counts
     against the files. `pattern` replaces the recorded one."""
     manifest_path = directory / MANIFEST_FILE
-    described = read_json(manifest_path)
+    described = manifest.read(manifest_path)
     special_tokens, stored_pattern, roles = manifest.read_tokenizer_section(manifest_path, described)
-    if "files" in described:
-        manifest.check_digests(directory, described["files"])
+    if described.present("files"):
+        manifest.check_digests(directory, described.files)
+    info = described.tokenizer
     kept_ids = None
-    if described["tokenizer"].get("ids") == "kept":  # a base tokenizer's ids: read as GPT-2's files are
+    if info.ids == "kept":  # a base tokenizer's ids: read as GPT-2's files are
         vocab, pairs, kept_ids = read_kept_ids(directory, special_tokens)
     else:
         vocab, pairs = read_checked(directory, special_tokens)
-    manifest.check_counts(manifest_path, described["tokenizer"], vocab, special_tokens, kept_ids)
+    manifest.check_counts(manifest_path, info, vocab, special_tokens, kept_ids)
     if pattern is not None:
         Pretokenizer(pattern)  # the caller's pattern: a bad one is a SettingsError naming `pattern`
     return TokenizerRecord(
@@ -63,7 +62,7 @@ def read(directory: Path, pattern: str | None = None) -> TokenizerRecord:
         special_tokens,
         ids=kept_ids,
         special_token_roles=roles,
-        model_max_length=described["tokenizer"].get("model_max_length"),
+        model_max_length=info.model_max_length,
         source=str(manifest_path),
         manifest=described,
     )

@@ -14,10 +14,14 @@ import os
 import stat
 import sys
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from bpe import storage
 from bpe.errors import InputError
 from bpe.inputs.shard import Shard, StreamShard, compression_of, file_type, kind_of
+
+if TYPE_CHECKING:
+    from bpe.manifest import SettingsRecord
 
 # File types a directory walk or a glob skips, as certainly not text (and refused when named).
 BINARY_SUFFIXES = frozenset(
@@ -299,7 +303,7 @@ def _expand_url(spec: str, skipped: list[tuple[str, str]] | None = None) -> list
     return shards
 
 
-def describe_inputs(paths: Sequence[str], settings: dict) -> str:
+def describe_inputs(paths: Sequence[str], settings: SettingsRecord) -> str:
     """One line for the command's summary: the files by kind, how text files were read, and the
     sample and limit (`settings` as the manifest records them)."""
     kinds: dict[str, int] = {}
@@ -309,11 +313,12 @@ def describe_inputs(paths: Sequence[str], settings: dict) -> str:
     names = {"parquet": "Parquet", "jsonl": "JSON lines", "json": "JSON", "csv": "CSV", "tsv": "TSV"}
     parts = [f"{n} {names.get(kind, kind)}" for kind, n in sorted(kinds.items())]
     line = ", ".join(parts) if parts else "in-memory texts"
+    text_format = settings.text_format or "doc"
     if "text" in kinds:
-        how = "one document per line" if settings.get("text_format") == "lines" else "one document per file"
-        line += f"; text files read {how} (--text-format {settings.get('text_format', 'doc')})"
-    if settings.get("sample") is not None:
-        line += f"; --sample {settings['sample']:g} (seed {settings.get('seed', 0)})"
-    if settings.get("limit") is not None:
-        line += f"; --limit {settings['limit']}"
+        how = "one document per line" if text_format == "lines" else "one document per file"
+        line += f"; text files read {how} (--text-format {text_format})"
+    if settings.sample is not None:
+        line += f"; --sample {settings.sample:g} (seed {settings.seed or 0})"
+    if settings.limit is not None:
+        line += f"; --limit {settings.limit}"
     return line

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from bpe import storage
 from bpe.counting import holdout_mask
+from bpe.manifest import Manifest
 from bpe.pipeline.store import VersionStore
 from bpe.tokenizer import Tokenizer
 
@@ -337,7 +338,7 @@ def previous_promoted(store: VersionStore) -> str | None:
         return None
 
 
-def published_manifests(store: VersionStore) -> list[tuple[str, dict]]:
+def published_manifests(store: VersionStore) -> list[tuple[str, Manifest]]:
     """(version, manifest) of every readable published version, oldest first."""
     found = []
     for version in store.versions():
@@ -348,14 +349,16 @@ def published_manifests(store: VersionStore) -> list[tuple[str, dict]]:
     return found
 
 
-def on_set(manifest: dict, fingerprint: str | None) -> bool:
+def on_set(manifest: Manifest, fingerprint: str | None) -> bool:
     """Whether a version's manifest has figures on the evaluation rows with this fingerprint."""
-    evaluation = manifest.get("evaluation") or {}
+    evaluation = manifest.evaluation or {}
     eval_set = evaluation.get("eval_set") or {}
     return bool(fingerprint) and eval_set.get("fingerprint") == fingerprint and bool(evaluation.get("curve"))
 
 
-def trend_rows(manifests: Sequence[tuple[str, dict]], fingerprint: str | None, limit: int = TREND_LIMIT) -> list[dict]:
+def trend_rows(
+    manifests: Sequence[tuple[str, Manifest]], fingerprint: str | None, limit: int = TREND_LIMIT
+) -> list[dict]:
     """The previous versions measured on the same evaluation rows, oldest first (the newest
     `limit`): their bytes per token at their own size and their curves, as their manifests say.
     A version's `channel` is shown when its manifest has one (experiments do not move `latest`)."""
@@ -363,14 +366,14 @@ def trend_rows(manifests: Sequence[tuple[str, dict]], fingerprint: str | None, l
     for version, manifest in manifests:
         if not on_set(manifest, fingerprint):
             continue
-        evaluation = manifest["evaluation"]
+        evaluation = manifest.evaluation
         rows.append(
             {
                 "version": version,
-                "created": manifest.get("created", ""),
-                "vocab_size": (manifest.get("result") or {}).get("vocab_size"),
+                "created": manifest.created or "",
+                "vocab_size": manifest.result.vocab_size if manifest.result is not None else None,
                 "bytes_per_token": evaluation.get("bytes_per_token"),
-                "channel": manifest.get("channel"),
+                "channel": manifest.channel,
                 "curve": evaluation.get("curve") or [],
             }
         )
@@ -409,7 +412,7 @@ def evaluate_version_on_set(
     if previous_version and texts:
         known = dict(manifests).get(previous_version)
         if known is not None and on_set(known, fingerprint):
-            previous_curve, previous_source = known["evaluation"]["curve"], "manifest"
+            previous_curve, previous_source = known.evaluation["curve"], "manifest"
         else:  # measured before this set existed, or on other rows: encode the set with it
             previous = Tokenizer.load(store.location(previous_version))
             previous_curve = compression_curve(previous, texts, sorted(set(sizes) | {previous.vocab_size}))

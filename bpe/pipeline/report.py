@@ -7,10 +7,12 @@ import base64
 import re
 from urllib.parse import quote
 
+from bpe.manifest import Manifest
 
-def metrics_table(manifest: dict) -> list[dict]:
+
+def metrics_table(manifest: Manifest) -> list[dict]:
     """One row per vocabulary size: bytes per token of this version (and the previous one)."""
-    evaluation = manifest.get("evaluation") or {}
+    evaluation = manifest.evaluation or {}
     previous = {r["vocab_size"]: r["bytes_per_token"] for r in evaluation.get("previous_curve") or []}
     return [
         {
@@ -64,23 +66,23 @@ def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def trend_section(manifest: dict) -> list[str]:
+def trend_section(manifest: Manifest) -> list[str]:
     """The markdown table of bytes per token across versions on this version's evaluation rows,
     oldest first and this version last, with the change from the row above (4 places, as the figures
     are kept, so a small regression does not print as 0.000) and the channel of a version off the
     main line (an experiment); empty when no earlier
     version was measured on the same rows."""
-    evaluation = manifest.get("evaluation") or {}
+    evaluation = manifest.evaluation or {}
     eval_set = evaluation.get("eval_set") or {}
     trend = evaluation.get("trend") or []
     if not trend or evaluation.get("bytes_per_token") is None:
         return []
     this = {
-        "version": manifest["version"],
-        "created": manifest.get("created", ""),
-        "vocab_size": (manifest.get("result") or {}).get("vocab_size"),
+        "version": manifest.version,
+        "created": manifest.created or "",
+        "vocab_size": manifest.result.vocab_size if manifest.result is not None else None,
         "bytes_per_token": evaluation["bytes_per_token"],
-        "channel": manifest.get("channel"),
+        "channel": manifest.channel,
     }
     lines = [
         "",
@@ -108,30 +110,28 @@ def trend_section(manifest: dict) -> list[str]:
     return lines
 
 
-def summary_markdown(manifest: dict, location: str, plot_png: bytes | None = None) -> str:
+def summary_markdown(manifest: Manifest, location: str, plot_png: bytes | None = None) -> str:
     """The markdown summary of a version: data, settings, timing, compression on the evaluation set
     and its trend across versions, with a link to the version and, given `plot_png`, the plot
     embedded as a data: URI (a link to the file otherwise)."""
-    s, c, r = manifest["settings"], manifest["counts"], manifest["result"]
-    seconds, data = manifest["seconds"], manifest["data"]
-    evaluation = manifest.get("evaluation") or {}
+    s, c, r, data = manifest.settings, manifest.counts, manifest.result, manifest.data
+    evaluation = manifest.evaluation or {}
     eval_set = evaluation.get("eval_set") or {}
     own = evaluation.get("run_held_out") or {}
     lines = [
-        f"# {manifest['name']} {manifest['version']}",
+        f"# {manifest.name} {manifest.version}",
         "",
-        f"Written to [`{location}`]({link_target(location)}) at {manifest['created']}.",
+        f"Written to [`{location}`]({link_target(location)}) at {manifest.created}.",
         "",
         "| | |",
         "| --- | --- |",
-        f"| data | {len(data['shards'])} shard(s), {c['bytes'] / 1e6:,.1f} MB, {c['documents']:,} rows "
-        f"({c['held_out_rows']:,} held out), fingerprint `{data['fingerprint'][:16]}` |",
-        f"| counted | {data.get('counted_shards', 0)} shard(s) counted, "
-        f"{data.get('cached_shards', 0)} from the cache |",
-        f"| settings | vocabulary {s['vocab_size']:,}, pattern {code_cell(s['pattern'])}, special tokens "
-        f"{', '.join(code_cell(t) for t in s['special_tokens']) or 'none'}, min frequency {s['min_frequency']} |",
-        f"| result | {r['merges']:,} merges, vocabulary {r['vocab_size']:,}; stopped: {r['stop_reason']} |",
-        "| time | " + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items()) + " |",
+        f"| data | {len(data.shards)} shard(s), {c.bytes / 1e6:,.1f} MB, {c.documents:,} rows "
+        f"({c.held_out_rows:,} held out), fingerprint `{data.fingerprint[:16]}` |",
+        f"| counted | {data.counted_shards or 0} shard(s) counted, {data.cached_shards or 0} from the cache |",
+        f"| settings | vocabulary {s.vocab_size:,}, pattern {code_cell(s.pattern)}, special tokens "
+        f"{', '.join(code_cell(t) for t in s.special_tokens) or 'none'}, min frequency {s.min_frequency} |",
+        f"| result | {r.merges:,} merges, vocabulary {r.vocab_size:,}; stopped: {r.stop_reason} |",
+        "| time | " + ", ".join(f"{k} {v:.1f} s" for k, v in manifest.seconds.to_json().items()) + " |",
     ]
     if evaluation and evaluation.get("bytes_per_token") is None:  # holdout_fraction 0, or no usable set
         lines.append("| compression | no held-out rows to evaluate on |")
@@ -173,11 +173,11 @@ def summary_markdown(manifest: dict, location: str, plot_png: bytes | None = Non
     return "\n".join(lines) + "\n"
 
 
-def one_line(manifest: dict, location: str) -> str:
+def one_line(manifest: Manifest, location: str) -> str:
     """The line a run ends with: where the version is, and its bytes per token on held-out text."""
-    evaluation = manifest.get("evaluation") or {}
+    evaluation = manifest.evaluation or {}
     bpt = evaluation.get("bytes_per_token")
     eval_set = evaluation.get("eval_set") or {}
     on = f" (evaluation set `{eval_set['fingerprint'][:16]}`, {evaluation['rows']:,} rows)" if eval_set else ""
     compression = f"{bpt:.3f} bytes per token on held-out text{on}" if bpt else "no held-out text to evaluate on"
-    return f"{manifest['name']} {manifest['version']} written to {location}: {compression}"
+    return f"{manifest.name} {manifest.version} written to {location}: {compression}"

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from bpe.errors import InputError, SettingsError
 from bpe.leftovers import process_is_gone
+from bpe.manifest import Manifest
 from bpe.storage import COMPLETE
 
 VERSION = re.compile(r"^v(\d{4,})$")
@@ -161,7 +162,7 @@ class VersionStore:
             return pointed
         for version in reversed(self.versions()):
             try:
-                if self.manifest(version).get("promoted", True) is not False:
+                if self.manifest(version).promoted is not False:
                     return version
             except (FileNotFoundError, ValueError):
                 return version  # a version whose manifest cannot be read: taken as the main line's
@@ -188,8 +189,9 @@ class VersionStore:
         path = self.path(version)
         return path if self.local else f"{self.url}/{version}"
 
-    def manifest(self, version: str) -> dict:
-        return json.loads(self.fs.cat_file(f"{self.path(version)}/manifest.json"))
+    def manifest(self, version: str) -> Manifest:
+        """A version's manifest; FileNotFoundError, or ValueError for one that is not a JSON object."""
+        return Manifest.from_json(json.loads(self.fs.cat_file(f"{self.path(version)}/manifest.json")))
 
     def history(self) -> list[dict]:
         """Every recorded publish, promote, rollback and prune, oldest first (a line that is not a
@@ -213,7 +215,7 @@ class VersionStore:
         found = {}
         for version in self.versions() if versions is None else versions:
             try:
-                found[version] = self.manifest(version).get("channel") or MAIN
+                found[version] = self.manifest(version).channel or MAIN
             except (FileNotFoundError, ValueError):
                 found[version] = MAIN
         return found
@@ -279,13 +281,13 @@ class VersionStore:
         """Move the staged version into place, then, if it is promoted, move `latest` to it if it
         is the newest; the publish is recorded in the history. `promote` None: as the staged
         manifest says (`promoted`, true when absent: the main line)."""
-        described = {}
+        described = Manifest()
         try:
-            described = json.loads((staged.directory / "manifest.json").read_text())
+            described = Manifest.from_json(json.loads((staged.directory / "manifest.json").read_text()))
         except (FileNotFoundError, ValueError):
             pass
         if promote is None:
-            promote = described.get("promoted", True) is not False
+            promote = described.promoted is not False
         (staged.directory / COMPLETE).write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
         final = self.path(staged.version)
         if self.local:
@@ -520,7 +522,7 @@ def describe_versions(store: VersionStore) -> list[dict]:
             m = store.manifest(version)
         except (FileNotFoundError, json.JSONDecodeError):
             continue
-        evaluation = m.get("evaluation") or {}
+        evaluation = m.evaluation or {}
         bytes_per_token = evaluation.get("bytes_per_token")
         eval_set = (evaluation.get("eval_set") or {}).get("fingerprint")
         change = None
@@ -538,11 +540,11 @@ def describe_versions(store: VersionStore) -> list[dict]:
                 "latest": version == promotions.latest,
                 "promoted": version in promotions.promoted,
                 "rollback_target": version == target,
-                "channel": m.get("channel") or MAIN,
-                "created": m.get("created", ""),
-                "vocab_size": m.get("result", {}).get("vocab_size"),
-                "shards": len(m.get("data", {}).get("shards") or []),
-                "data_bytes": m.get("counts", {}).get("bytes"),
+                "channel": m.channel or MAIN,
+                "created": m.created or "",
+                "vocab_size": m.result.vocab_size if m.result is not None else None,
+                "shards": len((m.data.shards if m.data is not None else None) or []),
+                "data_bytes": m.counts.bytes if m.counts is not None else None,
                 "bytes_per_token": bytes_per_token,
                 "eval_set": eval_set,
                 "previous_promoted": previous[0] if previous else None,

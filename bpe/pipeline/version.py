@@ -7,6 +7,7 @@ from __future__ import annotations
 from bpe.counting import CountStats
 from bpe.distributed.counting import ShardCount
 from bpe.extend import Base
+from bpe.manifest import Manifest, TokenizerSection
 from bpe.pipeline.config import TRAINING_KEYS, TokenizerConfig
 from bpe.pipeline.store import MAIN, VersionStore
 from bpe.results import TrainingRun
@@ -30,24 +31,23 @@ def version_manifest(
     evaluation: dict,
     tokenizer: dict,
     prefect: dict,
-    total_seconds: float,
+    started: float,
     base: Base | None = None,
-) -> dict:
+) -> Manifest:
     """Everything `bpe versions`, the reports and the next run need to know about a version (with
-    the `base` it was trained from: where it came from and its digest)."""
-    manifest = build_manifest(cfg.settings(base), run, base)
-    manifest["seconds"]["total"] = round(total_seconds, 3)
-    manifest["settings"]["holdout_fraction"] = cfg.holdout_fraction
-    manifest["data"].update(counted_shards=len(counted) - cached, cached_shards=cached)
-    return {
-        "name": cfg.name,
-        "version": version,
-        **manifest,
-        "config": cfg.as_dict(),
-        "evaluation": evaluation,
-        "prefect": prefect,
-        "tokenizer": tokenizer,
-    }
+    the `base` it was trained from: where it came from and its digest). `started`: when the flow
+    run began (`time.perf_counter()`), its total time is from then."""
+    manifest = build_manifest(cfg.settings(base), run, started, base)
+    manifest.name = cfg.name
+    manifest.version = version
+    manifest.settings.holdout_fraction = cfg.holdout_fraction
+    manifest.data.counted_shards = len(counted) - cached
+    manifest.data.cached_shards = cached
+    manifest.config = cfg.as_dict()
+    manifest.evaluation = evaluation
+    manifest.prefect = prefect
+    manifest.tokenizer = TokenizerSection.from_json(tokenizer)
+    return manifest
 
 
 def unchanged_since(store: VersionStore, fingerprint: str, cfg: TokenizerConfig) -> str | None:
@@ -62,8 +62,8 @@ def unchanged_since(store: VersionStore, fingerprint: str, cfg: TokenizerConfig)
             manifest = store.manifest(version)
         except (FileNotFoundError, ValueError):
             continue
-        config = manifest.get("config") or {}
-        same_data = manifest.get("data", {}).get("fingerprint") == fingerprint
+        config = manifest.config or {}
+        same_data = data_fingerprint_of(manifest) == fingerprint
         if same_data and config.get("vocab_size") is not None and all(config.get(k) == v for k, v in settings.items()):
             return version
     return None
@@ -96,32 +96,37 @@ def settle_latest(store: VersionStore, version: str, promote: bool, by: str) -> 
     return latest, f"latest is {latest}" + ("" if latest == version else " (`bpe promote` to change it)")
 
 
-def newest_main_line(store: VersionStore) -> tuple[str, dict] | None:
+def newest_main_line(store: VersionStore) -> tuple[str, Manifest] | None:
     """The newest main-line version and its manifest: what the main line last trained on."""
     for version in reversed(store.versions()):
         try:
             manifest = store.manifest(version)
         except (FileNotFoundError, ValueError):
             continue
-        if (manifest.get("channel") or MAIN) == MAIN:
+        if (manifest.channel or MAIN) == MAIN:
             return version, manifest
     return None
 
 
-def identical_version(store: VersionStore, manifest: dict) -> str | None:
+def identical_version(store: VersionStore, manifest: Manifest) -> str | None:
     """A published version trained on the same data with the same settings as `manifest`, if any:
     publishing `manifest` too would only add a copy (two runs that overlapped, say)."""
-    fingerprint = manifest.get("data", {}).get("fingerprint")
-    settings = {k: (manifest.get("config") or {}).get(k) for k in TRAINING_KEYS}
+    fingerprint = data_fingerprint_of(manifest)
+    settings = {k: (manifest.config or {}).get(k) for k in TRAINING_KEYS}
     for version in reversed(store.versions()):
         try:
             other = store.manifest(version)
         except (FileNotFoundError, ValueError):
             continue
-        same_settings = {k: (other.get("config") or {}).get(k) for k in TRAINING_KEYS} == settings
-        if other.get("data", {}).get("fingerprint") == fingerprint and same_settings:
+        same_settings = {k: (other.config or {}).get(k) for k in TRAINING_KEYS} == settings
+        if data_fingerprint_of(other) == fingerprint and same_settings:
             return version
     return None
+
+
+def data_fingerprint_of(manifest: Manifest) -> str | None:
+    """The hash of all the data a version was trained on, as its manifest records it (None if it does not)."""
+    return manifest.data.fingerprint if manifest.data is not None else None
 
 
 def reason_to_train(store: VersionStore, shards: list[dict], cfg: TokenizerConfig) -> str:
@@ -133,7 +138,8 @@ def reason_to_train(store: VersionStore, shards: list[dict], cfg: TokenizerConfi
     if newest is None:
         return "no main-line version yet" if store.versions() else "no version yet"
     version, manifest = newest
-    before = {s.get("path"): s.get("sha256") for s in manifest.get("data", {}).get("shards") or []}
+    trained_on = (manifest.data.shards if manifest.data is not None else None) or []
+    before = {s.get("path"): s.get("sha256") for s in trained_on}
     now = {s["path"]: s["sha256"] for s in shards}
     reasons = []
     for what, paths in (
@@ -144,7 +150,7 @@ def reason_to_train(store: VersionStore, shards: list[dict], cfg: TokenizerConfi
         if paths:
             names = ", ".join(p.rsplit("/", 1)[-1] for p in sorted(paths)[:3]) + (" ..." if len(paths) > 3 else "")
             reasons.append(f"{len(paths)} {what} shard(s) ({names})")
-    old = manifest.get("config") or {}
+    old = manifest.config or {}
     for key, value in cfg.training_settings().items():
         if old.get(key) != value:
             reasons.append(f"{key} {old.get(key)!r} -> {value!r}")
