@@ -18,6 +18,7 @@ from prefect.context import get_run_context
 
 from bpe import storage
 from bpe.distributed.client import dask_client, ready_workers, share_client
+from bpe.engine.replay import BaseMerges
 from bpe.extend import load_base
 from bpe.pipeline.config import TRAINING_KEYS, load_config
 from bpe.pipeline.demo import write_demo_corpus
@@ -34,6 +35,8 @@ from bpe.pipeline.version import (
     version_manifest,
 )
 from bpe.results import TrainingRun
+from bpe.settings import Settings
+from bpe.superwords import train_in_stages
 from bpe.tasks.artifacts import evaluate_version, export_version, publish_version
 from bpe.tasks.data import combine_counts, count_all, discover_shards
 from bpe.tasks.merges import train_merges
@@ -52,6 +55,7 @@ def train_bpe(
     min_frequency: int | None = None,
     tie_break: str | None = None,
     max_token_length: int | None = None,
+    superwords: dict | None = None,
     base: str | None = None,
     holdout_fraction: float | None = None,
     artifact_root: str | None = None,
@@ -77,7 +81,7 @@ def train_bpe(
     shards = discover_shards(cfg.data)
     fingerprint = data_fingerprint(shards)
     store = VersionStore(cfg.artifact_root, cfg.name)
-    record_counts_in_use(cfg, shards, logger.warning)
+    record_counts_in_use(cfg, shards, settings, logger.warning)
     unchanged = unchanged_since(store, fingerprint, cfg)
     if unchanged:
         latest, then = settle_latest(store, unchanged, promote, by=f"flow run {run_ids().get('flow_run_id', '?')}")
@@ -94,35 +98,47 @@ def train_bpe(
     logger.info(f"training: {reason_to_train(store, shards, cfg)}; {channel_note(overridden, promote, store.latest())}")
 
     scratch = storage.join(cfg.counts_cache, "runs", uuid.uuid4().hex[:12])
-    seconds = {}
+    stage_counts: list[tuple[list, int]] = []  # (counted, cached) of each stage
     try:
         t0 = time.perf_counter()
         with dask_client(cfg.dask_scheduler, cfg.dask_workers, log=logger.info) as (client, cluster):
             address = share_client(client)
             ready = ready_workers(client, log=logger.info)
-            n_workers = ready.workers
-            seconds["compile"] = ready.compile_seconds
-            seconds["cluster"] = time.perf_counter() - t0 - ready.compile_seconds
-            t1 = time.perf_counter()
-            counted, cached = count_all(shards, cfg, address)
-            seconds["count"] = time.perf_counter() - t1
-            t2 = time.perf_counter()
-            word_shards = combine_counts(counted, n_workers, scratch, address)
-            seconds["combine"] = time.perf_counter() - t2
-            sharded = train_merges(word_shards, settings, scratch, address, base.merges if base else None)
-            seconds["build"], seconds["merge"] = sharded.build_seconds, sharded.merges.seconds
-            seconds["merge_loop"] = sharded.loop_seconds
-            seconds["compile"] += sharded.compile_seconds
+            setup = {"compile": ready.compile_seconds, "cluster": time.perf_counter() - t0 - ready.compile_seconds}
+
+            def run_stage(stage: Settings, replayed: BaseMerges | None) -> TrainingRun:
+                """Count the shards as `stage` splits them, then learn its merges on the workers."""
+                if stage.stage != "whole":
+                    logger.info(f"{stage.stage} stage: {stage.n_merges():,} merges, split by {stage.pretokenizer.name}")
+                t1 = time.perf_counter()
+                counted, cached = count_all(shards, cfg, stage, address)
+                seconds = {"count": time.perf_counter() - t1}
+                t2 = time.perf_counter()
+                word_shards = combine_counts(counted, ready.workers, storage.join(scratch, stage.stage), address)
+                seconds["combine"] = time.perf_counter() - t2
+                sharded = train_merges(word_shards, stage, scratch, address, replayed)
+                seconds["build"], seconds["merge"] = sharded.build_seconds, sharded.merges.seconds
+                seconds["merge_loop"], seconds["compile"] = sharded.loop_seconds, sharded.compile_seconds
+                stage_counts.append((counted, cached))
+                return TrainingRun(
+                    stats=summed_stats(counted),
+                    unique_words=sharded.unique_words,
+                    merges=sharded.merges,
+                    fingerprints=[c.shard for c in counted],
+                    seconds=seconds,
+                    engine={
+                        "scheduler": cluster["scheduler"],
+                        "cluster_started_here": cluster["started_here"],
+                        **sharded.engine,
+                    },
+                )
+
+            run = train_in_stages(settings, run_stage, base.merges if base else None)
+            run.seconds["compile"] += setup["compile"]
+            run.seconds = {"compile": run.seconds["compile"], "cluster": setup["cluster"], **run.seconds}
     finally:
         storage.remove_tree(scratch)
-    run = TrainingRun(
-        stats=summed_stats(counted),
-        unique_words=sharded.unique_words,
-        merges=sharded.merges,
-        fingerprints=[c.shard for c in counted],
-        seconds=seconds,
-        engine={"scheduler": cluster["scheduler"], "cluster_started_here": cluster["started_here"], **sharded.engine},
-    )
+    counted, cached = stage_counts[-1]  # the tokenizer splits text as the last stage did
 
     staged, described = export_version(run.merges.merges, settings, cfg.artifact_root, cfg.name, base)
     try:

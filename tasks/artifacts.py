@@ -81,6 +81,7 @@ def evaluate_version(
         staged.directory / "compression.png",
         log=logger.info,
         warn=logger.warning,
+        transition=settings.transition if settings.superwords else None,
     )
     eval_set = result["eval_set"] or {}
     if result["bytes_per_token"] is not None:

@@ -13,6 +13,7 @@ from bpe.inputs.discover import discover
 from bpe.pipeline.config import TokenizerConfig
 from bpe.pipeline.count_cache import CountCache, counting_settings, shard_count_key
 from bpe.pretokenize import Pretokenizer
+from bpe.settings import Settings
 
 
 def no_retry_for_bad_input(task, task_run, state) -> bool:
@@ -92,11 +93,14 @@ def count_shard(shard: dict, counting: dict, cache_dir: str, scheduler: str) -> 
     return counted
 
 
-def count_all(shards: list[dict], cfg: TokenizerConfig, scheduler: str) -> tuple[list[ShardCount], int]:
-    """Count every shard (unchanged ones come from the cache); returns the counts in shard order
-    and how many were cached. A count whose files were cleaned away is done again."""
+def count_all(
+    shards: list[dict], cfg: TokenizerConfig, settings: Settings, scheduler: str
+) -> tuple[list[ShardCount], int]:
+    """Count every shard as `settings` split text (unchanged ones come from the cache); returns
+    the counts in shard order and how many were cached. A count whose files were cleaned away is
+    done again."""
     logger = get_run_logger()
-    counting, cache_dir = counting_settings(cfg), cfg.counts_cache
+    counting, cache_dir = counting_settings(cfg, settings), cfg.counts_cache
     futures = [count_shard.submit(shard, counting, cache_dir, scheduler) for shard in shards]
     for done, future in enumerate(as_completed(futures), start=1):
         future.result()  # raises at once, naming the shard, if a count failed

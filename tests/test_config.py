@@ -41,6 +41,13 @@ BASE = "name: tok\ndata: data/\nvocab_size: 1000\n"
         ("name: 'a b'\n", "name: expected letters, digits"),
         ("demo_corpus: yes please\n", "demo_corpus: expected true or false"),
         ("demo_corpus: true\ndata: s3://bucket/demo/\n", "demo_corpus: true needs `data` to be one local directory"),
+        ("superwords: {max_words: 3}\n", "superwords: transition: required"),
+        ("superwords: {transition: 600, words: 3}\n", "superwords: unknown key 'words'"),
+        ("superwords: {transition: 100}\n", "superwords: transition: expected a vocabulary size >= 256"),
+        ("superwords: {transition: 600, max_words: 0}\n", "superwords: max_words: expected an integer >= 1"),
+        ("superwords: {transition: 600, pattern: '(x'}\n", "superwords: pattern: not a known name"),
+        ("superwords: {transition: 600, colon_space: maybe}\n", "superwords: colon_space: expected true or false"),
+        ("superwords: 600\n", "superwords: expected a mapping with transition"),
     ],
 )
 def test_bad_values_name_the_file_and_the_key(tmp_path, extra, message):
@@ -48,6 +55,20 @@ def test_bad_values_name_the_file_and_the_key(tmp_path, extra, message):
     with pytest.raises(SettingsError) as raised:
         load_config(path)
     assert str(raised.value).startswith(f"{path}: ") and message in str(raised.value)
+
+
+def test_superwords_section_gives_the_superword_settings(tmp_path):
+    cfg = load_config(write(tmp_path, BASE + "superwords: {transition: 600, max_words: null}\n"))
+    settings = cfg.settings()
+    assert settings.superwords and settings.transition == 600 and settings.max_words is None
+    assert settings.superword_pattern == "superbpe" and settings.colon_space is False
+    assert cfg.training_settings()["superwords"] == {
+        "transition": 600,
+        "pattern": "superbpe",
+        "max_words": None,
+        "colon_space": False,
+    }
+    assert not load_config(write(tmp_path, BASE)).settings().superwords
 
 
 def test_missing_required_key_and_missing_file(tmp_path):

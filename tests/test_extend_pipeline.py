@@ -1,6 +1,8 @@
-"""The pipeline's `base:` key: a scheduled deployment extends a fixed base tokenizer with the
-merges of its own data, and the version's manifest records the base (where it came from, its
-digest). Real services: the session's Prefect server, process worker and Dask cluster."""
+"""The pipeline's keys that change what training starts from and how: `base:` (a scheduled
+deployment extends a fixed base tokenizer with the merges of its own data, and the version's
+manifest records the base) and `superwords:` (a scheduled deployment trains a superword
+tokenizer). Both give the merges of the library's `train` on the rows the pipeline does not hold
+out. Real services: the session's Prefect server, process worker and Dask cluster."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bpe import Tokenizer, train
+from bpe.counting import holdout_mask
 from bpe.extend import Base
 from bpe.pipeline.store import VersionStore
 from tests.conftest import claim_deployment_names, stdlib_paragraphs
@@ -63,3 +66,72 @@ def test_a_deployment_with_a_base_extends_it_and_records_it(pipeline_services, t
     assert tok.vocab_size == 520 and tok.pattern == "gpt2"  # the base's pattern: the configuration names none
     assert tok.merges[:143] == base.merges and tok.special_tokens == {"<|endoftext|>": 399}
     assert [tok.token_bytes(i) for i in range(399)] == [base.token_bytes(i) for i in range(399)]
+    # Counted as the base splits text (its gpt2 pattern, its special token), not with the default cl100k.
+    assert tok.merges == train(trained_rows(paragraphs[:1200], 0.05), vocab_size=520, base=base).merges
+
+
+def trained_rows(rows: list[str], holdout_fraction: float) -> list[str]:
+    """The rows the pipeline trains on: those its held-out hash does not set aside."""
+    import pyarrow as pa
+
+    held_out = holdout_mask(pa.array(rows, pa.large_string()), holdout_fraction).tolist()
+    return [row for row, out in zip(rows, held_out) if not out]
+
+
+def deploy(pipeline_services, conf: Path) -> None:
+    done = subprocess.run(
+        [str(Path(os.sys.executable).parent / "bpe"), "deploy", "--conf", str(conf), "--pool", POOL],
+        env={**os.environ, **pipeline_services["env"]},
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_a_scheduled_deployment_trains_a_superword_tokenizer(pipeline_services, tmp_path):
+    """`superwords:` in the configuration: both stages counted on the workers (each cached), the
+    library's merges, the transition in the evaluation and the report."""
+    yaml = pytest.importorskip("yaml")
+    claim_deployment_names(__name__, "superwords")
+    paragraphs = stdlib_paragraphs()[:1200]
+    data = tmp_path / "shards"
+    for i in range(2):
+        write_shard(data / f"part-{i:05d}.parquet", paragraphs[i * 600 : (i + 1) * 600])
+    cfg = {
+        "name": "superwords",
+        "data": str(data),
+        "vocab_size": 700,
+        "special_tokens": ["<|endoftext|>"],
+        "superwords": {"transition": 500, "max_words": 3},
+        "holdout_fraction": 0.05,
+        "artifact_root": str(tmp_path / "artifacts"),
+        "dask_scheduler": pipeline_services["scheduler"],
+        "schedule": "23 4 * * *",
+        "eval_sizes": [300, 400, 700],
+    }
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "superwords.yaml").write_text(yaml.safe_dump(cfg))
+    deploy(pipeline_services, conf)
+    result = run_deployment(pipeline_services, "superwords")
+    assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]
+    assert "superwords stage: 199 merges, split by superbpe" in result["logs"]
+    store = VersionStore(cfg["artifact_root"], "superwords")
+    manifest = store.manifest("v0001")
+    tok = Tokenizer.load(store.location("v0001"))
+    expected = train(
+        trained_rows(paragraphs, 0.05),
+        vocab_size=700,
+        special_tokens=["<|endoftext|>"],
+        superwords=True,
+        transition=500,
+        max_words=3,
+    )
+    assert tok == expected and tok.pattern == "superbpe"
+    assert manifest.superwords.transition == 500 and [s["merges"] for s in manifest.superwords.stages] == [244, 199]
+    assert manifest.settings.superwords is True and manifest.config["superwords"]["max_words"] == 3
+    evaluation = manifest.evaluation
+    assert evaluation["transition"] == 500 and 501 in [row["vocab_size"] for row in evaluation["curve"]]
+    assert "superwords from 500 (split superbpe, at most 3 words)" in result["logs"]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from bpe.errors import SettingsError
-from bpe.pretokenize import DEFAULT_PATTERN
+from bpe.pretokenize import DEFAULT_PATTERN, SUPERWORD_PATTERN
 from bpe.settings import Settings, check_setting
 
 if TYPE_CHECKING:
@@ -35,7 +35,21 @@ TRAINING_KEYS = (
     "base",
     "text_column",
     "holdout_fraction",
+    "superwords",
 )
+
+
+@dataclass(frozen=True)
+class Superwords:
+    """A superword tokenizer (`superwords:` in the configuration; plain BPE when absent): ordinary
+    BPE until the vocabulary holds `transition` tokens, then merges across words with the text split
+    by `pattern` (`superbpe`, the paper's, or a Split regex), each superword of at most `max_words`
+    words (null: no limit) and, unless `colon_space`, no ": " (see `bpe.superwords`)."""
+
+    transition: int
+    pattern: str = SUPERWORD_PATTERN
+    max_words: int | None = 4
+    colon_space: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,6 +87,7 @@ class TokenizerConfig:
     min_frequency: int = 1
     tie_break: str = "bytes"
     max_token_length: int | None = None  # bytes; none: no limit
+    superwords: Superwords | None = None  # a superword tokenizer's stages; none: plain BPE
     holdout_fraction: float = 0.01
     artifact_root: str = "artifacts"
     cache_dir: str | None = None  # shard counts persist here; default <artifact_root>/.cache
@@ -104,13 +119,28 @@ class TokenizerConfig:
             max_token_length=self.max_token_length,
             base_merges=base_merges,
             text_column=self.text_column,
+            **self.superword_settings(),
         )
 
-    def training_settings(self) -> dict:
-        """What decides the merges (a change here means retraining even if the data is the same)."""
+    def superword_settings(self) -> dict:
+        """The `Settings` keywords of the `superwords:` section (none for plain BPE)."""
+        if self.superwords is None:
+            return {}
         return {
-            key: getattr(self, key) if key != "special_tokens" else list(self.special_tokens) for key in TRAINING_KEYS
+            "superwords": True,
+            "transition": self.superwords.transition,
+            "superword_pattern": self.superwords.pattern,
+            "max_words": self.superwords.max_words,
+            "colon_space": self.superwords.colon_space,
         }
+
+    def training_settings(self) -> dict:
+        """What decides the merges (a change here means retraining even if the data is the same),
+        as the manifest's `config` records them."""
+        settings = {key: getattr(self, key) for key in TRAINING_KEYS}
+        settings["special_tokens"] = list(self.special_tokens)
+        settings["superwords"] = asdict(self.superwords) if self.superwords is not None else None
+        return settings
 
     @property
     def counts_cache(self) -> str:
@@ -221,6 +251,8 @@ def _check(where: str, key: str, value):
         return _check_retention(where, value)
     if key == "alerts":
         return _check_alerts(where, value)
+    if key == "superwords":
+        return _check_superwords(where, value)
     if key == "schedule":
         if value is None:
             return None
@@ -269,6 +301,26 @@ def _check_retention(where: str, value) -> Retention:
     if days is not None and (not isinstance(days, (int, float)) or isinstance(days, bool) or not days > 0):
         raise SettingsError(f"{where}: retention: cache_days: expected a number of days > 0 or null, got {days!r}")
     return Retention(keep_versions=keep, cache_days=None if days is None else float(days))
+
+
+def _check_superwords(where: str, value) -> Superwords | None:
+    """`superwords: {transition: 24576, pattern: superbpe, max_words: 4, colon_space: false}`; only
+    `transition` is required; null or absent: plain BPE."""
+    if value is None or isinstance(value, Superwords):
+        return value
+    value = _section(where, "superwords", value, Superwords)
+    if "transition" not in value:
+        raise SettingsError(f"{where}: superwords: transition: required (the vocabulary size where superwords start)")
+    found = Superwords(**value)
+    for key, name in (("transition", "transition"), ("pattern", "superword_pattern"), ("max_words", "max_words")):
+        try:
+            check_setting(name, getattr(found, key))
+        except SettingsError as exc:
+            message = str(exc).removeprefix(f"{name}: ")
+            raise SettingsError(f"{where}: superwords: {key}: {message}", parameter="superwords") from None
+    if not isinstance(found.colon_space, bool):
+        raise SettingsError(f"{where}: superwords: colon_space: expected true or false, got {found.colon_space!r}")
+    return found
 
 
 def _check_alerts(where: str, value) -> Alerts:

@@ -23,16 +23,20 @@ from bpe import storage
 from bpe.counting import CountStats, counting_code_version
 from bpe.distributed.counting import ShardCount
 from bpe.pipeline.config import TokenizerConfig
+from bpe.settings import Settings
 
 Warn = Callable[[str], None]
 RECORD_ERRORS = (OSError, ValueError, TypeError, KeyError, AttributeError)  # what a bad record raises
 
 
-def counting_settings(cfg: TokenizerConfig) -> dict:
-    """What a shard's counts depend on besides its content."""
+def counting_settings(cfg: TokenizerConfig, settings: Settings | None = None) -> dict:
+    """What a shard's counts depend on besides its content: how `settings` split text (the run's,
+    with its base's pattern and special tokens, or one stage's of a superword run; by default
+    the configuration's own), the text column and the held-out fraction."""
+    pretokenizer = (settings or cfg.settings()).pretokenizer
     return {
-        "pattern": cfg.settings().pretokenizer.regex,
-        "special_tokens": list(cfg.special_tokens),
+        "pattern": pretokenizer.regex,
+        "special_tokens": list(pretokenizer.special_tokens),
         "text_column": cfg.text_column,
         "holdout_fraction": cfg.holdout_fraction,
     }

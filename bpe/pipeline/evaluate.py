@@ -66,12 +66,14 @@ def plot_curve(
     label: str = "",
     previous_label: str = "previous version",
     trend: list[dict] | None = None,
+    transition: int | None = None,
 ) -> Path:
     """A PNG of bytes per token against vocabulary size (log scale), with the previous version's
     curve when there is one, so a size can be picked by looking. With a `trend` of two versions or
     more (rows with "version" and "curve", oldest first, this version last), a second panel shows
     bytes per token across versions at each of this version's sizes: on one evaluation set the
-    lines are comparable, and a regression shows as a line going down."""
+    lines are comparable, and a regression shows as a line going down. A superword tokenizer's
+    `transition` is marked where its superwords start."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -106,6 +108,8 @@ def plot_curve(
             ha="center",
             fontsize=7,
         )
+    if transition is not None:
+        ax.axvline(transition, color="#d62728", linestyle=":", linewidth=1, label=f"superwords from {transition:,}")
     ax.set_xscale("log", base=2)
     ticks = sorted({r["vocab_size"] for r in curve + (previous or [])})
     ax.set_xticks(ticks, [f"{t:,}" for t in ticks], fontsize=7)
@@ -390,6 +394,7 @@ def evaluate_version_on_set(
     plot_path: Path | None = None,
     log: Callable[[str], object] = lambda _: None,
     warn: Callable[[str], object] = lambda _: None,
+    transition: int | None = None,
 ) -> dict:
     """The manifest's `evaluation` of `version`: bytes per token on the tokenizer's evaluation set
     (frozen by the first version) at each size up to the trained one; the previous promoted
@@ -404,6 +409,8 @@ def evaluate_version_on_set(
         warn(warning)
     texts = rows.texts
     sizes = sorted(set(sizes or default_sizes(tokenizer.vocab_size)) | {tokenizer.vocab_size})
+    if transition is not None:
+        sizes = sorted(set(sizes) | {transition + len(tokenizer.special_tokens)})
     curve = compression_curve(tokenizer, texts, sizes) if texts else []
     fingerprint = (rows.description or {}).get("fingerprint")
     manifests = published_manifests(store)
@@ -440,6 +447,8 @@ def evaluate_version_on_set(
         },
         "notes": rows.notes + rows.warnings,
     }
+    if transition is not None:
+        result["transition"] = transition
     if plot_path is not None and curve:
         trend = [
             *result["trend"],
@@ -458,6 +467,7 @@ def evaluate_version_on_set(
             label=version,
             previous_label=f"previous: {previous_version}",
             trend=trend,
+            transition=transition,
         )
         result["plot"] = plot_path.name
     return result

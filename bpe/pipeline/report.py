@@ -129,7 +129,8 @@ def summary_markdown(manifest: Manifest, location: str, plot_png: bytes | None =
         f"({c.held_out_rows:,} held out), fingerprint `{data.fingerprint[:16]}` |",
         f"| counted | {data.counted_shards or 0} shard(s) counted, {data.cached_shards or 0} from the cache |",
         f"| settings | vocabulary {s.vocab_size:,}, pattern {code_cell(s.pattern)}, special tokens "
-        f"{', '.join(code_cell(t) for t in s.special_tokens) or 'none'}, min frequency {s.min_frequency} |",
+        f"{', '.join(code_cell(t) for t in s.special_tokens) or 'none'}, min frequency {s.min_frequency}"
+        f"{superword_note(manifest)} |",
         f"| result | {r.merges:,} merges, vocabulary {r.vocab_size:,}; stopped: {r.stop_reason} |",
         "| time | " + ", ".join(f"{k} {v:.1f} s" for k, v in manifest.seconds.to_json().items()) + " |",
     ]
@@ -173,6 +174,16 @@ def summary_markdown(manifest: Manifest, location: str, plot_png: bytes | None =
     return "\n".join(lines) + "\n"
 
 
+def superword_note(manifest: Manifest) -> str:
+    """What a superword tokenizer's settings add to its report (", superwords from 24,576 (split
+    superbpe, at most 4 words)"); nothing for any other."""
+    s = manifest.settings
+    if s is None or not s.superwords:
+        return ""
+    words = f"at most {s.max_words} words" if s.max_words else "any number of words"
+    return f", superwords from {s.transition:,} (split {s.superword_pattern}, {words})"
+
+
 def one_line(manifest: Manifest, location: str) -> str:
     """The line a run ends with: where the version is, and its bytes per token on held-out text."""
     evaluation = manifest.evaluation or {}
@@ -180,4 +191,4 @@ def one_line(manifest: Manifest, location: str) -> str:
     eval_set = evaluation.get("eval_set") or {}
     on = f" (evaluation set `{eval_set['fingerprint'][:16]}`, {evaluation['rows']:,} rows)" if eval_set else ""
     compression = f"{bpt:.3f} bytes per token on held-out text{on}" if bpt else "no held-out text to evaluate on"
-    return f"{manifest.name} {manifest.version} written to {location}: {compression}"
+    return f"{manifest.name} {manifest.version} written to {location}: {compression}{superword_note(manifest)}"

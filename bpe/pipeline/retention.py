@@ -29,6 +29,7 @@ from bpe import storage
 from bpe.errors import InputError, SettingsError
 from bpe.pipeline.count_cache import counting_settings, shard_count_key
 from bpe.pipeline.store import MAIN, Promotions, VersionStore
+from bpe.settings import Settings
 
 COUNT_FILE = re.compile(r"^(count-[0-9a-f]{32})(\.json|\.parquet|\.held-out\.parquet)$")
 IN_USE = "in-use"
@@ -291,13 +292,20 @@ def apply_retention(
     return done
 
 
-def record_counts_in_use(cfg, shards: list[dict], warn: Callable[[str], None] = print) -> None:
-    """Record the count cache keys of a run's shards as in use, so that the cache's age-based
-    sweep (`retention.cache_days`, `bpe prune-cache`) keeps them: reading a count back leaves no
-    trace on its files. A failure is a warning: the record only protects the cache from a sweep."""
+def record_counts_in_use(
+    cfg, shards: list[dict], settings: Settings | None = None, warn: Callable[[str], None] = print
+) -> None:
+    """Record the count cache keys of a run's shards as in use (counted as `settings` split text:
+    each stage's, for a superword run), so that the cache's age-based sweep (`retention.cache_days`,
+    `bpe prune-cache`) keeps them: reading a count back leaves no trace on its files. A failure is
+    a warning: the record only protects the cache from a sweep."""
     try:
-        counting = counting_settings(cfg)
+        settings = settings or cfg.settings()
+        stages = [settings.subword_stage(), settings.superword_stage(0)] if settings.superwords else [settings]
         store = VersionStore(cfg.artifact_root, cfg.name)
-        mark_in_use(cfg.counts_cache, store.url, cfg.name, counting, [shard_count_key(s, counting) for s in shards])
+        for stage in stages:
+            counting = counting_settings(cfg, stage)
+            keys = [shard_count_key(s, counting) for s in shards]
+            mark_in_use(cfg.counts_cache, store.url, cfg.name, counting, keys)
     except Exception as exc:
         warn(f"could not record the count cache entries in use ({type(exc).__name__}: {exc})")
