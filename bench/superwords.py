@@ -57,13 +57,47 @@ def bpe_train(data: Path, vocab_size: int, out: Path, engine: str, *extra: str) 
 
 
 def measured(result: dict, out: Path, held_out: list[str]) -> dict:
-    """The run's manifest, and bytes per token on the held-out rows."""
+    """The run's manifest, and bytes per token on the held-out rows: at its size, and at every
+    power of two below it (and at the transition) as the pipeline's evaluation measures them."""
     from bpe import Tokenizer
-    from bpe.pipeline.evaluate import bytes_per_token
+    from bpe.pipeline.evaluate import compression_curve, default_sizes
 
     result["manifest"] = json.loads((out / "manifest.json").read_text())
-    result["bytes_per_token"] = bytes_per_token(Tokenizer.load(out), held_out)
+    tok = Tokenizer.load(out)
+    transition = (result["manifest"].get("superwords") or {}).get("transition")
+    sizes = sorted(set(default_sizes(tok.vocab_size)) | ({transition} if transition else set()))
+    result["curve"] = compression_curve(tok, held_out, sizes)
+    result["bytes_per_token"] = result["curve"][-1]["bytes_per_token"]
     return result
+
+
+def plot_comparison(path: Path, rows: list[dict], title: str) -> None:
+    """Bytes per token on the held-out rows by vocabulary size: plain BPE and each superword
+    tokenizer of the largest size (its transition marked), as the pipeline's plot draws a curve."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    size = max(r["size"] for r in rows)
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=100)
+    for r in rows:
+        if r["size"] != size or r["transition"] == "hf":
+            continue
+        label = "BPE" if r["transition"] is None else f"SuperBPE, t = {r['transition']:,}"
+        line = ax.plot([c["vocab_size"] for c in r["curve"]], [c["bytes_per_token"] for c in r["curve"]], "o-", ms=3)
+        line[0].set_label(label)
+        if r["transition"] is not None:
+            ax.axvline(r["transition"], color=line[0].get_color(), linestyle=":", linewidth=1)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("vocabulary size (tokens)")
+    ax.set_ylabel("bytes per token on held-out text (higher is better)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
 
 
 def main() -> None:
@@ -75,6 +109,7 @@ def main() -> None:
     parser.add_argument("--no-hf", action="store_true", help="skip Hugging Face on the superword split")
     parser.add_argument("--scale", type=float, help="build a corpus of this many MB from --data, and use it")
     parser.add_argument("--json", type=Path, help="also write the measurements here")
+    parser.add_argument("--plot", type=Path, help="draw the curves of the largest size here (PNG)")
     args = parser.parse_args()
     if not args.data.exists():
         sys.exit(f"no corpus at {args.data} (give --data)")
@@ -123,8 +158,11 @@ def main() -> None:
                     flush=True,
                 )
         report(rows)
+        if args.plot:
+            plot_comparison(args.plot, rows, f"{args.data.name}: bytes per token on the pipeline's held-out rows")
+            print(f"plot: {args.plot}")
         if args.json:
-            keep = ("size", "transition", "wall", "peak_mb", "bytes_per_token")
+            keep = ("size", "transition", "wall", "peak_mb", "bytes_per_token", "curve")
             args.json.write_text(json.dumps([{k: r.get(k) for k in keep} for r in rows], indent=1))
     finally:
         shutil.rmtree(work, ignore_errors=True)
