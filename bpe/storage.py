@@ -1,7 +1,7 @@
 """Where shared files live: a local path or an fsspec URL (`s3://`, `gs://`, `file://`), one API.
 
 Every file that crosses a process goes through here: the count cache, the Dask engine's scratch
-(word shards, checkpoints), held-out rows, versions, tokenizer output and `bpe encode`'s output.
+(word buckets, checkpoints), held-out rows, versions, tokenizer output and `bpe encode`'s output.
 Whatever is written is staged, then published whole: a file is written under a temporary name of
 this process beside its place and renamed there (`StagedFile`, `write_file`); a directory (a
 tokenizer, a version) is staged beside its place and renamed there (`publish_directory`,

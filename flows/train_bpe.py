@@ -107,21 +107,25 @@ def train_bpe(
             counted, cached = count_all(shards, cfg, address)
             seconds["count"] = time.perf_counter() - t1
             t2 = time.perf_counter()
-            word_shards = combine_counts(counted, n_workers, scratch, address)
+            word_buckets = combine_counts(counted, n_workers, scratch, address)
             seconds["combine"] = time.perf_counter() - t2
-            sharded = train_merges(word_shards, settings, scratch, address, base.merges if base else None)
-            seconds["build"], seconds["merge"] = sharded.build_seconds, sharded.merges.seconds
-            seconds["merge_loop"] = sharded.loop_seconds
-            seconds["compile"] += sharded.compile_seconds
+            on_workers = train_merges(word_buckets, settings, scratch, address, base.merges if base else None)
+            seconds["build"], seconds["merge"] = on_workers.build_seconds, on_workers.merges.seconds
+            seconds["merge_loop"] = on_workers.loop_seconds
+            seconds["compile"] += on_workers.compile_seconds
     finally:
         storage.remove_tree(scratch)
     run = TrainingRun(
         stats=summed_stats(counted),
-        unique_words=sharded.unique_words,
-        merges=sharded.merges,
+        unique_words=on_workers.unique_words,
+        merges=on_workers.merges,
         fingerprints=[c.shard for c in counted],
         seconds=seconds,
-        engine={"scheduler": cluster["scheduler"], "cluster_started_here": cluster["started_here"], **sharded.engine},
+        engine={
+            "scheduler": cluster["scheduler"],
+            "cluster_started_here": cluster["started_here"],
+            **on_workers.engine,
+        },
     )
 
     staged, described = export_version(run.merges.merges, settings, cfg.artifact_root, cfg.name, base)

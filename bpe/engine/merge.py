@@ -3,7 +3,7 @@
 `WordTable`s (the words) and one `PairQueue` (the counts) exchange pair-count deltas each round,
 exactly as the Dask engine does across workers, so both engines share every kernel. On one thread
 the whole loop is one compiled call; on several, the words are split by the Dask engine's stable
-hash and each shard applies every round on its own thread (the kernels release the GIL): the Dask
+hash and each slice applies every round on its own thread (the kernels release the GIL): the Dask
 engine's protocol without the sockets, so the merges are the same for any number of threads.
 
 >>> from bpe.engine.count import WordCounts
@@ -27,8 +27,8 @@ from bpe.engine.count import WordCounts
 from bpe.engine.interrupts import interrupts_held
 from bpe.engine.pair_queue import PairQueue, _add, _next_round
 from bpe.engine.replay import BaseMerges
-from bpe.engine.spin_rounds import SpinningShards
-from bpe.engine.word_shards import ThreadedWordTable, split_tables
+from bpe.engine.spin_rounds import SpinningSlices
+from bpe.engine.word_slices import ThreadedWordTable, split_tables
 from bpe.engine.word_table import WordTable, _apply_merges, _take_deltas
 
 ProgressCallback = Callable[[int], None]
@@ -150,10 +150,10 @@ def _learn_on_threads(
     progress: ProgressCallback | None,
     base: BaseMerges | None = None,
 ) -> MergeResult:
-    """The loop over `threads` word shards: each round the queue picks merges, every shard applies
+    """The loop over `threads` word slices: each round the queue picks merges, every slice applies
     them at once and hands back its pair-count deltas, and all the deltas go into the one queue
     before the next round. With no more threads than cores the threads spin between rounds
-    (`SpinningShards`); otherwise they sleep (`ThreadedWordTable`)."""
+    (`SpinningSlices`); otherwise they sleep (`ThreadedWordTable`)."""
     if threads > available_cores():
         return _learn_on_sleeping_threads(
             counts, n_merges, threads, queue, min_frequency, one_per_round, progress, base
@@ -163,10 +163,10 @@ def _learn_on_threads(
         tables = split_tables(counts, threads, base)
     for table in tables:
         queue.add(*table.take_deltas())
-    with SpinningShards(tables) as shards:
+    with SpinningSlices(tables) as slices:
 
         def run_rounds(budget: int) -> tuple[np.ndarray, int]:
-            queue._state, batch, n_rounds = shards.run_rounds(queue._state, budget, min_frequency, one_per_round)
+            queue._state, batch, n_rounds = slices.run_rounds(queue._state, budget, min_frequency, one_per_round)
             return batch, n_rounds
 
         batches, done, rounds = drive(run_rounds, n_merges, progress)

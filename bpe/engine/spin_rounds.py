@@ -1,15 +1,15 @@
 """The threaded merge loop, with each round handed between threads through shared arrays.
 
 Each worker thread makes one compiled call for the whole loop (`_serve`): it waits, spinning, for
-the next round's merges, applies them to its word shard and hands back its pair-count deltas, in
+the next round's merges, applies them to its word slice and hands back its pair-count deltas, in
 chunks through a fixed buffer. The main thread's compiled call (`_run_rounds`) picks each round's
-merges, applies them to its own shard, and adds every shard's deltas to the one pair queue. No
+merges, applies them to its own slice, and adds every slice's deltas to the one pair queue. No
 thread goes back to Python between rounds, so a round costs no lock, no GIL hand-over and no
 sleeping thread's wake-up (about 50 µs each on a VM): what lets the loop gain from threads even
 at ten thousand rounds a second, where a round's work is a hundred microseconds.
 
 A spinning thread keeps its core busy while it waits, so this runs with no more threads than cores
-(`merge.py` falls back to `ShardThreads`, which sleep, otherwise), and a wait that lasts yields
+(`merge.py` falls back to `SliceThreads`, which sleep, otherwise), and a wait that lasts yields
 the core after a few spins (`backoff`), for when other processes want it too.
 
 Message passing, per worker line of `control`: main writes the merges, then `store_release`s
@@ -40,7 +40,7 @@ MAX_ROUND_MERGES = 4096  # a round takes at most this many merges (fewer is alwa
 CHUNK = 1 << 16  # deltas handed over at a time
 
 
-class SpinningShards:
+class SpinningSlices:
     """Word tables on threads: `tables[0]` on the calling thread, each other on a worker thread
     that spins between rounds until `close`."""
 
@@ -76,7 +76,7 @@ class SpinningShards:
         self.tables[0]._state = words
         if failed >= 0:
             self.close()
-            raise self.errors[failed] or RuntimeError(f"word shard {failed + 1} stopped")
+            raise self.errors[failed] or RuntimeError(f"word slice {failed + 1} stopped")
         return queue_state, made, rounds
 
     def close(self) -> None:
@@ -86,7 +86,7 @@ class SpinningShards:
             thread.join()
         self.threads = []
 
-    def __enter__(self) -> SpinningShards:
+    def __enter__(self) -> SpinningSlices:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -156,7 +156,7 @@ def _collect(queue, control, out_keys, out_deltas, sent_seen, worker):
 def _run_rounds(words, queue, control, merges, out_keys, out_deltas, sent_seen, workers, budget, min_frequency,
                 one_per_round):  # fmt: skip
     """Select, hand out, apply and count rounds until `budget` merges are made or none is left.
-    Returns the main shard's words, the queue, the merges, the rounds, and -1 or a failed worker."""
+    Returns the main slice's words, the queue, the merges, the rounds, and -1 or a failed worker."""
     made = np.empty((budget, 4), dtype=np.int64)
     n = 0
     rounds = 0

@@ -58,7 +58,7 @@ _META_SIZE = _FREE_NODES + 1
 
 
 class WordTable:
-    """Words of one shard with frequencies, rewritten in place as merges arrive."""
+    """Words with frequencies (all of them, or one slice or bucket), rewritten in place as merges arrive."""
 
     @holds_interrupts
     def __init__(self, counts: WordCounts, base: BaseMerges | None = None) -> None:
@@ -266,7 +266,7 @@ def _apply_merges(state, merges):
         pairs = state.pairs
         merged = slot_of(pairs, pack(a, b))
         if pairs[merged, KEY_COLUMN] == 0:
-            continue  # no word of this shard holds the pair
+            continue  # no word of this table holds the pair
         node = (pairs[merged, _LINKS] & LOW32) - 1
         pairs[merged, _LINKS] &= ~LOW32
         while node >= 0:
