@@ -27,8 +27,8 @@ from numba import njit
 
 from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below are cached)
 from bpe.engine.atomics import backoff, load_acquire, store_release
-from bpe.engine.pair_queue import _add, _next_round
-from bpe.engine.word_table import WordTable, _apply_merges, _take_deltas
+from bpe.engine.pair_queue import PairQueue, queue_add_deltas, queue_next_round
+from bpe.engine.word_table import WordTable, words_apply_merges, words_take_deltas
 
 # control: one line of 8 int64 (64 bytes, a cache line) for the main thread, then one per worker,
 # so that no two threads write the same line.
@@ -61,23 +61,27 @@ class SpinningSlices:
     def _serve(self, worker: int) -> None:
         table = self.tables[worker + 1]
         try:
-            table._state = _serve(table._state, self.control, self.merges, self.out_keys, self.out_deltas, worker)
+            table.lend(_serve, self.control, self.merges, self.out_keys, self.out_deltas, worker)
         except BaseException as exc:  # reported to the main thread, which raises it
             self.errors[worker] = exc
             self.control[_LINE * (worker + 1) + _FAILED] = 1
 
-    def run_rounds(self, queue_state, budget: int, min_frequency: int, one_per_round: bool):
-        """Rounds until `budget` merges are made or none is left: (queue state, merges made as
-        (a, b, new id, count) rows, rounds)."""
-        words, queue_state, made, rounds, failed = _run_rounds(
-            self.tables[0]._state, queue_state, self.control, self.merges, self.out_keys, self.out_deltas,
-            self.sent_seen, len(self.threads), budget, min_frequency, one_per_round,
+    def run_rounds(
+        self, queue: PairQueue, budget: int, min_frequency: int, one_per_round: bool
+    ) -> tuple[np.ndarray, int]:
+        """Rounds chosen by `queue` until `budget` merges are made or none is left, in one compiled
+        call given the queue's and the first table's states: (merges made as (a, b, new id, count)
+        rows, rounds)."""
+        made, rounds, failed = queue.lend(
+            lambda queue_state: self.tables[0].lend(
+                _run_rounds, queue_state, self.control, self.merges, self.out_keys, self.out_deltas, self.sent_seen,
+                len(self.threads), budget, min_frequency, one_per_round,
+            )
         )  # fmt: skip
-        self.tables[0]._state = words
         if failed >= 0:
             self.close()
             raise self.errors[failed] or RuntimeError(f"word slice {failed + 1} stopped")
-        return queue_state, made, rounds
+        return made, rounds
 
     def close(self) -> None:
         """Stop the workers; their tables hold the words as merged."""
@@ -96,7 +100,7 @@ class SpinningSlices:
 @njit(cache=True, nogil=True)
 def _serve(words, control, merges, out_keys, out_deltas, me):
     """A worker's whole part of the loop: each round, apply the merges to its words and hand the
-    deltas over; returns the words when main says stop."""
+    deltas over; returns the words and the rounds it applied when main says stop."""
     line = _LINE * (me + 1)
     seen = 0
     chunks = 0
@@ -105,13 +109,13 @@ def _serve(words, control, merges, out_keys, out_deltas, me):
         posted = load_acquire(control, _ROUND)
         if posted == seen:
             if load_acquire(control, _STOP) != 0:
-                return words
+                return words, seen
             spins = backoff(spins)
             continue
         seen = posted
         spins = 0
-        words = _apply_merges(words, merges[: control[_N_MERGES]])
-        keys, deltas = _take_deltas(words)
+        words = words_apply_merges(words, merges[: control[_N_MERGES]])
+        keys, deltas = words_take_deltas(words)
         sent = 0
         while True:
             m = min(out_keys.shape[1], len(keys) - sent)
@@ -127,7 +131,7 @@ def _serve(words, control, merges, out_keys, out_deltas, me):
             spins = 0
             while load_acquire(control, line + _ACKED) != chunks:
                 if load_acquire(control, _STOP) != 0:
-                    return words
+                    return words, seen
                 spins = backoff(spins)
 
 
@@ -146,7 +150,7 @@ def _collect(queue, control, out_keys, out_deltas, sent_seen, worker):
         spins = 0
         sent_seen[worker] = sent
         m = control[line + _COUNT]
-        queue = _add(queue, out_keys[worker, :m], out_deltas[worker, :m])
+        queue = queue_add_deltas(queue, out_keys[worker, :m], out_deltas[worker, :m])
         if sent & 1:
             return queue, True
         store_release(control, line + _ACKED, sent >> 1)
@@ -163,16 +167,16 @@ def _run_rounds(words, queue, control, merges, out_keys, out_deltas, sent_seen, 
     failed = -1
     while n < budget and failed < 0:
         wanted = min(1 if one_per_round else budget - n, len(merges))
-        queue, batch = _next_round(queue, wanted, min_frequency)
+        queue, batch = queue_next_round(queue, wanted, min_frequency)
         k = len(batch)
         if k == 0:
             break
         merges[:k] = batch
         control[_N_MERGES] = k
         store_release(control, _ROUND, control[_ROUND] + 1)
-        words = _apply_merges(words, batch)
-        keys, deltas = _take_deltas(words)
-        queue = _add(queue, keys, deltas)
+        words = words_apply_merges(words, batch)
+        keys, deltas = words_take_deltas(words)
+        queue = queue_add_deltas(queue, keys, deltas)
         for worker in range(workers):
             queue, ok = _collect(queue, control, out_keys, out_deltas, sent_seen, worker)
             if not ok:

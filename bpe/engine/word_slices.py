@@ -21,7 +21,7 @@ import numpy as np
 
 from bpe.engine.count import WordCounts
 from bpe.engine.replay import BaseMerges
-from bpe.engine.word_table import WordTable, _apply_merges, _take_deltas
+from bpe.engine.word_table import WordTable
 
 Deltas = tuple[np.ndarray, np.ndarray]
 
@@ -57,7 +57,7 @@ class ThreadedWordTable:
         """Apply merges ((n, 3) int64: a, b, new id) on every slice at once; each slice's deltas."""
         merges = np.ascontiguousarray(merges, dtype=np.int64)
         self._threads.start(merges)
-        first = _apply_and_take(self.tables[0], merges)
+        first = self.tables[0].apply_and_take(merges)
         return [first, *self._threads.wait()]
 
     def apply(self, merges: np.ndarray) -> None:
@@ -110,11 +110,6 @@ def word_table(counts: WordCounts, threads: int = 1, base: BaseMerges | None = N
     return WordTable(counts, base)
 
 
-def _apply_and_take(table: WordTable, merges: np.ndarray) -> Deltas:
-    table._state = _apply_merges(table._state, merges)
-    return _take_deltas(table._state)
-
-
 class SliceThreads:
     """One long-lived thread per word table, woken once per round. Plain locks used as signals
     cost less than a thread pool's futures, which matters at thousands of rounds a second."""
@@ -138,7 +133,7 @@ class SliceThreads:
             if self.merges is None:
                 return
             try:
-                self.results[i] = _apply_and_take(self.tables[i], self.merges)
+                self.results[i] = self.tables[i].apply_and_take(self.merges)
             except BaseException as exc:  # handed to `wait`, which raises it
                 self.results[i] = exc
             self.done[i].release()
