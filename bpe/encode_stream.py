@@ -13,7 +13,8 @@ Outputs (`FORMATS`): `txt` (one line of space-separated ids per document), `json
 `train.bin`), the binary ones as uint16 when every id fits, else uint32. `eot` appends the
 tokenizer's end-of-text token after each document; `offsets` writes where each document starts in
 the flat sequence (an int64 .npy of documents + 1 entries). A file is written under a temporary
-name beside it and renamed into place when complete; an existing one is kept unless `force`.
+name beside it and renamed into place when complete (`bpe.storage.StagedFile`); an existing one is
+kept unless `force`.
 
 A special token's text inside a document (`<|endoftext|>` typed into a web page) is an error naming
 the file and document, as in `Tokenizer.encode`: it would otherwise become a document boundary
@@ -37,11 +38,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bpe.errors import InputError, SettingsError, SpecialTokenError, full_disk, is_full
+from bpe.errors import InputError, SettingsError, SpecialTokenError
 from bpe.inputs.discover import STDIN, Skipped, discover, stdin_shard
 from bpe.inputs.formats import check_parquet
 from bpe.inputs.read import read_batches
 from bpe.inputs.shard import Shard, with_options
+from bpe.storage import StagedFile
 
 if TYPE_CHECKING:
     from bpe.tokenizer import Tokenizer
@@ -318,73 +320,33 @@ def ahead(items: Iterator[T], depth: int = AHEAD) -> Iterator[T]:
 
 
 class _Target:
-    """Where the output goes: stdout, or `path`, written as a temporary file beside it and renamed
-    into place by `commit` (an existing file is refused unless `force`; `abort` removes the
-    temporary file). A path that exists but is no regular file (/dev/null, a FIFO) is written to."""
+    """Where the output goes: stdout, or `path`, published whole by `bpe.storage.StagedFile` (a
+    temporary file beside it renamed into place by `commit`; an existing file refused unless
+    `force`; `abort` removes the temporary file; /dev/null or a FIFO written in place)."""
 
     def __init__(self, path: str | None, binary: bool, force: bool, flag: str = "--out") -> None:
-        self.path, self.binary, self.flag, self.in_place = path, binary, flag, False
-        if path is None:
-            self.temporary = None
-            return
-        if os.path.isdir(path):
-            raise InputError(f"{flag} {path}: is a directory")
-        if os.path.exists(path) and not os.path.isfile(path):  # /dev/null, a FIFO: written to, never replaced
-            self.temporary, self.in_place = path, True
-            return
-        if os.path.lexists(path) and not force:
-            raise FileExistsError(f"{flag} {path}: already exists (use --force to replace it)")
-        directory, name = os.path.split(os.path.abspath(path))
-        if not os.path.isdir(directory):
-            raise InputError(f"{flag} {path}: no such directory {directory}")
-        self.temporary = os.path.join(directory, f".{name}.tmp-{os.getpid()}")
+        self.path, self.binary = path, binary
+        self.file = None
+        if path is not None:
+            self.file = StagedFile(
+                path, force=force, shown=f"{flag} {path}", replace_hint="use --force to replace it", fsync=False
+            )
 
     def open(self) -> IO:
-        if self.temporary is None:
+        if self.file is None:
             return sys.stdout.buffer if self.binary else sys.stdout
-        try:
-            stream: IO = io.BufferedWriter(_OutputFile(self.temporary, self))
-        except OSError as exc:
-            if not is_full(exc):
-                raise
-            raise full_disk(exc, self.shown) from exc
+        stream: IO = self.file.open()
         if self.binary:
             return stream
         return io.TextIOWrapper(stream, encoding="utf-8", newline="\n")
 
-    @property
-    def shown(self) -> str:
-        """How messages name the output: `--out ids.npy`, as the user gave it."""
-        return f"{self.flag} {self.path}"
-
     def commit(self) -> None:
-        if self.temporary is not None and not self.in_place:
-            os.replace(self.temporary, self.path)  # type: ignore[arg-type]
+        if self.file is not None:
+            self.file.publish()
 
     def abort(self) -> None:
-        if self.temporary is not None and not self.in_place:
-            try:
-                os.unlink(self.temporary)
-            except FileNotFoundError:
-                pass
-
-
-class _OutputFile(io.FileIO):
-    """The file a `_Target` is written to: a full disk (or quota) is an error in one line naming the
-    user's path and how far the file got, never the temporary file's name."""
-
-    def __init__(self, name: str, target: _Target) -> None:
-        super().__init__(name, "wb")
-        self.target = target
-
-    def write(self, data) -> int:  # type: ignore[override]
-        try:
-            return super().write(data)
-        except OSError as exc:
-            if not is_full(exc):
-                raise
-            got = "" if self.target.in_place else f"after writing {self.tell():,} bytes"
-            raise full_disk(exc, self.target.shown, got) from exc
+        if self.file is not None:
+            self.file.discard()
 
 
 class _TextWriter:

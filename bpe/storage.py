@@ -1,11 +1,14 @@
 """Where shared files live: a local path or an fsspec URL (`s3://`, `gs://`, `file://`), one API.
 
 Every file that crosses a process goes through here: the count cache, the Dask engine's scratch
-(word shards, checkpoints), held-out rows, versions and tokenizer output. A file is complete or
-absent: on a local filesystem it is written to a temporary name of this process and renamed into
-place; on object storage it is written locally, then uploaded as one object, which readers see
-whole or not at all. A directory of files (a tokenizer) is complete when its `COMPLETE` marker
-is there, and that marker is written last.
+(word buckets, checkpoints), held-out rows, versions, tokenizer output and `bpe encode`'s output.
+Whatever is written is staged, then published whole: a file is written under a temporary name of
+this process beside its place and renamed there (`StagedFile`, `write_file`); a directory (a
+tokenizer, a version) is staged beside its place and renamed there (`publish_directory`,
+`stage_directory` + `publish_staged`). On object storage each file is written locally, then
+uploaded as one object, which readers see whole or not at all, and a directory is complete when
+its `COMPLETE` marker is there, uploaded last. A failed write leaves nothing half-written, and an
+existing file or directory is replaced only when the caller says so.
 
 Endpoints and credentials come from the storage library's own settings (for S3: `AWS_ENDPOINT_URL`,
 `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_DEFAULT_REGION`), never from ours.
@@ -19,9 +22,11 @@ Endpoints and credentials come from the storage library's own settings (for S3: 
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,7 +35,7 @@ from typing import BinaryIO
 from bpe.errors import MissingExtra, full_disk, is_full
 from bpe.leftovers import sweep, temporary_prefix
 
-COMPLETE = "COMPLETE"  # the marker of a complete directory on object storage, written last
+COMPLETE = "COMPLETE"  # marks a complete directory (object storage; a versioned store everywhere), written last
 LOCAL_PROTOCOLS = ("file", "local")
 
 
@@ -114,7 +119,8 @@ def read_bytes(path: str | Path) -> bytes:
 
 def write_file(path: str | Path, write: Callable[[str], object]) -> str:
     """Call write(tmp) to fill a local temporary file, then put it at `path` whole: renamed into
-    place (after fsync) on a local filesystem, uploaded as one object elsewhere. Returns `path`."""
+    place (after fsync; see `StagedFile`) on a local filesystem, an existing file replaced;
+    uploaded as one object elsewhere. Returns `path`."""
     target = str(path)
     if is_remote(target):
         fd, tmp = tempfile.mkstemp(prefix=f"bpe-upload-{os.getpid()}-")
@@ -128,14 +134,12 @@ def write_file(path: str | Path, write: Callable[[str], object]) -> str:
         return target
     target = local_path(target)
     os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-    tmp = f"{target}.tmp-{os.getpid()}"
+    staged = StagedFile(target, force=True)
     try:
-        write(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
+        write(staged.temporary)
+        staged.publish()
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        staged.discard()
         raise
     return target
 
@@ -212,19 +216,6 @@ def listing(url: str) -> list[str]:
         return []
 
 
-def upload_directory(local: Path, url: str, names: list[str] | None = None) -> None:
-    """Upload the files of `local` under `url`, then the COMPLETE marker: a reader that requires the
-    marker never takes a half-written directory for a whole one. An existing marker is removed
-    first, so a directory being replaced reads as incomplete until the new files are all there."""
-    fs, inner = filesystem(url)
-    marker = f"{inner.rstrip('/')}/{COMPLETE}"
-    if fs.exists(marker):
-        fs.rm(marker)
-    for name in names if names is not None else sorted(p.name for p in Path(local).iterdir()):
-        fs.put_file(str(Path(local) / name), f"{inner.rstrip('/')}/{name}")
-    fs.pipe_file(marker, b"complete\n")
-
-
 @contextmanager
 def downloaded(url: str, names: list[str]):
     """A local temporary directory holding those of `names` found under `url` (removed afterwards)."""
@@ -240,7 +231,82 @@ def downloaded(url: str, names: list[str]):
         shutil.rmtree(target, ignore_errors=True)
 
 
-# -- publishing a directory whole -------------------------------------------------------------------
+# -- publishing whole: a file, a directory ---------------------------------------------------------
+
+
+class StagedFile:
+    """A local file published whole: written under a temporary name beside `path`
+    (`.<name>.tmp-<pid>`), then renamed into place by `publish`, or removed by `discard`. An
+    existing file is refused unless `force`; a path that exists but is no regular file (/dev/null,
+    a FIFO) is written in place, never replaced. `shown` names the file in messages (`--out
+    ids.npy`), `replace_hint` says what replaces an existing one; `fsync`: flush the bytes to disk
+    before the rename."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        force: bool,
+        shown: str | None = None,
+        replace_hint: str = "force=True replaces it",
+        fsync: bool = True,
+    ) -> None:
+        from bpe.errors import InputError
+
+        self.path, self.shown, self.fsync, self.in_place = path, shown or path, fsync, False
+        if os.path.isdir(path):
+            raise InputError(f"{self.shown}: is a directory")
+        if os.path.exists(path) and not os.path.isfile(path):  # /dev/null, a FIFO: written to, never replaced
+            self.temporary, self.in_place = path, True
+            return
+        if os.path.lexists(path) and not force:
+            raise FileExistsError(f"{self.shown}: already exists ({replace_hint})")
+        directory, name = os.path.split(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            raise InputError(f"{self.shown}: no such directory {directory}")
+        self.temporary = os.path.join(directory, f".{name}.tmp-{os.getpid()}")
+
+    def open(self) -> BinaryIO:
+        """The temporary file (or the device written in place) opened for writing bytes: a full
+        disk (or quota) is an OutputError naming `shown` and how far the file got."""
+        try:
+            return io.BufferedWriter(_OutputFile(self))
+        except OSError as exc:
+            if not is_full(exc):
+                raise
+            raise full_disk(exc, self.shown) from exc
+
+    def publish(self) -> None:
+        """Put the written file in place."""
+        if self.in_place:
+            return
+        if self.fsync:
+            with open(self.temporary, "rb") as f:
+                os.fsync(f.fileno())
+        os.replace(self.temporary, self.path)
+
+    def discard(self) -> None:
+        """Remove the temporary file; nothing of it is left."""
+        if not self.in_place:
+            Path(self.temporary).unlink(missing_ok=True)
+
+
+class _OutputFile(io.FileIO):
+    """The file a `StagedFile` is written to: a full disk is an error naming the user's path, never
+    the temporary file's."""
+
+    def __init__(self, staged: StagedFile) -> None:
+        super().__init__(staged.temporary, "wb")
+        self.staged = staged
+
+    def write(self, data) -> int:  # type: ignore[override]
+        try:
+            return super().write(data)
+        except OSError as exc:
+            if not is_full(exc):
+                raise
+            got = "" if self.staged.in_place else f"after writing {self.tell():,} bytes"
+            raise full_disk(exc, self.staged.shown, got) from exc
 
 
 def check_target(
@@ -250,12 +316,14 @@ def check_target(
     force: bool,
     shown: str | None = None,
     replace_hint: str = "force=True replaces it",
+    kind: str = "tokenizer",
+    marked: bool = False,
 ) -> None:
-    """Refuse, before any work is done, a `target` that `publish_directory` would refuse: one that
-    holds `owned` files (a directory of this kind) unless `force`, one that holds other files only
-    or is a file; or a place this process cannot write (probed by creating and removing an entry
-    there). `shown` is how a write error names the target (`--out tok/`), `replace_hint` what
-    replaces an existing directory ("use --force to replace it")."""
+    """Refuse, before any work is done, a `target` that `publish_staged` would refuse (a directory
+    of this `kind` unless `force`, one holding other files only, a file; see `_refuse_existing`),
+    or a place this process cannot write (probed by creating and removing an entry there).
+    `shown` is how a write error names the target (`--out tok/`), `replace_hint` what replaces an
+    existing directory ("use --force to replace it")."""
     shown = shown or str(target)
     from bpe.errors import BpeError, InputError
 
@@ -269,21 +337,10 @@ def check_target(
             raise
         except Exception as exc:  # no bucket, no credentials, no endpoint: each library has its own errors
             raise InputError(f"{shown}: cannot write there ({type(exc).__name__}: {exc})") from None
-        ours = [name for name in present if name in owned or name == COMPLETE]
-        if ours and not force:
-            raise FileExistsError(f"{target}: already holds a tokenizer ({replace_hint})")
-        if present and not ours:
-            raise FileExistsError(f"{target}: exists and holds other files; choose an empty or new prefix")
+        _refuse_existing_remote(str(target), present, owned, force, replace_hint, kind, marked)
         return
     path = Path(local_path(target))
-    if path.exists():
-        if not path.is_dir():
-            raise FileExistsError(f"{path}: exists and is not a directory")
-        if any((path / name).exists() for name in owned):
-            if not force:
-                raise FileExistsError(f"{path}: already holds a tokenizer ({replace_hint})")
-        elif any(path.iterdir()):
-            raise FileExistsError(f"{path}: exists and holds other files; choose an empty or new directory")
+    _refuse_existing_local(path, owned, force, replace_hint, kind, marked)
     place = path.absolute()
     while not place.exists():
         place = place.parent
@@ -295,74 +352,188 @@ def check_target(
         raise InputError(f"{shown}: cannot write in {place} ({exc.strerror})") from None
 
 
-def publish_directory(
-    target: str | Path, write: Callable[[Path], object], *, owned: Sequence[str], last: str, force: bool = False
+def _refuse_existing_remote(
+    url: str, present: Sequence[str], owned: Sequence[str], force: bool, replace_hint: str, kind: str, marked: bool
+) -> list[str]:
+    """Refuse to publish at `url`, whose entries are `present`, when it holds a directory of this
+    kind (unless `force`) or other files only; returns the entries the new directory replaces.
+    A directory is of this kind when it holds `owned` files or the COMPLETE marker; a `marked` one
+    only with the marker, and its files without one (an upload cut short) are written over."""
+    ours = [name for name in present if name == COMPLETE or (not marked and name in owned)]
+    if ours and not force:
+        raise FileExistsError(f"{url}: already holds a {kind} ({replace_hint})")
+    if present and not ours and not marked:
+        raise FileExistsError(f"{url}: exists and holds other files; choose an empty or new prefix")
+    return list(present) if marked else ours
+
+
+def _refuse_existing_local(
+    path: Path,
+    owned: Sequence[str],
+    force: bool,
+    replace_hint: str,
+    kind: str,
+    marked: bool,
+    staged: Path | None = None,
 ) -> None:
-    """Call write(staging_dir), then put what it wrote at `target` (a path or an object store URL)
-    whole: `owned` names the files a directory of this kind holds, `last` the one written last (it
-    names what the others are). An existing directory holding `owned` files is kept unless
-    `force`; a directory holding other files only is refused. A full disk (or quota) is an
-    OutputError naming `target` as given; nothing is left of the files."""
-    if is_remote(target):
-        _publish_remote(str(target), write, owned, last, force)
+    """As `_refuse_existing_remote`, for a local directory: a file, or a directory holding files
+    but no directory of this kind (for a `marked` kind: no COMPLETE marker), is refused. `staged`,
+    the staging directory inside it, does not count."""
+    if not path.exists():
         return
-    try:
-        _publish_local(Path(local_path(target)).absolute(), write, owned, last, force)
-    except OSError as exc:
-        if not is_full(exc):
-            raise
-        raise full_disk(exc, target, "while writing the tokenizer files") from exc
+    if not path.is_dir():
+        raise FileExistsError(f"{path}: exists and is not a directory")
+    held = (path / COMPLETE).exists() if marked else any((path / name).exists() for name in owned)
+    if held:
+        if not force:
+            raise FileExistsError(f"{path}: already holds a {kind} ({replace_hint})")
+    elif any(entry != staged for entry in path.iterdir()):
+        raise FileExistsError(f"{path}: exists and holds other files; choose an empty or new directory")
 
 
-def _publish_local(target: Path, write, owned: Sequence[str], last: str, force: bool) -> None:
-    """A new directory is staged beside `target` and renamed into place; an existing one (with
-    `force`) gets each file replaced by a rename, `last` last, and keeps every file not `owned`."""
-    check_target(target, owned, force=force)
-    if target.exists():
-        beside = target  # the staging directory sits inside: same filesystem, no other permission needed
+def stage_directory(target: str | Path) -> Path:
+    """A new local directory to write a directory for `target` in, before `publish_staged`: beside
+    `target` on a local filesystem (inside it when it exists, to be replaced), so that publishing
+    is a rename; a temporary directory of this machine for an object store URL. What killed
+    processes left there is swept first."""
+    if is_remote(target):
+        return Path(tempfile.mkdtemp(prefix=temporary_prefix("bpe-export-")))
+    path = Path(local_path(target)).absolute()
+    if path.exists():
+        beside = path  # the staging directory sits inside: same filesystem, no other permission needed
     else:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        beside = target.parent
-    sweep(beside, f".{target.name}.tmp-")  # what a killed export left
-    tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(f".{target.name}.tmp-"), dir=beside))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        beside = path.parent
+    sweep(beside, f".{path.name}.tmp-")  # what a killed writer left
+    staged = Path(tempfile.mkdtemp(prefix=temporary_prefix(f".{path.name}.tmp-"), dir=beside))
     umask = os.umask(0)
     os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)
+    os.chmod(staged, 0o777 & ~umask)
+    return staged
+
+
+def discard_staged(staged: Path) -> None:
+    """Remove a staged directory and what was written in it."""
+    shutil.rmtree(staged, ignore_errors=True)
+
+
+def publish_staged(
+    staged: Path,
+    target: str | Path,
+    *,
+    owned: Sequence[str] = (),
+    last: str,
+    kind: str = "tokenizer",
+    force: bool = False,
+    replace_hint: str = "force=True replaces it",
+    marked: bool = False,
+) -> None:
+    """Put what was written in `staged` (from `stage_directory(target)`) at `target` (a path or an
+    object store URL) whole: renamed into place, or uploaded with `last` after the other files and
+    the COMPLETE marker last. `owned` names the files a directory of this `kind` holds, `last` the
+    one that names what the others are. An existing directory of this kind is kept unless `force`;
+    one holding other files only is refused. `marked`: the directory counts only with its COMPLETE
+    marker, on a local filesystem too (a versioned store). On success `staged` is gone; on failure
+    it stays, for the caller to publish again or discard. A full disk (or quota) on a local
+    filesystem is an OutputError naming `target` as given."""
+    if is_remote(target):
+        _publish_remote(staged, str(target), owned, last, kind, force, replace_hint, marked)
+        return
+    with _naming_full_disk(target, kind):
+        _publish_local(staged, Path(local_path(target)).absolute(), owned, last, kind, force, replace_hint, marked)
+
+
+def publish_directory(
+    target: str | Path,
+    write: Callable[[Path], object],
+    *,
+    owned: Sequence[str],
+    last: str,
+    kind: str = "tokenizer",
+    force: bool = False,
+    replace_hint: str = "force=True replaces it",
+) -> None:
+    """Check `target` (`check_target`), call write(staging_dir) on a staged directory, then publish
+    it (`publish_staged`); nothing is left of the files when anything fails."""
+    check_target(target, owned, force=force, replace_hint=replace_hint, kind=kind)
+    with _naming_full_disk(None if is_remote(target) else target, kind):
+        staged = stage_directory(target)
+        try:
+            write(staged)
+            publish_staged(staged, target, owned=owned, last=last, kind=kind, force=force, replace_hint=replace_hint)
+        except BaseException:
+            discard_staged(staged)
+            raise
+
+
+@contextmanager
+def _naming_full_disk(target: str | Path | None, kind: str):
+    """A full disk (or quota) inside is an OutputError naming `target` as the user gave it (None:
+    left as it is)."""
+    from bpe.errors import OutputError
+
     try:
-        write(tmp)
-        for f in tmp.iterdir():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
-        if beside == target:
-            _replace_files(tmp, target, owned, last)
-        else:
-            os.rename(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        yield
+    except OSError as exc:
+        if target is None or not is_full(exc) or isinstance(exc, OutputError):
+            raise
+        raise full_disk(exc, target, f"while writing the {kind} files") from exc
 
 
-def _publish_remote(url: str, write, owned: Sequence[str], last: str, force: bool) -> None:
-    """Object storage: write(tmp_dir) locally, then upload the files with `last` after the others
-    and the COMPLETE marker last; readers ignore a directory without the marker. With `force`, the
-    old marker goes first, so the directory reads incomplete until every new file is up."""
-    check_target(url, owned, force=force)
-    ours = [name for name in listing(url) if name in owned or name == COMPLETE]
-    with tempfile.TemporaryDirectory(prefix=temporary_prefix("bpe-export-")) as tmp:
-        write(Path(tmp))
-        written = sorted((f.name for f in Path(tmp).iterdir()), key=lambda name: name == last)
-        remove(join(url, COMPLETE))
-        for name in set(ours) - set(written) - {COMPLETE}:
-            remove(join(url, name))
-        upload_directory(Path(tmp), url, written)
+def _marker() -> bytes:
+    """The COMPLETE marker's content: when the directory was published (UTC)."""
+    return f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n".encode()
 
 
-def _replace_files(staged: Path, target: Path, owned: Sequence[str], last: str) -> None:
-    """Move the staged files over those in `target`, `last` last, and drop `owned` files of the
-    old directory that the new one does not have."""
+def _publish_local(
+    staged: Path, target: Path, owned: Sequence[str], last: str, kind: str, force: bool, replace_hint: str, marked: bool
+) -> None:
+    """A new directory is renamed into place; an existing one (with `force`) gets each file
+    replaced by a rename, `last` last, and keeps every file not `owned`. A `marked` one gets its
+    COMPLETE marker last (before the rename of a new one)."""
+    _refuse_existing_local(target, owned, force, replace_hint, kind, marked, staged)
+    for f in staged.iterdir():
+        with open(f, "rb") as fh:
+            os.fsync(fh.fileno())
+    if staged.parent != target:
+        if marked:
+            _write_synced(staged / COMPLETE, _marker())
+        os.rename(staged, target)
+        return
+    if marked:
+        (target / COMPLETE).unlink(missing_ok=True)  # incomplete until every new file is there
     written = sorted((f.name for f in staged.iterdir()), key=lambda name: name == last)
     for name in written:
         os.replace(staged / name, target / name)
     for name in set(owned) - set(written):
         (target / name).unlink(missing_ok=True)
     staged.rmdir()
+    if marked:
+        _write_synced(target / COMPLETE, _marker())
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _publish_remote(
+    staged: Path, url: str, owned: Sequence[str], last: str, kind: str, force: bool, replace_hint: str, marked: bool
+) -> None:
+    """Object storage: the files uploaded with `last` after the others and the COMPLETE marker
+    last; readers ignore a directory without the marker. With `force`, the old marker goes first,
+    so the directory reads incomplete until every new file is up."""
+    replaced = _refuse_existing_remote(url, listing(url), owned, force, replace_hint, kind, marked)
+    written = sorted((f.name for f in staged.iterdir()), key=lambda name: name == last)
+    fs, inner = filesystem(url)
+    base = inner.rstrip("/")
+    if COMPLETE in replaced:
+        fs.rm(f"{base}/{COMPLETE}")
+    for name in set(replaced) - set(written) - {COMPLETE}:
+        remove(join(url, name))
+    for name in written:
+        fs.put_file(str(staged / name), f"{base}/{name}")
+    fs.pipe_file(f"{base}/{COMPLETE}", _marker())
+    discard_staged(staged)

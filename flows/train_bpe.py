@@ -114,22 +114,22 @@ def train_bpe(
                 counted, cached = count_all(shards, cfg, stage, address)
                 seconds = {"count": time.perf_counter() - t1}
                 t2 = time.perf_counter()
-                word_shards = combine_counts(counted, ready.workers, storage.join(scratch, stage.stage), address)
+                word_buckets = combine_counts(counted, ready.workers, storage.join(scratch, stage.stage), address)
                 seconds["combine"] = time.perf_counter() - t2
-                sharded = train_merges(word_shards, stage, scratch, address, replayed)
-                seconds["build"], seconds["merge"] = sharded.build_seconds, sharded.merges.seconds
-                seconds["merge_loop"], seconds["compile"] = sharded.loop_seconds, sharded.compile_seconds
+                on_workers = train_merges(word_buckets, stage, scratch, address, replayed)
+                seconds["build"], seconds["merge"] = on_workers.build_seconds, on_workers.merges.seconds
+                seconds["merge_loop"], seconds["compile"] = on_workers.loop_seconds, on_workers.compile_seconds
                 stage_counts.append((counted, cached))
                 return TrainingRun(
                     stats=summed_stats(counted),
-                    unique_words=sharded.unique_words,
-                    merges=sharded.merges,
+                    unique_words=on_workers.unique_words,
+                    merges=on_workers.merges,
                     fingerprints=[c.shard for c in counted],
                     seconds=seconds,
                     engine={
                         "scheduler": cluster["scheduler"],
                         "cluster_started_here": cluster["started_here"],
-                        **sharded.engine,
+                        **on_workers.engine,
                     },
                 )
 

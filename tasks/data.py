@@ -112,9 +112,9 @@ def count_all(
 
 
 @task(name="combine-counts", cache_policy=NONE, retries=1, retry_condition_fn=no_retry_for_bad_input)
-def combine_counts(counted: list[ShardCount], n_shards: int, scratch: str, scheduler: str) -> list[str]:
-    """Sum the shards' counts into `n_shards` word shards by a stable hash of each word, on the
+def combine_counts(counted: list[ShardCount], n_buckets: int, scratch: str, scheduler: str) -> list[str]:
+    """Sum the shards' counts into `n_buckets` word buckets by a stable hash of each word, on the
     workers; returns the Parquet files that hold them (the persisted word table)."""
-    paths = bucket_files(client_for(scheduler), [c.counts for c in counted], n_shards, scratch)
-    get_run_logger().info(f"combined {len(counted)} shard count(s) into {n_shards} word shard(s)")
+    paths = bucket_files(client_for(scheduler), [c.counts for c in counted], n_buckets, scratch)
+    get_run_logger().info(f"combined {len(counted)} shard count(s) into {n_buckets} word bucket(s)")
     return paths

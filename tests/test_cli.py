@@ -300,7 +300,7 @@ def test_threads_below_one_are_refused(shards, tmp_path, capsys, threads):
 
 
 def test_threads_split_the_merge_loop_and_learn_the_same_merges(shards, tmp_path):
-    """`--threads 3` counts on three threads and runs the merge loop over three word shards; the
+    """`--threads 3` counts on three threads and runs the merge loop over three word slices; the
     tokenizer is the same as on one thread, byte for byte."""
     for threads in ("1", "3"):
         out = tmp_path / threads

@@ -94,7 +94,7 @@ def layouts(texts, root: Path) -> dict[str, list[str]]:
 
 
 def test_workers_with_several_threads_apply_each_round_on_all_of_them(texts, local_merges):
-    """A worker started with --nthreads 2 splits its word shard over two threads (as the local
+    """A worker started with --nthreads 2 splits its word bucket over two threads (as the local
     engine does); the merges are the local engine's."""
     cluster = distributed.LocalCluster(
         n_workers=2, threads_per_worker=2, processes=True, host="127.0.0.1", dashboard_address=None
@@ -419,8 +419,8 @@ def test_a_scratch_directory_left_by_a_killed_run_is_swept(cluster, texts, tmp_p
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     left = tmp_path / f"bpe-scratch-{dead.stdout.strip()}-abcd"
-    (left / "run-1" / "shard-0000").mkdir(parents=True)
-    (left / "run-1" / "shard-0000" / "words.parquet").write_bytes(b"\0" * 1000)
+    (left / "run-1" / "bucket-0000").mkdir(parents=True)
+    (left / "run-1" / "bucket-0000" / "words.parquet").write_bytes(b"\0" * 1000)
     alive = subprocess.Popen(["sleep", "60"])
     busy = tmp_path / f"bpe-scratch-{alive.pid}-efgh"
     busy.mkdir()

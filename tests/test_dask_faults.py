@@ -17,7 +17,7 @@ import pytest
 
 from bpe import train
 from bpe.counting import count_words
-from bpe.distributed.shard_holder import ShardHolder
+from bpe.distributed.bucket_holder import BucketHolder
 from bpe.engine.word_table import WordTable
 from tests.conftest import stdlib_paragraphs
 
@@ -136,7 +136,7 @@ def test_worker_loss_first_noticed_by_the_final_statistics_is_recovered(client, 
     assert progress.fired and tok.merges == local.merges
     assert tok.manifest["engine"]["recoveries"] == 1
     assert any("during the statistics" in line for line in log), log
-    for part, key in (("result", "tokens"), ("counts", "unique_words")):  # the rebuilt shard's own numbers
+    for part, key in (("result", "tokens"), ("counts", "unique_words")):  # the rebuilt bucket's own numbers
         assert tok.manifest[part][key] == local.manifest[part][key]
 
 
@@ -219,7 +219,7 @@ def test_a_reused_scratch_directory_does_not_poison_a_run(client, texts, local, 
 
 
 class Echo:
-    """The smallest actor: stands for a shard holder where only its placement matters."""
+    """The smallest actor: stands for a bucket holder where only its placement matters."""
 
     def ping(self) -> str:
         return "pong"
@@ -273,7 +273,7 @@ def replayed(counts, log: np.ndarray) -> dict[tuple[int, ...], int]:
     return words_of(table)
 
 
-_made: list[ShardHolder] = []
+_made: list[BucketHolder] = []
 
 
 @pytest.fixture(autouse=True)
@@ -283,9 +283,9 @@ def _close_holders():
         _made.pop().server.close()
 
 
-def holder(*args, **kwargs) -> ShardHolder:
+def holder(*args, **kwargs) -> BucketHolder:
     """A holder in this process; its listening socket (unused here) is closed after the test."""
-    _made.append(ShardHolder(*args, **kwargs))
+    _made.append(BucketHolder(*args, **kwargs))
     return _made[-1]
 
 
@@ -296,7 +296,7 @@ def test_a_corrupted_checkpoint_falls_back_to_the_words_and_the_full_log(small, 
     first.table.apply(log[:60])
     first.merges_applied = 60
     first._checkpoint()
-    path = tmp_path / "shard-0000" / "checkpoint.npz"
+    path = tmp_path / "bucket-0000" / "checkpoint.npz"
     data = path.read_bytes()
     if damage == "truncated":
         path.write_bytes(data[: len(data) * 2 // 3])
@@ -340,4 +340,4 @@ def test_a_new_holder_ignores_what_another_run_left_in_its_directory(small, tmp_
     holder(new, scratch, 0, SECRET)  # this run's holder over the same directory
     rebuilt = holder(None, scratch, 0, SECRET, log[:10])
     assert words_of(rebuilt.table) == replayed(counts, log[:10])
-    assert Path(scratch, "shard-0000", "words.parquet").exists()
+    assert Path(scratch, "bucket-0000", "words.parquet").exists()

@@ -192,7 +192,7 @@ def test_a_base_that_repeats_a_merge_is_not_a_bpe_sequence():
 
 @pytest.mark.services  # starts a Dask cluster: the slow tier, as tests/test_dask.py
 def test_the_dask_engine_replays_on_the_workers_and_gives_the_local_merges(texts):
-    """Two workers, each replaying the base on its word shard. A new corpus: the local engine's
+    """Two workers, each replaying the base on its word bucket. A new corpus: the local engine's
     tokenizer, whose merges are the reference's after the same replay. The same corpus: the
     merges of training the larger size from nothing."""
     distributed = pytest.importorskip("distributed")

@@ -12,7 +12,7 @@ from bpe.engine.count import WordCounts, check_pair_counts
 from bpe.engine.merge import learn_merges
 from bpe.engine.pair_keys import pack
 from bpe.engine.pair_queue import PairQueue
-from bpe.engine.word_shards import ThreadedWordTable
+from bpe.engine.word_slices import ThreadedWordTable
 from bpe.engine.word_table import WordTable
 from bpe.errors import InputError
 from tests.reference import merge_ids, train_reference
@@ -71,8 +71,8 @@ def test_rounds_of_several_merges_equal_one_merge_at_a_time(counts, n, tie_break
 
 
 def test_threaded_words_restored_from_a_checkpoint_carry_on_exactly(corpus_rows):
-    """Shards on threads written out mid-run (`to_words`) and read back on another number of
-    threads (`from_words`, as a Dask shard holder restores its checkpoint) give the same deltas as
+    """Slices on threads written out mid-run (`to_words`) and read back on another number of
+    threads (`from_words`, as a Dask bucket holder restores its checkpoint) give the same deltas as
     one table all along."""
     counts = count_words(corpus_rows[:800], "cl100k")
     merges = learn_merges(counts, 400).merges
@@ -95,7 +95,7 @@ def test_threaded_words_restored_from_a_checkpoint_carry_on_exactly(corpus_rows)
 
 
 def summed(keys: np.ndarray, deltas: np.ndarray) -> dict[int, int]:
-    """Deltas by pair key, added up (shards report a pair once each), zeros left out."""
+    """Deltas by pair key, added up (slices report a pair once each), zeros left out."""
     total: dict[int, int] = {}
     for key, delta in zip(keys.tolist(), deltas.tolist()):
         total[key] = total.get(key, 0) + delta
@@ -123,7 +123,7 @@ def test_merges_on_real_text_equal_the_reference(corpus_rows):
 @pytest.mark.parametrize("waits", ["spin", "sleep", "spin, small hand-over buffer"])
 def test_the_merge_loop_on_threads_learns_what_one_thread_does(corpus_rows, threads, waits, monkeypatch):
     """Thousands of merges of real text: every merge, its count and the final token count equal
-    the one-thread loop's (itself checked against the reference above), whether the shard threads
+    the one-thread loop's (itself checked against the reference above), whether the slice threads
     spin between rounds (no more threads than cores) or sleep (more), and when a round's deltas
     take many hand-overs through the spinning threads' buffer."""
     from bpe.engine import merge, spin_rounds
@@ -245,9 +245,9 @@ def test_a_negative_word_count_is_refused():
 
 
 def test_the_dask_engines_pair_counts_past_the_limit_are_refused():
-    """The first pair counts the Dask engine's word shards send: summed over the shards, as its queue does."""
+    """The first pair counts the Dask engine's word buckets send: summed over the buckets, as its queue does."""
     check_pair_counts([np.array([2**61, 5]), np.array([2**60])])  # 3 x 2**60 in all: within the limit
     with pytest.raises(InputError, match=r"^word counts: the pair occurrences of all words come to .*int64"):
         check_pair_counts([np.array([2**61, 5]), np.array([2**61])])
-    with pytest.raises(InputError, match=r"^word counts: a word shard gave a negative pair count .*int64"):
+    with pytest.raises(InputError, match=r"^word counts: a word bucket gave a negative pair count .*int64"):
         check_pair_counts([np.array([3]), np.array([-(2**63) + 1])])

@@ -3,7 +3,7 @@
 
 The Dask workers are separate processes, each in a working directory and TMPDIR of its own,
 sharing nothing with the driver but the scheduler address and the endpoint, as on other machines:
-data, count cache, scratch (word shards, checkpoints), versions and tokenizers are all `s3://`.
+data, count cache, scratch (word buckets, checkpoints), versions and tokenizers are all `s3://`.
 The merges must be the local engine's, a worker killed mid-loop included.
 """
 
@@ -128,7 +128,7 @@ def cluster(s3, tmp_path_factory):
 
 
 def files_left_in(directories: list[Path]) -> list[str]:
-    """Word shards, checkpoints or counts a worker wrote to its local disk (Dask's own files aside)."""
+    """Word buckets, checkpoints or counts a worker wrote to its local disk (Dask's own files aside)."""
     found = []
     for directory in directories:
         for path in directory.rglob("*"):
@@ -238,7 +238,7 @@ def test_a_worker_killed_mid_loop_is_rebuilt_from_its_checkpoint_in_object_stora
         fired: list[bool] = []
 
         def progress(phase: str, done: int, total: int) -> None:
-            """Past a third of the merges, once every shard has a checkpoint in the store: kill."""
+            """Past a third of the merges, once every bucket has a checkpoint in the store: kill."""
             if phase == "merge" and done >= total // 3 and not fired:
                 found = keys(bucket, "scratch/")
                 if sum(key.endswith("/checkpoint.npz") for key in found) == 2:

@@ -14,7 +14,7 @@ import yaml
 
 from bpe.errors import SettingsError
 from bpe.pipeline.config import load_config
-from bpe.pipeline.store import COMPLETE, VersionStore, describe_versions
+from bpe.pipeline.store import COMPLETE, Staged, VersionStore, describe_versions
 from tests.conftest import publish_as
 
 
@@ -157,6 +157,45 @@ def test_a_lock_its_holder_is_still_writing_is_not_taken_for_stale(tmp_path):
     held.unlink()  # the other run is done
     committing.join(10)
     assert not committing.is_alive() and store.latest() == "v0001"
+
+
+def test_a_published_version_is_never_written_over(tmp_path):
+    """Should a version's number be published by someone else meanwhile (a store edited by hand), the
+    commit is refused, the published version keeps its files and the staged one can be aborted."""
+    store = VersionStore(str(tmp_path), "tok")
+    staged = store.stage()
+    (staged.directory / "manifest.json").write_text('{"payload": "mine"}')
+    placed = tmp_path / "tok" / staged.version
+    placed.mkdir()
+    (placed / "manifest.json").write_text('{"payload": "theirs"}')
+    (placed / COMPLETE).write_text("now\n")
+    with pytest.raises(FileExistsError, match=r"v0001: already holds a version \(a published version is never"):
+        store.commit(staged)
+    assert json.loads((placed / "manifest.json").read_text()) == {"payload": "theirs"}
+    assert staged.directory.exists(), "the staged version stays, for a retry or an abort"
+    store.abort(staged)
+    assert sorted(p.name for p in (tmp_path / "tok").iterdir()) == ["v0001"]
+
+
+def test_an_upload_cut_short_is_written_over_and_a_complete_version_is_not():
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    store = VersionStore("memory://bpe-retry", "tok")
+    staged = store.stage()
+    (staged.directory / "manifest.json").write_text('{"payload": "whole"}')
+    fs.pipe(f"/bpe-retry/tok/{staged.version}/manifest.json", b"{half")  # a commit that died mid-upload
+    fs.pipe(f"/bpe-retry/tok/{staged.version}/stale.txt", b"x")
+    store.commit(staged)
+    assert store.versions() == ["v0001"] and store.manifest("v0001") == {"payload": "whole"}
+    names = sorted(p.rsplit("/", 1)[-1] for p in fs.ls("/bpe-retry/tok/v0001", detail=False))
+    assert names == [COMPLETE, "manifest.json"], "the stale file is gone"
+    again = store.stage()
+    (again.directory / "manifest.json").write_text("{}")
+    with pytest.raises(FileExistsError, match="already holds a version"):
+        store.commit(Staged("v0001", again.directory))  # as if the number were handed out twice
+    assert store.manifest("v0001") == {"payload": "whole"}
+    store.abort(again)
 
 
 @pytest.mark.parametrize("name", ["..", ".", "../elsewhere", "a/b", ".hidden", "tok\n", "-rf"])

@@ -119,7 +119,7 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=None, help="workers of the local Dask cluster (engine dask)")
     p.add_argument(
         "--scratch",
-        help="where the Dask engine keeps word shards and checkpoints: a path every worker "
+        help="where the Dask engine keeps word buckets and checkpoints: a path every worker "
         "shares or an object store URL (default: a temporary directory on this machine)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bars and no summary (errors still show)")

@@ -1,6 +1,6 @@
 """A tight request/reply channel for the distributed merge loop: numpy arrays over one TCP socket.
 
-Dask places the word shards and starts their holders; the merge loop then talks to each holder
+Dask places the word buckets and starts their holders; the merge loop then talks to each holder
 over a plain socket, as LightGBM and XGBoost do, because a Dask call costs about a millisecond
 and a socket round trip tens of microseconds.
 

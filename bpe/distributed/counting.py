@@ -1,5 +1,5 @@
 """Counting on a Dask cluster: one task per Parquet row group (or whole .txt/.jsonl file), summed
-on the workers by a tree reduction, and split into word shards by a stable hash.
+on the workers by a tree reduction, and split into word buckets by a stable hash.
 
 Nothing but small statistics comes back to the client: partial counts move between workers, and
 the pipeline's per-shard counts are written by workers straight to Parquet files (on a shared
@@ -34,7 +34,7 @@ def count_partition(
     n_buckets: int,
     holdout: float = 0.0,
 ) -> dict:
-    """Count one partition: {"stats", "buckets" (one WordCounts per word shard), "held_out" rows}.
+    """Count one partition: {"stats", "buckets" (one WordCounts per word bucket), "held_out" rows}.
     Bad input comes back as {"error": BpeError} rather than failing the task, so that the worker logs
     no traceback for it (the client raises it); any other exception fails the task as usual."""
     use_system_allocator()
@@ -289,8 +289,8 @@ def read_held_out(path: str) -> list[str]:
 
 
 def bucket_files(client, counts_paths: Sequence[str], n_buckets: int, directory: str) -> list[str]:
-    """Sum per-shard counts files into `n_buckets` word shards by stable hash, on the workers, and
-    write each shard to `directory`/bucket-NNNN.parquet; returns their paths."""
+    """Sum per-shard counts files into `n_buckets` word buckets by stable hash, on the workers, and
+    write each bucket to `directory`/bucket-NNNN.parquet; returns their paths."""
     split = [client.submit(read_split, p, n_buckets, pure=False) for p in counts_paths]
     paths = []
     writes = []

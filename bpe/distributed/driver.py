@@ -1,18 +1,18 @@
 """The Dask engine: partitioned counting and the diff-based merge loop on a Dask cluster.
 
 1. Counting: every Parquet row group (or whole .txt/.jsonl file) is a task counted on a worker
-   with the core's counter; each task splits its words into one bucket per word shard by a
-   stable hash, and the buckets are summed on the workers by a tree reduction.
-2. Word shards: a `ShardHolder` actor per shard, placed by Dask, holds the shard's words with the
-   local engine's structures and persists them to a scratch directory.
+   with the core's counter; each task splits its words into word buckets by a stable hash, and
+   each bucket is summed on the workers by a tree reduction.
+2. Word buckets: a `BucketHolder` actor per bucket, placed by Dask, holds the bucket's words with
+   the local engine's structures and persists them to a scratch directory.
 3. Merge loop: this process (the driver) holds the global pair counts and the heap (`PairQueue`).
    Each round it sends the round's merges to every holder over its socket, and each holder
-   answers with the pair-count deltas of its shard as two int64 arrays.
+   answers with the pair-count deltas of its bucket as two int64 arrays.
 4. Worker loss: a holder whose connection drops (or whose reply does not come within the call
    timeout) is rebuilt on a live worker from its checkpoint, replays the merge log, and gets the
    round (or the checkpoint or statistics request) again; its replayed deltas are discarded, so
    nothing is counted twice. A rebuild never goes to a worker that lost or hung a holder, and the
-   shard files live in a directory of this run's own, so a reused scratch directory holds nothing
+   bucket files live in a directory of this run's own, so a reused scratch directory holds nothing
    a run could mistake for its own.
 
 The merges are exactly those of the local engine: the counts are the same, and the pair queue and
@@ -49,7 +49,7 @@ from bpe.results import TrainingRun
 from bpe.settings import Settings
 
 REBUILD_ATTEMPTS = 3  # workers tried for one rebuild before giving up
-LOSSES_PER_CALL = 5  # rebuilds of one shard within one request before giving up
+LOSSES_PER_CALL = 5  # rebuilds of one bucket's holder within one request before giving up
 ACTOR_START_SECONDS = 120  # how long a holder may take to start on a busy worker
 PLACEMENT_POLL_SECONDS = 1.0  # how often a starting holder's workers are looked for
 
@@ -81,12 +81,12 @@ def started_actor(client, future, workers: Sequence[str], timeout: float):
 
 
 class Holders:
-    """The driver's view of the shard holders: their actors, sockets, and how to rebuild one."""
+    """The driver's view of the bucket holders: their actors, sockets, and how to rebuild one."""
 
     def __init__(self, client, scratch: str, call_timeout: float, log: Log | None) -> None:
         self.client = client
         self.secret = secrets.token_hex(16)
-        # This run's shard files, in a directory of its own: a scratch directory that another run
+        # This run's bucket files, in a directory of its own: a scratch directory that another run
         # used (or uses) never hands this one its words or checkpoints. Removed by close().
         self.scratch = storage.join(scratch, f"run-{self.secret[:12]}")
         self.call_timeout = call_timeout
@@ -175,13 +175,13 @@ class Holders:
             for b in lost:
                 losses[b] += 1
                 if losses[b] > LOSSES_PER_CALL:
-                    raise WorkersLost(f"shard {b} was lost {losses[b]} times during {during}; giving up")
+                    raise WorkersLost(f"word bucket {b} was lost {losses[b]} times during {during}; giving up")
                 self.rebuild(b, during)
             pending = lost
         return replies
 
     def rebuild(self, b: int, during: str = "a round") -> None:
-        """Start shard b again from its checkpoint and the merge log, on a live worker other than
+        """Start bucket b's holder again from its checkpoint and the merge log, on a live worker other than
         the one that lost it (a hung worker still looks alive to the scheduler)."""
         started = time.perf_counter()
         merge_log = self.merge_log()
@@ -223,7 +223,7 @@ class Holders:
         if self.log:
             info = self.info[b]
             self.log(
-                f"shard {b}: worker {lost_on} lost; rebuilt on {info.get('worker')} from "
+                f"word bucket {b}: worker {lost_on} lost; rebuilt on {info.get('worker')} from "
                 f"{info.get('restored_from', 'its checkpoint')}, replayed up to merge {len(merge_log):,}, "
                 f"in {time.perf_counter() - started:.1f} s (noticed during {during})"
             )
@@ -242,11 +242,11 @@ class Holders:
             if time.monotonic() > deadline:
                 if running:
                     return sorted(running)
-                raise WorkersLost("no live Dask worker to rebuild a lost shard on; training stopped")
+                raise WorkersLost("no live Dask worker to rebuild a lost word bucket on; training stopped")
             time.sleep(0.2)
 
     def close(self) -> None:
-        """Stop the holders and remove this run's shard files."""
+        """Stop the holders and remove this run's bucket files."""
         for sock in self.sockets:
             try:
                 channel.send(sock, b"STOP")
@@ -272,9 +272,9 @@ def placed_on(client, future) -> str | None:
 
 
 def _new_holder(*args):
-    from bpe.distributed.shard_holder import ShardHolder
+    from bpe.distributed.bucket_holder import BucketHolder
 
-    return ShardHolder(*args)
+    return BucketHolder(*args)
 
 
 def merge_on_dask(
@@ -334,9 +334,9 @@ def merge_on_dask(
 
 
 @dataclass
-class ShardedMerge:
+class DistributedMerge:
     """What the merge loop on the workers gives: the merges, the engine's record for the manifest,
-    the unique words over all shards, and the seconds spent building the shards."""
+    the unique words over all buckets, and the seconds spent building the buckets' tables."""
 
     merges: MergeResult
     engine: dict
@@ -356,8 +356,8 @@ def merge_on_workers(
     call_timeout: float = 60.0,
     checkpoint_seconds: float = 30.0,
     base: BaseMerges | None = None,
-) -> ShardedMerge:
-    """Start a holder per word shard (`buckets`: futures of WordCounts, or Parquet paths), each
+) -> DistributedMerge:
+    """Start a holder per word bucket (`buckets`: futures of WordCounts, or Parquet paths), each
     replaying `base`'s merges on its words first, run the merge loop, and stop the holders."""
     started = time.perf_counter()
     holders = Holders(client, scratch, call_timeout, log)
@@ -381,23 +381,23 @@ def merge_on_workers(
                 settings.superword_rules,
             )
         merged.seconds -= compiles.seconds
-        shard_stats = holders.stats()
+        bucket_stats = holders.stats()
     finally:
         holders.close()
-    merged.tokens_after = sum(s["tokens"] for s in shard_stats)
-    engine = {
+    merged.tokens_after = sum(s["tokens"] for s in bucket_stats)
+    engine = {  # the manifest's keys keep their names (word_shards, shard_*): they mean the word buckets
         "engine": "dask",
         "workers": len(client.scheduler_info()["workers"]),
-        "word_shards": len(shard_stats),
+        "word_shards": len(bucket_stats),
         "rounds": merged.rounds,
         "merges_per_round": round(len(merged.merges) / merged.rounds, 2) if merged.rounds else None,
         "recoveries": holders.recoveries,
         "seconds_waiting_for_shards": round(holders.wait_seconds, 3),
-        "shard_peak_mb": [round(s["peak_mb"]) for s in shard_stats],
-        "shard_threads": [s.get("threads", 1) for s in shard_stats],
+        "shard_peak_mb": [round(s["peak_mb"]) for s in bucket_stats],
+        "shard_threads": [s.get("threads", 1) for s in bucket_stats],
     }
-    return ShardedMerge(
-        merged, engine, sum(s["words"] for s in shard_stats), build_seconds, compiles.seconds, loop.seconds("merge")
+    return DistributedMerge(
+        merged, engine, sum(s["words"] for s in bucket_stats), build_seconds, compiles.seconds, loop.seconds("merge")
     )
 
 
@@ -435,17 +435,17 @@ def train_on_dask(
                 c, shards, texts, settings.pretokenizer, settings.text_column, n, progress
             )
             seconds["count"] = time.perf_counter() - t1
-            sharded = merge_on_workers(
+            on_workers = merge_on_workers(
                 c, buckets, settings, scratch, progress, log, call_timeout, checkpoint_seconds, base
             )
             del buckets
-            seconds["build"], seconds["merge"] = sharded.build_seconds, sharded.merges.seconds
-            seconds["merge_loop"] = sharded.loop_seconds
-            seconds["compile"] += sharded.compile_seconds
+            seconds["build"], seconds["merge"] = on_workers.build_seconds, on_workers.merges.seconds
+            seconds["merge_loop"] = on_workers.loop_seconds
+            seconds["compile"] += on_workers.compile_seconds
             engine = {
                 "scheduler": cluster["scheduler"],
                 "cluster_started_here": cluster["started_here"],
-                **sharded.engine,
+                **on_workers.engine,
             }
     except OSError as exc:
         if "scheduler" in str(exc).lower() or (client is None and scheduler):
@@ -454,4 +454,4 @@ def train_on_dask(
     finally:
         if own_scratch:
             shutil.rmtree(scratch, ignore_errors=True)
-    return TrainingRun(stats, sharded.unique_words, sharded.merges, fingerprints, seconds, engine)
+    return TrainingRun(stats, on_workers.unique_words, on_workers.merges, fingerprints, seconds, engine)

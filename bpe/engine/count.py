@@ -52,10 +52,10 @@ def check_count_limit(total: int, what: str) -> None:
 
 
 def check_pair_counts(parts: Sequence[np.ndarray]) -> None:
-    """Refuse the first pair counts of several word shards (the Dask engine's) that int64 cannot
-    hold: a negative one (a shard's count wrapped), or more pair occurrences than COUNT_LIMIT in all."""
+    """Refuse the first pair counts of several word buckets (the Dask engine's) that int64 cannot
+    hold: a negative one (a bucket's count wrapped), or more pair occurrences than COUNT_LIMIT in all."""
     if any(len(part) and int(part.min()) < 0 for part in parts):
-        raise InputError("word counts: a word shard gave a negative pair count (its counts wrapped past what int64 "
+        raise InputError("word counts: a word bucket gave a negative pair count (its counts wrapped past what int64 "
                          "holds)")  # fmt: skip
     if sum(float(part.astype(np.float64).sum()) for part in parts) >= COUNT_LIMIT / 2:
         check_count_limit(sum(sum(part.tolist()) for part in parts), "the pair occurrences of all words")
@@ -130,7 +130,7 @@ class WordCounts:
 
     def split_by_hash(self, n: int) -> list[WordCounts]:
         """The words in `n` parts, word -> part FNV-1a(word) % n: the same split in every process
-        and thread, so a word's shard never depends on who counted it."""
+        and thread, so a word's bucket never depends on who counted it."""
         if n == 1:
             return [self]
         buckets = hash_buckets(self.data, self.offsets, n)

@@ -3,7 +3,7 @@
 `WordTable`s (the words) and one `PairQueue` (the counts) exchange pair-count deltas each round,
 exactly as the Dask engine does across workers, so both engines share every kernel. On one thread
 the whole loop is one compiled call; on several, the words are split by the Dask engine's stable
-hash and each shard applies every round on its own thread (the kernels release the GIL): the Dask
+hash and each slice applies every round on its own thread (the kernels release the GIL): the Dask
 engine's protocol without the sockets, so the merges are the same for any number of threads.
 
 >>> from bpe.engine.count import WordCounts
@@ -25,12 +25,12 @@ from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below
 from bpe.engine.cores import available_cores
 from bpe.engine.count import WordCounts
 from bpe.engine.interrupts import interrupts_held
-from bpe.engine.pair_queue import PairQueue, _add, _next_round
+from bpe.engine.pair_queue import PairQueue, queue_add_deltas, queue_next_round
 from bpe.engine.replay import BaseMerges
 from bpe.engine.rules import SuperwordRules
-from bpe.engine.spin_rounds import SpinningShards
-from bpe.engine.word_shards import ThreadedWordTable, split_tables
-from bpe.engine.word_table import WordTable, _apply_merges, _take_deltas
+from bpe.engine.spin_rounds import SpinningSlices
+from bpe.engine.word_slices import ThreadedWordTable, split_tables
+from bpe.engine.word_table import WordTable, words_apply_merges, words_take_deltas
 
 ProgressCallback = Callable[[int], None]
 
@@ -91,10 +91,8 @@ def learn_merges(
     queue.add(*table.take_deltas())
 
     def run_rounds(budget: int) -> tuple[np.ndarray, int]:
-        table._state, queue._state, batch, n_rounds = _run_rounds(
-            table._state, queue._state, budget, min_frequency, one_per_round
-        )
-        return batch, n_rounds
+        # One compiled call given both states: the queue's, then the table's (`lend`).
+        return queue.lend(lambda state: table.lend(_run_rounds, state, budget, min_frequency, one_per_round))
 
     batches, done, rounds = drive(run_rounds, n_merges, progress)
     result = finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), start, first_id(base))
@@ -133,12 +131,12 @@ def _run_rounds(words, queue, budget, min_frequency, one_per_round):
     n = 0
     rounds = 0
     while n < budget:
-        queue, batch = _next_round(queue, 1 if one_per_round else budget - n, min_frequency)
+        queue, batch = queue_next_round(queue, 1 if one_per_round else budget - n, min_frequency)
         if len(batch) == 0:
             break
-        words = _apply_merges(words, batch)
-        keys, deltas = _take_deltas(words)
-        queue = _add(queue, keys, deltas)
+        words = words_apply_merges(words, batch)
+        keys, deltas = words_take_deltas(words)
+        queue = queue_add_deltas(queue, keys, deltas)
         made[n : n + len(batch)] = batch
         n += len(batch)
         rounds += 1
@@ -155,10 +153,10 @@ def _learn_on_threads(
     progress: ProgressCallback | None,
     base: BaseMerges | None = None,
 ) -> MergeResult:
-    """The loop over `threads` word shards: each round the queue picks merges, every shard applies
+    """The loop over `threads` word slices: each round the queue picks merges, every slice applies
     them at once and hands back its pair-count deltas, and all the deltas go into the one queue
     before the next round. With no more threads than cores the threads spin between rounds
-    (`SpinningShards`); otherwise they sleep (`ThreadedWordTable`)."""
+    (`SpinningSlices`); otherwise they sleep (`ThreadedWordTable`)."""
     if threads > available_cores():
         return _learn_on_sleeping_threads(
             counts, n_merges, threads, queue, min_frequency, one_per_round, progress, base
@@ -168,11 +166,10 @@ def _learn_on_threads(
         tables = split_tables(counts, threads, base)
     for table in tables:
         queue.add(*table.take_deltas())
-    with SpinningShards(tables) as shards:
+    with SpinningSlices(tables) as slices:
 
         def run_rounds(budget: int) -> tuple[np.ndarray, int]:
-            queue._state, batch, n_rounds = shards.run_rounds(queue._state, budget, min_frequency, one_per_round)
-            return batch, n_rounds
+            return slices.run_rounds(queue, budget, min_frequency, one_per_round)
 
         batches, done, rounds = drive(run_rounds, n_merges, progress)
     result = finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), start, first_id(base))
@@ -197,18 +194,22 @@ def _learn_on_sleeping_threads(
     with words:
         queue.add(*words.take_deltas())
 
-        def run_rounds(budget: int) -> tuple[np.ndarray, int]:
+        def on_queue(state, budget: int) -> tuple:
+            """Rounds over the queue's state (lent by `run_rounds`), each applied on every thread."""
             made: list[np.ndarray] = []
             n = 0
             while n < budget:
-                queue._state, batch = _next_round(queue._state, 1 if one_per_round else budget - n, min_frequency)
+                state, batch = queue_next_round(state, 1 if one_per_round else budget - n, min_frequency)
                 if not len(batch):
                     break
                 for keys, deltas in words.apply_and_take(batch[:, :3]):
-                    queue._state = _add(queue._state, keys, deltas)
+                    state = queue_add_deltas(state, keys, deltas)
                 made.append(batch)
                 n += len(batch)
-            return (np.concatenate(made) if made else np.zeros((0, 4), np.int64)), len(made)
+            return state, (np.concatenate(made) if made else np.zeros((0, 4), np.int64)), len(made)
+
+        def run_rounds(budget: int) -> tuple[np.ndarray, int]:
+            return queue.lend(on_queue, budget)
 
         batches, done, rounds = drive(run_rounds, n_merges, progress)
     result = finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), start, first_id(base))

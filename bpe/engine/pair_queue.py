@@ -52,6 +52,7 @@ A round ends after a pair (a, a), even when the next pair does not touch it:
 from __future__ import annotations
 
 from collections import namedtuple
+from collections.abc import Callable
 
 import numpy as np
 from numba import njit
@@ -77,11 +78,11 @@ QueueState = namedtuple(
     "QueueState", ["counts", "heap_count", "heap_key", "tok_start", "tok_len", "tok_data", "marks", "meta"]
 )
 
-# Columns of the pair table: key + 1 (0 = empty slot), count, last call of _add that changed it.
+# Columns of the pair table: key + 1 (0 = empty slot), count, last call of queue_add_deltas that changed it.
 _COUNT, _CHANGED_IN = 1, 2
 
 # Entries of meta: pairs in the table, heap size, tokens, token bytes used, rounds, tie-break code,
-# calls of _add, the longest token a merge may make in bytes (0: no limit), the most words a token
+# calls of queue_add_deltas, the longest token a merge may make in bytes (0: no limit), the most words a token
 # may hold (0: no limit), whether a token may hold b": " (1: it may not).
 _N_PAIRS, _HEAP_SIZE, _N_TOKENS, _BYTES_USED, _ROUND, _TIE_BREAK, _N_ADDS, _MAX_LEN, _MAX_WORDS, _NO_COLON_SPACE = (
     range(10)
@@ -123,12 +124,12 @@ class PairQueue:
     @holds_interrupts
     def add(self, keys: np.ndarray, deltas: np.ndarray) -> None:
         """Apply count deltas to pairs (keys made by `pair_keys.pack`)."""
-        self._state = _add(self._state, np.asarray(keys, np.int64), np.asarray(deltas, np.int64))
+        self._state = queue_add_deltas(self._state, np.asarray(keys, np.int64), np.asarray(deltas, np.int64))
 
     @holds_interrupts
     def next_round(self, max_merges: int, min_frequency: int = 1) -> np.ndarray:
         """The merges of the next round as an (n, 4) array (a, b, new id, count); empty when done."""
-        self._state, merges = _next_round(self._state, max(int(max_merges), 0), int(min_frequency))
+        self._state, merges = queue_next_round(self._state, max(int(max_merges), 0), int(min_frequency))
         return merges
 
     @holds_interrupts
@@ -136,6 +137,15 @@ class PairQueue:
         """Count of the pair that would be merged next (0 when no pair is left)."""
         self._state = _grow(self._state, 0, 1, 0, 0)
         return int(_peek(self._state))
+
+    def lend(self, loop: Callable[..., tuple], *args) -> tuple:
+        """Run `loop(state, *args)`, a loop of rounds of the engine (`merge.py`, `spin_rounds.py`)
+        over this queue's kernel state (a `QueueState`), which returns the state it leaves first:
+        the queue keeps it, and the rest is returned. The loop calls `queue_next_round` and
+        `queue_add_deltas` itself, compiled or not: no check or Ctrl-C hold per round."""
+        result = loop(self._state, *args)
+        self._state = result[0]
+        return result[1:]
 
     def any_pair_left(self) -> bool:
         """Whether any pair still occurs, one too long to merge (or refused by the rules) included."""
@@ -147,7 +157,9 @@ class PairQueue:
 
 
 # ---------------------------------------------------------------------------------------------
-# Kernels over a QueueState.
+# Kernels over a QueueState. The count side of a round, `queue_next_round` then
+# `queue_add_deltas`, is public: the engine's merge loops call it on a state lent them
+# (`PairQueue.lend`).
 
 
 @njit(cache=True)
@@ -297,7 +309,7 @@ def _grow(state, new_pairs, new_heap, new_tokens, new_bytes):
 
 
 @njit(cache=True)
-def _add(state, keys, deltas):
+def queue_add_deltas(state, keys, deltas):
     """Add deltas (a key may come several times, from several word tables); push each pair whose
     count went up once, with its final count."""
     state = _grow(state, len(keys), len(keys), 0, 0)
@@ -407,7 +419,8 @@ def _add_tokens(state, merges):
 
 
 @njit(cache=True)
-def _next_round(state, max_merges, min_frequency):
+def queue_next_round(state, max_merges, min_frequency):
+    """(state, the next round's merges as (a, b, new id, count) rows: empty when none is left)."""
     max_merges = min(max_merges, MAX_ROUND)
     state = _grow(state, 0, max_merges + 2, max_merges, 0)
     view = _borrowed_queue(state)

@@ -21,6 +21,7 @@ For a word [1, 2, 3, 1, 2] of frequency 1, merge (1, 2) -> 256 gives [256, 3, 25
 from __future__ import annotations
 
 from collections import namedtuple
+from collections.abc import Callable
 
 import numpy as np
 from numba import njit
@@ -58,7 +59,7 @@ _META_SIZE = _FREE_NODES + 1
 
 
 class WordTable:
-    """Words of one shard with frequencies, rewritten in place as merges arrive."""
+    """Words with frequencies (all of them, or one slice or bucket), rewritten in place as merges arrive."""
 
     @holds_interrupts
     def __init__(self, counts: WordCounts, base: BaseMerges | None = None) -> None:
@@ -97,12 +98,26 @@ class WordTable:
     @holds_interrupts
     def take_deltas(self) -> tuple[np.ndarray, np.ndarray]:
         """(pair keys, count deltas) accumulated since the last call; the first call gives the initial counts."""
-        return _take_deltas(self._state)
+        return words_take_deltas(self._state)
 
     @holds_interrupts
     def apply(self, merges: np.ndarray) -> None:
         """Apply merges in order; `merges` is an (n, 3) int64 array of (a, b, new id)."""
-        self._state = _apply_merges(self._state, np.ascontiguousarray(merges, dtype=np.int64))
+        self._state = words_apply_merges(self._state, np.ascontiguousarray(merges, dtype=np.int64))
+
+    def apply_and_take(self, merges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One round: `apply`, then `take_deltas`, for a loop of rounds on a worker thread or holding
+        Ctrl-C itself: `merges` is a contiguous int64 array, (a, b, new id) in its first columns."""
+        self._state = words_apply_merges(self._state, merges)
+        return words_take_deltas(self._state)
+
+    def lend(self, loop: Callable[..., tuple], *args) -> tuple:
+        """Run `loop(state, *args)`, a compiled loop of rounds of the engine (`merge.py`,
+        `spin_rounds.py`) over this table's kernel state (a `WordState`), which returns the state it
+        leaves first: this table keeps it, and the rest is returned."""
+        result = loop(self._state, *args)
+        self._state = result[0]
+        return result[1:]
 
     def words(self) -> list[list[int]]:
         """Current token ids of every word (for tests and checkpoints)."""
@@ -127,7 +142,9 @@ def _ranges(lengths: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------
 # Kernels over a WordState. Loops that may need bigger tables return to a driver that grows them
-# (`_make_room`) and re-enters: inside a loop the arrays stay fixed, which keeps it fast.
+# (`_make_room`) and re-enters: inside a loop the arrays stay fixed, which keeps it fast. The word
+# side of a round, `words_apply_merges` then `words_take_deltas`, is public: the engine's compiled
+# merge loops call it on a state lent them (`WordTable.lend`).
 
 
 @njit
@@ -259,14 +276,14 @@ def _make_room(state, new_pairs, new_nodes):
 
 
 @njit(cache=True, nogil=True)
-def _apply_merges(state, merges):
+def words_apply_merges(state, merges):
     """Apply merges in order, each an (a, b, new id) row of `merges`."""
     for m in range(len(merges)):
         a, b, new = merges[m, 0], merges[m, 1], merges[m, 2]
         pairs = state.pairs
         merged = slot_of(pairs, pack(a, b))
         if pairs[merged, KEY_COLUMN] == 0:
-            continue  # no word of this shard holds the pair
+            continue  # no word of this table holds the pair
         node = (pairs[merged, _LINKS] & LOW32) - 1
         pairs[merged, _LINKS] &= ~LOW32
         while node >= 0:
@@ -333,7 +350,8 @@ def _merge_words(state, node, a, b, new):
 
 
 @njit(cache=True, nogil=True)
-def _take_deltas(state):
+def words_take_deltas(state):
+    """(pair keys, count deltas) of the pairs whose count changed since the last call; resets them."""
     pairs, touched, meta = state.pairs, state.touched, state.meta
     n = meta[_N_TOUCHED]
     keys = np.empty(n, dtype=np.int64)

@@ -1,8 +1,9 @@
 """The versioned artifact store: `<root>/<name>/v0001/`, `v0002/`, ... and `<root>/<name>/latest`.
 
-A version is staged in a local temporary directory and moved into place whole: on a local
-filesystem by one rename; elsewhere (any fsspec URL) by an upload followed by a `COMPLETE` marker,
-which readers require. Version numbers are reserved with an exclusive-create lock file, so two
+A version is staged in a local directory and published whole by `bpe.storage` (`stage_directory`,
+`publish_staged`): on a local filesystem by one rename; elsewhere (any fsspec URL) by an upload
+followed by the `COMPLETE` marker. Readers require the marker everywhere, and a published version
+is never written over. Version numbers are reserved with an exclusive-create lock file, so two
 concurrent runs never get the same one, and `latest` is moved last: by a publish only forward, and
 only for a version published as promoted (the main line, or an experiment run with promote=True).
 
@@ -22,14 +23,15 @@ import os
 import re
 import shutil
 import socket
-import tempfile
 import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bpe import storage
 from bpe.errors import InputError, SettingsError
+from bpe.formats.manifest import MANIFEST_FILE
 from bpe.leftovers import process_is_gone
 from bpe.manifest import Manifest
 from bpe.storage import COMPLETE
@@ -133,8 +135,6 @@ class VersionStore:
     """Versions of one tokenizer under `root` (a local path or an fsspec URL)."""
 
     def __init__(self, root: str, name: str) -> None:
-        from bpe import storage
-
         self.url = f"{str(root).rstrip('/')}/{check_name(name)}"
         # Listings are not cached: other processes publish, promote and prune the same store.
         self.fs, self.base = storage.filesystem(self.url)
@@ -249,12 +249,7 @@ class VersionStore:
                 # version moves into place before its lock goes, so holding the lock, we see it.
                 self.fs.rm(lock)
                 continue
-            if self.local:
-                directory = Path(self.base) / f".{version}.tmp-{uuid.uuid4().hex[:8]}"
-                directory.mkdir()
-            else:
-                directory = Path(tempfile.mkdtemp(prefix=f"bpe-{self.name}-{version}-"))
-            return Staged(version, directory)
+            return Staged(version, storage.stage_directory(self.location(version)))
 
     def _sweep_abandoned(self) -> None:
         """Drop the reservations of publishers that died between stage and commit (their lock, and
@@ -288,23 +283,20 @@ class VersionStore:
             pass
         if promote is None:
             promote = described.promoted is not False
-        (staged.directory / COMPLETE).write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
+        storage.publish_staged(
+            staged.directory,
+            self.location(staged.version),
+            last=MANIFEST_FILE,
+            kind="version",
+            replace_hint="a published version is never replaced",
+            marked=True,
+        )
         final = self.path(staged.version)
-        if self.local:
-            os.chmod(staged.directory, 0o755)
-            os.rename(staged.directory, final)
-        else:
-            marker = staged.directory / COMPLETE
-            files = [p for p in staged.directory.iterdir() if p != marker]
-            for p in files:
-                self.fs.put_file(str(p), f"{final}/{p.name}")
-            self.fs.put_file(str(marker), f"{final}/{COMPLETE}")
-            shutil.rmtree(staged.directory, ignore_errors=True)
-        flow_run = (described.get("prefect") or {}).get("flow_run_id")
+        flow_run = (described.prefect or {}).get("flow_run_id")
         self._advance_latest(
             staged.version,
             promote,
-            channel=described.get("channel") or MAIN,
+            channel=described.channel or MAIN,
             by=by or (f"flow run {flow_run}" if flow_run else None),
         )
         self.fs.rm(f"{self.base}/.{staged.version}.lock")
@@ -312,7 +304,7 @@ class VersionStore:
 
     def abort(self, staged: Staged) -> None:
         """Forget a staged version: nothing of it stays, and `latest` does not move."""
-        shutil.rmtree(staged.directory, ignore_errors=True)
+        storage.discard_staged(staged.directory)
         try:
             self.fs.rm(f"{self.base}/.{staged.version}.lock")
         except FileNotFoundError:

@@ -1,9 +1,9 @@
-"""Words of one process split into shards, each on its own thread: `WordTable`'s interface over
+"""Words of one process split into slices, each on its own thread: `WordTable`'s interface over
 several word tables, so that one process applies each round's merges on all its cores.
 
-Each round every shard applies the merges at once (the kernels release the GIL) and takes its
-pair-count deltas; the deltas of all shards, summed, are exactly one table's. The local engine's
-merge loop and a Dask shard holder on a worker with several threads both use it.
+Each round every slice applies the merges at once (the kernels release the GIL) and takes its
+pair-count deltas; the deltas of all slices, summed, are exactly one table's. The local engine's
+merge loop and a Dask bucket holder on a worker with several threads both use it.
 
 >>> from bpe.engine.count import WordCounts
 >>> with ThreadedWordTable(WordCounts.from_dict({b"aaab": 1, b"aab": 1, b"ab": 1}), threads=2) as table:
@@ -21,7 +21,7 @@ import numpy as np
 
 from bpe.engine.count import WordCounts
 from bpe.engine.replay import BaseMerges
-from bpe.engine.word_table import WordTable, _apply_merges, _take_deltas
+from bpe.engine.word_table import WordTable
 
 Deltas = tuple[np.ndarray, np.ndarray]
 
@@ -38,7 +38,7 @@ class ThreadedWordTable:
     ) -> None:
         self.tables = split_tables(counts, threads, base) if tables is None else tables
         self._pending: list[Deltas] = [table.take_deltas() for table in self.tables]
-        self._threads = ShardThreads(self.tables[1:])
+        self._threads = SliceThreads(self.tables[1:])
 
     @classmethod
     def from_words(cls, tokens: np.ndarray, lengths: np.ndarray, freqs: np.ndarray, threads: int) -> ThreadedWordTable:
@@ -54,17 +54,17 @@ class ThreadedWordTable:
         return cls(None, threads, tables)
 
     def apply_and_take(self, merges: np.ndarray) -> list[Deltas]:
-        """Apply merges ((n, 3) int64: a, b, new id) on every shard at once; each shard's deltas."""
+        """Apply merges ((n, 3) int64: a, b, new id) on every slice at once; each slice's deltas."""
         merges = np.ascontiguousarray(merges, dtype=np.int64)
         self._threads.start(merges)
-        first = _apply_and_take(self.tables[0], merges)
+        first = self.tables[0].apply_and_take(merges)
         return [first, *self._threads.wait()]
 
     def apply(self, merges: np.ndarray) -> None:
         self._pending += self.apply_and_take(merges)
 
     def take_deltas(self) -> Deltas:
-        """(pair keys, count deltas) since the last call, of all shards (a key may come once per shard)."""
+        """(pair keys, count deltas) since the last call, of all slices (a key may come once per slice)."""
         keys = np.concatenate([k for k, _ in self._pending]) if self._pending else np.zeros(0, np.int64)
         deltas = np.concatenate([d for _, d in self._pending]) if self._pending else np.zeros(0, np.int64)
         self._pending = []
@@ -104,18 +104,13 @@ def split_tables(counts: WordCounts, threads: int, base: BaseMerges | None = Non
 
 
 def word_table(counts: WordCounts, threads: int = 1, base: BaseMerges | None = None) -> WordTable | ThreadedWordTable:
-    """One table, or shards on `threads` threads when there are words enough to split."""
+    """One table, or slices on `threads` threads when there are words enough to split."""
     if threads > 1 and len(counts) >= threads:
         return ThreadedWordTable(counts, threads, base=base)
     return WordTable(counts, base)
 
 
-def _apply_and_take(table: WordTable, merges: np.ndarray) -> Deltas:
-    table._state = _apply_merges(table._state, merges)
-    return _take_deltas(table._state)
-
-
-class ShardThreads:
+class SliceThreads:
     """One long-lived thread per word table, woken once per round. Plain locks used as signals
     cost less than a thread pool's futures, which matters at thousands of rounds a second."""
 
@@ -138,7 +133,7 @@ class ShardThreads:
             if self.merges is None:
                 return
             try:
-                self.results[i] = _apply_and_take(self.tables[i], self.merges)
+                self.results[i] = self.tables[i].apply_and_take(self.merges)
             except BaseException as exc:  # handed to `wait`, which raises it
                 self.results[i] = exc
             self.done[i].release()

@@ -1,4 +1,4 @@
-"""A shard holder's socket against hostile peers: whoever connects first (garbage, a wrong
+"""A bucket holder's socket against hostile peers: whoever connects first (garbage, a wrong
 secret, an idle socket, a header announcing gigabytes) neither kills the holder nor keeps the
 driver out. The holder runs in this process, as it would in a Dask worker."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from bpe.counting import count_words
 from bpe.distributed import channel
-from bpe.distributed.shard_holder import ShardHolder
+from bpe.distributed.bucket_holder import BucketHolder
 from bpe.engine.pair_keys import pack
 
 SECRET = "s3cret-of-this-run"
@@ -20,12 +20,12 @@ SECRET = "s3cret-of-this-run"
 
 @pytest.fixture
 def holder(tmp_path):
-    holder = ShardHolder(count_words(["abab abab cab"], "whitespace"), str(tmp_path), 0, SECRET)
+    holder = BucketHolder(count_words(["abab abab cab"], "whitespace"), str(tmp_path), 0, SECRET)
     yield holder
     holder.server.close()
 
 
-def knock(holder: ShardHolder) -> socket.socket:
+def knock(holder: BucketHolder) -> socket.socket:
     address = holder.address()
     return socket.create_connection((address["host"], address["port"]), timeout=5)
 
@@ -37,7 +37,7 @@ def closed_by_the_holder(sock: socket.socket) -> bool:
         return True
 
 
-def drive(holder: ShardHolder) -> dict[tuple[int, int], int]:
+def drive(holder: BucketHolder) -> dict[tuple[int, int], int]:
     """What the driver does: authenticate, get the initial counts, send a round, get its deltas."""
     sock = knock(holder)
     channel.send(sock, b"HELO", np.frombuffer(SECRET.encode(), np.uint8))

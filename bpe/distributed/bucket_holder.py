@@ -1,9 +1,10 @@
-"""The worker side of the distributed merge loop: one shard of the word table, served over a socket.
+"""The worker side of the distributed merge loop: one word bucket (the words of one hash bucket),
+served over a socket.
 
-A `ShardHolder` is a Dask actor. Dask places it (next to its words) and keeps it alive; the merge
+A `BucketHolder` is a Dask actor. Dask places it (next to its words) and keeps it alive; the merge
 loop itself runs over a plain TCP connection from the driver (`bpe.distributed.channel`):
 
-    driver -> holder   HELO  the run's secret; the reply is DLTA with the shard's initial counts
+    driver -> holder   HELO  the run's secret; the reply is DLTA with the bucket's initial counts
     driver -> holder   MRGE  merges of the round as (a, b, new id) triples
     holder -> driver   DLTA  pair keys and count deltas, only for pairs that changed
     driver -> holder   CHKP  write a checkpoint of the words after `n` merges (reply DONE)
@@ -13,7 +14,7 @@ loop itself runs over a plain TCP connection from the driver (`bpe.distributed.c
 Until a peer has sent the secret it may send at most a few KB and take at most a few seconds;
 peers that fail are dropped and the holder keeps listening until the driver is in.
 
-The shard's words are persisted in the scratch directory when the holder starts, and checkpoints
+The bucket's words are persisted in the scratch directory when the holder starts, and checkpoints
 are written there on request, so a holder lost with its worker can be rebuilt elsewhere: load the
 latest checkpoint and replay the rest of the merge log, discarding the deltas it produces (the
 driver counted them already). The scratch directory is a path all workers share or an object
@@ -41,7 +42,7 @@ from bpe.engine.cores import available_cores
 from bpe.engine.count import WordCounts
 from bpe.engine.merge import first_id
 from bpe.engine.replay import BaseMerges
-from bpe.engine.word_shards import ThreadedWordTable, word_table
+from bpe.engine.word_slices import ThreadedWordTable, word_table
 from bpe.engine.word_table import WordTable
 
 HELLO_BYTES = 4096  # what a peer may send before it has shown it knows the secret
@@ -50,8 +51,8 @@ HELLO_SECONDS = 10.0  # how long it has to show it
 logger = logging.getLogger(__name__)
 
 
-def shard_dir(scratch: str, shard: int) -> str:
-    return storage.join(scratch, f"shard-{shard:04d}")
+def bucket_dir(scratch: str, bucket: int) -> str:
+    return storage.join(scratch, f"bucket-{bucket:04d}")
 
 
 def _worker_address() -> str | None:
@@ -87,27 +88,27 @@ def peak_memory_mb() -> float:
     return 0.0
 
 
-class ShardHolder:
-    """Holds shard `shard` of the words on a Dask worker and serves the merge loop."""
+class BucketHolder:
+    """Holds word bucket `bucket` on a Dask worker and serves the merge loop."""
 
     def __init__(
         self,
         counts: WordCounts | str | None,
         scratch: str,
-        shard: int,
+        bucket: int,
         secret: str,
         merge_log: np.ndarray | None = None,
         base: BaseMerges | None = None,
     ) -> None:
-        """`counts` is the shard's words (written to the scratch directory), the path of a Parquet
+        """`counts` is the bucket's words (written to the scratch directory), the path of a Parquet
         file that already holds them, or None to rebuild from the scratch directory + `merge_log`.
         `base`: a tokenizer's merges, replayed on the words before the loop's (`merge_log` holds
         only the loop's)."""
         started = time.perf_counter()
-        self.shard = shard
+        self.bucket = bucket
         self.base = base
         self.secret = secret
-        self.directory = shard_dir(scratch, shard)
+        self.directory = bucket_dir(scratch, bucket)
         self.words_path = storage.join(self.directory, "words.parquet")
         self.checkpoint_path = storage.join(self.directory, "checkpoint.npz")
         if not storage.is_remote(self.directory):
@@ -121,7 +122,7 @@ class ShardHolder:
         elif counts is not None:
             self._write_words(counts)
         if counts is not None:
-            # A fresh start: whatever an earlier holder left here is not this shard's state.
+            # A fresh start: whatever an earlier holder left here is not this bucket's state.
             storage.remove(self.checkpoint_path)
             self.table = word_table(counts, self.threads, base)
             self.initial = self.table.take_deltas()
@@ -132,7 +133,7 @@ class ShardHolder:
         self.server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.server.bind((self._host(), 0))
         self.server.listen(16)
-        self.thread = threading.Thread(target=self._serve, name=f"bpe-shard-{shard}", daemon=True)
+        self.thread = threading.Thread(target=self._serve, name=f"bpe-bucket-{bucket}", daemon=True)
         self.thread.start()
 
     # -- called through Dask -----------------------------------------------------------------
@@ -151,8 +152,8 @@ class ShardHolder:
     # -- persistence -------------------------------------------------------------------------
 
     def _link_words(self, path: str) -> WordCounts:
-        """Use a Parquet file that already holds the shard's words (the pipeline writes one): link
-        it as this shard's words (a copy within the object store, or on a filesystem without
+        """Use a Parquet file that already holds the bucket's words (the pipeline writes one): link
+        it as this bucket's words (a copy within the object store, or on a filesystem without
         symbolic links), replacing whatever an earlier holder linked or wrote there."""
         from bpe.distributed.counting import read_counts
 
@@ -211,7 +212,7 @@ class ShardHolder:
             reason = (str(exc).strip().splitlines() or [""])[0]
             self.restored_from = f"its words (checkpoint.npz unusable: {type(exc).__name__}: {reason})"
             logger.warning(
-                f"shard {self.shard}: {path} unusable ({type(exc).__name__}: {reason}); "
+                f"bucket {self.bucket}: {path} unusable ({type(exc).__name__}: {reason}); "
                 "rebuilding from words.parquet and the whole merge log"
             )
             return None
@@ -219,7 +220,7 @@ class ShardHolder:
         return table, done
 
     def _restore(self, merge_log: np.ndarray) -> WordTable | ThreadedWordTable:
-        """The shard's table after `merge_log`: the latest checkpoint, or the shard's words when it
+        """The bucket's table after `merge_log`: the latest checkpoint, or the bucket's words when it
         has none or it is unreadable, then the rest of the log replayed."""
         loaded = self._load_checkpoint(len(merge_log))
         if loaded is not None:
@@ -229,7 +230,7 @@ class ShardHolder:
 
             if not storage.exists(self.words_path):
                 raise FileNotFoundError(
-                    f"{self.words_path}: the shard's words are gone; the scratch directory must be shared by all "
+                    f"{self.words_path}: the bucket's words are gone; the scratch directory must be shared by all "
                     "workers (a shared filesystem, or object storage such as s3://bucket/scratch)"
                 )
             with storage.open_read(self.words_path) as f:
@@ -290,7 +291,7 @@ class ShardHolder:
             except OSError:
                 return None
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(target=hear, args=(conn,), name=f"bpe-shard-{self.shard}-hello", daemon=True).start()
+            threading.Thread(target=hear, args=(conn,), name=f"bpe-bucket-{self.bucket}-hello", daemon=True).start()
         return None
 
     def _serve(self) -> None:
@@ -313,7 +314,7 @@ class ShardHolder:
                     channel.send(conn, b"DONE")
                 elif kind == b"STAT":
                     stats = {
-                        "shard": self.shard,
+                        "bucket": self.bucket,
                         "words": self.table.n_words,
                         "tokens": self.table.token_count(),
                         "table_mb": self.table.nbytes / 1e6,
