@@ -21,12 +21,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def run(command: list[str], env: dict | None = None, cwd: Path = REPO, timeout: float | None = None) -> dict:
-    """Run `command`; returns wall seconds, peak memory (MB), stdout and stderr. Raises on failure."""
+    """Run `command`; returns wall seconds, peak memory (MB) of the process tree and of its largest
+    process (sampled), stdout and stderr. Raises on failure."""
     environment = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment, cwd=cwd)
     outputs = {"stdout": b"", "stderr": b""}
-    peak_sum = [0]
+    peak_sum, peak_one = [0], [0]
     stop = threading.Event()
 
     def drain(name: str, stream) -> None:
@@ -39,9 +40,11 @@ def run(command: list[str], env: dict | None = None, cwd: Path = REPO, timeout: 
                 total = 0
                 for p in [root, *root.children(recursive=True)]:
                     try:
-                        total += p.memory_info().rss
+                        rss = p.memory_info().rss
                     except psutil.NoSuchProcess:
-                        pass
+                        continue
+                    total += rss
+                    peak_one[0] = max(peak_one[0], rss)
                 peak_sum[0] = max(peak_sum[0], total)
                 stop.wait(0.02)
         except psutil.NoSuchProcess:
@@ -63,7 +66,13 @@ def run(command: list[str], env: dict | None = None, cwd: Path = REPO, timeout: 
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed ({process.returncode}):\n{outputs['stderr'].decode()[-3000:]}")
     peak = max(peak_sum[0] / 2**20, usage.ru_maxrss / 1024)
-    return {"wall": wall, "peak_mb": peak, "stdout": outputs["stdout"].decode(), "stderr": outputs["stderr"].decode()}
+    return {
+        "wall": wall,
+        "peak_mb": peak,
+        "largest_process_mb": max(peak_one[0] / 2**20, usage.ru_maxrss / 1024),
+        "stdout": outputs["stdout"].decode(),
+        "stderr": outputs["stderr"].decode(),
+    }
 
 
 def python(*args: str) -> list[str]:

@@ -162,7 +162,7 @@ def main() -> None:
             plot_comparison(args.plot, rows, f"{args.data.name}: bytes per token on the pipeline's held-out rows")
             print(f"plot: {args.plot}")
         if args.json:
-            keep = ("size", "transition", "wall", "peak_mb", "bytes_per_token", "curve")
+            keep = ("size", "transition", "wall", "peak_mb", "largest_process_mb", "bytes_per_token", "curve")
             args.json.write_text(json.dumps([{k: r.get(k) for k in keep} for r in rows], indent=1))
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -171,9 +171,12 @@ def main() -> None:
 def row_line(row: dict) -> str:
     m = row["manifest"]
     what = "BPE" if row["transition"] is None else f"SuperBPE t={row['transition']:,}"
+    engine = m["engine"]
+    holders = f"; word bucket holders' peaks {engine['shard_peak_mb']} MB" if engine.get("shard_peak_mb") else ""
     return (
         f"  {row['size']:,} {what}: {row['bytes_per_token']:.3f} bytes/token held out, {row['wall']:.1f} s, "
-        f"{row['peak_mb']:,.0f} MB, {m['counts']['unique_words']:,} unique pieces"
+        f"{row['peak_mb']:,.0f} MB (largest process {row['largest_process_mb']:,.0f} MB{holders}), "
+        f"{m['counts']['unique_words']:,} unique pieces"
     )
 
 

@@ -6,6 +6,7 @@ It is slow on purpose and short enough to check by eye; tests use it as the orac
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 import regex
 
@@ -46,7 +47,7 @@ def words_in(token: bytes) -> int:
 def train_reference(
     word_counts: dict[bytes, int],
     n_merges: int,
-    tie_break: str = "bytes",
+    tie_break: str | Callable[[tuple[int, int], dict[int, bytes]], object] = "bytes",
     min_frequency: int = 1,
     max_token_length: int | None = None,
     base: list[tuple[int, int]] = (),
@@ -79,7 +80,9 @@ def train_reference(
             stats = Counter({p: c for p, c in stats.items() if b": " not in vocab[p[0]] + vocab[p[1]]})
         if not stats:
             break
-        if tie_break == "bytes":
+        if callable(tie_break):  # another trainer's order of equal counts: the greatest key wins
+            best = max(stats, key=lambda p: (stats[p], tie_break(p, vocab)))
+        elif tie_break == "bytes":
             best = max(stats, key=lambda p: (stats[p], vocab[p[0]], vocab[p[1]]))
         else:
             best = max(stats, key=lambda p: (stats[p], p))

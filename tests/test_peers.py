@@ -7,6 +7,8 @@ pair of ids (each in its own alphabet's order), we take the greater pair of byte
 ids, with `tie_break="ids"`). So the contract is: the merges are the same up to the first step
 where two pairs tie, and where the lists part, the two pairs chosen have the same count, the
 highest. A peer that parted from us on a pair with a lower count would be a bug (theirs or ours).
+With the peers' tie-break given to the reference trainer, every merge of theirs is the reference's
+(below), so the three trainers differ in the order of ties alone.
 """
 
 from __future__ import annotations
@@ -123,3 +125,63 @@ def test_real_english_agrees_with_the_peers_until_a_tie(corpus_rows, pattern):
     agreed = compare(corpus_rows, 256 + 3000, pattern, "bytes")
     print(f"\n{pattern}: merges shared before the first tie of 3,000: {agreed}")
     assert all(n > 0 for n in agreed.values()), agreed
+
+
+# -- with the peers' own tie-break: the whole list agrees ------------------------------------------
+#
+# Both peers break a tie by the smaller pair of ids: rustbpe's ids are ours (bytes by value, then
+# merges in order), Hugging Face's give the 256 byte tokens the order of their spellings (its
+# alphabet is sorted), then merges in order. The reference trainer run with that order must give
+# every merge each peer makes, which shows that on the same counts the three differ in the order of
+# ties alone (ours is checked against the same reference with our tie-break everywhere else).
+
+
+def hf_ids() -> dict[bytes, int]:
+    """Hugging Face's ids of the 256 byte tokens (the sorted order of their spellings)."""
+    from bpe.formats.spelling import spell
+
+    spelled = sorted(spell(bytes([b])) for b in range(256))
+    return {unspell(text): i for i, text in enumerate(spelled)}
+
+
+def reference_tokens(texts: list[str], pattern: str, n_merges: int, peer: str) -> list[bytes]:
+    """The tokens the reference trainer makes, in order, breaking ties as `peer` does: the pair of
+    smaller peer ids wins (a merged token's id is the same in both: 256 + the merge's index)."""
+    from tests.reference import train_reference
+
+    split = Pretokenizer(pattern, []).split
+    words = Counter(piece.encode() for text in texts for piece in split(text))
+    byte_ids = hf_ids() if peer == "Hugging Face" else {bytes([b]): b for b in range(256)}
+
+    def smaller_pair_first(pair: tuple[int, int], vocab: dict[int, bytes]) -> tuple[int, int]:
+        a, b = (i if i >= 256 else byte_ids[vocab[i]] for i in pair)
+        return -a, -b  # the reference takes the greatest key
+
+    merges = train_reference(dict(words), n_merges, smaller_pair_first)
+    vocab = {i: bytes([i]) for i in range(256)}
+    for k, (a, b) in enumerate(merges):
+        vocab[256 + k] = vocab[a] + vocab[b]
+    return [vocab[256 + k] for k in range(len(merges))]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    texts=st.lists(assigned_text(), min_size=1, max_size=8).filter(lambda texts: any(texts)),
+    extra=st.integers(1, 40),
+    pattern=st.sampled_from(["gpt2", "cl100k"]),
+)
+def test_with_their_tie_break_the_peers_make_the_references_merges(texts, extra, pattern):
+    for peer, tokens in PEERS.items():
+        theirs = tokens(texts, 256 + extra, pattern)
+        assert theirs == reference_tokens(texts, pattern, len(theirs), peer), peer
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "cl100k"])
+def test_on_real_english_with_their_tie_break_every_merge_agrees(corpus_rows, pattern):
+    """400 rows of `../shared/corpora/en`, 600 merges: every merge of each peer is the reference's
+    when the reference breaks ties as the peer does (and ours is the reference's with ours)."""
+    texts = corpus_rows[:400]
+    for peer, tokens in PEERS.items():
+        theirs = tokens(texts, 256 + 600, pattern)
+        assert len(theirs) == 600 and theirs == reference_tokens(texts, pattern, 600, peer), peer
+    print(f"\n{pattern}: Hugging Face and rustbpe agree with the reference on all 600 merges with their tie-break")
