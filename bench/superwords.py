@@ -31,8 +31,10 @@ DEFAULT_DATA = REPO.parent / "shared" / "corpora" / "en"
 HOLDOUT_FRACTION = 0.01  # the pipeline's default (bpe.pipeline.config)
 
 
-def split_rows(data: Path, work: Path) -> tuple[Path, list[str]]:
-    """The corpus less its held-out rows, as one Parquet file, and the held-out rows."""
+def split_rows(data: Path, work: Path) -> tuple[Path, Path]:
+    """Write the corpus less its held-out rows (train.parquet) and the held-out rows
+    (held-out.parquet) into `work`. Run in a process of its own (`--split`): a process's peak
+    memory carries over to the processes it starts, so the measuring process never holds the data."""
     from bpe.counting import holdout_mask
     from bpe.inputs.discover import discover
 
@@ -43,9 +45,28 @@ def split_rows(data: Path, work: Path) -> tuple[Path, list[str]]:
         texts = column.to_pylist()
         held_out += [t for t, out in zip(texts, mask) if out]
         kept += [t for t, out in zip(texts, mask) if not out]
-    path = work / "train.parquet"
-    pq.write_table(pa.table({"text": pa.array(kept, pa.large_string())}), path, row_group_size=20_000)
-    return path, held_out
+    train_path, held_out_path = work / "train.parquet", work / "held-out.parquet"
+    pq.write_table(pa.table({"text": pa.array(kept, pa.large_string())}), train_path, row_group_size=20_000)
+    pq.write_table(pa.table({"text": pa.array(held_out, pa.large_string())}), held_out_path)
+    return train_path, held_out_path
+
+
+def curve_of(tokenizer: Path, held_out: Path) -> dict:
+    """Bytes per token on the held-out rows at the tokenizer's size and at every power of two below
+    it (and at its transition), as the pipeline's evaluation measures them (`--curve`, a process of
+    its own as well)."""
+    from bpe import Tokenizer
+    from bpe.pipeline.evaluate import compression_curve, default_sizes
+
+    texts = pq.read_table(held_out).column("text").to_pylist()
+    tok = Tokenizer.load(tokenizer)
+    transition = tok.manifest.superwords.transition if tok.manifest.superwords is not None else None
+    sizes = sorted(set(default_sizes(tok.vocab_size)) | ({transition} if transition else set()))
+    return {
+        "rows": len(texts),
+        "bytes": sum(len(t.encode()) for t in texts),
+        "curve": compression_curve(tok, texts, sizes),
+    }
 
 
 def bpe_train(data: Path, vocab_size: int, out: Path, engine: str, *extra: str) -> list[str]:
@@ -56,17 +77,11 @@ def bpe_train(data: Path, vocab_size: int, out: Path, engine: str, *extra: str) 
     )  # fmt: skip
 
 
-def measured(result: dict, out: Path, held_out: list[str]) -> dict:
-    """The run's manifest, and bytes per token on the held-out rows: at its size, and at every
-    power of two below it (and at the transition) as the pipeline's evaluation measures them."""
-    from bpe import Tokenizer
-    from bpe.pipeline.evaluate import compression_curve, default_sizes
-
+def measured(result: dict, out: Path, held_out: Path) -> dict:
+    """The run's manifest, and its curve on the held-out rows (`curve_of`, in a process of its own)."""
     result["manifest"] = json.loads((out / "manifest.json").read_text())
-    tok = Tokenizer.load(out)
-    transition = (result["manifest"].get("superwords") or {}).get("transition")
-    sizes = sorted(set(default_sizes(tok.vocab_size)) | ({transition} if transition else set()))
-    result["curve"] = compression_curve(tok, held_out, sizes)
+    measure = run(python("-m", "bench.superwords", "--curve", str(out), str(held_out)))
+    result["curve"] = json.loads(measure["stdout"])["curve"]
     result["bytes_per_token"] = result["curve"][-1]["bytes_per_token"]
     return result
 
@@ -110,7 +125,15 @@ def main() -> None:
     parser.add_argument("--scale", type=float, help="build a corpus of this many MB from --data, and use it")
     parser.add_argument("--json", type=Path, help="also write the measurements here")
     parser.add_argument("--plot", type=Path, help="draw the curves of the largest size here (PNG)")
+    parser.add_argument("--split", nargs=2, metavar=("DATA", "WORK"), help=argparse.SUPPRESS)
+    parser.add_argument("--curve", nargs=2, metavar=("TOKENIZER", "HELD_OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.split:
+        split_rows(Path(args.split[0]), Path(args.split[1]))
+        return
+    if args.curve:
+        print(json.dumps(curve_of(Path(args.curve[0]), Path(args.curve[1]))))
+        return
     if not args.data.exists():
         sys.exit(f"no corpus at {args.data} (give --data)")
     if args.scale:
@@ -122,11 +145,12 @@ def main() -> None:
     fractions = [float(f) for f in args.transitions.split(",")]
     work = Path(tempfile.mkdtemp(prefix="bpe-bench-superwords-"))
     try:
-        data, held_out = split_rows(args.data, work)
+        run(python("-m", "bench.superwords", "--split", str(args.data), str(work)))
+        data, held_out = work / "train.parquet", work / "held-out.parquet"
         print(
             f"corpus {args.data}: {data.stat().st_size / 1e6:,.0f} MB on disk to train on; held out (the "
-            f"pipeline's evaluation rows at {HOLDOUT_FRACTION}): {len(held_out):,} rows, "
-            f"{sum(len(t.encode()) for t in held_out) / 1e6:.2f} MB; engine {args.engine}",
+            f"pipeline's evaluation rows at {HOLDOUT_FRACTION}): {pq.read_metadata(held_out).num_rows:,} rows; "
+            f"engine {args.engine}",
             flush=True,
         )
         run(bpe_train(data, 300, work / "warm", args.engine, "--superwords", "--transition", "280"))  # compile
