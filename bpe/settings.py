@@ -23,8 +23,7 @@ ENGINES = ("local", "dask")
 # A superword run's settings describe the whole run ("whole"), or one of its two stages: ordinary
 # BPE up to the transition ("subwords"), then merges across words ("superwords"). See bpe.superwords.
 STAGES = ("whole", "subwords", "superwords")
-# The settings that only a superword run reads, and their defaults (the manifest records them for
-# such a run only).
+# The settings that only a superword run reads (the manifest records them for such a run only).
 SUPERWORD_KEYS = ("transition", "superword_pattern", "max_words", "colon_space")
 TEXT_FORMATS = ("doc", "lines")  # a text file is one document, or one document per line (bpe.inputs.formats)
 # --limit: decimal and binary byte units, or rows (documents).

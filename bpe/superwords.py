@@ -56,7 +56,8 @@ def joined(first: TrainingRun | None, second: TrainingRun) -> TrainingRun:
     counts (the tokenizer splits text as it does), and what each stage saw in `stages`. No first
     stage (None) when the transition is where training starts."""
     if first is None:
-        return replace(second, stages=[{"stage": "subwords", "merges": 0}, stage_record("superwords", second)])
+        skipped = {"stage": "subwords", "merges": 0, "unique_words": 0, "pretokens": 0, "stop_reason": "transition"}
+        return replace(second, stages=[{**skipped, "seconds": {}}, stage_record("superwords", second)])
     a, b = first.merges, second.merges
     merges = MergeResult(
         merges=np.concatenate([a.merges, b.merges]),

@@ -156,6 +156,7 @@ def test_stage_two_alone_extends_an_existing_tokenizer(paragraphs):
     assert tok.merges[:444] == base.merges
     pieces = stage_counts(paragraphs[:300], lambda text: isolated_split(SUPERBPE_SPLIT, text))
     assert tok.merges == train_reference(pieces, 300, base=base.merges, max_words=4, colon_space=False)
+    assert [stage["merges"] for stage in tok.manifest.superwords.stages] == [0, 300]
 
 
 @settings(max_examples=200, deadline=None)
@@ -259,6 +260,11 @@ def test_the_command_trains_superwords_and_reports_both_stages(tmp_path, capsys,
     assert manifest["settings"]["max_words"] == 2 and manifest["settings"]["colon_space"] is True
     tok = Tokenizer.load(out)
     assert max(map(words_in, tok.vocab)) == 2 and tok.pattern == "superbpe"
+    base = tmp_path / "base"
+    assert main([*argv[:-1], str(base), "--vocab-size", "600", "--quiet"]) == 0
+    on_base = [*argv[:-1], str(tmp_path / "on-base"), "--from", str(base), "--superwords", "--transition", "600"]
+    assert main(on_base) == 0
+    assert "stages    subwords 0 merges to 600 tokens" in capsys.readouterr().out  # superwords on the base alone
     assert main([*argv[:-1], str(tmp_path / "other"), "--transition", "600"]) == 1
     assert capsys.readouterr().err.strip() == (
         "bpe: error: --transition: only a superword run has one (superwords=True, --superwords)"
