@@ -43,6 +43,15 @@ def alphabet(copy: int) -> dict[int, str]:
     return table
 
 
+def scaled_corpus(source: Path, size_mb: float) -> Path:
+    """The corpus of `size_mb` MB built from `source` (`--scale`), built once into the bench cache
+    (~/.cache/bpe/bench/scale-<MB>) and said in one line."""
+    scaled = Path.home() / ".cache" / "bpe" / "bench" / f"scale-{size_mb:g}"
+    built = build(source, scaled, size_mb)
+    print(f"scale corpus {scaled}: {built['text_bytes'] / 1e6:,.0f} MB, {built['copies']} copies of {source}")
+    return scaled
+
+
 def build(source: Path, out: Path, size_mb: float, text_column: str = "text") -> dict:
     """Write copies of `source`'s shards into `out` until they hold `size_mb` MB of UTF-8 text;
     returns (and writes to out/.corpus.json) what was built. Reuses a finished build."""

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.measure import REPO, python, run
-from bench.scale_corpus import build
+from bench.scale_corpus import scaled_corpus
 
 DEFAULT_DATA = REPO.parent / "shared" / "corpora" / "en"
 HOLDOUT_FRACTION = 0.01  # the pipeline's default (bpe.pipeline.config)
@@ -137,10 +137,7 @@ def main() -> None:
     if not args.data.exists():
         sys.exit(f"no corpus at {args.data} (give --data)")
     if args.scale:
-        scaled = Path.home() / ".cache" / "bpe" / "bench" / f"scale-{args.scale:g}"
-        built = build(args.data, scaled, args.scale)
-        print(f"scale corpus {scaled}: {built['text_bytes'] / 1e6:,.0f} MB, {built['copies']} copies of {args.data}")
-        args.data = scaled
+        args.data = scaled_corpus(args.data, args.scale)
     sizes = [int(s) for s in args.sizes.split(",")]
     fractions = [float(f) for f in args.transitions.split(",")]
     work = Path(tempfile.mkdtemp(prefix="bpe-bench-superwords-"))

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 from bench.measure import REPO, python, run
-from bench.scale_corpus import build
+from bench.scale_corpus import scaled_corpus
 from bpe.manifest import Manifest
 
 DEFAULT_DATA = REPO.parent / "shared" / "corpora" / "en"
@@ -75,10 +75,7 @@ def main() -> None:
     if not args.data.exists():
         sys.exit(f"no corpus at {args.data} (give --data)")
     if args.scale:
-        scaled = Path.home() / ".cache" / "bpe" / "bench" / f"scale-{args.scale:g}"
-        built = build(args.data, scaled, args.scale)
-        print(f"scale corpus {scaled}: {built['text_bytes'] / 1e6:,.0f} MB, {built['copies']} copies of {args.data}")
-        args.data = scaled
+        args.data = scaled_corpus(args.data, args.scale)
     work = Path(tempfile.mkdtemp(prefix="bpe-bench-"))
     try:
         run(bpe_train(args.data, 300, args.pattern, work / "warm"))  # compile once, outside the timing

@@ -46,15 +46,7 @@ def test_a_deployment_with_a_base_extends_it_and_records_it(pipeline_services, t
     conf = tmp_path / "conf"
     conf.mkdir()
     (conf / "extended.yaml").write_text(yaml.safe_dump(cfg))
-    done = subprocess.run(
-        [str(Path(os.sys.executable).parent / "bpe"), "deploy", "--conf", str(conf), "--pool", POOL],
-        env={**os.environ, **pipeline_services["env"]},
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    deploy(pipeline_services, conf)
     result = run_deployment(pipeline_services, "extended")
     assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]
     store = VersionStore(cfg["artifact_root"], "extended")
@@ -79,6 +71,7 @@ def trained_rows(rows: list[str], holdout_fraction: float) -> list[str]:
 
 
 def deploy(pipeline_services, conf: Path) -> None:
+    """`bpe deploy --conf CONF` against the session's services, as a user runs it."""
     done = subprocess.run(
         [str(Path(os.sys.executable).parent / "bpe"), "deploy", "--conf", str(conf), "--pool", POOL],
         env={**os.environ, **pipeline_services["env"]},
