@@ -1,7 +1,7 @@
 """Which tokens the superword stage may make: SuperBPE's rules on the words a token spans.
 
-A plain description, checked in Python here and in the pair queue's kernels (`pair_queue._may_make`),
-so that the settings can name it without loading numba.
+A plain description, which the pair queue's kernels check (`pair_queue._may_make`); it lives apart
+from them so that the settings can name it without loading numba.
 """
 
 from __future__ import annotations
@@ -15,11 +15,8 @@ from bpe.engine.errors import SettingsError
 class SuperwordRules:
     """Which superwords a merge may make (SuperBPE's second stage): tokens of at most `max_words`
     words, a word being a run of bytes other than the space (None: any number), and, unless
-    `colon_space`, none that holds b": ".
-
-    >>> rules = SuperwordRules(max_words=2)
-    >>> rules.allows(b" by the"), rules.allows(b" by the way"), rules.allows(b"note: x")
-    (True, False, False)
+    `colon_space`, none that holds b": ". With the defaults, b" by the way" may be made, b" by the
+    way it was" (5 words) and b"note: x" may not.
     """
 
     max_words: int | None = 4
@@ -31,9 +28,3 @@ class SuperwordRules:
                 f"max_words: expected an integer >= 1 or None (no limit), got {self.max_words!r}",
                 parameter="max_words",
             )
-
-    def allows(self, token: bytes) -> bool:
-        """Whether a merge may make `token` (the plain Python form of the queue's check)."""
-        if not self.colon_space and b": " in token:
-            return False
-        return self.max_words is None or len([word for word in token.split(b" ") if word]) <= self.max_words
