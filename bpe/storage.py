@@ -58,6 +58,25 @@ def join(base: str | Path, *parts: str) -> str:
     return os.path.join(local_path(base), *parts)
 
 
+def beside(target: str | Path, suffix: str) -> str | None:
+    """A sibling of `target`: its last name with `suffix` added, in the same directory or bucket
+    (`tok/` -> `tok-300`, `s3://bucket/tok/` -> `s3://bucket/tok-300`). None when `target` has no
+    name of its own to add to: a bucket (beside it would be another bucket), `/`, `.` or `..`.
+
+    >>> beside("runs/tok/", "-300"), beside("s3://bucket/tok", "-300"), beside("file:///tmp/tok", "-300")
+    ('runs/tok-300', 's3://bucket/tok-300', 'file:///tmp/tok-300')
+    >>> [beside(t, "-300") for t in ("s3://bucket/", "s3://bucket", "/", ".", "./", "tok/..", "file:///")]
+    [None, None, None, None, None, None, None]
+    """
+    text = str(target)
+    scheme, sep, path = text.partition("://") if "://" in text else ("", "", text)
+    path = path.rstrip("/")
+    parent, _, name = path.rpartition("/")
+    if name in ("", ".", "..") or (is_remote(text) and not parent):  # the first name of a URL is its bucket
+        return None
+    return f"{scheme}{sep}{path}{suffix}"
+
+
 # The standard AWS variables, passed to s3fs as options when set: fsspec keeps one filesystem per
 # distinct options, so a process whose endpoint or credentials change gets a filesystem for the new
 # ones rather than the first it made.

@@ -189,3 +189,61 @@ def test_gpt2s_own_files_truncate_keeping_their_ids():
     assert all(cut.token_to_id(cut.id_to_token(i)) == full.token_to_id(full.id_to_token(i)) == i for i in range(999))
     ids = cut.encode("hello world, the cat")
     assert max(ids) < 999 and cut.decode(ids) == "hello world, the cat"
+
+
+# -- where --also-save writes: beside --out, in its directory or bucket ------------------------------
+
+
+def refusal_start(out: str) -> str:
+    """How the one line refusing an --out with nothing beside it starts: it names --also-save and --out."""
+    return f"bpe: error: --also-save: each size is written beside --out, as <out>-<size>, and --out {out} "
+
+
+@pytest.mark.parametrize("out", [".", "./", "/", ".."])
+def test_also_save_refuses_an_out_with_no_name_before_reading_anything(tmp_path, capsys, monkeypatch, out):
+    """`--out .` once wrote a hidden `.-300` inside the output, `--out ..` a `..-300` in the working
+    directory: one line naming --also-save and --out instead, nothing written."""
+    here = tmp_path / "work" / "here"
+    here.mkdir(parents=True)
+    monkeypatch.chdir(here)
+    path = tmp_path / "t.txt"
+    path.write_text("\n\n".join(TEXTS[:50]))
+    for inputs in ([str(path)], [str(tmp_path / "missing.txt")]):  # refused before the inputs are looked at
+        assert main(["train", *inputs, "--vocab-size", "400", "--out", out, "--also-save", "300", "--force"]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(refusal_start(out)), err
+    assert list((tmp_path / "work").rglob("*")) == [here]  # nothing written, hidden or not
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.txt", "work"]
+
+
+@pytest.mark.services
+def test_also_save_stays_in_the_bucket_of_out(tmp_path, capsys, s3_env):
+    """`--out s3://b/ --also-save 300` once wrote `s3://b-300/`, on AWS someone else's bucket: it is
+    refused, nothing written in either; `--out s3://b/tok/` writes `s3://b/tok-300/` beside it."""
+    boto3 = pytest.importorskip("boto3")
+    pytest.importorskip("s3fs")
+    from tests.conftest import unique_bucket
+
+    s3 = boto3.client("s3")
+    bucket = unique_bucket("bpe-also-save")
+    s3.create_bucket(Bucket=bucket)
+    s3.create_bucket(Bucket=f"{bucket}-300")  # the neighbour's bucket
+
+    def keys(name: str) -> list[str]:
+        return sorted(item["Key"] for item in s3.list_objects_v2(Bucket=name).get("Contents", []))
+
+    path = tmp_path / "t.txt"
+    path.write_text("\n\n".join(TEXTS[:200]))
+    argv = ["train", str(path), "--vocab-size", "400", "--also-save", "300", "--quiet"]
+    for out in (f"s3://{bucket}/", f"s3://{bucket}"):
+        assert main([*argv, "--out", out]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(refusal_start(out)) and "bucket" in err, err
+    assert keys(bucket) == keys(f"{bucket}-300") == []
+
+    assert main([*argv, "--out", f"s3://{bucket}/tok/"]) == 0
+    assert keys(f"{bucket}-300") == []
+    assert {key.split("/")[0] for key in keys(bucket)} == {"tok", "tok-300"}
+    small = Tokenizer.load(f"s3://{bucket}/tok-300/")
+    assert small == Tokenizer.load(f"s3://{bucket}/tok/").truncated(300)
+    assert small == train(files=[path], vocab_size=300)

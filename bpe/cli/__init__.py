@@ -191,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SIZES",
         help="also write the tokenizers of these smaller vocabulary sizes (comma-separated: "
         "8192,16384), cut from the same run (exactly what training with that --vocab-size gives), as "
-        "<out>-<size>",
+        "<out>-<size> beside --out (in its directory or bucket)",
     )
     t.set_defaults(run=run_train)
 

@@ -132,6 +132,8 @@ def run_train(args: argparse.Namespace) -> int:
     from bpe.progress import Bars
     from bpe.train import train
 
+    if args.also_save is not None:
+        also_save_path(args.out, 0)  # an --out with no place beside it: refused before anything is read
     _check_out(args.out, args.force)
     roles = {
         role: token for role in ("bos", "eos", "pad", "unk") if (token := getattr(args, f"{role}_token")) is not None
@@ -247,9 +249,24 @@ def also_save_sizes(
 
 
 def also_save_path(out: str, size: int) -> str:
-    """Where `--also-save` writes the tokenizer of `size` tokens: beside --out, as `<out>-<size>`
-    (`tok/` -> `tok-8192`, `s3://bucket/tok/` -> `s3://bucket/tok-8192`)."""
-    return f"{str(out).rstrip('/')}-{size}"
+    """Where `--also-save` writes the tokenizer of `size` tokens: beside --out, in its directory or
+    bucket, as `<out>-<size>` (`tok/` -> `tok-8192`, `s3://bucket/tok/` -> `s3://bucket/tok-8192`).
+    An --out with nothing beside it (a bucket, `.`, `/`) is refused: never another bucket."""
+    from bpe import storage
+    from bpe.errors import SettingsError
+
+    path = storage.beside(out, f"-{size}")
+    if path is None:
+        if storage.is_remote(out):
+            why, instead = "is a bucket (beside it are other buckets)", "a prefix inside it"
+        else:
+            why, instead = "has no name to add -<size> to", "a directory with a name"
+        raise SettingsError(
+            f"--also-save: each size is written beside --out, as <out>-<size>, and --out {out} {why}; "
+            f"give --out {instead}, such as {storage.join(out, 'tok')}",
+            parameter="also_save",
+        )
+    return path
 
 
 def save_truncations(tokenizer, out: str, sizes: list[int], force: bool) -> tuple[list[tuple[str, int]], list[int]]:
