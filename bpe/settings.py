@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from bpe.engine import TIE_BREAKS
 from bpe.engine.rules import SuperwordRules
 from bpe.errors import SettingsError
+from bpe.formats.files import ID_LIMIT
 from bpe.pretokenize import DEFAULT_PATTERN, PATTERNS, SUPERWORD_PATTERN, Pretokenizer, resolve_pattern, superword_regex
 
 ENGINES = ("local", "dask")
@@ -40,6 +41,13 @@ LIMIT_UNITS = {
     "row": 0,
     "rows": 0,
 }
+
+# Upper bounds, so that a number too large for the kernels (64-bit) is one line naming its setting,
+# never an overflow deep inside: token ids are unsigned 32-bit, counts 64-bit, and no token or word
+# count comes near 2**31.
+MAX_VOCAB_SIZE = ID_LIMIT
+MAX_COUNT = 2**63 - 1
+MAX_LENGTH = 2**31 - 1
 
 __all__ = [
     "ENGINES",
@@ -88,18 +96,25 @@ def check_setting(name: str, value) -> None:
     def fail(expected: str) -> None:
         raise SettingsError(f"{name}: expected {expected}, got {value!r}", parameter=name)
 
+    def at_most(most: int, what: str) -> None:
+        if value is not None and value > most:
+            fail(f"at most {most:,} {what}")
+
     if name == "vocab_size":
         if not isinstance(value, int) or isinstance(value, bool) or value < 256:
             fail("an integer >= 256")
+        at_most(MAX_VOCAB_SIZE, "tokens (token ids are unsigned 32-bit)")
     elif name == "base_merges":
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             fail("an integer >= 0")
     elif name == "min_frequency":
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             fail("an integer >= 1")
+        at_most(MAX_COUNT, "(counts are 64-bit)")
     elif name == "max_token_length":  # None: no limit
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 2):
             fail("an integer >= 2 (bytes) or None (no limit)")
+        at_most(MAX_LENGTH, "bytes")
     elif name == "threads":  # None: the cores available
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             fail("an integer >= 1")
@@ -141,6 +156,7 @@ def check_setting(name: str, value) -> None:
     elif name == "max_words":  # None: no limit
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             fail("an integer >= 1 or None (no limit)")
+        at_most(MAX_LENGTH, "words")
     elif name == "special_tokens":
         if isinstance(value, str) or not all(isinstance(t, str) for t in value):
             fail("a list of strings")

@@ -57,6 +57,28 @@ def test_bad_values_name_the_file_and_the_key(tmp_path, extra, message):
     assert str(raised.value).startswith(f"{path}: ") and message in str(raised.value)
 
 
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("vocab_size", 10**30, "vocab_size: expected at most 4,294,967,296 tokens"),
+        ("max_token_length", 10**20, "max_token_length: expected at most 2,147,483,647 bytes"),
+        ("min_frequency", 2**63, "min_frequency: expected at most"),
+    ],
+)
+def test_numbers_past_what_the_kernels_hold_are_refused_in_the_file_and_as_the_flows_parameter(
+    tmp_path, key, value, message
+):
+    """The flow's parameters go through `load_config(path, overrides)`, as the file's keys do (once
+    `vocab_size` of 10**30 reached the Dask engine's kernels as a numba TypingError)."""
+    for written, overrides in ((f"{BASE}{key}: {value}\n", None), (BASE, {key: value})):
+        path = write(tmp_path, written)
+        with pytest.raises(SettingsError) as raised:
+            load_config(path, overrides)
+        assert str(raised.value).startswith(f"{path}: {message}") and raised.value.parameter == key
+    with pytest.raises(SettingsError, match=r"superwords: max_words: expected at most 2,147,483,647 words"):
+        load_config(write(tmp_path, BASE + f"superwords: {{transition: 600, max_words: {10**20}}}\n"))
+
+
 def test_superwords_section_gives_the_superword_settings(tmp_path):
     cfg = load_config(write(tmp_path, BASE + "superwords: {transition: 600, max_words: null}\n"))
     settings = cfg.settings()

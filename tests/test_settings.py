@@ -18,6 +18,12 @@ BAD = [
     ({"min_frequency": 0}, "min_frequency", "--min-frequency"),
     ({"tie_break": "max"}, "tie_break", "--tie-break"),
     ({"engine": "spark"}, "engine", "--engine"),
+    # past what the kernels hold (ids are u32, counts i64): once a numba TypingError or an OverflowError
+    ({"vocab_size": 10**30}, "vocab_size", "--vocab-size"),
+    ({"vocab_size": 2**32 + 1}, "vocab_size", "--vocab-size"),
+    ({"min_frequency": 2**63}, "min_frequency", "--min-frequency"),
+    ({"max_token_length": 10**20}, "max_token_length", "--max-token-length"),
+    ({"superwords": True, "transition": 280, "max_words": 10**20}, "max_words", "--max-words"),
 ]
 
 
@@ -61,3 +67,39 @@ def test_special_tokens_given_as_one_string_are_refused_as_not_a_list(make):
         make()
     assert raised.value.parameter == "special_tokens"
     assert str(raised.value) == "special_tokens: expected a list of strings, got '<s>'"
+
+
+@pytest.mark.parametrize(
+    "name, largest", [("vocab_size", 2**32), ("min_frequency", 2**63 - 1), ("max_token_length", 2**31 - 1)]
+)
+def test_the_largest_numbers_the_kernels_hold_are_accepted_and_one_more_is_not(name, largest):
+    """Token ids are unsigned 32-bit, so a vocabulary of 2**32 tokens is the largest; counts are 64-bit."""
+    assert getattr(Settings(**{"vocab_size": 300, name: largest}), name) == largest
+    with pytest.raises(SettingsError, match=rf"^{name}: expected at most {largest:,} .*, got {largest + 1}$"):
+        Settings(**{"vocab_size": 300, name: largest + 1})
+
+
+BAD_FLAGS = [
+    (["--vocab-size", str(10**30), "--engine", "dask"], "--vocab-size: expected at most 4,294,967,296 tokens"),
+    (["--max-token-length", str(10**20)], "--max-token-length: expected at most 2,147,483,647 bytes"),
+    (["--superwords", "--transition", "280", "--max-words", str(10**20)], "--max-words: expected at most"),
+    (["--min-frequency", str(10**20)], "--min-frequency: expected at most"),
+    (["--also-save", "²"], "--also-save: expected vocabulary sizes from 256"),
+    (["--also-save", "300,٢٨٠"], "--also-save: expected vocabulary sizes from 256"),
+]
+
+
+@pytest.mark.parametrize("flags, message", BAD_FLAGS)
+def test_numbers_past_what_the_kernels_hold_and_odd_digits_are_one_line_naming_the_flag(
+    tmp_path, capsys, flags, message
+):
+    from bpe.cli import main
+
+    path = tmp_path / "t.txt"
+    path.write_text("some text to train on, " * 50)
+    out = tmp_path / "tok"
+    vocab_size = [] if "--vocab-size" in flags else ["--vocab-size", "400"]
+    assert main(["train", str(path), *vocab_size, *flags, "--out", str(out), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"bpe: error: {message}") and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.txt"]

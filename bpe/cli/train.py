@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -237,7 +238,8 @@ def also_save_sizes(
     least = "the --from tokenizer's size" if base_size >= smallest else "256 bytes + special tokens"
     sizes = []
     for part in text.split(","):
-        size = int(part) if part.strip().isdigit() else None
+        # ASCII digits only: "²" and "٣" are digits to str.isdigit, and int() refuses the first
+        size = int(part) if re.fullmatch(r"\s*[0-9]+\s*", part) else None
         if size is None or not smallest <= size < vocab_size:
             raise SettingsError(
                 f"also_save: expected vocabulary sizes from {smallest} ({least}) "
