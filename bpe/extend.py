@@ -37,6 +37,11 @@ class Base:
     source: str
 
     @property
+    def named(self) -> str:
+        """The base as messages name it: "the base tokenizer tok/", or without a path."""
+        return "the base tokenizer" if self.source == "a Tokenizer" else f"the base tokenizer {self.source}"
+
+    @property
     def merges(self) -> BaseMerges:
         return BaseMerges(np.array(self.tokenizer.merges, dtype=np.int64).reshape(-1, 2))
 
@@ -64,19 +69,19 @@ class Base:
         )
 
 
-def load_base(base: Tokenizer | str | Path) -> Base:
-    """The base of `train(..., base=...)`: a Tokenizer, or a path or URL of anything
-    `Tokenizer.load` reads. Not a byte-level BPE, or merges that are not a valid BPE sequence: one
-    line (ExportError naming the file, or SettingsError naming `base`)."""
-    if isinstance(base, Tokenizer):
+def load_base(base: Base | Tokenizer | str | Path, pattern: str | None = None) -> Base:
+    """The base of `train(..., base=...)`: a Tokenizer, a Base already loaded, or a path or URL of
+    anything `Tokenizer.load` reads, recorded as given. `pattern` is the run's, if given: what the
+    files record none of (tiktoken ranks; GPT-2's vocab.json + merges.txt) is read with it, as
+    `Tokenizer.load(path, pattern)` reads them; a tokenizer.json keeps its own. Not a byte-level
+    BPE, or merges that are not a valid BPE sequence: one line (ExportError naming the file, or
+    SettingsError naming `base`); so is a URL that cannot be read (no credentials, no endpoint)."""
+    if isinstance(base, Base):
+        found = base
+    elif isinstance(base, Tokenizer):
         found = Base(base, "a Tokenizer")
     elif isinstance(base, (str, Path)):
-        try:
-            found = Base(Tokenizer.load(base), str(base))
-        except FileNotFoundError as exc:
-            raise SettingsError(f"base: {exc}", parameter="base") from None
-        except ValueError as exc:  # merges that use a token before it exists
-            raise ExportError(f"{base}: {exc}") from None
+        found = Base(_read(base, pattern), str(base))
     else:
         raise SettingsError(f"base: expected a Tokenizer, a path or a URL, got {type(base).__name__}", parameter="base")
     first: dict[tuple[int, int], int] = {}
@@ -88,6 +93,34 @@ def load_base(base: Tokenizer | str | Path) -> Base:
                 parameter="base",
             )
     return found
+
+
+def _read(source: str | Path, pattern: str | None) -> Tokenizer:
+    """The tokenizer at `source`, read with the run's `pattern` where its files record none."""
+    from bpe import storage
+    from bpe.errors import BpeError
+    from bpe.settings import check_setting
+
+    if pattern is not None:
+        check_setting("pattern", pattern)  # a bad one is named as such, not as the base's
+    try:
+        try:
+            return Tokenizer.load(source, pattern)
+        except SettingsError as exc:
+            if pattern is None or exc.parameter != "pattern":
+                raise
+            return Tokenizer.load(source)  # a tokenizer.json records its own: the run's replaces it after
+    except FileNotFoundError as exc:
+        raise SettingsError(f"base: {exc}", parameter="base") from None
+    except ValueError as exc:  # merges that use a token before it exists
+        raise ExportError(f"{source}: {exc}") from None
+    except BpeError:
+        raise
+    except Exception as exc:  # an object store's own errors: no credentials, no bucket, no endpoint
+        if not storage.is_remote(source):
+            raise
+        reason = (str(exc).splitlines() or [""])[0]
+        raise SettingsError(f"base: cannot read {source} ({type(exc).__name__}: {reason})", parameter="base") from None
 
 
 def special_tokens_with(base: Base, special_tokens: Sequence[str]) -> list[str]:
@@ -102,7 +135,7 @@ def check_vocab_size(base: Base, vocab_size: int, special_tokens: Sequence[str])
     least = tok.vocab_size + len(special_tokens_with(base, special_tokens)) - len(tok.special_tokens)
     if vocab_size < least:
         raise SettingsError(
-            f"vocab_size {vocab_size:,} is smaller than the base tokenizer {base.source} "
+            f"vocab_size {vocab_size:,} is smaller than {base.named} "
             f"({least:,} tokens with the special tokens); give the final size, at least {least:,}",
             parameter="vocab_size",
         )

@@ -45,7 +45,7 @@ def train(
     pattern: str | None = None,
     special_tokens: Sequence[str] = (),
     *,
-    base: Tokenizer | str | Path | None = None,
+    base: Tokenizer | str | Path | Base | None = None,
     special_token_roles: dict[str, str] | None = None,
     model_max_length: int | None = None,
     files: str | Path | Sequence[str | Path] | None = None,
@@ -71,7 +71,8 @@ def train(
 
     `pattern`: a name (`cl100k` unless given) or a regex. `base`: a tokenizer to start from (a
     Tokenizer, or a path or URL `Tokenizer.load` reads: our directories, GPT-2's vocab.json +
-    merges.txt, a byte-level BPE tokenizer.json, tiktoken ranks): its merges are replayed on the
+    merges.txt, a byte-level BPE tokenizer.json, tiktoken ranks, read with `pattern`), recorded
+    in the manifest as given (a path, a URL, or "a Tokenizer"): its merges are replayed on the
     words first, in its order, then training goes on to `vocab_size`, which counts the base's
     tokens. Base tokens keep their ids, new ones take the ids after the base's largest; the
     pattern, special tokens, roles and model_max_length are the base's unless given (special
@@ -108,7 +109,7 @@ def train(
     special_tokens = with_role_tokens(special_tokens, special_token_roles)
     start = None
     if base is not None:
-        start = load_base(base)
+        start = load_base(base, pattern)
         special_tokens = special_tokens_with(start, special_tokens)
         check_vocab_size(start, vocab_size, special_tokens)
         pattern = pattern or start.tokenizer.pattern

@@ -185,6 +185,65 @@ def test_the_command_extends_and_refuses_bad_bases_in_one_line(texts, tmp_path, 
     refused(["--from", str(broken), "--vocab-size", "450"], "merges.txt:2")  # uses a token made only later
 
 
+def test_the_command_reads_a_tiktoken_base_with_its_pattern_and_records_the_base_as_given(texts, tmp_path, capsys):
+    """`--from x.tiktoken --pattern gpt2` once asked for the --pattern it was given, and `--from DIR`
+    recorded `base.source: "a Tokenizer"`: both record the path given, as the library does, and
+    the same base in either format continues into the larger size's merges."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(texts[:400]), encoding="utf-8")
+    train(files=[corpus], vocab_size=400, pattern="gpt2").save(tmp_path / "base")
+    ranks = tmp_path / "ranks.tiktoken"
+    ranks.write_bytes((tmp_path / "base" / "tokenizer.tiktoken").read_bytes())
+    larger = train(files=[corpus], vocab_size=450, pattern="gpt2")
+    made = {}
+    for name, source, pattern in (("dir", tmp_path / "base", []), ("ranks", ranks, ["--pattern", "gpt2"])):
+        argv = ["train", str(corpus), "--from", str(source), *pattern, "--quiet", "--vocab-size"]
+        assert main([*argv, "450", "--out", str(tmp_path / name)]) == 0
+        made[name] = Tokenizer.load(tmp_path / name)
+        assert made[name].manifest["base"]["source"] == str(source)
+        assert made[name] == larger  # the same corpus: exactly the larger size
+        assert main([*argv, "399", "--out", str(tmp_path / "x")]) == 1
+        assert capsys.readouterr().err == (
+            f"bpe: error: --vocab-size 399 is smaller than the base tokenizer {source} (400 tokens with the special "
+            "tokens); give the final size, at least 400\n"
+        )
+        assert not (tmp_path / "x").exists()
+    assert made["dir"].manifest["base"]["sha256"] == made["ranks"].manifest["base"]["sha256"]
+    tok = train(files=[corpus], vocab_size=450, base=str(ranks), pattern="gpt2")
+    assert tok == larger and tok.manifest["base"]["source"] == str(ranks)
+    with pytest.raises(SettingsError, match=r"^vocab_size 399 is smaller than the base tokenizer \(400 tokens"):
+        train(files=[corpus], vocab_size=399, base=Tokenizer.load(tmp_path / "base"))
+
+
+@pytest.mark.services
+def test_a_base_url_that_cannot_be_read_is_one_line_naming_it(texts, tmp_path, capsys, s3_env, monkeypatch):
+    """`--from s3://...` without credentials was a 76-line traceback."""
+    boto3 = pytest.importorskip("boto3")
+    pytest.importorskip("s3fs")
+    from tests.conftest import unique_bucket
+
+    bucket = unique_bucket("bpe-extend")
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    url = f"s3://{bucket}/base/"
+    train(texts[:300], vocab_size=300).save(url)
+    assert train(texts[:300], vocab_size=320, base=url).manifest["base"]["source"] == url  # with credentials
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # nor from this machine's metadata service
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(texts[:300]), encoding="utf-8")
+    out = tmp_path / "tok"
+    assert main(["train", str(corpus), "--from", url, "--vocab-size", "320", "--out", str(out), "--quiet"]) == 1
+    reason = "(NoCredentialsError: Unable to locate credentials)"
+    assert capsys.readouterr().err == f"bpe: error: --from: cannot read {url} {reason}\n"
+    assert not out.exists()
+    with pytest.raises(SettingsError) as raised:
+        train(texts[:300], vocab_size=320, base=url)
+    assert raised.value.parameter == "base" and str(raised.value) == f"base: cannot read {url} {reason}"
+
+
 def test_a_base_that_repeats_a_merge_is_not_a_bpe_sequence():
     with pytest.raises(SettingsError, match=r"base: a Tokenizer: merge 2 repeats merge 0"):
         train(["ab ab"], vocab_size=300, base=Tokenizer([(97, 98), (98, 97), (97, 98)]))

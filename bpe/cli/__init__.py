@@ -142,13 +142,18 @@ def in_flags(exc: Exception) -> str:
     >>> from bpe.errors import SettingsError
     >>> in_flags(SettingsError("tie_break: expected one of bytes, ids, got 'max'", parameter="tie_break"))
     "--tie-break: expected one of bytes, ids, got 'max'"
+
+    A word of a path or URL in the message is left alone:
+
+    >>> in_flags(SettingsError("base: cannot read s3://base/tok/ (base.json, my-base)", parameter="base"))
+    '--from: cannot read s3://base/tok/ (base.json, my-base)'
     """
     import re
 
     message = str(exc)
     parameter = getattr(exc, "parameter", None)
     if parameter in FLAGS:
-        message = re.sub(rf"(?<![\w-]){parameter}(?![\w-])", FLAGS[parameter], message)
+        message = re.sub(rf"(?<![\w/.-]){parameter}(?![\w/-]|\.\w)", FLAGS[parameter], message)
     return message
 
 

@@ -143,9 +143,9 @@ def run_train(args: argparse.Namespace) -> int:
     if args.base is not None:
         from bpe.extend import load_base
 
-        base = load_base(args.base).tokenizer  # a bad base fails here, before any input is read
+        base = load_base(args.base, args.pattern)  # a bad base fails here, before any input is read
     also_save = also_save_sizes(
-        args.also_save, args.vocab_size, args.special_tokens, roles, base.vocab_size if base is not None else 0
+        args.also_save, args.vocab_size, args.special_tokens, roles, base.tokenizer.vocab_size if base else 0
     )
     for size in also_save:
         _check_out(also_save_path(args.out, size), args.force)
