@@ -12,7 +12,7 @@ import hashlib
 import platform
 import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
@@ -197,7 +197,31 @@ def train(
         model_max_length=model_max_length,
     )
     tokenizer.manifest = build_manifest(settings, run, started, start)
+    if (why := stopped_early(tokenizer.manifest)) is not None:
+        warnings.warn(why, StoppedEarly, stacklevel=2)
     return tokenizer
+
+
+class StoppedEarly(UserWarning):
+    """Training stopped below `vocab_size` though no setting asked it to (`min_frequency` does)."""
+
+
+def stopped_early(manifest: Manifest, name: Callable[[str], str] = str) -> str | None:
+    """Why a run stopped below its vocabulary size, in one line, when no setting asked it to: pairs
+    ran out, or only pairs that `max_token_length` or the superword rules refuse were left; None
+    otherwise. `name` spells a setting as the caller does (the command: its flag)."""
+    result, settings = manifest.result, manifest.settings
+    if result.stop_reason == "no_pairs":
+        why = "pairs ran out"
+    elif result.stop_reason == "max_token_length":
+        why = f"only pairs too long for {name('max_token_length')} were left"
+    elif result.stop_reason == "superword_rules":
+        rules = [] if settings.max_words is None else [f"at most {settings.max_words} word(s) by {name('max_words')}"]
+        rules += [] if settings.colon_space else [f'no ": " without {name("colon_space")}']
+        why = f"only pairs that the superword rules refuse ({', '.join(rules)}) were left"
+    else:
+        return None
+    return f"{why} after {result.merges:,} merges; the vocabulary is smaller than asked"
 
 
 def train_locally(

@@ -123,6 +123,32 @@ def test_a_limit_that_leaves_only_long_pairs_stops_with_its_own_reason(capsys, t
     assert any("--max-token-length" in w for w in record["warnings"])
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.one_of(corpora, runs), st.integers(0, 30), st.sampled_from([None, 2, 3, 5]))
+def test_train_warns_exactly_when_it_stops_below_the_vocabulary_size(counts, n, limit):
+    """When the reference runs out of pairs (or of pairs short enough) before `n` merges, train()
+    warns once, in one line saying why; when it makes them all, it does not."""
+    import warnings
+
+    counts = {word: count for word, count in counts.items() if not any(c in word for c in b" \n")}  # one word each
+    texts = [word.decode() for word, count in counts.items() for _ in range(count)]
+    if not texts:
+        return
+    expected = train_reference(counts, n, max_token_length=limit)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tok = train(texts, vocab_size=256 + n, pattern="whitespace", max_token_length=limit)
+    assert all(w.category.__name__ == "StoppedEarly" and issubclass(w.category, UserWarning) for w in caught)
+    warned = [str(w.message) for w in caught]
+    assert tok.merges == expected
+    if len(expected) == n:
+        assert warned == []
+        return
+    ran_out = train_reference(counts, len(expected) + 1) == expected  # no pair at all was left
+    why = "pairs ran out" if ran_out else "only pairs too long for max_token_length were left"
+    assert warned == [f"{why} after {len(expected):,} merges; the vocabulary is smaller than asked"]
+
+
 @pytest.mark.parametrize("bad", [1, 0, -3, True, 2.5, "4"])
 def test_a_limit_below_two_or_not_an_integer_is_refused_in_one_line(bad):
     with pytest.raises(SettingsError) as raised:

@@ -269,3 +269,77 @@ def test_the_command_trains_superwords_and_reports_both_stages(tmp_path, capsys,
     assert capsys.readouterr().err.strip() == (
         "bpe: error: --transition: only a superword run has one (superwords=True, --superwords)"
     )
+
+
+# -- a run its rules stop below the vocabulary size says so ------------------------------------------
+
+
+def stopped_early_warnings(run) -> list[str]:
+    """The warnings `run()` gives (each a `bpe.train.StoppedEarly`, which callers can filter)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run()
+    assert all(w.category.__name__ == "StoppedEarly" and issubclass(w.category, UserWarning) for w in caught)
+    return [str(w.message) for w in caught]
+
+
+@settings(max_examples=100, deadline=None)
+@given(documents, st.integers(0, 12), st.integers(0, 40), st.sampled_from([None, 1, 2]), st.booleans())
+def test_a_superword_run_warns_exactly_when_it_stops_below_the_vocabulary_size(
+    texts, first, second, max_words, colon_space
+):
+    """The reference trainer with the same rules says whether pairs ran out (or only refused ones
+    were left) before the vocabulary was full: then, and only then, train() warns, in one line."""
+    transition, vocab_size = 256 + first, 256 + first + second
+    expected = superword_reference(texts, transition, vocab_size, max_words=max_words, colon_space=colon_space)
+    made = []
+
+    def run() -> None:
+        made.append(
+            train(
+                texts,
+                vocab_size=vocab_size,
+                superwords=True,
+                transition=transition,
+                max_words=max_words,
+                colon_space=colon_space,
+            )
+        )
+
+    warned = stopped_early_warnings(run)
+    assert made[0].merges == expected
+    if len(expected) < vocab_size - 256:
+        assert len(warned) == 1 and "\n" not in warned[0]
+        assert warned[0].endswith(f"after {len(expected):,} merges; the vocabulary is smaller than asked")
+    else:
+        assert warned == []
+
+
+def test_a_superword_run_its_rules_stop_far_below_the_vocabulary_size_says_so(tmp_path, capsys, paragraphs):
+    """With at most one word per token, the superword stage soon has only pairs across words left:
+    the reference trainer with the rules stops where ours does, and without them it would go on.
+    The command says so in one warning line, naming the flags; train() warns, naming the parameters."""
+    texts = paragraphs[:20]
+    rules = dict(max_words=1, colon_space=False)
+    ours = []
+    warned = stopped_early_warnings(
+        lambda: ours.append(train(texts, vocab_size=2000, superwords=True, transition=400, **rules))
+    )
+    expected = superword_reference(texts, 400, 2000, **rules)
+    assert ours[0].merges == expected and len(expected) < (2000 - 256) // 2  # far below
+    assert len(superword_reference(texts, 400, 2000, max_words=2, colon_space=False)) > len(expected)
+    assert warned == [
+        f'only pairs that the superword rules refuse (at most 1 word(s) by max_words, no ": " without colon_space) '
+        f"were left after {len(expected):,} merges; the vocabulary is smaller than asked"
+    ]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts), encoding="utf-8")
+    argv = ["train", str(corpus), "--vocab-size", "2000", "--superwords"]
+    assert main([*argv, "--transition", "400", "--max-words", "1", "--out", str(tmp_path / "tok"), "--quiet"]) == 0
+    assert capsys.readouterr().err == (
+        'bpe: warning: only pairs that the superword rules refuse (at most 1 word(s) by --max-words, no ": " '
+        f"without --colon-space) were left after {len(expected):,} merges; the vocabulary is smaller than asked\n"
+    )
+    assert Tokenizer.load(tmp_path / "tok").merges == expected

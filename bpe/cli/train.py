@@ -6,6 +6,7 @@ import argparse
 import re
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from bpe.errors import require_extra
@@ -131,7 +132,7 @@ def run_train(args: argparse.Namespace) -> int:
     from bpe.inputs.discover import Skipped, discover
     from bpe.inputs.formats import check_parquet
     from bpe.progress import Bars
-    from bpe.train import train
+    from bpe.train import StoppedEarly, train
 
     if args.also_save is not None:
         also_save_path(args.out, 0)  # an --out with no place beside it: refused before anything is read
@@ -170,7 +171,8 @@ def run_train(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     notice = CompileWatch(on_start=lambda: _say_compiling(progress))
     try:
-        with notice:
+        with notice, warnings.catch_warnings():
+            warnings.simplefilter("ignore", StoppedEarly)  # the summary says it, spelled with flags
             tokenizer = train(
                 files=shards,  # as found: stdin is read once
                 vocab_size=args.vocab_size,
@@ -356,14 +358,11 @@ def summary_record(manifest: Manifest, out: str | Path, total_seconds: float | N
         from bpe.inputs.discover import describe_inputs
 
         inputs = describe_inputs([f["path"] for f in shards], manifest.settings)
-    warnings = []
-    if r.stop_reason == "no_pairs":
-        warnings.append(f"pairs ran out after {r.merges:,} merges; the vocabulary is smaller than asked")
-    elif r.stop_reason == "max_token_length":
-        warnings.append(
-            f"only pairs too long for --max-token-length were left after {r.merges:,} merges; "
-            "the vocabulary is smaller than asked"
-        )
+    from bpe.cli import FLAGS
+    from bpe.train import stopped_early
+
+    stopped = stopped_early(manifest, FLAGS.get)
+    warned = [stopped] if stopped is not None else []
     seconds = manifest.seconds.to_json()
     if total_seconds is not None:
         seconds["total"] = round(total_seconds, 3)
@@ -386,5 +385,5 @@ def summary_record(manifest: Manifest, out: str | Path, total_seconds: float | N
         "merges_per_second": r.merges / loop_s if loop_s else None,
         "engine": manifest.engine.to_json(),
         "superwords": manifest.superwords.to_json() if manifest.superwords is not None else None,
-        "warnings": warnings,
+        "warnings": warned,
     }
