@@ -244,6 +244,16 @@ def s3_env(s3_server, monkeypatch) -> dict:
     return s3_server
 
 
+def drop_s3_credentials(monkeypatch, tmp_path: Path) -> None:
+    """From here on, the S3 endpoint is reached with no credentials at all: none in the AWS_*
+    variables, in credential or config files, or from this machine's metadata service."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+
+
 def unique_bucket(prefix: str = "bpe") -> str:
     """A bucket name no other test uses on the shared S3 server."""
     return f"{prefix}-{uuid.uuid4().hex[:12]}"

@@ -88,6 +88,31 @@ def test_encode_and_decode_commands(shards, tmp_path, capsys, monkeypatch):
     assert capsys.readouterr().out == "the cat sat\n"
 
 
+@pytest.mark.services
+def test_encode_and_decode_of_a_tokenizer_url_that_cannot_be_read_is_one_line(tmp_path, capsys, s3_env, monkeypatch):
+    """Without credentials for the store, `bpe encode s3://...` was a 73-line traceback."""
+    boto3 = pytest.importorskip("boto3")
+    pytest.importorskip("s3fs")
+    from bpe import train
+    from tests.conftest import drop_s3_credentials, unique_bucket
+
+    bucket = unique_bucket("bpe-cli")
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    url = f"s3://{bucket}/tok/"
+    tok = train(["the cat sat on the mat"] * 20, vocab_size=265)
+    tok.save(url)
+    assert run("encode", url, "--text", "the cat") == 0  # with credentials
+    assert [int(i) for i in capsys.readouterr().out.split()] == tok.encode("the cat")
+    drop_s3_credentials(monkeypatch, tmp_path)
+    for argv in (["encode", url, "--text", "the cat"], ["decode", url, "256"]):
+        assert run(*argv) == 1
+        out, err = capsys.readouterr()
+        assert (
+            out == ""
+            and err == f"bpe: error: {url}: cannot read it (NoCredentialsError: Unable to locate credentials)\n"
+        )
+
+
 def test_the_installed_command_runs(shards, tmp_path):
     out = tmp_path / "tok"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}

@@ -220,18 +220,14 @@ def test_a_base_url_that_cannot_be_read_is_one_line_naming_it(texts, tmp_path, c
     """`--from s3://...` without credentials was a 76-line traceback."""
     boto3 = pytest.importorskip("boto3")
     pytest.importorskip("s3fs")
-    from tests.conftest import unique_bucket
+    from tests.conftest import drop_s3_credentials, unique_bucket
 
     bucket = unique_bucket("bpe-extend")
     boto3.client("s3").create_bucket(Bucket=bucket)
     url = f"s3://{bucket}/base/"
     train(texts[:300], vocab_size=300).save(url)
     assert train(texts[:300], vocab_size=320, base=url).manifest["base"]["source"] == url  # with credentials
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # nor from this machine's metadata service
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    drop_s3_credentials(monkeypatch, tmp_path)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(texts[:300]), encoding="utf-8")
     out = tmp_path / "tok"

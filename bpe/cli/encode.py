@@ -12,13 +12,12 @@ def run_encode(args: argparse.Namespace) -> int:
     input's bytes must be UTF-8: invalid bytes are an error naming the file and offset, never
     silently U+FFFD. A summary line goes to stderr when inputs were named."""
     from bpe.encode_stream import classify_arguments, encode_inputs, map_large_blocks
-    from bpe.tokenizer import Tokenizer
 
     if args.threads is not None and args.threads < 1:
         from bpe.errors import SettingsError
 
         raise SettingsError(f"--threads: expected an integer >= 1, got {args.threads}")
-    tokenizer = Tokenizer.load(args.tokenizer, pattern=args.pattern)
+    tokenizer = load_tokenizer(args.tokenizer, args.pattern)
     inputs = classify_arguments(args.inputs, as_text=args.text)
     named = inputs.text is None and not inputs.implicit_stdin
     map_large_blocks()  # bounded memory: freed batches go back to the system
@@ -49,9 +48,7 @@ def run_encode(args: argparse.Namespace) -> int:
 
 
 def run_decode(args: argparse.Namespace) -> int:
-    from bpe.tokenizer import Tokenizer
-
-    tokenizer = Tokenizer.load(args.tokenizer)
+    tokenizer = load_tokenizer(args.tokenizer)
     ids = args.ids
     if not ids:
         try:
@@ -62,3 +59,21 @@ def run_decode(args: argparse.Namespace) -> int:
             raise InputError(f"stdin: expected token ids ({exc})") from None
     sys.stdout.write(tokenizer.decode(ids) + "\n")
     return 0
+
+
+def load_tokenizer(source: str, pattern: str | None = None):
+    """The tokenizer at `source`; an object store that cannot be read (no credentials, no bucket,
+    no endpoint: each library has its own errors) is one line naming the URL."""
+    from bpe import storage
+    from bpe.errors import BpeError, InputError
+    from bpe.tokenizer import Tokenizer
+
+    try:
+        return Tokenizer.load(source, pattern=pattern)
+    except (BpeError, FileNotFoundError):
+        raise
+    except Exception as exc:
+        if not storage.is_remote(source):
+            raise
+        reason = (str(exc).splitlines() or [""])[0]
+        raise InputError(f"{source}: cannot read it ({type(exc).__name__}: {reason})") from None
