@@ -211,6 +211,9 @@ def test_the_command_reads_a_tiktoken_base_with_its_pattern_and_records_the_base
     assert made["dir"].manifest["base"]["sha256"] == made["ranks"].manifest["base"]["sha256"]
     tok = train(files=[corpus], vocab_size=450, base=str(ranks), pattern="gpt2")
     assert tok == larger and tok.manifest["base"]["source"] == str(ranks)
+    hf_json = tmp_path / "base" / "tokenizer.json"  # records its own pattern: the one given is the run's
+    other = train(files=[corpus], vocab_size=450, base=str(hf_json), pattern="whitespace")
+    assert other.pattern == "whitespace" and other.merges[:144] == larger.merges[:144]
     with pytest.raises(SettingsError, match=r"^vocab_size 399 is smaller than the base tokenizer \(400 tokens"):
         train(files=[corpus], vocab_size=399, base=Tokenizer.load(tmp_path / "base"))
 
