@@ -31,30 +31,43 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    """Write the demo corpus, then run the train-bpe flow on it in this process."""
+    """Write the demo corpus, then run the train-bpe flow on it in this process; when a version of
+    the same data and settings is there already, say so at once, without starting Prefect."""
     require_extra("pipeline", "bpe demo")
     from bpe.pipeline.config import packaged_config
-    from bpe.pipeline.demo import write_demo_corpus
+    from bpe.pipeline.demo import unchanged_demo, write_demo_corpus
 
     paths = write_demo_corpus(args.data)
     print(f"demo corpus: {len(paths)} Parquet shards in {args.data}/", file=sys.stderr)
+    config = str(args.config or packaged_config("demo"))
+    parameters = {
+        "data": [str(args.data)],
+        "artifact_root": str(args.artifacts) if args.artifacts else None,
+        "vocab_size": args.vocab_size,
+    }
+    known = unchanged_demo(config, parameters, warn=lambda line: print(f"bpe demo: {line}", file=sys.stderr))
+    if known:
+        version, location = known
+        print(f"no new data since {version}: the latest version is {location}")
+        print(f"try: echo 'Hello world' | bpe encode {location}")
+        return 0
     # Prefect's ephemeral server would otherwise try to send telemetry, and log an error offline.
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     # Prefect waits 20 s for its ephemeral server to answer; a busy 2-core machine can take longer.
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    from prefect.settings import PREFECT_API_URL
+
     from bpe.flows.train_bpe import train_bpe  # imports Prefect: only the pipeline's commands pay for it
+    from bpe.pipeline.demo import quiet_prefect_console
     from bpe.pipeline.services import tie_ephemeral_server_to_this_process
 
     tie_ephemeral_server_to_this_process()
-
-    config = args.config or packaged_config("demo")
-    result = train_bpe(
-        config=str(config),
-        data=[str(args.data)],
-        artifact_root=str(args.artifacts) if args.artifacts else None,
-        vocab_size=args.vocab_size,
-        promote=True,  # the demo's --vocab-size is what the user asked for: it becomes latest
-    )
+    if "PREFECT_LOGGING_LEVEL" not in os.environ:  # asked for: Prefect's own lines too
+        quiet_prefect_console()
+    server = PREFECT_API_URL.value()
+    print(f"running the train-bpe flow {f'on {server}' if server else 'in Prefect ephemeral mode'}", file=sys.stderr)
+    # promote: the demo's --vocab-size is what the user asked for, and it becomes latest
+    result = train_bpe(config=config, **parameters, promote=True)
     if result["trained"]:
         print(
             f"{result['name']} {result['version']} written to {result['location']}: "
@@ -62,7 +75,7 @@ def run_demo(args: argparse.Namespace) -> int:
         )
     else:
         print(f"no new data since {result['version']}: the latest version is {result['location']}")
-    print(f"try: echo 'Hello world' | bpe encode {result['location']}")
+    print(f"try: echo 'Hello world' | bpe encode {result['location']}", flush=True)
     return 0
 
 

@@ -1,5 +1,6 @@
 """The README's first command: `bpe demo` runs the train-bpe flow with no server started by hand
-(Prefect's ephemeral mode, a local Dask cluster) and says where the new version is."""
+(Prefect's ephemeral mode, a local Dask cluster) and says where the new version is; run again on
+the same data, it says so at once."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from bpe import Tokenizer
 from bpe.pipeline.store import VersionStore
+from tests.conftest import write_parquet
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
 
@@ -20,7 +22,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def demo(tmp_path: Path, env: dict, vocab_size: int) -> subprocess.CompletedProcess:
-    """`bpe demo` in a subprocess, as a newcomer runs it."""
+    """`bpe demo` in a subprocess, as a newcomer runs it: its two streams into one, as on a terminal
+    (line-buffered, so the lines are in the order they were printed)."""
     bpe = Path(sys.executable).parent / "bpe"
     done = subprocess.run(
         [
@@ -34,12 +37,13 @@ def demo(tmp_path: Path, env: dict, vocab_size: int) -> subprocess.CompletedProc
             str(vocab_size),
         ],
         cwd=tmp_path,
-        env=env,
-        capture_output=True,
+        env={**env, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         timeout=600,
     )
-    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.returncode == 0, done.stdout[-4000:]
     return done
 
 
@@ -51,7 +55,20 @@ def test_demo_runs_the_flow_in_ephemeral_mode(tmp_path):
     }
     done = demo(tmp_path, env, 1024)
     location = tmp_path / "artifacts" / "demo" / "v0001"
-    assert f"demo v0001 written to {location}:" in done.stdout and "bytes per token on held-out text" in done.stdout
+    lines = done.stdout.splitlines()
+    # The answer is the last thing said; the flow's own progress comes before it, Prefect's own
+    # INFO lines (a run beginning, each task's final state, the temporary server) not at all.
+    assert lines[-2].startswith(f"demo v0001 written to {location}:")
+    assert lines[-2].endswith("bytes per token on held-out text")
+    assert lines[-1] == f"try: echo 'Hello world' | bpe encode {location}"
+    for progress in (
+        "training: no version yet",
+        "count: 4 of 4 shard(s) (100%)",
+        f"published demo v0001 at {location}",
+    ):
+        assert any(progress in line for line in lines), progress
+    for internal in ("Beginning flow run", "Finished in state", "temporary server"):
+        assert not any(internal in line for line in lines), done.stdout
     assert VersionStore(str(tmp_path / "artifacts"), "demo").latest() == "v0001"
     tok = Tokenizer.load(location)
     assert tok.vocab_size == 1024 and "<|endoftext|>" in tok.special_tokens
@@ -62,6 +79,34 @@ def test_demo_runs_the_flow_in_ephemeral_mode(tmp_path):
     assert len(list((tmp_path / "artifacts" / ".cache" / "counts").glob("*.json"))) == 4
     results = tmp_path / "prefect-home" / "storage"
     assert not results.exists() or not any(results.rglob("*")), sorted(results.rglob("*"))
+
+    # Again, on the same data: the answer at once, without Prefect (its temporary server alone
+    # takes seconds), and nothing else said.
+    started = time.monotonic()
+    again = demo(tmp_path, env, 1024)
+    print(f"second bpe demo: {time.monotonic() - started:.1f} s")
+    assert again.stdout.splitlines() == [
+        f"demo corpus: 4 Parquet shards in {tmp_path / 'demo-data'}/",
+        f"no new data since v0001: the latest version is {location}",
+        f"try: echo 'Hello world' | bpe encode {location}",
+    ]
+    assert not list((tmp_path / "artifacts" / "demo").glob("v0002*"))
+
+    # That check is the flow's own: the same data and settings answer; another vocabulary size,
+    # or one more shard, is the flow's to train.
+    from bpe.pipeline.config import packaged_config
+    from bpe.pipeline.demo import unchanged_demo
+
+    config = packaged_config("demo")
+    parameters = {
+        "data": [str(tmp_path / "demo-data")],
+        "artifact_root": str(tmp_path / "artifacts"),
+        "vocab_size": 1024,
+    }
+    assert unchanged_demo(config, parameters) == ("v0001", str(location))
+    assert unchanged_demo(config, {**parameters, "vocab_size": 1100}) is None
+    write_parquet(tmp_path / "demo-data" / "part-00004.parquet", ["a shard added since v0001"])
+    assert unchanged_demo(config, parameters) is None
 
 
 def _command_line(process) -> str:

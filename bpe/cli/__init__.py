@@ -129,6 +129,7 @@ FLAGS = {
     "seed": "--seed",
     "engine": "--engine",
     "threads": "--threads",
+    "scheduler": "--scheduler",
     "texts": "inputs",
     "prefect_port": "--prefect-port",
     "dask_port": "--dask-port",

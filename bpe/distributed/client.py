@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from bpe.counting import use_system_allocator
-from bpe.errors import SchedulerLost
+from bpe.errors import SchedulerLost, SettingsError
 
 Log = Callable[[str], None]
 
@@ -28,6 +28,7 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, client
         yield client, {"scheduler": client.scheduler.address, "started_here": False}
         return
     if scheduler:
+        _check_tls_settings(scheduler)
         _check_reachable(scheduler)
         try:
             c = Client(scheduler, timeout="30s")
@@ -88,6 +89,7 @@ def client_for(address: str):
 
     client = _CLIENTS.get(address)
     if client is None or client.status != "running":
+        _check_tls_settings(address)
         _check_reachable(address)
         client = _CLIENTS[address] = Client(address, timeout="30s", set_as_default=False)
     return client
@@ -97,6 +99,25 @@ def share_client(client) -> str:
     """Make `client` the one `client_for` returns for its scheduler; returns the address."""
     _CLIENTS[client.scheduler.address] = client
     return client.scheduler.address
+
+
+def _check_tls_settings(address: str) -> None:
+    """A tls:// address needs Dask's TLS settings for clients (a CA file, a certificate and its
+    key); without them distributed fails deep in its connection code with a TypeError. One line
+    instead, saying where the settings of a `bpe cluster up` cluster come from."""
+    if not address.startswith("tls://"):
+        return
+    from distributed.security import Security
+
+    tls = Security().get_tls_config_for_role("client")
+    if tls.get("ca_file") and tls.get("cert"):
+        return
+    raise SettingsError(
+        f"scheduler {address} speaks TLS, and Dask's TLS client settings are not set "
+        "(DASK_DISTRIBUTED__COMM__TLS__CA_FILE, __CLIENT__CERT, __CLIENT__KEY); for the cluster of "
+        '`bpe cluster up`, run `eval "$(bpe cluster env)"` in this shell first',
+        parameter="scheduler",
+    )
 
 
 def _check_reachable(address: str) -> None:

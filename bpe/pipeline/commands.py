@@ -1,13 +1,14 @@
 """The pipeline's subcommands of `bpe` (versions, promote, rollback, history, prune, prune-cache,
-cluster), registered through the `bpe.commands` entry point: `register` adds their parsers; each
-imports what it runs only when run, behind `require_extra`. Those that run the flow (demo, deploy)
-are the flows' own (`bpe.flows.commands`).
+cluster up|env|status|down), registered through the `bpe.commands` entry point: `register` adds
+their parsers; each imports what it runs only when run, behind `require_extra`. Those that run the
+flow (demo, deploy) are the flows' own (`bpe.flows.commands`).
 """
 
 from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 from pathlib import Path
 
 from bpe.errors import require_extra
@@ -63,6 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     cl_up.add_argument("--conf", type=Path, default=None, help="configurations to deploy (default: conf/)")
     for p in (
         cl_up,
+        cl_sub.add_parser("env", help='print the settings a client needs, as export lines: eval "$(bpe cluster env)"'),
         cl_sub.add_parser("status", help="show the processes"),
         cl_sub.add_parser("down", help="stop them"),
     ):
@@ -227,6 +229,7 @@ def run_cluster(args: argparse.Namespace) -> int:
     require_extra("pipeline", "bpe cluster")
     from bpe.pipeline import cluster
 
+    here = "" if args.state_dir == STATE_DIR else f" --state-dir {shlex.quote(str(args.state_dir))}"
     if args.action == "up":
         state = cluster.up(
             args.state_dir,
@@ -236,22 +239,22 @@ def run_cluster(args: argparse.Namespace) -> int:
             args.dashboard_port,
             args.database_url,
             args.conf,
+            log=print,  # what registering the deployments said: a paused one, and why
         )
         urls = state["urls"]
         print(f"Prefect UI      {urls['prefect_ui']}  (database: {state['database']})")
         print(f"Prefect API     {urls['prefect_api']}")
         print(f"Dask scheduler  {urls['dask_scheduler']}  ({args.workers} worker(s))")
         print(f"Dask dashboard  {urls['dask_dashboard']}")
-        auth = state["client_env"]["PREFECT_API_AUTH_STRING"]
-        stop = "bpe cluster down"
-        if args.state_dir != STATE_DIR:
-            stop += f" --state-dir {shlex.quote(str(args.state_dir))}"
-        print(f"logs in {args.state_dir}/logs; stop: {stop}")
-        print("Dask runs over TLS and the Prefect API wants its auth string (see the README's trust model); run:")
-        print(
-            f"  PREFECT_API_URL={urls['prefect_api']} PREFECT_API_AUTH_STRING={auth} "
-            "prefect deployment run 'train-bpe/demo'"
-        )
+        print(f"logs in {args.state_dir}/logs; stop: bpe cluster down{here}")
+        print("The Prefect API wants its auth string and Dask speaks TLS (see the README's trust model); in a shell:")
+        print(f'  eval "$(bpe cluster env{here})"   # PREFECT_API_URL, PREFECT_API_AUTH_STRING, Dask TLS settings')
+        print("  prefect deployment run 'train-bpe/demo'")
+        print(f"  bpe train FILES --vocab-size N --out DIR --engine dask --scheduler {urls['dask_scheduler']}")
+        return 0
+    if args.action == "env":
+        for line in cluster.client_env(args.state_dir):
+            print(line)
         return 0
     if args.action == "status":
         state = cluster.status(args.state_dir)
@@ -262,5 +265,9 @@ def run_cluster(args: argparse.Namespace) -> int:
         return 0 if all(p["alive"] for p in state["processes"]) else 1
     stopped = cluster.down(args.state_dir)
     left = [p for p in stopped if p["alive"]]
-    print(f"stopped {len(stopped) - len(left)} process(es)" + (f"; still running: {left}" if left else ""))
-    return 1 if left else 0
+    print(f"stopped {len(stopped) - len(left)} process(es)")
+    if left:
+        running = ", ".join(f"{p['name']} (pid {p['pid']}, log {p['log']})" for p in left)
+        print(f"bpe: error: still running after SIGKILL: {running}; `bpe cluster down{here}` again", file=sys.stderr)
+        return 1
+    return 0

@@ -1,13 +1,18 @@
-"""The demo corpus: English prose every Python installation carries, the standard library's docstrings.
+"""`bpe demo`'s parts below the flow: its corpus, its answer when nothing changed, its terminal.
 
+The corpus is English prose every Python installation carries, the standard library's docstrings:
 `write_demo_corpus(dir)` writes them as Parquet shards (one string column `text`, one row per
 paragraph), the same shape as a real corpus, so the demo exercises the real path end to end.
+`unchanged_demo` answers a run again on the same data without Prefect (whose temporary server takes
+seconds to start); `FlowLinesOnly` keeps Prefect's own INFO lines off the terminal.
 """
 
 from __future__ import annotations
 
 import ast
+import logging
 import sysconfig
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -48,3 +53,56 @@ def write_demo_corpus(directory: str | Path, shards: int = 4) -> list[Path]:
         pq.write_table(pa.table({"text": pa.array(rows, pa.string())}), tmp)
         tmp.rename(path)
     return paths
+
+
+def unchanged_demo(config: str | Path, overrides: dict, warn: Callable[[str], None] = print) -> tuple[str, str] | None:
+    """The version a demo run of the train-bpe flow would answer "no new data since" with, and its
+    location, found as the flow finds it but without Prefect: the flow's own change check
+    (`unchanged_since`) on the same configuration, `overrides` (the flow's parameters) and shards;
+    then the count cache entries recorded in use and `latest` settled as that flow run would
+    (the demo promotes). None when the flow has work to do, and when the configuration extends a
+    base tokenizer (whose content is the flow's to check)."""
+    from bpe.inputs.discover import discover
+    from bpe.pipeline.config import load_config
+    from bpe.pipeline.retention import record_counts_in_use
+    from bpe.pipeline.store import VersionStore
+    from bpe.pipeline.version import settle_latest, unchanged_since
+    from bpe.train import data_fingerprint
+
+    cfg = load_config(config, overrides)
+    if cfg.base:
+        return None
+    shards = [{**shard.fingerprint(), "kind": shard.kind} for shard in discover(cfg.data)]  # as discover_shards
+    store = VersionStore(cfg.artifact_root, cfg.name)
+    version = unchanged_since(store, data_fingerprint(shards), cfg)
+    if version is None:
+        return None
+    record_counts_in_use(cfg, shards, cfg.settings(), warn)
+    settle_latest(store, version, promote=True, by="bpe demo")
+    return version, store.location(version)
+
+
+class FlowLinesOnly(logging.Filter):
+    """For the terminal's log handler: the flow's and tasks' own lines (progress, results) at every
+    level, Prefect's own (a run beginning, each task's final state, the temporary server starting
+    and stopping) only from WARNING up. Records are told apart by the file that logged them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import prefect
+
+        self.prefect_dir = str(Path(prefect.__file__).resolve().parent)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or not record.pathname.startswith(self.prefect_dir)
+
+
+def quiet_prefect_console() -> None:
+    """Put `FlowLinesOnly` on Prefect's terminal handlers (not on the one that sends the logs to the
+    Prefect API: a flow run's logs there stay whole). Call after importing Prefect."""
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    loggers = [logging.root, *(x for x in logging.root.manager.loggerDict.values() if isinstance(x, logging.Logger))]
+    for handler in {h for logger in loggers for h in logger.handlers if isinstance(h, PrefectConsoleHandler)}:
+        if not any(isinstance(f, FlowLinesOnly) for f in handler.filters):
+            handler.addFilter(FlowLinesOnly())

@@ -57,8 +57,12 @@ def _command(tool: str) -> str:
     return str(path) if path.exists() else tool
 
 
-def _spawn(name: str, args: list[str], env: dict, log: Path | None, cwd: Path | None = None) -> subprocess.Popen:
-    out = open(log, "ab") if log else subprocess.DEVNULL
+def _spawn(
+    name: str, args: list[str], env: dict, log: Path | None, cwd: Path | None = None, umask: int = -1
+) -> subprocess.Popen:
+    """Start a service in a process group of its own, its output appended to `log` (a file only its
+    owner can read: logs hold URLs, paths and tracebacks); `umask` for what the service creates."""
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600) if log else subprocess.DEVNULL
     try:
         return subprocess.Popen(
             args,
@@ -68,10 +72,11 @@ def _spawn(name: str, args: list[str], env: dict, log: Path | None, cwd: Path | 
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             cwd=cwd,
+            umask=umask,
         )
     finally:
         if log:
-            out.close()
+            os.close(out)
 
 
 def _wait(check, service: str, process: subprocess.Popen, timeout: float, log: Path | None) -> None:
@@ -119,10 +124,11 @@ def start_prefect_server(
     auth: str | None = None,
 ) -> Service:
     """`prefect server start` on 127.0.0.1:port with its own PREFECT_HOME (SQLite there, or
-    `database_url`, e.g. PostgreSQL); with `auth`, every API call must carry that auth string."""
+    `database_url`, e.g. PostgreSQL); with `auth`, every API call must carry that auth string.
+    What it writes (the database, with every flow run's parameters and logs) only its owner can read."""
     if port_in_use(port):
         raise OSError(f"port {port} on 127.0.0.1 is in use (Prefect server); choose another")
-    home.mkdir(parents=True, exist_ok=True)
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
     url = f"http://127.0.0.1:{port}"
     env = {
         "PREFECT_HOME": str(home),
@@ -135,7 +141,7 @@ def start_prefect_server(
     if auth:
         env["PREFECT_SERVER_API_AUTH_STRING"] = auth
     args = [_command("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
-    process = _spawn("prefect server", args, env, log)
+    process = _spawn("prefect server", args, env, log, umask=0o077)
     _wait(lambda: _http_ok(f"{url}/api/health"), "prefect server", process, timeout, log)
     return Service("prefect-server", process, url, log, env)
 
@@ -252,44 +258,60 @@ def wait_for_flow_run(
                 time.sleep(poll)
 
 
-def stop(process: subprocess.Popen | int, timeout: float = 10, first: int = signal.SIGINT) -> None:
+def stop(process: subprocess.Popen | int, timeout: float = 10, first: int = signal.SIGINT) -> bool:
     """`first` (SIGINT: what Prefect shuts down cleanly on; a Dask nanny wants SIGTERM), then SIGTERM,
-    then SIGKILL, to the process group the service was started in."""
+    then SIGKILL, to the process group the service was started in, each time waiting for every
+    process of the group (a Dask nanny's worker, a Prefect worker's flow runs) to exit. Returns
+    whether they all did."""
     pid = process if isinstance(process, int) else process.pid
     for sig, wait in ((first, timeout), (signal.SIGTERM, timeout / 2), (signal.SIGKILL, timeout / 2)):
         try:
             os.killpg(pid, sig)
         except ProcessLookupError:
-            break
+            return True
         except PermissionError:
             os.kill(pid, sig)
         if _wait_gone(process, pid, wait):
-            break
-
-
-def _wait_gone(process, pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if isinstance(process, subprocess.Popen):
-            if process.poll() is not None:
-                return True
-        else:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return True
-            if _is_zombie(pid):
-                return True
-        time.sleep(0.1)
+            return True
     return False
 
 
-def _is_zombie(pid: int) -> bool:
+def _wait_gone(process, pid: int, timeout: float) -> bool:
+    """Wait until the process `pid` and the rest of its process group have exited."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if isinstance(process, subprocess.Popen):
+            process.poll()  # reap it: it is our child
+        if not group_running(pid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
+def group_running(pgid: int) -> list[int]:
+    """The processes of process group `pgid` that are still running (a zombie has exited: it only
+    waits for its parent to collect it)."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] == "Z"
-    except OSError:
-        return True
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return []
+    except PermissionError:
+        pass
+    proc = Path("/proc")
+    if not proc.is_dir():  # no /proc (macOS): the group has a process, running or not
+        return [pgid]
+    running = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # exited meanwhile
+            continue
+        if int(fields[2]) == pgid and fields[0] not in "ZX":
+            running.append(int(entry.name))
+    return running
 
 
 def tie_ephemeral_server_to_this_process() -> None:
