@@ -40,7 +40,7 @@ from bpe.errors import (
 )
 from bpe.formats import load as formats_load
 from bpe.formats import saved
-from bpe.formats.files import id_problem, max_id
+from bpe.formats.files import check_size, id_problem, max_id
 from bpe.formats.manifest import MANIFEST_FILE, TOKENIZER_FILES
 from bpe.formats.record import TokenizerRecord
 from bpe.formats.spelling import spell, unspell
@@ -736,7 +736,10 @@ class Tokenizer:
     @classmethod
     def _load_remote(cls, url: str, pattern: str | None) -> Tokenizer:
         """Download the tokenizer files under `url` and load them; errors name the URL."""
-        present = storage.listing(url)
+        present = storage.sizes(url)
+        for name in TOKENIZER_FILES:
+            if name in present:  # before downloading it
+                check_size(f"{url.rstrip('/')}/{name}", present[name])
         if MANIFEST_FILE in present and storage.COMPLETE not in present:
             raise ExportError(
                 f"{url}: incomplete (no {storage.COMPLETE} marker: its upload was interrupted or is still going on)"

@@ -5,7 +5,7 @@ pairs here (`merge_ids`), and a spelled vocabulary with its merges becomes a rec
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 
 from bpe.errors import ExportError
@@ -48,20 +48,30 @@ def unspell(text: str) -> bytes:
         raise ExportError(f"{text!r} is not spelled with GPT-2's byte characters ({exc})") from None
 
 
-def merge_ids(
-    merges: Sequence[tuple[str, str]], where: Callable[[int], str], *, unique: bool = True
-) -> tuple[list[bytes], list[tuple[int, int]]]:
-    """(token bytes by id, merges as id pairs) that spelled merges make, byte tokens first. Each
-    merge must join tokens that exist before it; `unique` also refuses a merge making a token
-    again (our files never do). Errors name `where(k)`, the place of merge k."""
-    vocab = [bytes([b]) for b in range(256)]
-    ids = {token: token_id for token_id, token in enumerate(vocab)}
-    pairs = []
+def unspelled(
+    merges: Iterable[tuple[str, str]], where: Callable[[int], str]
+) -> Iterator[tuple[bytes, bytes, str, str]]:
+    """(left bytes, right bytes, left spelling, right spelling) of each spelled merge, as they come;
+    a spelling that is not GPT-2's raises ExportError naming `where(k)`, the place of merge k."""
     for k, (a, b) in enumerate(merges):
         try:
             left, right = unspell(a), unspell(b)
         except ExportError as exc:
             raise ExportError(f"{where(k)}: {exc}") from None
+        yield left, right, a, b
+
+
+def merge_ids(
+    merges: Iterable[tuple[str, str]], where: Callable[[int], str], *, unique: bool = True
+) -> tuple[list[bytes], list[tuple[int, int]]]:
+    """(token bytes by id, merges as id pairs) that spelled merges make, byte tokens first. Each
+    merge must join tokens that exist before it; `unique` also refuses a merge making a token
+    again (our files never do). Errors name `where(k)`, the place of merge k; merges are checked
+    as they come, so the first bad one stops the reading."""
+    vocab = [bytes([b]) for b in range(256)]
+    ids = {token: token_id for token_id, token in enumerate(vocab)}
+    pairs = []
+    for k, (left, right, a, b) in enumerate(unspelled(merges, where)):
         for token, spelling in ((left, a), (right, b)):
             if token not in ids:
                 raise ExportError(f"{where(k)}: token {spelling!r} is not made by an earlier merge")
@@ -76,7 +86,7 @@ def merge_ids(
 
 def from_spelled(
     vocab: dict[str, int],
-    merges: list[tuple[str, str]],
+    merges: Iterable[tuple[str, str]],
     where: Callable[[int], str],
     special_tokens: dict[str, int],
     pattern: str,
@@ -88,7 +98,8 @@ def from_spelled(
     """A tokenizer from a vocabulary in GPT-2's spelling (spelling -> the file's id) and spelled
     merges, keeping the file's ids. Tokens no merge makes (other than the bytes) are special
     tokens with `orphans_are_special` (GPT-2's vocab.json lists <|endoftext|> so), an error
-    otherwise. Errors name `source` (the vocabulary) or `where(k)` (merge k)."""
+    otherwise. Merges are checked as they come, so the first bad one stops the reading. Errors name
+    `source` (the vocabulary) or `where(k)` (merge k)."""
     file_id_of_bytes: dict[bytes, int] = {}
     specials = dict(special_tokens)
     for spelling, file_id in vocab.items():
@@ -104,13 +115,22 @@ def from_spelled(
     missing = [b for b in range(256) if bytes([b]) not in file_id_of_bytes]
     if missing:
         raise ExportError(f"{source}: lacks the byte token {spell(bytes([missing[0]]))!r}")
-    vocab_bytes, pairs = merge_ids(merges, where, unique=False)
-    ours: dict[int, int] = {}
-    for internal, token in enumerate(vocab_bytes):
-        if token not in file_id_of_bytes:
-            raise ExportError(f"{where(internal - 256)}: makes {spell(token)!r}, which {lacks} lacks")
-        ours[internal] = file_id_of_bytes[token]
-    made = set(vocab_bytes)
+    ours = {b: file_id_of_bytes[bytes([b])] for b in range(256)}
+    vocab_bytes = [bytes([b]) for b in range(256)]
+    internal_of = {token: b for b, token in enumerate(vocab_bytes)}
+    pairs: list[tuple[int, int]] = []
+    for k, (left, right, a, b) in enumerate(unspelled(merges, where)):
+        for token, spelling in ((left, a), (right, b)):
+            if token not in internal_of:
+                raise ExportError(f"{where(k)}: token {spelling!r} is not made by an earlier merge")
+        merged = left + right
+        if merged not in file_id_of_bytes:
+            raise ExportError(f"{where(k)}: makes {spell(merged)!r}, which {lacks} lacks")
+        pairs.append((internal_of[left], internal_of[right]))
+        ours[len(vocab_bytes)] = file_id_of_bytes[merged]
+        internal_of.setdefault(merged, len(vocab_bytes))
+        vocab_bytes.append(merged)
+    made = internal_of
     for token, file_id in file_id_of_bytes.items():
         if token not in made:
             if not orphans_are_special:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bpe.errors import ExportError
-from bpe.formats.files import id_problem, read_text
+from bpe.formats.files import id_problem, read_lines
 from bpe.formats.record import TokenizerRecord
 from bpe.pretokenize import NAMED_PATTERNS, WHITESPACE_WORD, Pretokenizer
 
@@ -49,11 +49,11 @@ def read_ranks(path: Path) -> dict[bytes, int]:
     bytes -> rank, as tiktoken's `load_tiktoken_bpe` reads it, with errors naming the line."""
     ranks: dict[bytes, int] = {}
     seen: dict[int, int] = {}
-    for line_no, line in enumerate(read_text(path).splitlines(), start=1):
+    for line_no, line in read_lines(path):
         if not line.strip():
             continue
         parts = line.split()
-        if len(parts) != 2 or not parts[1].isdigit():
+        if len(parts) != 2 or not (parts[1].isascii() and parts[1].isdigit()):
             raise ExportError(f"{path}:{line_no}: expected a base64 token and its rank separated by a space")
         try:
             token = base64.b64decode(parts[0], validate=True)
