@@ -29,12 +29,15 @@ def write_merges(path: Path, vocab: Sequence[bytes], merges: Sequence[tuple[int,
 
 
 def vocab_json(
-    vocab: Sequence[bytes], special_tokens: dict[str, int], ids: Sequence[int] | None = None
+    vocab: Sequence[bytes], special_tokens: dict[str, int], ids: Sequence[int | None] | None = None
 ) -> dict[str, int]:
-    """Token spelling -> id (token i's id is `ids[i]`, or i), in order of id; special tokens keep
-    their literal text."""
-    order = range(len(vocab)) if ids is None else sorted(range(len(vocab)), key=lambda i: ids[i])
-    entries = {spell(vocab[i]): i if ids is None else int(ids[i]) for i in order}
+    """Token spelling -> id (token i's id is `ids[i]`, or i; a byte whose id is None is left out),
+    in order of id; special tokens keep their literal text."""
+    if ids is None:
+        entries = {spell(token): i for i, token in enumerate(vocab)}
+    else:
+        order = sorted((token_id, i) for i, token_id in enumerate(ids) if token_id is not None)
+        entries = {spell(vocab[i]): int(token_id) for token_id, i in order}
     for text, token_id in special_tokens.items():
         if text in entries:
             raise ExportError(f"special token {text!r} is spelled like token {entries[text]}")
@@ -43,7 +46,7 @@ def vocab_json(
 
 
 def write_vocab(
-    path: Path, vocab: Sequence[bytes], special_tokens: dict[str, int], ids: Sequence[int] | None = None
+    path: Path, vocab: Sequence[bytes], special_tokens: dict[str, int], ids: Sequence[int | None] | None = None
 ) -> None:
     path.write_text(
         json.dumps(vocab_json(vocab, special_tokens, ids), ensure_ascii=False, indent=0) + "\n", encoding="utf-8"
@@ -89,17 +92,20 @@ def merges_with_places(path: Path) -> tuple[Iterator[tuple[str, str]], Callable[
     return merges(), lambda k: f"{path}:{line_numbers[k]}"
 
 
-def read(directory: Path, pattern: str) -> TokenizerRecord:
-    """GPT-2-style files from another tool: ids are the file's; tokens no merge makes are special.
-    merges.txt is checked line by line against vocab.json as it is read."""
+def read(directory: Path, pattern: str, special_tokens: dict[str, int] | None = None) -> TokenizerRecord:
+    """GPT-2-style files from another tool: ids are the file's; `special_tokens` (text -> id, as
+    our manifest records them) are special, and so is any other token that no merge makes and that
+    the split `pattern` would cut into pieces (<|endoftext|>); any other entry no merge makes is an
+    error. merges.txt is checked line by line against vocab.json as it is read."""
     vocab_path, merges_path = directory / VOCAB_FILE, directory / MERGES_FILE
     vocab = read_vocab_json(vocab_path)
+    known = {text: vocab.pop(text) for text in special_tokens or {} if text in vocab}
     merges, where = merges_with_places(merges_path)
     return from_spelled(
         vocab,
         merges,
         where,
-        {},
+        known,
         pattern,
         str(vocab_path),
         orphans_are_special=True,

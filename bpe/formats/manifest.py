@@ -112,7 +112,8 @@ def check_counts(
     """The manifest's counts and special token ids must fit the vocabulary the files hold (whose
     ordinary tokens have ids 0 to n - 1, or `kept_ids`)."""
     n = len(vocab)
-    checks = (("merges", info.merges, n - 256), ("vocab_size", info.vocab_size, n + len(special_tokens)))
+    with_ids = n if kept_ids is None else len(kept_ids)  # kept ids: a byte the base lacked has none
+    checks = (("merges", info.merges, n - 256), ("vocab_size", info.vocab_size, with_ids + len(special_tokens)))
     for key, recorded, found in checks:
         if info.present(key) and recorded != found:
             raise ExportError(f"{path}: records {key} {recorded!r}, the tokenizer files hold {found}")

@@ -109,7 +109,7 @@ def read_kept_ids(
 ) -> tuple[list[bytes], list[tuple[int, int]], dict[int, int]]:
     """(token bytes, merges, our id -> the file's id) of a saved directory whose ids are a base
     tokenizer's: vocab.json + merges.txt read as GPT-2's files, tokenizer.json checked against them."""
-    from_files = gpt2.read(directory, "gpt2")
+    from_files = gpt2.read(directory, "gpt2", special_tokens)
     if from_files.special_tokens != special_tokens:
         raise ExportError(f"{directory / VOCAB_FILE}: its special tokens are not those {MANIFEST_FILE} records")
     if (directory / HF_FILE).exists():
