@@ -1,11 +1,12 @@
 """Reading tokenizer files that are not what they claim: a link to a device, a FIFO, a directory, a
-file larger than any tokenizer, a merges.txt bad from its second line.
+file larger than any tokenizer, a merges.txt bad from its second line, an empty special token.
 Each is refused in one line naming the file, without waiting or filling memory: the runs that could
 hang or fill memory are in processes of their own, under a time limit and an address-space limit,
 so that a regression fails the test rather than the machine."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -175,6 +176,50 @@ def test_a_file_that_is_read_normally_still_loads(saved, tmp_path):
     for name in ("vocab.json", "merges.txt"):
         (directory / name).symlink_to(saved / name)
     assert Tokenizer.load(directory).merges == Tokenizer.load(saved).merges
+
+
+# -- an empty special token, named in the file that holds it -------------------------------------------
+
+
+def test_an_empty_added_token_in_tokenizer_json_is_named_in_the_file(saved, tmp_path):
+    directory = hf_directory(saved, tmp_path / "tok")
+    path = directory / "tokenizer.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    document["added_tokens"].append({**document["added_tokens"][0], "content": "", "id": 400})
+    path.write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(ExportError) as raised:
+        Tokenizer.load(directory)
+    assert str(raised.value) == (
+        f"{path}: added_tokens[1] (id 400) is an empty token, which no text can hold (Hugging Face ignores it; "
+        "remove it from the file)"
+    )
+    done = subprocess.run([BPE, "encode", str(directory), "--text", "hello"], capture_output=True, text=True)
+    assert done.returncode == 1 and done.stderr.splitlines() == [f"bpe: error: {raised.value}"]
+
+
+def test_an_empty_entry_in_vocab_json_is_named_in_the_file(saved, tmp_path):
+    directory = gpt2_directory(saved, tmp_path / "tok")
+    path = directory / "vocab.json"
+    vocab = json.loads(path.read_text(encoding="utf-8"))
+    vocab[""] = max(vocab.values()) + 1
+    path.write_text(json.dumps(vocab), encoding="utf-8")
+    done = subprocess.run([BPE, "encode", str(directory), "--text", "hello"], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"bpe: error: {path}: holds an empty token (id {vocab['']}), which no text can make"
+    ]
+
+
+def test_an_empty_special_token_in_the_manifest_is_named_in_the_file(saved, tmp_path):
+    directory = Path(shutil.copytree(saved, tmp_path / "tok"))
+    path = directory / "manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    manifest["tokenizer"]["special_tokens"][""] = 400
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+    with pytest.raises(
+        ExportError, match=r"^" + str(path) + r": tokenizer\.special_tokens holds an empty token \(id 400\)"
+    ):
+        Tokenizer.load(directory)
 
 
 # -- object storage ----------------------------------------------------------------------------------

@@ -89,6 +89,10 @@ def read_tokenizer_section(path: Path, manifest: Manifest) -> tuple[dict[str, in
         isinstance(token, str) and type(token_id) is int for token, token_id in special_tokens.items()
     ):
         raise ExportError(f"{path}: tokenizer.special_tokens is not a mapping of token -> id")
+    if "" in special_tokens:
+        raise ExportError(
+            f"{path}: tokenizer.special_tokens holds an empty token (id {special_tokens['']}), which no text can hold"
+        )
     name, regex = info.pattern, info.regex
     if name not in (*NAMED_PATTERNS, "custom") or not isinstance(regex, str):
         raise ExportError(f"{path}: tokenizer.pattern {name!r} is not a known pattern name nor 'custom' with a regex")

@@ -140,6 +140,8 @@ def from_spelled(
     file_id_of_bytes: dict[bytes, int] = {}
     specials = dict(special_tokens)
     for spelling, file_id in vocab.items():
+        if not spelling:
+            raise ExportError(f"{source}: holds an empty token (id {file_id}), which no text can make")
         try:
             file_id_of_bytes[unspell(spelling)] = file_id
         except ExportError:
