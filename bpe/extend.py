@@ -157,7 +157,7 @@ def extended(
     merges = list(tok.merges) + [(int(a), int(b)) for a, b in np.asarray(new_merges).reshape(-1, 2)]
     n_base = len(tok.vocab)
     next_id = tok.max_token_value + 1
-    ids = {i: int(tok._to_ids[i]) for i in range(n_base)}
+    ids = {i: int(t) for i, t in enumerate(tok._to_ids[:n_base].tolist()) if t >= 0}  # a byte it lacks has no id
     for k in range(len(merges) - len(tok.merges)):
         ids[n_base + k] = next_id + k
     next_id += len(merges) - len(tok.merges)
@@ -167,8 +167,10 @@ def extended(
         next_id += 1
     roles = dict(tok.special_token_roles) if special_token_roles is None else special_token_roles
     max_length = tok.model_max_length if model_max_length is None else model_max_length
-    natural = all(ids[i] == i for i in ids) and list(specials.values()) == list(
-        range(len(merges) + 256, len(merges) + 256 + len(specials))
+    natural = (
+        len(ids) == len(merges) + 256
+        and all(ids[i] == i for i in ids)
+        and list(specials.values()) == list(range(len(merges) + 256, len(merges) + 256 + len(specials)))
     )
     return Tokenizer(
         merges,

@@ -235,6 +235,20 @@ def listing(url: str) -> list[str]:
         return []
 
 
+def sizes(url: str) -> dict[str, int]:
+    """Name -> size in bytes of the files directly under a remote directory (empty when there is none)."""
+    fs, inner = filesystem(url)
+    try:
+        entries = fs.ls(inner, detail=True)
+    except FileNotFoundError:
+        return {}
+    return {
+        entry["name"].rstrip("/").rsplit("/", 1)[-1]: int(entry.get("size") or 0)
+        for entry in entries
+        if entry.get("type") != "directory"
+    }
+
+
 @contextmanager
 def downloaded(url: str, names: list[str]):
     """A local temporary directory holding those of `names` found under `url` (removed afterwards)."""

@@ -40,10 +40,10 @@ from bpe.errors import (
 )
 from bpe.formats import load as formats_load
 from bpe.formats import saved
-from bpe.formats.files import id_problem, max_id
+from bpe.formats.files import check_size, id_problem, max_id
 from bpe.formats.manifest import MANIFEST_FILE, TOKENIZER_FILES
 from bpe.formats.record import TokenizerRecord
-from bpe.formats.spelling import spell, unspell
+from bpe.formats.spelling import NEVER_IN_TEXT, spell, unspell
 from bpe.formats.tiktoken_ranks import from_ranks
 from bpe.manifest import Manifest, TokenizerSection, Truncation, as_manifest
 from bpe.pretokenize import DEFAULT_PATTERN, NAMED_PATTERNS, WHITESPACE_WORD, Pretokenizer
@@ -98,16 +98,17 @@ class Tokenizer:
         self._roles = check_roles(special_token_roles, self.special_tokens)
         self.model_max_length = check_model_max_length(model_max_length)
         # Internally special token i is len(vocab) + i. `ids` renumbers the other tokens for
-        # vocabularies made elsewhere (GPT-2's files): our id -> the file's id.
+        # vocabularies made elsewhere (GPT-2's files): our id -> the file's id. A byte that valid
+        # UTF-8 never holds may have none (the file lacks it): -1 in the table, never encoded.
         n = len(self.vocab)
-        check_token_ids(self.vocab, ids, self.special_tokens)
+        self._absent = check_token_ids(self.vocab, ids, self.special_tokens)
         table = np.arange(n + len(self.special_tokens), dtype=np.int64)
         if ids is not None:
-            table[:n] = [ids[i] for i in range(n)]
+            table[:n] = [ids.get(i, -1) for i in range(n)]
         table[n:] = list(self.special_tokens.values())
         self._foreign_ids = ids is not None
         self._to_ids = table
-        self._from_ids = {int(external): internal for internal, external in enumerate(table)}
+        self._from_ids = {int(external): internal for internal, external in enumerate(table) if external >= 0}
         self._encoding = None
         self._python_ranks: dict[tuple[int, int], int] | None = None
         self._internal_of_bytes: dict[bytes, int] | None = None
@@ -120,8 +121,9 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
-        """Tokens in all: 256 bytes, one per merge, and the special tokens (HF's `get_vocab_size()`)."""
-        return len(self.vocab) + len(self.special_tokens)
+        """Tokens in all: 256 bytes (fewer for a vocabulary that lacks bytes valid UTF-8 never holds),
+        one per merge, and the special tokens (HF's `get_vocab_size()`)."""
+        return len(self.vocab) + len(self.special_tokens) - len(self._absent)
 
     def __len__(self) -> int:
         """The vocabulary size, special tokens included, as `len()` of a transformers tokenizer."""
@@ -225,7 +227,7 @@ class Tokenizer:
         """Hugging Face's spelling of every token -> its id (`{"Ġthe": 262, ...}`), special tokens
         included, as `tokenizers.Tokenizer.get_vocab`. `with_added_tokens=False` leaves the special
         tokens out (Hugging Face keeps those that its model's vocab lists, as ours does)."""
-        entries = {spell(token): int(self._to_ids[i]) for i, token in enumerate(self.vocab)}
+        entries = {spell(token): int(self._to_ids[i]) for i, token in enumerate(self.vocab) if i not in self._absent}
         if with_added_tokens:
             entries.update(self.special_tokens)
         return entries
@@ -234,7 +236,8 @@ class Tokenizer:
         if self._internal_of_bytes is None:
             index: dict[bytes, int] = {}
             for internal, token in enumerate(self.vocab):
-                index.setdefault(token, internal)
+                if internal not in self._absent:
+                    index.setdefault(token, internal)
             self._internal_of_bytes = index
         return self._internal_of_bytes
 
@@ -253,28 +256,31 @@ class Tokenizer:
         >>> small.merges, small.special_tokens
         ([(104, 105)], {'<|endoftext|>': 257})
         """
-        smallest, n_special = 256 + len(self.special_tokens), len(self.special_tokens)
+        n_bytes, n_special = 256 - len(self._absent), len(self.special_tokens)
+        smallest = n_bytes + n_special
         if type(vocab_size) is not int or not smallest <= vocab_size <= self.vocab_size:
             raise SettingsError(
-                f"vocab_size: expected an integer from {smallest} (256 bytes + {n_special} special "
+                f"vocab_size: expected an integer from {smallest} ({n_bytes} bytes + {n_special} special "
                 f"token(s)) to this tokenizer's {self.vocab_size}, got {vocab_size!r}",
                 parameter="vocab_size",
             )
         kept = vocab_size - smallest
         n = 256 + kept
+        with_ids = [i for i in range(n) if i not in self._absent]
         ids = None
         special_tokens: list[str] | dict[str, int] = list(self.special_tokens)
         if self.manifest.base is not None:  # trained from a base (bpe.extend): every id stays
-            ids = {i: int(self._to_ids[i]) for i in range(n)}
+            ids = {i: int(self._to_ids[i]) for i in with_ids}
             special_tokens = dict(self.special_tokens)
         elif self._foreign_ids:  # another tool's ids (GPT-2's vocab.json): kept if they still number 0..n-1
-            ids = {i: int(self._to_ids[i]) for i in range(n)}
-            if sorted(ids.values()) != list(range(n)):
+            ids = {i: int(self._to_ids[i]) for i in with_ids}
+            if sorted(ids.values()) != list(range(len(ids))):
                 raise SettingsError(
                     f"vocab_size: this tokenizer's ids (from another tool's files) do not number its "
-                    f"first {n} tokens 0..{n - 1}, so it cannot be cut to {vocab_size}",
+                    f"first {len(ids)} tokens 0..{len(ids) - 1}, so it cannot be cut to {vocab_size}",
                     parameter="vocab_size",
                 )
+            special_tokens = {text: len(ids) + i for i, text in enumerate(self.special_tokens)}
         manifest = None
         if self.manifest:
             manifest = self.manifest.copy(without=("tokenizer", "files"))  # written again by save, for this size
@@ -535,7 +541,8 @@ class Tokenizer:
     def _internal_ids(self) -> np.ndarray:
         """External id -> internal id (-1 where no token has that id), as an array."""
         table = np.full(self.max_token_value + 1, -1, dtype=np.int64)
-        table[self._to_ids] = np.arange(len(self._to_ids))
+        has_id = self._to_ids >= 0
+        table[self._to_ids[has_id]] = np.arange(len(self._to_ids))[has_id]
         return table
 
     def _natural_special_ids(self) -> dict[str, int]:
@@ -590,7 +597,7 @@ class Tokenizer:
                 "cannot serve as tiktoken's ranks"
             )
         pattern = WHITESPACE_WORD if self.pretokenizer.name == "whitespace" else self.pretokenizer.regex
-        ranks = {token: int(self._to_ids[i]) for i, token in enumerate(self.vocab)}
+        ranks = {token: int(self._to_ids[i]) for i, token in enumerate(self.vocab) if i not in self._absent}
         try:
             encoding = tiktoken.Encoding(
                 name=name, pat_str=pattern, mergeable_ranks=ranks, special_tokens=dict(self.special_tokens)
@@ -681,7 +688,7 @@ class Tokenizer:
             list(self.merges),
             self.pretokenizer.name if self.pretokenizer.name in NAMED_PATTERNS else self.pretokenizer.regex,
             dict(self.special_tokens),
-            ids={i: int(self._to_ids[i]) for i in range(n)} if self._foreign_ids else None,
+            ids={i: int(self._to_ids[i]) for i in range(n) if i not in self._absent} if self._foreign_ids else None,
             special_token_roles=dict(self._roles),
             model_max_length=self.model_max_length,
         )
@@ -736,7 +743,10 @@ class Tokenizer:
     @classmethod
     def _load_remote(cls, url: str, pattern: str | None) -> Tokenizer:
         """Download the tokenizer files under `url` and load them; errors name the URL."""
-        present = storage.listing(url)
+        present = storage.sizes(url)
+        for name in TOKENIZER_FILES:
+            if name in present:  # before downloading it
+                check_size(f"{url.rstrip('/')}/{name}", present[name])
         if MANIFEST_FILE in present and storage.COMPLETE not in present:
             raise ExportError(
                 f"{url}: incomplete (no {storage.COMPLETE} marker: its upload was interrupted or is still going on)"
@@ -749,21 +759,34 @@ class Tokenizer:
                 raise type(exc)(message) from None
 
 
-def check_token_ids(vocab: Sequence[bytes], ids: Mapping[int, int] | None, special_tokens: dict[str, int]) -> None:
-    """Refuse, with SettingsError naming the token, an id outside uint32 or too sparse to index
-    (`bpe.formats.files.id_problem`): the ids `ids` gives the tokens of `vocab` (our id -> id), or a special token's."""
-    tokens = len(vocab) + len(special_tokens)
+def check_token_ids(
+    vocab: Sequence[bytes], ids: Mapping[int, int] | None, special_tokens: dict[str, int]
+) -> frozenset[int]:
+    """The tokens of `vocab` that `ids` (our id -> id) gives no id: only bytes valid UTF-8 never
+    holds may lack one (`NEVER_IN_TEXT`; a vocabulary trained without them). Refuse, with
+    SettingsError naming the token, any other token without an id, and an id outside uint32 or too
+    sparse to index (`bpe.formats.files.id_problem`), a special token's included."""
+    absent = frozenset() if ids is None else frozenset(i for i in range(len(vocab)) if i not in ids)
+    wrong = sorted(i for i in absent if i >= 256 or i not in NEVER_IN_TEXT)
+    if wrong:
+        raise SettingsError(
+            f"ids: token {spell(vocab[wrong[0]])!r} has no id (only bytes that UTF-8 text never holds, C0, C1 "
+            "and F5-FF, may lack one)",
+            parameter="ids",
+        )
+    tokens = len(vocab) + len(special_tokens) - len(absent)
     named = {text: token_id for text, token_id in special_tokens.items()}
-    given = [] if ids is None else [ids[i] for i in range(len(vocab))]
-    values = [*named.values(), *given]
+    given = {} if ids is None else {i: ids[i] for i in range(len(vocab)) if i not in absent}
+    values = [*named.values(), *given.values()]
     if not values or (min(values) >= 0 and max(values) <= max_id(tokens)):
-        return
+        return absent
     for text, token_id in named.items():
         if problem := id_problem(text, token_id, tokens):
             raise SettingsError(f"special_tokens: {problem}", parameter="special_tokens")
-    for internal, token_id in enumerate(given):
+    for internal, token_id in given.items():
         if problem := id_problem(spell(vocab[internal]), token_id, tokens):
             raise SettingsError(f"ids: {problem}", parameter="ids")
+    return absent
 
 
 def check_model_max_length(value: object) -> int | None:

@@ -12,6 +12,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,12 +29,14 @@ from bpe import Tokenizer, train
 from bpe.cli import main
 from bpe.errors import ExportError, SettingsError
 from bpe.formats.hf_json import HF_FILE, hf_split_regex
+from bpe.formats.spelling import bytes_to_unicode, unicode_to_bytes
 from bpe.formats.tiktoken_ranks import TIKTOKEN_FILE
 from bpe.formats.transformers_config import CONFIG_FILE, SPECIAL_MAP_FILE
 from bpe.pretokenize import NAMED_PATTERNS
 from tests.conftest import GPT2
 from tests.conftest import any_text as any_text_of
 
+BPE = str(Path(sys.executable).parent / "bpe")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local directories only: never reach for the hub
 
 # GPT-2's split pattern as tiktoken's `gpt2` encoding spells it.
@@ -342,6 +346,131 @@ def test_a_bpe_whose_vocabulary_is_not_byte_spelled_is_refused(tmp_path):
     assert "pre_tokenizer Whitespace is not supported" in unsupported_json(tmp_path, hf)
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     assert "is not spelled with GPT-2's byte characters" in unsupported_json(tmp_path, hf)
+
+
+# Bytes no UTF-8 text holds: a Hugging Face BPE trained without `initial_alphabet` lacks them.
+NEVER_IN_UTF8 = [0xC0, 0xC1, *range(0xF5, 0x100)]
+# Text holding every other byte: ASCII, every lead byte of 2-, 3- and 4-byte characters, every
+# continuation byte (chr(0x80 + i) is C2 followed by 0x80 + i).
+EVERY_VALID_BYTE = "".join(
+    [chr(c) for c in range(128)]
+    + [chr(lead << 6) for lead in range(0x02, 0x20)]  # lead bytes C2-DF
+    + [chr(lead << 12 | 0x800 * (lead == 0)) for lead in range(0x10)]  # E0-EF (E0 needs U+0800 up)
+    + [chr(lead << 18 | 0x10000 * (lead == 0)) for lead in range(5)]  # F0-F4
+    + [chr(0x80 + i) for i in range(64)]
+)
+
+
+def hf_without_initial_alphabet(texts: list[str], vocab_size: int = 600) -> HFTokenizer:
+    """A byte-level BPE trained by Hugging Face as most are: no `initial_alphabet`, so its
+    vocabulary holds only the bytes its training text holds."""
+    hf = HFTokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    hf.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False))
+    return hf
+
+
+@pytest.fixture(scope="module")
+def hf_lacking_never_valid_bytes(tmp_path_factory) -> tuple[HFTokenizer, Path]:
+    hf = hf_without_initial_alphabet(BUILTIN + [EVERY_VALID_BYTE] * 3)
+    byte_chars = bytes_to_unicode()
+    lacking = sorted(b for b in range(256) if byte_chars[b] not in hf.get_vocab())
+    assert lacking == NEVER_IN_UTF8  # exactly the case: every byte text can hold, none of the others
+    path = tmp_path_factory.mktemp("hf-no-alphabet") / HF_FILE
+    hf.save(str(path))
+    return hf, path
+
+
+def test_a_hugging_face_bpe_lacking_the_bytes_utf8_never_holds_loads_with_its_ids(hf_lacking_never_valid_bytes):
+    hf, path = hf_lacking_never_valid_bytes
+    ours = Tokenizer.load(path)
+    assert ours.get_vocab() == hf.get_vocab() and len(ours) == hf.get_vocab_size()
+    assert ours.n_vocab == max(hf.get_vocab().values()) + 1
+    for text in BUILTIN[::5] + TRICKY + [EVERY_VALID_BYTE]:
+        ids = ours.encode(text)
+        assert ids == hf.encode(text, add_special_tokens=False).ids, repr(text[:80])
+        assert ours.decode(ids) == text
+    assert ours.token_to_id("À") is None and hf.token_to_id("À") is None
+    with pytest.raises(KeyError):
+        ours.encode_single_token(b"\xc0")
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=any_text)
+def test_a_hugging_face_bpe_lacking_the_bytes_utf8_never_holds_gives_its_ids_on_any_text(
+    hf_lacking_never_valid_bytes, text
+):
+    hf, path = hf_lacking_never_valid_bytes
+    assert Tokenizer.load(path).encode(text) == hf.encode(text, add_special_tokens=False).ids
+
+
+def test_a_tokenizer_lacking_those_bytes_is_saved_and_exported_without_inventing_ids(
+    hf_lacking_never_valid_bytes, tmp_path
+):
+    hf, path = hf_lacking_never_valid_bytes
+    ours = Tokenizer.load(path)
+    ours.save(tmp_path / "tok")
+    for name in ("vocab.json", HF_FILE):
+        again = HFTokenizer.from_file(str(tmp_path / "tok" / HF_FILE)) if name == HF_FILE else None
+        written = json.loads((tmp_path / "tok" / name).read_text(encoding="utf-8"))
+        vocab = written["model"]["vocab"] if name == HF_FILE else written
+        assert vocab == hf.get_vocab(), name  # the same ids, no entry for a byte the original lacked
+        if again is not None:
+            assert [e.ids for e in again.encode_batch(TRICKY)] == [e.ids for e in hf.encode_batch(TRICKY)]
+    ranks = load_tiktoken_bpe(str(tmp_path / "tok" / TIKTOKEN_FILE))
+    assert ranks == {bytes(unicode_to_bytes()[c] for c in spelled): i for spelled, i in hf.get_vocab().items()}
+    encoding = tiktoken.Encoding("ref", pat_str=R50K_PATTERN, mergeable_ranks=ranks, special_tokens={})
+    assert encoding.encode_ordinary_batch(TRICKY) == [e.ids for e in hf.encode_batch(TRICKY)]
+    assert Tokenizer.load(tmp_path / "tok") == ours
+    assert Tokenizer.load(tmp_path / "tok" / TIKTOKEN_FILE, pattern="gpt2") == ours
+    assert ours.truncated(400).get_vocab() == {t: i for t, i in hf.get_vocab().items() if i < 400}
+
+
+def test_a_vocabulary_lacking_a_byte_text_can_hold_is_refused_in_one_line(tmp_path):
+    """Hugging Face drops such a byte from the text without a word; this refuses the file instead."""
+    hf = hf_without_initial_alphabet(["only ascii letters here"] * 5, vocab_size=300)
+    assert hf.encode("naïve").ids == hf.encode("nave").ids  # what Hugging Face does with it
+    path = tmp_path / HF_FILE
+    hf.save(str(path))
+    with pytest.raises(ExportError) as raised:
+        Tokenizer.load(path)
+    message = str(raised.value)
+    assert "\n" not in message  # byte 0 is the first that the text lacks
+    assert message.startswith(f"{path}: model.vocab: lacks the byte token 'Ā' (byte 0x00)")
+    assert "Hugging Face drops it silently" in message
+
+
+def gpt2_style_directory(directory: Path) -> list[str]:
+    """A directory holding GPT-2-style vocab.json + merges.txt made by Hugging Face (its model's own
+    save), with `<|endoftext|>` last in vocab.json as GPT-2's is; the merge lines."""
+    hf = hf_trained(BUILTIN, pre_tokenizers.ByteLevel(add_prefix_space=False), vocab_size=600)
+    directory.mkdir()
+    hf.model.save(str(directory))
+    vocab = json.loads((directory / "vocab.json").read_text(encoding="utf-8"))
+    vocab = {token: i - 2 for token, i in vocab.items() if i >= 2}  # its special tokens were first
+    vocab["<|endoftext|>"] = len(vocab)
+    (directory / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    return (directory / "merges.txt").read_text(encoding="utf-8").splitlines()[1:]
+
+
+def test_a_gpt2_directory_whose_merges_were_cut_is_refused_naming_the_token(tmp_path):
+    merges = gpt2_style_directory(tmp_path / "gpt2")
+    whole = Tokenizer.load(tmp_path / "gpt2")
+    assert whole.special_tokens == {"<|endoftext|>": len(whole) - 1}  # the full files load
+    cut = len(merges) - 75
+    (tmp_path / "gpt2" / "merges.txt").write_text("\n".join(["#version: 0.2", *merges[:cut]]) + "\n", encoding="utf-8")
+    first_lost = merges[cut].replace(" ", "")  # the token the first missing merge makes
+    with pytest.raises(ExportError) as raised:
+        Tokenizer.load(tmp_path / "gpt2")
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith(f"{tmp_path / 'gpt2' / 'vocab.json'}: token {first_lost!r} (id ")
+    assert "made by no merge" in message
+    done = subprocess.run(
+        [BPE, "encode", str(tmp_path / "gpt2"), "--text", "hello world"], capture_output=True, text=True
+    )
+    assert done.returncode == 1 and done.stderr.startswith(f"bpe: error: {tmp_path / 'gpt2' / 'vocab.json'}: token ")
 
 
 @pytest.fixture(scope="module")

@@ -12,5 +12,6 @@
 
 `load.read(path)` tells which format a path holds and reads it. A reader takes any tool's file of
 its format (ids as that file gives them); `spelling` is GPT-2's byte alphabet the first two share,
-`files` the one-line errors and id limits every reader applies, `record` what they all return.
+`files` the checked reading (regular files of bounded size, lines as they come), one-line errors
+and id limits every reader applies, `record` what they all return.
 """

@@ -1,25 +1,117 @@
 """What every reader and writer of tokenizer files applies: reading a file with one-line errors that
-name it, tokens that are distinct, and the limits token ids obey."""
+name it, tokens that are distinct, and the limits token ids obey.
+
+Every tokenizer file is read through `open_checked`: a regular file only (a link to one is fine),
+never a device, FIFO or directory, which is refused without being opened for a blocking read (a
+FIFO would wait for a writer forever, /dev/zero would fill memory), and at most `MAX_FILE_BYTES`.
+"""
 
 from __future__ import annotations
 
+import io
 import json
-from collections.abc import Sequence
+import os
+import stat
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from bpe.errors import ExportError
+from bpe.inputs.shard import file_type
+
+# The largest tokenizer file read. Released tokenizers' files are tens of MB at most (a 200K-token
+# tokenizer.json is about 16 MB); JSON parsed into Python takes about ten times its size, so a file
+# at this bound costs a few GB, not the machine.
+MAX_FILE_BYTES = 256 << 20
 
 
-def read_text(path: Path) -> str:
-    """The UTF-8 text of a tokenizer file; a missing, unreadable or non-UTF-8 file raises ExportError."""
+def limit_text() -> str:
+    """The bound, in words, for errors."""
+    return f"{MAX_FILE_BYTES >> 20} MiB, the most a tokenizer file may hold (released tokenizers' files are tens of MB)"
+
+
+def check_size(where: str, size: int) -> None:
+    """Refuse a tokenizer file of `size` bytes above `MAX_FILE_BYTES`, naming `where`."""
+    if size > MAX_FILE_BYTES:
+        raise ExportError(f"{where}: holds {size:,} bytes, more than {limit_text()}")
+
+
+def check_regular(path: Path, info: os.stat_result) -> None:
+    """Refuse a path whose `os.stat` (links followed) is not a regular file, or is too large."""
+    if not stat.S_ISREG(info.st_mode):
+        raise ExportError(f"{path}: not a regular file ({file_type(info.st_mode)}), so not a tokenizer file")
+    check_size(str(path), info.st_size)
+
+
+class _Bounded(io.RawIOBase):
+    """A file's bytes, refused once more than `MAX_FILE_BYTES` have been read (a file that grows
+    while it is read, or one whose size the system does not report)."""
+
+    def __init__(self, fd: int, path: Path) -> None:
+        self._file = os.fdopen(fd, "rb", buffering=0)
+        self._path = path
+        self._read = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        try:
+            n = self._file.readinto(buffer)
+        except OSError as exc:
+            raise ExportError(f"{self._path}: cannot read it ({exc.strerror})") from None
+        self._read += n or 0
+        if self._read > MAX_FILE_BYTES:
+            raise ExportError(f"{self._path}: holds more than {limit_text()}")
+        return n or 0
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+def open_checked(path: Path) -> io.BufferedReader:
+    """A tokenizer file opened for reading bytes, once it is known to be a regular file of at most
+    `MAX_FILE_BYTES`; anything else raises ExportError naming `path`."""
     try:
-        return path.read_text(encoding="utf-8")
+        check_regular(path, os.stat(path))
+        # O_NONBLOCK: should the path be swapped for a FIFO after the check, opening it does not wait.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise ExportError(f"{path}: missing") from None
     except OSError as exc:
         raise ExportError(f"{path}: cannot read it ({exc.strerror})") from None
+    try:
+        check_regular(path, os.fstat(fd))
+    except BaseException:
+        os.close(fd)
+        raise
+    return io.BufferedReader(_Bounded(fd, path))
+
+
+def read_text(path: Path) -> str:
+    """The UTF-8 text of a tokenizer file; a missing, unreadable, non-UTF-8 or oversized file, or one
+    that is not a regular file, raises ExportError."""
+    with open_checked(path) as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ExportError(f"{path}: not UTF-8 text (byte {exc.start}); the file is damaged") from None
+
+
+def read_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, line without its line end) of a tokenizer file, read as they come, so that a
+    caller checking each line stops at the first bad one without reading the rest. Errors are
+    read_text's, naming the line where a line is not UTF-8."""
+    with open_checked(path) as f:
+        for line_no, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ExportError(
+                    f"{path}:{line_no}: not UTF-8 text (byte {exc.start} of the line); the file is damaged"
+                ) from None
+            yield line_no, line.rstrip("\r\n")
 
 
 def read_json(path: Path) -> object:

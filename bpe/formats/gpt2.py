@@ -4,11 +4,11 @@ line, in merge order, after a `#version` line)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from bpe.errors import ExportError
-from bpe.formats.files import check_ids, read_json, read_text
+from bpe.formats.files import check_ids, read_json, read_lines
 from bpe.formats.record import TokenizerRecord
 from bpe.formats.spelling import from_spelled, spell
 
@@ -29,12 +29,15 @@ def write_merges(path: Path, vocab: Sequence[bytes], merges: Sequence[tuple[int,
 
 
 def vocab_json(
-    vocab: Sequence[bytes], special_tokens: dict[str, int], ids: Sequence[int] | None = None
+    vocab: Sequence[bytes], special_tokens: dict[str, int], ids: Sequence[int | None] | None = None
 ) -> dict[str, int]:
-    """Token spelling -> id (token i's id is `ids[i]`, or i), in order of id; special tokens keep
-    their literal text."""
-    order = range(len(vocab)) if ids is None else sorted(range(len(vocab)), key=lambda i: ids[i])
-    entries = {spell(vocab[i]): i if ids is None else int(ids[i]) for i in order}
+    """Token spelling -> id (token i's id is `ids[i]`, or i; a byte whose id is None is left out),
+    in order of id; special tokens keep their literal text."""
+    if ids is None:
+        entries = {spell(token): i for i, token in enumerate(vocab)}
+    else:
+        order = sorted((token_id, i) for i, token_id in enumerate(ids) if token_id is not None)
+        entries = {spell(vocab[i]): int(token_id) for token_id, i in order}
     for text, token_id in special_tokens.items():
         if text in entries:
             raise ExportError(f"special token {text!r} is spelled like token {entries[text]}")
@@ -43,7 +46,7 @@ def vocab_json(
 
 
 def write_vocab(
-    path: Path, vocab: Sequence[bytes], special_tokens: dict[str, int], ids: Sequence[int] | None = None
+    path: Path, vocab: Sequence[bytes], special_tokens: dict[str, int], ids: Sequence[int | None] | None = None
 ) -> None:
     path.write_text(
         json.dumps(vocab_json(vocab, special_tokens, ids), ensure_ascii=False, indent=0) + "\n", encoding="utf-8"
@@ -62,10 +65,10 @@ def read_vocab_json(path: Path) -> dict[str, int]:
     return vocab
 
 
-def read_merges(path: Path) -> tuple[list[tuple[str, str]], list[int]]:
-    """merges.txt as pairs of spellings, with the line number of each."""
-    merges, line_numbers = [], []
-    for line_no, line in enumerate(read_text(path).splitlines(), start=1):
+def read_merges(path: Path) -> Iterator[tuple[int, str, str]]:
+    """merges.txt as (line number, left spelling, right spelling), read as they come: a bad line is
+    an ExportError naming `path:line` before the lines after it are read."""
+    for line_no, line in read_lines(path):
         if line_no == 1 and line.startswith("#version"):
             continue
         if not line.strip():
@@ -73,21 +76,36 @@ def read_merges(path: Path) -> tuple[list[tuple[str, str]], list[int]]:
         parts = line.split(" ")
         if len(parts) != 2:
             raise ExportError(f"{path}:{line_no}: expected two tokens separated by a space, got {len(parts)}")
-        merges.append((parts[0], parts[1]))
-        line_numbers.append(line_no)
-    return merges, line_numbers
+        yield line_no, parts[0], parts[1]
 
 
-def read(directory: Path, pattern: str) -> TokenizerRecord:
-    """GPT-2-style files from another tool: ids are the file's; tokens no merge makes are special."""
+def merges_with_places(path: Path) -> tuple[Iterator[tuple[str, str]], Callable[[int], str]]:
+    """(the merges of merges.txt as they are read, `where(k)`: "merges.txt:LINE" of merge k) for
+    `merge_ids` and `from_spelled`, which name the line of a bad merge."""
+    line_numbers: list[int] = []
+
+    def merges() -> Iterator[tuple[str, str]]:
+        for line_no, a, b in read_merges(path):
+            line_numbers.append(line_no)
+            yield a, b
+
+    return merges(), lambda k: f"{path}:{line_numbers[k]}"
+
+
+def read(directory: Path, pattern: str, special_tokens: dict[str, int] | None = None) -> TokenizerRecord:
+    """GPT-2-style files from another tool: ids are the file's; `special_tokens` (text -> id, as
+    our manifest records them) are special, and so is any other token that no merge makes and that
+    the split `pattern` would cut into pieces (<|endoftext|>); any other entry no merge makes is an
+    error. merges.txt is checked line by line against vocab.json as it is read."""
     vocab_path, merges_path = directory / VOCAB_FILE, directory / MERGES_FILE
     vocab = read_vocab_json(vocab_path)
-    merges, line_numbers = read_merges(merges_path)
+    known = {text: vocab.pop(text) for text in special_tokens or {} if text in vocab}
+    merges, where = merges_with_places(merges_path)
     return from_spelled(
         vocab,
         merges,
-        lambda k: f"{merges_path}:{line_numbers[k]}",
-        {},
+        where,
+        known,
         pattern,
         str(vocab_path),
         orphans_are_special=True,

@@ -135,6 +135,11 @@ def read_document(path: Path) -> tuple[dict[str, int], list[tuple[str, str]], di
     for k, token in enumerate(doc.get("added_tokens") or []):
         if not (isinstance(token, dict) and isinstance(token.get("content"), str) and type(token.get("id")) is int):
             raise ExportError(f"{path}: added_tokens[{k}] is not a token with a content and an id")
+        if not token["content"]:
+            raise ExportError(
+                f"{path}: added_tokens[{k}] (id {token['id']}) is an empty token, which no text can hold "
+                "(Hugging Face ignores it; remove it from the file)"
+            )
         stripping = [flag for flag in ("lstrip", "rstrip", "single_word") if token.get(flag)]
         if stripping:
             raise ExportError(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bpe.errors import ExportError, SettingsError
 from bpe.formats import gpt2, hf_json, saved, tiktoken_ranks
+from bpe.formats.files import check_regular
 from bpe.formats.gpt2 import MERGES_FILE, VOCAB_FILE
 from bpe.formats.hf_json import HF_FILE
 from bpe.formats.manifest import MANIFEST_FILE
@@ -20,7 +21,8 @@ def read(
     first), a Hugging Face tokenizer.json or a directory holding one, a directory of GPT-2's
     vocab.json + merges.txt (pattern `gpt2` unless `pattern` says otherwise), or a tiktoken ranks
     file or a directory holding one (`pattern` and `special_tokens` given, as it records neither)."""
-    if path.is_file():
+    if path.exists() and not path.is_dir():
+        check_regular(path, path.stat())  # not a device or a FIFO, which would never end or never start
         return read_file(path, pattern, special_tokens)
     directory = path
     if (directory / MANIFEST_FILE).exists():

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from bpe.errors import ExportError, SettingsError
-from bpe.formats.files import read_json
+from bpe.formats.files import open_checked, read_json
 from bpe.formats.gpt2 import MERGES_FILE, VOCAB_FILE
 from bpe.formats.hf_json import HF_FILE
 from bpe.formats.tiktoken_ranks import TIKTOKEN_FILE
@@ -50,15 +50,18 @@ def check_digests(directory: Path, recorded: object) -> None:
         path = directory / name
         if not path.is_file():
             continue
-        found = file_digest(path)
-        if found["sha256"] != entry["sha256"]:
-            size = ""
-            if entry.get("size") not in (None, found["size"]):
-                size = f"; it holds {found['size']:,} bytes, {MANIFEST_FILE} records {entry['size']:,}"
-            raise ExportError(
-                f"{path}: its SHA-256 is not the one {MANIFEST_FILE} records (the file changed after it was "
-                f"written{size})"
-            )
+        size = path.stat().st_size
+        if entry.get("size") not in (None, size):  # changed, without reading it
+            changed = f"; it holds {size:,} bytes, {MANIFEST_FILE} records {entry['size']:,}"
+        else:
+            with open_checked(path) as f:
+                if hashlib.file_digest(f, "sha256").hexdigest() == entry["sha256"]:
+                    continue
+            changed = ""
+        raise ExportError(
+            f"{path}: its SHA-256 is not the one {MANIFEST_FILE} records (the file changed after it was "
+            f"written{changed})"
+        )
 
 
 def write(directory: Path, manifest: Manifest) -> None:
@@ -86,6 +89,10 @@ def read_tokenizer_section(path: Path, manifest: Manifest) -> tuple[dict[str, in
         isinstance(token, str) and type(token_id) is int for token, token_id in special_tokens.items()
     ):
         raise ExportError(f"{path}: tokenizer.special_tokens is not a mapping of token -> id")
+    if "" in special_tokens:
+        raise ExportError(
+            f"{path}: tokenizer.special_tokens holds an empty token (id {special_tokens['']}), which no text can hold"
+        )
     name, regex = info.pattern, info.regex
     if name not in (*NAMED_PATTERNS, "custom") or not isinstance(regex, str):
         raise ExportError(f"{path}: tokenizer.pattern {name!r} is not a known pattern name nor 'custom' with a regex")
@@ -109,7 +116,8 @@ def check_counts(
     """The manifest's counts and special token ids must fit the vocabulary the files hold (whose
     ordinary tokens have ids 0 to n - 1, or `kept_ids`)."""
     n = len(vocab)
-    checks = (("merges", info.merges, n - 256), ("vocab_size", info.vocab_size, n + len(special_tokens)))
+    with_ids = n if kept_ids is None else len(kept_ids)  # kept ids: a byte the base lacked has none
+    checks = (("merges", info.merges, n - 256), ("vocab_size", info.vocab_size, with_ids + len(special_tokens)))
     for key, recorded, found in checks:
         if info.present(key) and recorded != found:
             raise ExportError(f"{path}: records {key} {recorded!r}, the tokenizer files hold {found}")

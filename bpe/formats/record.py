@@ -16,15 +16,18 @@ class TokenizerRecord:
     merges: list[tuple[int, int]]
     pattern: str  # a name of `bpe.pretokenize.NAMED_PATTERNS`, or a regex
     special_tokens: dict[str, int]
-    ids: dict[int, int] | None = None  # our id -> the file's id, where the file numbers tokens otherwise
+    # our id -> the file's id, where the file numbers tokens otherwise; a byte valid UTF-8 never
+    # holds may have none (`bpe.formats.spelling.NEVER_IN_TEXT`: the file lacks it)
+    ids: dict[int, int] | None = None
     special_token_roles: dict[str, str] | None = None
     model_max_length: int | None = None
     source: str | None = None
     manifest: Manifest | None = None  # how it was trained (a saved directory's manifest.json)
 
-    def id_list(self) -> list[int] | None:
-        """The file's id of each token by our id (`ids` as a list), or None where ids are ours."""
-        return None if self.ids is None else [self.ids[i] for i in range(256 + len(self.merges))]
+    def id_list(self) -> list[int | None] | None:
+        """The file's id of each token by our id (`ids` as a list, None for a byte without one), or
+        None where ids are ours."""
+        return None if self.ids is None else [self.ids.get(i) for i in range(256 + len(self.merges))]
 
     def vocab(self) -> list[bytes]:
         """Token bytes by our id: the 256 bytes, then one token per merge.

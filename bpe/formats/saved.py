@@ -11,7 +11,7 @@ from pathlib import Path
 from bpe.errors import ExportError
 from bpe.formats import gpt2, hf_json, manifest, tiktoken_ranks, transformers_config
 from bpe.formats.files import check_unique
-from bpe.formats.gpt2 import MERGES_FILE, VOCAB_FILE, read_merges, read_vocab_json
+from bpe.formats.gpt2 import MERGES_FILE, VOCAB_FILE, merges_with_places, read_vocab_json
 from bpe.formats.hf_json import HF_FILE
 from bpe.formats.manifest import MANIFEST_FILE
 from bpe.formats.record import TokenizerRecord
@@ -73,8 +73,7 @@ def read_checked(directory: Path, special_tokens: dict[str, int]) -> tuple[list[
     merges.txt, vocab.json and, when present, tokenizer.json and tokenizer.tiktoken all describe the
     same tokenizer. When they do not, the file that differs from the majority is named; with no
     majority (only vocab.json and merges.txt, say) both are."""
-    merges, line_numbers = read_merges(directory / MERGES_FILE)
-    made, pairs = merge_ids(merges, lambda k: f"{directory / MERGES_FILE}:{line_numbers[k]}")
+    made, pairs = merge_ids(*merges_with_places(directory / MERGES_FILE))
     readings = {
         MERGES_FILE: made,
         VOCAB_FILE: vocab_by_id(read_vocab_json(directory / VOCAB_FILE), special_tokens, str(directory / VOCAB_FILE)),
@@ -110,7 +109,7 @@ def read_kept_ids(
 ) -> tuple[list[bytes], list[tuple[int, int]], dict[int, int]]:
     """(token bytes, merges, our id -> the file's id) of a saved directory whose ids are a base
     tokenizer's: vocab.json + merges.txt read as GPT-2's files, tokenizer.json checked against them."""
-    from_files = gpt2.read(directory, "gpt2")
+    from_files = gpt2.read(directory, "gpt2", special_tokens)
     if from_files.special_tokens != special_tokens:
         raise ExportError(f"{directory / VOCAB_FILE}: its special tokens are not those {MANIFEST_FILE} records")
     if (directory / HF_FILE).exists():

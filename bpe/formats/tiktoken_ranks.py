@@ -10,8 +10,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bpe.errors import ExportError
-from bpe.formats.files import id_problem, read_text
+from bpe.formats.files import id_problem, read_lines
 from bpe.formats.record import TokenizerRecord
+from bpe.formats.spelling import absent_bytes
 from bpe.pretokenize import NAMED_PATTERNS, WHITESPACE_WORD, Pretokenizer
 
 TIKTOKEN_FILE = "tokenizer.tiktoken"
@@ -20,7 +21,7 @@ TIKTOKEN_FILE = "tokenizer.tiktoken"
 def write(path: Path, record: TokenizerRecord) -> None:
     """One `base64(token) rank` line per token, in order of rank; rank = token id."""
     vocab, ids = record.vocab(), record.id_list()
-    ranked = enumerate(vocab) if ids is None else sorted(((int(ids[i]), t) for i, t in enumerate(vocab)))
+    ranked = enumerate(vocab) if ids is None else sorted((int(r), t) for r, t in zip(ids, vocab) if r is not None)
     lines = [f"{base64.b64encode(token).decode('ascii')} {rank}" for rank, token in ranked]
     path.write_text("\n".join(lines) + "\n", encoding="ascii")
 
@@ -49,11 +50,11 @@ def read_ranks(path: Path) -> dict[bytes, int]:
     bytes -> rank, as tiktoken's `load_tiktoken_bpe` reads it, with errors naming the line."""
     ranks: dict[bytes, int] = {}
     seen: dict[int, int] = {}
-    for line_no, line in enumerate(read_text(path).splitlines(), start=1):
+    for line_no, line in read_lines(path):
         if not line.strip():
             continue
         parts = line.split()
-        if len(parts) != 2 or not parts[1].isdigit():
+        if len(parts) != 2 or not (parts[1].isascii() and parts[1].isdigit()):
             raise ExportError(f"{path}:{line_no}: expected a base64 token and its rank separated by a space")
         try:
             token = base64.b64decode(parts[0], validate=True)
@@ -87,21 +88,19 @@ def from_ranks(
     ranks: Mapping[bytes, int], pattern: str, special_tokens: dict[str, int], source: str
 ) -> TokenizerRecord:
     """A tokenizer from tiktoken ranks (token bytes -> rank = id); errors name `source`."""
-    missing = [b for b in range(256) if bytes([b]) not in ranks]
-    if missing:
-        raise ExportError(f"{source}: lacks the byte token {bytes([missing[0]])!r} (a byte-level BPE has all 256)")
+    absent = absent_bytes(ranks, source)
     taken = set(ranks.values())
     clash = next((t for t, i in special_tokens.items() if i in taken), None)
     if clash is not None:
         raise ExportError(f"{source}: special token {clash!r} has id {special_tokens[clash]}, which a token holds")
-    internal_of = {bytes([b]): b for b in range(256)}
-    ids = {b: int(ranks[bytes([b])]) for b in range(256)}
+    internal_of = {bytes([b]): b for b in range(256) if b not in absent}
+    ids = {b: int(ranks[bytes([b])]) for b in range(256) if b not in absent}
     merges: list[tuple[int, int]] = []
     for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
         if len(token) == 1:
             continue
         parts = merge_parts(ranks, token, rank)
-        if len(parts) != 2:
+        if len(parts) != 2 or not all(part in internal_of for part in parts):
             raise ExportError(
                 f"{source}: token {token!r} (rank {rank}) is not the merge of two tokens of lower "
                 "rank, so these are not BPE ranks"
@@ -113,8 +112,10 @@ def from_ranks(
     if pattern == WHITESPACE_WORD:  # how to_tiktoken and save spell the whitespace pattern
         pattern = "whitespace"
     specials = dict(sorted(special_tokens.items(), key=lambda item: item[1]))
-    natural = all(ids[i] == i for i in ids) and list(specials.values()) == list(
-        range(len(ids), len(ids) + len(specials))
+    natural = (
+        not absent
+        and all(ids[i] == i for i in ids)
+        and list(specials.values()) == list(range(len(ids), len(ids) + len(specials)))
     )
     return TokenizerRecord(merges, pattern, specials, ids=None if natural else ids, source=source)
 
