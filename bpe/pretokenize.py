@@ -1,7 +1,9 @@
 """Pre-tokenization: split text into pieces ("words") that merges never cross.
 
 Named patterns are exactly the released tokenizers' regexes; `whitespace` is the textbook
-`str.split()`. Special tokens are cut out first and never reach the pattern:
+`str.split()`, the one pattern that drops text (the whitespace). Any other regex is read as Hugging
+Face reads it in a tokenizer.json (`split_isolated`): its matches and the text between them are the
+pieces. Special tokens are cut out first and never reach the pattern:
 
 >>> Pretokenizer("gpt2", ["<|endoftext|>"]).split("Hi there<|endoftext|>!")
 ['Hi', ' there', '<|endoftext|>', '!']
@@ -9,10 +11,10 @@ Named patterns are exactly the released tokenizers' regexes; `whitespace` is the
 
 from __future__ import annotations
 
-import string
-from collections.abc import Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import regex
 
@@ -96,59 +98,227 @@ WHITESPACE_WORD = f"[^{WHITESPACE_CHARS}]+"
 
 def superword_regex(pattern: str) -> str:
     """The split of a superword stage: a pattern's name as it stands (`superbpe`, the paper's), or a
-    regex read as Hugging Face's `Split(behavior="isolated")` reads it: its matches and the text
-    between them are the pieces (see `isolated`)."""
+    regex, as `isolated(regex)`: Hugging Face's `Split` (and so `split_isolated`) cuts it as it cuts
+    the regex itself, and earlier runs recorded it in this form."""
     if pattern in NAMED_PATTERNS:
         return NAMED_PATTERNS[pattern]
     try:
-        resolve_pattern(pattern)  # a bad regex, or one that can match the empty string
+        resolve_pattern(pattern)  # a bad regex
     except SettingsError as exc:
         raise SettingsError(f"superword_{exc}", parameter="superword_pattern") from None
     return isolated(pattern)
 
 
 def resolve_pattern(pattern: str) -> tuple[str, str]:
-    """(name, regex) for a pattern name or a user regex; a bad regex, or one that can match the
-    empty string, raises SettingsError (a ValueError)."""
+    """(name, regex) for a pattern name or a user regex; a regex that does not compile raises
+    SettingsError (a ValueError)."""
     if pattern in NAMED_PATTERNS:
         return pattern, NAMED_PATTERNS[pattern]
     try:
-        compiled = regex.compile(pattern)
+        compile_split(pattern)
     except regex.error as exc:
         raise SettingsError(
             f"pattern: not a known name ({', '.join(NAMED_PATTERNS)}) nor a valid regex: {exc}", parameter="pattern"
         ) from None
-    where = empty_match_probe(compiled)
-    if where is not None:
+    except ReadOtherwise as exc:
         raise SettingsError(
-            f"pattern: {pattern!r} can match the empty string ({where}); every piece it cuts must hold at least "
-            "one character",
+            f"pattern: {pattern!r} holds {exc}, which Hugging Face's regex engine (Oniguruma) reads otherwise than "
+            "the `regex` module; name the characters instead",
             parameter="pattern",
-        )
+        ) from None
     for name, known in NAMED_PATTERNS.items():
         if pattern == known:
             return name, known
     return "custom", pattern
 
 
-# Whether a regex can match the empty string anywhere, in any text, cannot be decided by trying it,
-# so we try it on probes: the empty text, one character of each common kind, and a text holding
-# all of them. `fullmatch("")` alone only asks about the empty text and misses `(?=x)` or `\b`,
-# which match empty only next to certain characters; `search` alone stops at the first match and
-# misses `a|(?<=a)` on "a". So every match `finditer` finds in every probe must be non-empty.
-# An empty piece would make tiktoken panic when encoding, and give the counters nothing to count.
-EMPTY_PROBES = ("", "a", " ", "1", "\n", "é", "!", string.printable + "é ÀßДж中🙂\u00a0\u3000\u0301¹")
+# -- a user's regex, read as Hugging Face reads it --------------------------------------------
+#
+# A regex that is not one of the named patterns means what it means in a tokenizer.json: Hugging
+# Face's `Split(regex, behavior="isolated")`, run by Oniguruma. Its matches are pieces, the text
+# between them is pieces too, and an empty match only marks a place where one piece ends and the
+# next begins. So no text is ever dropped, and our pieces are Hugging Face's: `split_isolated`
+# iterates as Oniguruma does, on the `regex` module's spelling of the pattern (`oniguruma_regex`).
+
+# Oniguruma's \w outside a character class: Unicode's word characters (not the joiners U+200C and
+# U+200D, which the `regex` module counts) and, from its Latin-1 table, the superscripts ¹²³ and the
+# fractions ¼½¾. Inside a class it leaves those six out. \b and \B follow the class outside.
+_WORD_ITEMS = r"\p{Alphabetic}\p{M}\p{Nd}\p{Pc}"
+_WORD = rf"[{_WORD_ITEMS}\xb2\xb3\xb9\xbc-\xbe]"
+_NOT_WORD = rf"[^{_WORD_ITEMS}\xb2\xb3\xb9\xbc-\xbe]"
+_OUTSIDE_CLASS = {
+    "w": _WORD,
+    "W": _NOT_WORD,
+    "b": f"(?:(?<={_WORD})(?!{_WORD})|(?<!{_WORD})(?={_WORD}))",
+    "B": f"(?:(?<={_WORD})(?={_WORD})|(?<!{_WORD})(?!{_WORD}))",
+    "Z": r"(?=\n?\z)",  # Oniguruma's \Z, like Perl's: the end, or before a final newline
+}
+# Oniguruma's (Ruby's) `^` and `$` match at the start and end of every line, not only of the text:
+# `^` where no character but a newline comes before (a newline that ends the text starts no line,
+# which changes no piece), `$` before a newline or at the end.
+_ANCHORS = {"^": r"(?<![^\n])", "$": r"(?=\n|\z)"}
+_INSIDE_CLASS = {"w": _WORD_ITEMS, "W": r"\W\u200c\u200d", "h": "0-9a-fA-F"}
+_OUTSIDE_CLASS.update(h="[0-9a-fA-F]", H="[^0-9a-fA-F]")  # Oniguruma's \h is a hexadecimal digit
+# POSIX classes that Oniguruma reads as Unicode classes other than the `regex` module's ([:digit:]
+# is every decimal digit, not 0-9), and those (with \H in a class) that no class item here spells.
+_POSIX = {
+    "[:digit:]": r"\p{Nd}",
+    "[:^digit:]": r"\P{Nd}",
+    "[:alnum:]": r"\p{Alphabetic}\p{Nd}",
+    "[:word:]": _WORD_ITEMS,
+}
+_UNSPELLED = ("[:punct:]", "[:^punct:]", "[:^alnum:]", "[:^word:]")
 
 
-def empty_match_probe(compiled: regex.Pattern) -> str | None:
-    """Where `compiled` first finds an empty match in the probes ("before 'x'"), or None if nowhere."""
-    for probe in EMPTY_PROBES:
-        for m in compiled.finditer(probe):
-            if m.start() == m.end():
-                if not probe:
-                    return "in the empty text"
-                return f"before {probe[m.start()]!r}" if m.start() < len(probe) else f"after {probe[-1]!r}"
-    return None
+class ReadOtherwise(ValueError):
+    """A part of a regex that Oniguruma reads otherwise and that `oniguruma_regex` cannot rewrite."""
+
+
+# An inline flag group, `(?i)`, `(?i-x:`: Oniguruma's (Ruby's) `m` is the `regex` module's `s`.
+_FLAGS = regex.compile(r"\(\?[a-zA-Z]*(?:-[a-zA-Z]*)?[:)]")
+
+
+def oniguruma_regex(pattern: str) -> str:
+    r"""`pattern` spelled for the `regex` module (and tiktoken's engine) so that it matches as
+    Oniguruma, Hugging Face's regex engine, matches it: \w, \W, \b, \B, \h, \Z and POSIX classes as
+    Oniguruma defines them, `^` and `$` at every line's start and end, inline flag `m` as
+    Oniguruma's (`s` here). A rewritten pattern, rewritten again, matches the same. ReadOtherwise
+    for what cannot be rewritten (see `_UNSPELLED`).
+
+    >>> oniguruma_regex(r"[\w-]+|(?m:.)$")
+    '[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}-]+|(?s:.)(?=\\n|\\z)'
+    """
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    class_from = None  # inside a class: where its first item starts (a ']' there is a literal)
+    while i < n:
+        char = pattern[i]
+        if char == "\\" and i + 1 < n:
+            escape = pattern[i + 1]
+            table = _OUTSIDE_CLASS if class_from is None else _INSIDE_CLASS
+            if class_from is not None and escape == "H":
+                raise ReadOtherwise("\\H in a class")
+            out.append(table.get(escape, pattern[i : i + 2]))
+            i += 2
+        elif class_from is not None:
+            end = pattern.find(":]", i + 2) if pattern.startswith("[:", i) else -1
+            if end != -1:  # a POSIX class, [:alpha:]
+                name = pattern[i : end + 2]
+                if name in _UNSPELLED:
+                    raise ReadOtherwise(name)
+                out.append(_POSIX.get(name, name))
+                i = end + 2
+                continue
+            if char == "]" and i > class_from:
+                class_from = None
+            out.append(char)
+            i += 1
+        elif char == "[":
+            start = i + 2 if pattern.startswith("^", i + 1) else i + 1
+            out.append(pattern[i:start])
+            class_from, i = start, start
+        elif (flags := _FLAGS.match(pattern, i)) is not None:
+            out.append(flags.group().replace("m", "s"))
+            i = flags.end()
+        elif char in _ANCHORS:
+            out.append(_ANCHORS[char])
+            i += 1
+        else:
+            out.append(char)
+            i += 1
+    return "".join(out)
+
+
+@lru_cache(maxsize=256)
+def compile_split(pattern: str) -> regex.Pattern:
+    """A user's regex compiled to match as Oniguruma does (see `oniguruma_regex`); regex.error if
+    it does not compile."""
+    return regex.compile(oniguruma_regex(pattern))
+
+
+@lru_cache(maxsize=256)
+def splitter(pattern: str) -> Callable[[str], list[str]]:
+    """The function that cuts text into a user's regex's pieces: `split_isolated`, or, where the
+    regex has no capture group and cannot match the empty string, the `regex` module's own split
+    by the regex made one group (the same pieces, cut in C: about twice as fast)."""
+    compiled = compile_split(pattern)
+    if compiled.groups or can_match_empty(pattern):
+        return partial(split_isolated, compiled)
+    split = regex.compile(f"({oniguruma_regex(pattern)})").split
+
+    def pieces(text: str) -> list[str]:
+        return list(filter(None, split(text)))  # the text before each match, the match, ...
+
+    return pieces
+
+
+def split_isolated(compiled: regex.Pattern, text: str) -> list[str]:
+    r"""The pieces of Hugging Face's `Split(pattern, behavior="isolated")`: every match, and the
+    text between matches, in order; empty matches cut the text between them but are no pieces.
+    The search goes on as Oniguruma's does (Hugging Face's `find_iter`): after an empty match it
+    resumes one character further on, even where a longer match starts at the same place. With
+    capture groups, a match is the whole match.
+
+    >>> split_isolated(compile_split(r"\d+"), "ab12cd"), split_isolated(compile_split(r"(?=ab)|abc|(b)"), "abc")
+    (['ab', '12', 'cd'], ['a', 'b', 'c'])
+    """
+    pieces: list[str] = []
+    cut = start = 0  # where the last piece ended; where the search goes on
+    searching = True
+    while searching:
+        searching = False
+        for match in compiled.finditer(text, start):
+            begin, end = match.span()
+            if begin > cut:
+                pieces.append(text[cut:begin])
+            cut = end
+            if begin == end:  # Oniguruma searches again one character on: so does a new iterator
+                start, searching = end + 1, end < len(text)
+                break
+            pieces.append(text[begin:end])
+    if cut < len(text):
+        pieces.append(text[cut:])
+    return pieces
+
+
+def can_match_empty(pattern: str) -> bool:
+    r"""Whether a regex might match the empty string somewhere (in some text, at some place): False
+    only when each of its alternatives must consume a character. Decided from its syntax tree, not
+    by trying texts, which cannot find `\w+|(?<=zq)`'s empty match unless a text holds "zq"; a
+    pattern that the standard library's parser cannot read is taken to match it."""
+    import re._parser as sre_parse  # the standard library's own regex parser
+
+    readable = regex.sub(
+        r"\\\\|\\[pP](?:\{[^}]*\}|[A-Za-z])", lambda m: "x" if m.group() != "\\\\" else m.group(), pattern
+    )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # its FutureWarning on `[[`, which the `regex` module reads well
+            parsed = sre_parse.parse(readable)
+    except Exception:  # syntax only the `regex` module reads
+        return True
+    return _nullable(parsed)
+
+
+def _nullable(items) -> bool:
+    """Whether a parsed sequence can match empty; lookarounds, anchors and back references can."""
+    for op, arg in items:
+        name = str(op)
+        if name in ("LITERAL", "NOT_LITERAL", "ANY", "IN", "RANGE", "CATEGORY"):
+            return False
+        if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            if arg[0] > 0 and not _nullable(arg[2]):
+                return False
+        elif name == "SUBPATTERN":
+            if not _nullable(arg[-1]):
+                return False
+        elif name == "ATOMIC_GROUP":
+            if not _nullable(arg):
+                return False
+        elif name == "BRANCH":
+            if not any(_nullable(branch) for branch in arg[1]):
+                return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -173,7 +343,8 @@ class Pretokenizer:
 
     @property
     def compiled(self) -> regex.Pattern:
-        return _compile(self.regex)
+        """The pattern compiled: a named one as it is, a user's regex as Oniguruma reads it."""
+        return _compile(self.regex) if self.name != "custom" else compile_split(self.regex)
 
     @property
     def special_regex(self) -> regex.Pattern | None:
@@ -195,9 +366,12 @@ class Pretokenizer:
                 yield part, i % 2 == 1
 
     def split_ordinary(self, text: str) -> list[str]:
-        """Pieces of text that holds no special token."""
+        """Pieces of text that holds no special token: the named patterns' matches (which cover
+        the text), `str.split()`, or a user's regex as Hugging Face's Split cuts it."""
         if self.name == "whitespace":
             return text.split()
+        if self.name == "custom":
+            return splitter(self.regex)(text)
         return self.compiled.findall(text)
 
     def split(self, text: str) -> list[str]:

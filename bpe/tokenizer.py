@@ -1,8 +1,9 @@
 """A trained tokenizer: merges + pattern + special tokens, with encode/decode, save and load.
 
-Encoding runs on tiktoken (ranks = merge order), the fast and widely trusted encoder. Where
-tiktoken cannot take the tokenizer (a user regex it cannot compile, or a vocabulary holding two
-tokens with the same bytes) a plain Python encoder applies the merges in order instead.
+Encoding runs on tiktoken (ranks = merge order), the fast and widely trusted encoder. A user's
+regex cuts text as Hugging Face's `Split` does (`bpe.pretokenize.split_isolated`), and tiktoken
+encodes the pieces; where tiktoken cannot take the vocabulary (two tokens with the same bytes) a
+plain Python encoder applies the merges in order instead.
 
 >>> tok = Tokenizer([(104, 105)], pattern="gpt2")   # one merge: b"h" + b"i" -> 256
 >>> tok.encode("hi hi")
@@ -19,6 +20,7 @@ the methods are tiktoken's (`encode_batch`, `n_vocab`, `eot_token`, ...) or Hugg
 
 from __future__ import annotations
 
+import string
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+import regex
 
 from bpe import storage
 from bpe.batching import check_num_threads, in_runs, text_list
@@ -46,12 +49,24 @@ from bpe.formats.record import TokenizerRecord
 from bpe.formats.spelling import NEVER_IN_TEXT, spell, unspell
 from bpe.formats.tiktoken_ranks import from_ranks
 from bpe.manifest import Manifest, TokenizerSection, Truncation, as_manifest
-from bpe.pretokenize import DEFAULT_PATTERN, NAMED_PATTERNS, WHITESPACE_WORD, Pretokenizer
+from bpe.pretokenize import (
+    DEFAULT_PATTERN,
+    NAMED_PATTERNS,
+    WHITESPACE_WORD,
+    Pretokenizer,
+    can_match_empty,
+    isolated,
+    oniguruma_regex,
+)
 from bpe.reference import encode_word
 from bpe.roles import check_roles
 
 if TYPE_CHECKING:
     import tiktoken
+
+# Pieces whose ids a tokenizer with a user's regex keeps between calls (a piece and its ids take
+# about 200 bytes: some 20 MB at most), so that a batch encodes each common word once.
+PIECE_CACHE_SIZE = 100_000
 
 
 class Tokenizer:
@@ -112,6 +127,7 @@ class Tokenizer:
         self._encoding = None
         self._python_ranks: dict[tuple[int, int], int] | None = None
         self._internal_of_bytes: dict[bytes, int] | None = None
+        self._piece_ids: dict[str, list[int]] = {}  # the ids of pieces a user's regex cut, as encoded
 
     # -- sizes and names ---------------------------------------------------------------------
 
@@ -350,11 +366,11 @@ class Tokenizer:
         """
         allowed = self._allowed(allowed_special)
         text = self._checked_text(text, allowed, special_as_text, errors)
-        encoding = self._tiktoken()
+        encoding = self._splitting_tiktoken()
         if encoding is not None:
             ids = encoding.encode(text, allowed_special=allowed, disallowed_special=())
         else:
-            ids = self._encode_python(text, allowed)
+            ids = self._encode_pieces(text, allowed)
         return self._to_external(ids)
 
     def encode_ordinary(self, text: str, errors: Literal["strict", "replace"] = "strict") -> list[int]:
@@ -381,11 +397,11 @@ class Tokenizer:
         check_num_threads(num_threads)
         allowed = self._allowed(allowed_special)
         rows = [self._checked_text(text, allowed, special_as_text, errors, row) for row, text in enumerate(rows)]
-        encoding = self._tiktoken()
+        encoding = self._splitting_tiktoken()
         if encoding is not None:
             encode_one = partial(encoding.encode, allowed_special=allowed, disallowed_special=())
         else:
-            encode_one = partial(self._encode_python, allowed=allowed)
+            encode_one = partial(self._encode_pieces, allowed=allowed)
 
         def encode_run(run: list[str]) -> list[list[int]]:
             return [encode_one(text) for text in run]
@@ -433,7 +449,7 @@ class Tokenizer:
         """A function encoding a run of texts into (their internal ids as one uint32 array, the number
         of ids of each). With tiktoken, each text's ids come as a buffer (what its `encode_to_numpy`
         reads), joined once per run."""
-        encoding = self._tiktoken()
+        encoding = self._splitting_tiktoken()
         to_buffer = getattr(getattr(encoding, "_core_bpe", None), "encode_to_tiktoken_buffer", None)
 
         def encode_run(run: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -444,7 +460,7 @@ class Tokenizer:
             if encoding is not None:  # a tiktoken without that buffer
                 parts = [encoding.encode_to_numpy(text, allowed_special=allowed, disallowed_special=()) for text in run]
             else:
-                parts = [np.asarray(self._encode_python(text, allowed), dtype=np.uint32) for text in run]
+                parts = [np.asarray(self._encode_pieces(text, allowed), dtype=np.uint32) for text in run]
             lengths = np.fromiter(map(len, parts), np.int64, len(parts))
             return (np.concatenate(parts) if parts else np.zeros(0, np.uint32)), lengths
 
@@ -549,25 +565,47 @@ class Tokenizer:
         return {t: len(self.vocab) + i for i, t in enumerate(self.special_tokens)}
 
     def _tiktoken(self):
+        """tiktoken's Encoding of this vocabulary, or None where tiktoken cannot hold it."""
         if self._encoding is None:
             self._encoding = _build_tiktoken(self) or False
         return self._encoding or None
+
+    def _splitting_tiktoken(self):
+        """The Encoding where tiktoken also splits text as this tokenizer does (the named patterns);
+        None for a user's regex, whose pieces `_encode_pieces` cuts."""
+        return self._tiktoken() if self.pretokenizer.name != "custom" else None
+
+    def _encode_pieces(self, text: str, allowed: set[str]) -> list[int]:
+        """Cut the text into pieces with the pretokenizer and encode each with tiktoken's encoder of
+        one piece, or with `_encode_python` where tiktoken cannot take the vocabulary."""
+        encoding = self._tiktoken()
+        encode_piece = getattr(getattr(encoding, "_core_bpe", None), "encode_single_piece", None)
+        if encode_piece is None:
+            return self._encode_python(text, allowed)
+        if len(self._piece_ids) > PIECE_CACHE_SIZE:
+            self._piece_ids = {}
+        return self._encode_cut(text, allowed, encode_piece, self._piece_ids)
 
     def _encode_python(self, text: str, allowed: set[str]) -> list[int]:
         """Apply the merges in order to each piece (the plain algorithm; slow but always available)."""
         if self._python_ranks is None:
             self._python_ranks = {pair: rank for rank, pair in enumerate(self.merges)}
-        ranks = self._python_ranks
-        cache: dict[str, list[int]] = {}
+        return self._encode_cut(text, allowed, partial(_encode_bytes, ranks=self._python_ranks), {})
+
+    def _encode_cut(
+        self, text: str, allowed: set[str], encode_piece: Callable[[bytes], list[int]], cache: dict[str, list[int]]
+    ) -> list[int]:
+        """The ids of the text cut by the pretokenizer, each piece not in `cache` encoded once."""
         ids: list[int] = []
         for segment, is_special in self.pretokenizer.segments(text):
             if is_special and segment in allowed:
                 ids.append(self._internal_special(segment))
                 continue
             for piece in self.pretokenizer.split_ordinary(segment):
-                if piece not in cache:
-                    cache[piece] = encode_word(list(piece.encode("utf-8")), ranks)
-                ids.extend(cache[piece])
+                piece_ids = cache.get(piece)
+                if piece_ids is None:
+                    piece_ids = cache[piece] = encode_piece(piece.encode("utf-8"))
+                ids.extend(piece_ids)
         return ids
 
     def _internal_special(self, token: str) -> int:
@@ -581,7 +619,7 @@ class Tokenizer:
         special tokens' roles and `model_max_length`, ride along as attributes of the same names,
         which `from_tiktoken` reads back. ExportError when tiktoken cannot hold it (two tokens with
         the same bytes, ids that do not follow the merge order, a pattern tiktoken's regex engine
-        cannot compile).
+        cannot compile, or a user's regex that can match the empty string).
 
         >>> Tokenizer([(104, 105)], "gpt2").to_tiktoken().encode("hi hi")
         [256, 32, 256]
@@ -596,7 +634,7 @@ class Tokenizer:
                 "the ids of this tokenizer's merged tokens do not follow the merge order, so they "
                 "cannot serve as tiktoken's ranks"
             )
-        pattern = WHITESPACE_WORD if self.pretokenizer.name == "whitespace" else self.pretokenizer.regex
+        pattern = tiktoken_pattern(self.pretokenizer)
         ranks = {token: int(self._to_ids[i]) for i, token in enumerate(self.vocab) if i not in self._absent}
         try:
             encoding = tiktoken.Encoding(
@@ -606,6 +644,7 @@ class Tokenizer:
             raise ExportError(f"tiktoken cannot take this tokenizer's split pattern: {exc}") from None
         encoding.special_token_roles = dict(self._roles)
         encoding.model_max_length = self.model_max_length
+        encoding.split_pattern = self.pattern
         return encoding
 
     @classmethod
@@ -619,11 +658,17 @@ class Tokenizer:
         """The tokenizer of a `tiktoken.Encoding` (its ranks, split pattern and special tokens), giving
         exactly its ids: `Tokenizer.from_tiktoken(tiktoken.get_encoding("cl100k_base"))`. The merges
         are recovered from the ranks as tiktoken merges: token r is the two tokens of lower rank that
-        its bytes merge into. The roles and `model_max_length` are the arguments', else those that
-        `to_tiktoken` attached, so `Tokenizer.from_tiktoken(tok.to_tiktoken()) == tok`."""
+        its bytes merge into. The roles, `model_max_length` and split pattern are the arguments', else
+        those that `to_tiktoken` attached, so `Tokenizer.from_tiktoken(tok.to_tiktoken()) == tok`.
+        tiktoken drops text its pattern does not match, which a tokenizer here never does (see
+        `bpe.pretokenize`): an ExportError says so for such a pattern."""
         source = f"tiktoken encoding {encoding.name!r}"
         ranks, specials = encoding._mergeable_ranks, dict(encoding._special_tokens)
-        record = from_ranks(ranks, encoding._pat_str, specials, source)
+        pattern = getattr(encoding, "split_pattern", None)
+        if not (isinstance(pattern, str) and _spelled_for_tiktoken(pattern) == encoding._pat_str):
+            pattern = encoding._pat_str
+            check_covers(pattern, source)
+        record = from_ranks(ranks, pattern, specials, source)
         if special_token_roles is None:
             special_token_roles = getattr(encoding, "special_token_roles", None)
         if model_max_length is None:
@@ -815,15 +860,75 @@ def _unicode_text(text: str, errors: str, row: int | None = None) -> str:
     raise InvalidTextError(f"{error}; pass errors='replace' to encode it as U+FFFD")
 
 
+def tiktoken_pattern(pretokenizer: Pretokenizer) -> str:
+    """The `pat_str` whose matches (all tiktoken keeps) are the pretokenizer's pieces: a named
+    pattern as it is; a user's regex as Hugging Face's Split cuts it, `isolated`, in the spelling
+    that reads as Oniguruma reads it. ExportError for a regex that can match the empty string: where
+    a search goes on after an empty match, tiktoken's engine and Oniguruma go separate ways."""
+    if pretokenizer.name == "whitespace":
+        return WHITESPACE_WORD
+    if pretokenizer.name != "custom":
+        return pretokenizer.regex
+    if can_match_empty(pretokenizer.regex):
+        shown = pretokenizer.regex if len(pretokenizer.regex) <= 60 else pretokenizer.regex[:57] + "..."
+        raise ExportError(
+            f"tiktoken cannot split as this tokenizer does: its pattern {shown!r} can match the empty string, "
+            "which tiktoken's regex engine steps over otherwise than Hugging Face's"
+        )
+    return isolated(oniguruma_regex(pretokenizer.regex))
+
+
+def _spelled_for_tiktoken(pattern: str) -> str | None:
+    """`tiktoken_pattern` of a pattern, or None where there is none."""
+    try:
+        return tiktoken_pattern(Pretokenizer(pattern))
+    except (SettingsError, ExportError):
+        return None
+
+
+# Text with a character of every common kind, to find what a tiktoken pattern leaves unmatched.
+COVERAGE_PROBE = string.printable + "é ÀßДж中🙂\u00a0\u3000\u0301¹\u200d"
+
+
+def check_covers(pat_str: str, source: str) -> None:
+    """ExportError naming `source` if a tiktoken pattern leaves text between its matches on the
+    probe: tiktoken drops that text, while our tokenizers (as Hugging Face's Split) keep it."""
+    if pat_str == WHITESPACE_WORD or pat_str in NAMED_PATTERNS.values():
+        return
+    try:
+        compiled = regex.compile(pat_str)
+    except regex.error:
+        return  # refused, naming the pattern, where it is resolved
+    covered, gap_end = 0, len(COVERAGE_PROBE)
+    for match in compiled.finditer(COVERAGE_PROBE):
+        if match.start() > covered:
+            gap_end = match.start()
+            break
+        covered = match.end()
+    if covered < len(COVERAGE_PROBE):
+        gap = COVERAGE_PROBE[covered:gap_end]
+        raise ExportError(
+            f"{source}: its split pattern leaves text unmatched ({gap[:20]!r}), which tiktoken drops and a "
+            "Tokenizer keeps as pieces (as Hugging Face's Split does): the ids would not be tiktoken's"
+        )
+
+
+def _encode_bytes(data: bytes, ranks: dict[tuple[int, int], int]) -> list[int]:
+    """The plain encoder of one piece: the merges applied in order."""
+    return encode_word(list(data), ranks)
+
+
 def _build_tiktoken(tok: Tokenizer):
-    """A tiktoken Encoding for the tokenizer, or None when tiktoken cannot represent it."""
+    """A tiktoken Encoding for the tokenizer's vocabulary, or None when tiktoken cannot represent it.
+    For a user's regex, tiktoken encodes the pieces that the pretokenizer cuts, and its own pattern
+    (which splits nothing) is never used."""
     if len(set(tok.vocab)) != len(tok.vocab):
         return None
     try:
         import tiktoken
     except ImportError:
         return None
-    pattern = WHITESPACE_WORD if tok.pretokenizer.name == "whitespace" else tok.pretokenizer.regex
+    pattern = tiktoken_pattern(tok.pretokenizer) if tok.pretokenizer.name != "custom" else r"[\s\S]+"
     ranks = {token: rank for rank, token in enumerate(tok.vocab)}
     specials = {text: len(tok.vocab) + i for i, text in enumerate(tok.special_tokens)}
     try:

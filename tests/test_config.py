@@ -46,6 +46,8 @@ BASE = "name: tok\ndata: data/\nvocab_size: 1000\n"
         ("superwords: {transition: 100}\n", "superwords: transition: expected a vocabulary size >= 256"),
         ("superwords: {transition: 600, max_words: 0}\n", "superwords: max_words: expected an integer >= 1"),
         ("superwords: {transition: 600, pattern: '(x'}\n", "superwords: pattern: not a known name"),
+        ("pattern: '[[:punct:]]+'\n", "pattern: '[[:punct:]]+' holds [:punct:], which Hugging Face's regex"),
+        ("superwords: {transition: 600, pattern: '[[:punct:]]'}\n", "superwords: pattern: '[[:punct:]]' holds"),
         ("superwords: {transition: 600, colon_space: maybe}\n", "superwords: colon_space: expected true or false"),
         ("superwords: 600\n", "superwords: expected a mapping with transition"),
     ],
@@ -77,6 +79,18 @@ def test_numbers_past_what_the_kernels_hold_are_refused_in_the_file_and_as_the_f
         assert str(raised.value).startswith(f"{path}: {message}") and raised.value.parameter == key
     with pytest.raises(SettingsError, match=r"superwords: max_words: expected at most 2,147,483,647 words"):
         load_config(write(tmp_path, BASE + f"superwords: {{transition: 600, max_words: {10**20}}}\n"))
+
+
+def test_a_regex_with_capture_groups_or_an_empty_match_is_a_pattern(tmp_path):
+    """Read as Hugging Face's Split reads it (tests/test_custom_patterns.py), for both stages."""
+    extra = "pattern: '(\\w+)|(\\s+)'\nsuperwords: {transition: 600, pattern: '(?<=zq)|(\\w+)'}\n"
+    from tokenizers import Regex, pre_tokenizers
+
+    settings = load_config(write(tmp_path, BASE + extra)).settings()
+    for stage in (settings.subword_stage(), settings.superword_stage(344)):
+        split = pre_tokenizers.Split(Regex(stage.pretokenizer.regex), behavior="isolated")
+        text = "zq zqa, b\n"
+        assert stage.pretokenizer.split(text) == [piece for piece, _ in split.pre_tokenize_str(text)]
 
 
 def test_superwords_section_gives_the_superword_settings(tmp_path):

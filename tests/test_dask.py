@@ -145,6 +145,17 @@ def test_superwords_on_any_number_of_workers_are_the_local_engines(cluster, text
     assert tok.manifest["engine"]["workers"] == workers
 
 
+def test_a_users_regex_on_dask_gives_the_local_engines_merges(cluster, texts, tmp_path):
+    """A regex with capture groups that leaves text between its matches and matches the empty string
+    after a digit: the workers cut Hugging Face's pieces as the local engine does (which
+    tests/test_custom_patterns.py checks against the reference trainer)."""
+    scale(*cluster, 2)
+    pattern = r"(\p{L}+)|(?<=\d)"
+    local = train(texts, vocab_size=VOCAB, pattern=pattern).merges
+    files = layouts(texts, tmp_path)["shuffled files"]
+    assert train(files=files, vocab_size=VOCAB, pattern=pattern, engine="dask", client=cluster[1]).merges == local
+
+
 def test_counts_are_summed_on_the_workers_by_stable_hash(cluster, texts, tmp_path):
     from bpe.distributed.counting import count_on_dask, split_by_bucket
     from bpe.engine.hashing import hash_buckets

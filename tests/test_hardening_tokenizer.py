@@ -1,6 +1,6 @@
 """Hardening of the tokenizer files and of encoding: tampered or damaged files are refused in one
 line naming the file (never loaded as a different tokenizer), text that is not Unicode is refused
-(or replaced when asked), and split patterns that can match the empty string are refused."""
+(or replaced when asked). How split patterns cut text is tests/test_custom_patterns.py's."""
 
 from __future__ import annotations
 
@@ -330,25 +330,3 @@ def test_encode_command_refuses_invalid_utf8_on_real_stdin(saved):
     done = subprocess.run(command, input=b"ab\xed\xa0\x80c", env=env, capture_output=True)
     assert done.returncode == 1 and done.stdout == b""
     assert done.stderr == b"bpe: error: <stdin>: invalid UTF-8 at byte 2\n"
-
-
-# -- patterns that can match the empty string --------------------------------------------------
-
-
-def test_train_command_refuses_a_pattern_that_matches_the_empty_string(tmp_path, capsys):
-    (tmp_path / "a.txt").write_text("xx yy xx\n" * 20)
-    argv = ["train", str(tmp_path / "a.txt"), "--vocab-size", "300", "--pattern", "x*", "--out", str(tmp_path / "t")]
-    assert main(argv) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("bpe: error: --pattern: 'x*' can match the empty string") and err.count("\n") == 1, err
-    assert not (tmp_path / "t").exists()
-
-
-def test_a_saved_pattern_that_matches_the_empty_string_is_refused_at_load(saved, tmp_path):
-    """A tokenizer trained before such patterns were refused: encoding would panic inside tiktoken."""
-    directory = copy_of(saved, tmp_path)
-    manifest = json.loads((directory / "manifest.json").read_text())
-    manifest["tokenizer"].update(pattern="custom", regex="x*")
-    (directory / "manifest.json").write_text(json.dumps(manifest))
-    message = refused(directory)
-    assert message.startswith(f"{directory / 'manifest.json'}: pattern: 'x*' can match the empty string"), message

@@ -10,11 +10,11 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bpe import pretokenize
 from bpe.counting import WordCounter, count_words
 from bpe.engine.scanner import SCANNER_IDS, split_offsets
-from bpe.errors import SettingsError
-from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer, resolve_pattern, scanner_tables
-from bpe.settings import Settings, check_setting
+from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer, scanner_tables
+from bpe.settings import Settings
 
 # Characters where the patterns disagree with each other or with naive splitting: every kind of
 # whitespace (including the four separators str.split() knows and regex does not), apostrophes
@@ -93,7 +93,7 @@ def test_counts_equal_running_the_pattern_on_every_document(texts):
         expected = Counter()
         for t in texts:
             if t is not None:
-                expected.update(p.encode() for p in pre.compiled.findall(t))
+                expected.update(p.encode() for p in pre.split_ordinary(t))
         counter = WordCounter(pre)
         counter.add_texts(texts)
         assert counter.result().to_dict() == dict(expected), name
@@ -139,25 +139,27 @@ def test_bad_pattern_and_bad_special_tokens_are_refused():
         Pretokenizer("gpt2", ["<s>", "<s>"])
 
 
+@pytest.mark.parametrize("pattern", [*NAMED_PATTERNS, *NAMED_PATTERNS.values(), r"\w+|[^\w\s]+", r"\S+", "(?s)."])
+def test_patterns_named_or_regexes_are_accepted(pattern):
+    assert Settings(vocab_size=300, pattern=pattern).pretokenizer.regex
+
+
 # `a|` and `x*` match the empty text; `(?=x)`, `\b` and `(?<=\s)` only next to certain characters;
-# `a|(?<=a)` only after a first, non-empty match.
-MATCHES_EMPTY = ["x*", "a|", "(?=x)", r"\b", r"(?<=\s)", "a|(?<=a)", r"\w+|\s*", "^", ""]
+# `a|(?<=a)` only after a first, non-empty match. Hugging Face reads each as places to cut.
+MATCHES_EMPTY = ["x*", "a|", "(?=x)", r"\b", r"(?<=\s)", "a|(?<=a)", r"\w+|\s*", "^", r"\w+|(?<=zq)"]
 
 
 @pytest.mark.parametrize("pattern", MATCHES_EMPTY)
-def test_a_pattern_that_can_match_the_empty_string_is_refused(pattern):
-    with pytest.raises(SettingsError) as raised:
-        resolve_pattern(pattern)
-    message = str(raised.value)
-    assert raised.value.parameter == "pattern" and "\n" not in message
-    assert message.startswith(f"pattern: {pattern!r} can match the empty string"), message
-    if pattern:  # the empty pattern is refused earlier, as no pattern at all
-        with pytest.raises(SettingsError, match="can match the empty string"):
-            check_setting("pattern", pattern)
-        with pytest.raises(SettingsError, match="can match the empty string"):
-            Settings(vocab_size=300, pattern=pattern)
+def test_a_pattern_that_can_match_the_empty_string_cuts_there(pattern):
+    from tokenizers import Regex, pre_tokenizers
+
+    text = "xx a ab zq zqa\tb"
+    expected = [piece for piece, _ in pre_tokenizers.Split(Regex(pattern), "isolated").pre_tokenize_str(text)]
+    assert Settings(vocab_size=300, pattern=pattern).pretokenizer.split(text) == expected
+    assert "".join(expected) == text
+    assert pretokenize.can_match_empty(pattern)
 
 
-@pytest.mark.parametrize("pattern", [*NAMED_PATTERNS, *NAMED_PATTERNS.values(), r"\w+|[^\w\s]+", r"\S+", "(?s)."])
-def test_patterns_that_never_match_the_empty_string_are_accepted(pattern):
-    assert Settings(vocab_size=300, pattern=pattern).pretokenizer.regex
+@pytest.mark.parametrize("pattern", [r"\w+", r"a|b+", r"(?:\w|(?<=a)b)+", r"\p{L}+|[^\p{L}]", r"(a)\1?", "x{1,}"])
+def test_a_pattern_each_of_whose_alternatives_takes_a_character_never_matches_empty(pattern):
+    assert not pretokenize.can_match_empty(pattern)

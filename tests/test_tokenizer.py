@@ -13,6 +13,7 @@ from bpe import Tokenizer, train
 from bpe.errors import InputError, SettingsError, SpecialTokenError
 from bpe.formats.spelling import bytes_to_unicode, spell, unspell
 from bpe.formats.tiktoken_ranks import TIKTOKEN_FILE
+from bpe.tokenizer import tiktoken_pattern
 from tests.conftest import GPT2, WHITESPACE
 from tests.conftest import any_text as any_text_of
 
@@ -27,7 +28,8 @@ SAMPLE_TEXTS = [
 ]
 
 
-@pytest.fixture(scope="module", params=["gpt2", "cl100k", "o200k", "whitespace"])
+# A user's regex too: one that leaves the text between its matches (spaces, symbols) as pieces, with groups.
+@pytest.fixture(scope="module", params=["gpt2", "cl100k", "o200k", "whitespace", r"(\p{L}+)|(\d)"])
 def trained(request, corpus_rows, tmp_path_factory):
     """A tokenizer trained on real text and saved; the same text is used to compare encoders."""
     tok = train(corpus_rows[:1500], vocab_size=1000, pattern=request.param, special_tokens=["<|endoftext|>", "<|pad|>"])
@@ -42,7 +44,7 @@ def hf(out) -> HFTokenizer:
 
 def tiktoken_encoding(tok: Tokenizer, out) -> tiktoken.Encoding:
     ranks = load_tiktoken_bpe(str(out / TIKTOKEN_FILE))
-    return tiktoken.Encoding("t", pat_str=tok.pretokenizer.regex, mergeable_ranks=ranks, special_tokens={})
+    return tiktoken.Encoding("t", pat_str=tiktoken_pattern(tok.pretokenizer), mergeable_ranks=ranks, special_tokens={})
 
 
 def kept(tok: Tokenizer, text: str) -> str:

@@ -8,21 +8,20 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import regex
-
 from bpe.errors import ExportError
 from bpe.formats.files import check_ids, read_json
 from bpe.formats.gpt2 import vocab_json
 from bpe.formats.record import TokenizerRecord
 from bpe.formats.spelling import from_spelled, spell
 from bpe.formats.transformers_config import CONFIG_FILE, read_max_length, read_roles
-from bpe.pretokenize import EMPTY_PROBES, NAMED_PATTERNS, SUPERBPE_SPLIT, WHITESPACE_RUN, Pretokenizer, isolated
+from bpe.pretokenize import NAMED_PATTERNS, SUPERBPE_SPLIT, WHITESPACE_RUN, Pretokenizer
 
 HF_FILE = "tokenizer.json"
 
 
 def hf_split_regex(pattern_name: str, pattern_regex: str) -> tuple[str, str, bool]:
-    """(regex, behavior, invert) of the Hugging Face Split pre-tokenizer for a pattern."""
+    """(regex, behavior, invert) of the Hugging Face Split pre-tokenizer for a pattern; a user's
+    regex as it is, which Split cuts as we do (`bpe.pretokenize.split_isolated`)."""
     if pattern_name == "whitespace":
         # str.split(): drop runs of whitespace. Spelled out so every regex engine agrees.
         return WHITESPACE_RUN, "Removed", False
@@ -222,20 +221,7 @@ def hf_pattern(path: Path, pre_tokenizer: object) -> str:
             return name
     if behavior != "Isolated" or invert:
         raise unsupported(f"Split with behavior {behavior!r}, invert {invert!r} (only 'Isolated')")
-    return split_as_matches(regex_text)
-
-
-def split_as_matches(split: str) -> str:
-    """The pattern whose matches are the pieces a Hugging Face `Split(split, "isolated")` cuts: the
-    split itself when its matches cover the probe texts (GPT-style patterns, which match every
-    character), else `isolated(split)`, which keeps the text between matches as pieces too (the
-    SuperBPE split keeps words and single spaces between its matches)."""
-    try:
-        compiled = regex.compile(split)
-    except regex.error:
-        return split  # refused, naming the pattern, where it is resolved
-    covers = all("".join(m.group() for m in compiled.finditer(probe)) == probe for probe in EMPTY_PROBES)
-    return split if covers else isolated(split)
+    return regex_text  # our pieces of a regex are this Split's (bpe.pretokenize.split_isolated)
 
 
 def read(path: Path) -> TokenizerRecord:
