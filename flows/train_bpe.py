@@ -24,6 +24,7 @@ from bpe.pipeline.config import TRAINING_KEYS, load_config
 from bpe.pipeline.demo import write_demo_corpus
 from bpe.pipeline.report import one_line
 from bpe.pipeline.retention import apply_retention, record_counts_in_use
+from bpe.pipeline.security import count_cache_key
 from bpe.pipeline.store import EXPERIMENT, MAIN, VersionStore
 from bpe.pipeline.version import (
     channel_note,
@@ -74,6 +75,7 @@ def train_bpe(
     promoted = channel == MAIN or bool(promote)
     base = load_base(cfg.base) if cfg.base else None  # a bad base fails the run before any counting
     settings = cfg.settings(base)
+    count_cache_key()  # the key that signs the count cache's entries: a bad one fails the run here
     logger = get_run_logger()
     started = time.perf_counter()
     if cfg.demo_corpus:

@@ -42,7 +42,7 @@ def held_out_texts(counted: list[ShardCount], limit: int = HELD_OUT_SAMPLE_BYTES
     """The held-out rows the count tasks set aside, shard by shard in path order, up to `limit` bytes."""
     texts, size = [], 0
     for result in sorted(counted, key=lambda c: c.shard["path"]):
-        for text in read_held_out(result.held_out):
+        for text in read_held_out(result.held_out, result.expected("held_out")):
             if size >= limit:
                 return texts
             texts.append(text)

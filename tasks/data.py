@@ -115,6 +115,7 @@ def count_all(
 def combine_counts(counted: list[ShardCount], n_buckets: int, scratch: str, scheduler: str) -> list[str]:
     """Sum the shards' counts into `n_buckets` word buckets by a stable hash of each word, on the
     workers; returns the Parquet files that hold them (the persisted word table)."""
-    paths = bucket_files(client_for(scheduler), [c.counts for c in counted], n_buckets, scratch)
+    expected = [c.expected("counts") for c in counted]  # each file read only if it holds the bytes checked
+    paths = bucket_files(client_for(scheduler), [c.counts for c in counted], n_buckets, scratch, expected)
     get_run_logger().info(f"combined {len(counted)} shard count(s) into {n_buckets} word bucket(s)")
     return paths
