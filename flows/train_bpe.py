@@ -28,6 +28,7 @@ from bpe.pipeline.security import count_cache_key
 from bpe.pipeline.store import EXPERIMENT, MAIN, VersionStore
 from bpe.pipeline.version import (
     channel_note,
+    check_merges_learned,
     overridden_settings,
     reason_to_train,
     settle_latest,
@@ -141,6 +142,7 @@ def train_bpe(
     finally:
         storage.remove_tree(scratch)
     counted, cached = stage_counts[-1]  # the tokenizer splits text as the last stage did
+    check_merges_learned(cfg.name, settings, run, store.latest())  # no tokenizer of bare bytes as `latest`
 
     staged, described = export_version(run.merges.merges, settings, cfg.artifact_root, cfg.name, base)
     try:

@@ -10,6 +10,7 @@ override or a broken shard), so the tests pass in any order.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -444,3 +445,62 @@ def test_bpe_deploy_without_a_server_is_an_error(tmp_path):
         "bpe: error: bpe deploy: PREFECT_API_URL is not set; point it at a Prefect server "
         "(e.g. http://127.0.0.1:4200/api, as `bpe cluster up` prints)"
     ]
+
+
+# -- runs of the flow in this process ------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def flow_here(prefect_server, monkeypatch):
+    """The train-bpe flow, to call in this process against the session's Prefect server (faster
+    than a deployment's run: no worker poll, no process start), under a count cache key of its own."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    from bpe.flows.train_bpe import train_bpe
+
+    monkeypatch.setenv("BPE_CACHE_KEY", "tests.test_pipeline's count cache key, 32+ characters")
+    with temporary_settings({PREFECT_API_URL: prefect_server["api"], PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        yield train_bpe
+
+
+def one_shard_config(tmp_path: Path, scheduler: str, name: str, rows: list[str], **settings) -> tuple[Path, dict]:
+    """A configuration of one Parquet shard of `rows` (its file, and the configuration as a dict)."""
+    write_shard(tmp_path / "data" / "part-00000.parquet", rows)
+    cfg = {
+        "name": name,
+        "data": str(tmp_path / "data"),
+        "vocab_size": 400,
+        "pattern": "cl100k",
+        "holdout_fraction": 0.05,
+        "artifact_root": str(tmp_path / "art"),
+        "dask_scheduler": scheduler,
+        **settings,
+    }
+    config = tmp_path / f"{name}.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    return config, cfg
+
+
+def test_a_run_that_learns_no_merges_from_its_words_fails_and_latest_stays(
+    pipeline_services, prefect_server, tmp_path, monkeypatch
+):
+    """Counts that hold words but give no merge (here a min_frequency no pair reaches) would publish
+    a tokenizer of the 256 bytes as `latest`: the run fails in one line instead, before anything
+    is staged."""
+    from bpe.errors import InputError
+
+    config, cfg = one_shard_config(tmp_path, pipeline_services["scheduler"], "no-merges", stdlib_paragraphs()[:300])
+    with flow_here(prefect_server, monkeypatch) as train_bpe:
+        assert train_bpe(config=str(config))["version"] == "v0001"
+        config.write_text(yaml.safe_dump({**cfg, "min_frequency": 10**9}))  # the main line's own setting
+        with pytest.raises(InputError) as failed:
+            train_bpe(config=str(config))
+    message = str(failed.value)
+    assert re.fullmatch(
+        r"no-merges: training learned no merges from [\d,]+ distinct words \(no pair of tokens occurs "
+        r"min_frequency times\); nothing is published and latest stays v0001",
+        message,
+    ), message
+    versions = VersionStore(cfg["artifact_root"], "no-merges")
+    assert versions.versions() == ["v0001"] and versions.latest() == "v0001"
+    assert not [p.name for p in Path(versions.base).iterdir() if p.name.startswith(".")]

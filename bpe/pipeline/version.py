@@ -6,12 +6,21 @@ from __future__ import annotations
 
 from bpe.counting import CountStats
 from bpe.distributed.counting import ShardCount
+from bpe.errors import InputError
 from bpe.extend import Base
 from bpe.manifest import Manifest, TokenizerSection
 from bpe.pipeline.config import TRAINING_KEYS, TokenizerConfig
 from bpe.pipeline.store import MAIN, VersionStore
 from bpe.results import TrainingRun
+from bpe.settings import Settings
 from bpe.train import build_manifest
+
+WHY_NO_MERGES = {
+    "min_frequency": "no pair of tokens occurs min_frequency times",
+    "no_pairs": "no word has two tokens left to merge",
+    "max_token_length": "every pair would make a token longer than max_token_length",
+    "superword_rules": "the superword rules allow no merge",
+}
 
 
 def summed_stats(counted: list[ShardCount]) -> CountStats:
@@ -155,3 +164,16 @@ def reason_to_train(store: VersionStore, shards: list[dict], cfg: TokenizerConfi
         if old.get(key) != value:
             reasons.append(f"{key} {old.get(key)!r} -> {value!r}")
     return ("; ".join(reasons) or f"the data or settings differ from {version}'s") + f" since {version}"
+
+
+def check_merges_learned(name: str, settings: Settings, run: TrainingRun, latest: str | None) -> None:
+    """A run that asked for merges and counted words but learned none would publish a tokenizer of
+    bare bytes (or its base unchanged) as the next version: it fails instead (InputError, one line),
+    before anything is staged, and `latest` stays where it is."""
+    if settings.n_merges() <= 0 or len(run.merges.merges) or not run.unique_words:
+        return
+    reason = run.merges.stop_reason
+    raise InputError(
+        f"{name}: training learned no merges from {run.unique_words:,} distinct words "
+        f"({WHY_NO_MERGES.get(reason, reason)}); nothing is published and latest stays {latest or 'unset'}"
+    )
