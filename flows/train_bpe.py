@@ -85,7 +85,7 @@ def train_bpe(
     fingerprint = data_fingerprint(shards)
     store = VersionStore(cfg.artifact_root, cfg.name)
     record_counts_in_use(cfg, shards, settings, logger.warning)
-    unchanged = unchanged_since(store, fingerprint, cfg)
+    unchanged = unchanged_since(store, fingerprint, cfg, base)
     if unchanged:
         latest, then = settle_latest(store, unchanged, promote, by=f"flow run {run_ids().get('flow_run_id', '?')}")
         logger.info(f"no new data since {unchanged}: {len(shards)} shard(s), fingerprint {fingerprint[:16]}; {then}")
@@ -98,7 +98,9 @@ def train_bpe(
             "channel": channel,
             "latest": latest,
         }
-    logger.info(f"training: {reason_to_train(store, shards, cfg)}; {channel_note(overridden, promote, store.latest())}")
+    logger.info(
+        f"training: {reason_to_train(store, shards, cfg, base)}; {channel_note(overridden, promote, store.latest())}"
+    )
 
     scratch = storage.join(cfg.counts_cache, "runs", uuid.uuid4().hex[:12])
     stage_counts: list[tuple[list, int]] = []  # (counted, cached) of each stage

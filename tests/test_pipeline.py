@@ -427,6 +427,8 @@ def test_a_version_identical_to_a_published_one_is_not_published_again(tmp_path)
     larger = {**manifest, "config": {**manifest["config"], "vocab_size": 601}}
     assert identical_version(versions, Manifest.from_json(larger)) is None
     assert identical_version(versions, Manifest.from_json({**manifest, "data": {"fingerprint": "e" * 64}})) is None
+    base = {"source": "base", "sha256": "a" * 64, "vocab_size": 300, "merges": 44, "max_token_id": 299}
+    assert identical_version(versions, Manifest.from_json({**manifest, "base": base})) is None  # another base
 
 
 def test_bpe_deploy_without_a_server_is_an_error(tmp_path):
