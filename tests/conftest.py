@@ -75,10 +75,16 @@ def write_parquet(path: Path, texts, column: str = "text") -> Path:
 
 
 def publish_as(
-    store, channel: str = "main", promoted: bool | None = None, bpt: float = 3.0, eval_set: str = "set-a"
+    store,
+    channel: str = "main",
+    promoted: bool | None = None,
+    bpt: float = 3.0,
+    eval_set: str = "set-a",
+    vocab_size: int = 600,
 ) -> str:
     """Publish a version as the flow does, without training: its manifest says its channel, whether
-    it is promoted, and its bytes per token on the evaluation rows with fingerprint `eval_set`."""
+    it is promoted, its vocabulary size, and its bytes per token on the evaluation rows with
+    fingerprint `eval_set`."""
     import json
 
     staged = store.stage()
@@ -87,7 +93,7 @@ def publish_as(
         "promoted": channel == "main" if promoted is None else promoted,
         "evaluation": {"bytes_per_token": bpt, "eval_set": {"fingerprint": eval_set}},
         "created": "2026-11-30T08:50:18+00:00",
-        "result": {"vocab_size": 600},
+        "result": {"vocab_size": vocab_size},
         "counts": {"bytes": 1_500_000},
         "data": {"shards": [{}, {}]},
     }

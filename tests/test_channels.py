@@ -158,6 +158,26 @@ def test_versions_lists_channels_promotions_and_the_change_in_bytes_per_token(tm
     assert rows[2].split()[2:] == ["main", "600", "2", "1.5", "MB", "3.600", "+0.1000", "vs", "v0001", "(promoted)"]
 
 
+def test_versions_compare_bytes_per_token_only_at_one_vocabulary_size(tmp_path, capsys):
+    """A larger vocabulary compresses better by itself: a version is compared with the previous
+    promoted one only at the same size (and on the same rows); otherwise the listing says there is
+    nothing comparable, and why, rather than print the difference."""
+    store = VersionStore(str(tmp_path), "tok")
+    publish_as(store, bpt=4.0, vocab_size=16384)  # v0001
+    publish_as(store, bpt=3.4, vocab_size=4096)  # v0002: v0001 has four times its tokens
+    publish_as(store, bpt=3.5, vocab_size=4096)  # v0003: against v0002, like with like
+    publish_as(store, bpt=3.6, vocab_size=4096, eval_set="set-b")  # v0004: measured on other rows
+    code, out, _ = bpe(capsys, "versions", f"{tmp_path}/tok")
+    assert code == 0
+    rows = [line.split()[3:] for line in out.splitlines()[1:]]
+    assert rows == [
+        ["16,384", "2", "1.5", "MB", "4.000", "(promoted)"],
+        ["4,096", "2", "1.5", "MB", "3.400", "-", "vs", "v0001", "(16,384", "tokens)", "(promoted)"],
+        ["4,096", "2", "1.5", "MB", "3.500", "+0.1000", "vs", "v0002", "(promoted,", "rollback", "target)"],
+        ["4,096", "2", "1.5", "MB", "3.600", "-", "vs", "v0003", "(other", "evaluation", "rows)", "(latest)"],
+    ]
+
+
 def test_prune_command_is_a_dry_run_without_yes(tmp_path, capsys):
     store = VersionStore(str(tmp_path), "tok")
     for _ in range(3):

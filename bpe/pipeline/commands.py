@@ -101,6 +101,8 @@ def run_versions(args: argparse.Namespace) -> int:
         data = f"{r['data_bytes'] / 1e6:,.1f} MB" if r["data_bytes"] else ""
         bpt = f"{r['bytes_per_token']:.3f}" if r["bytes_per_token"] else ""
         change = f"{r['change']:+.4f} vs {r['previous_promoted']}" if r["change"] is not None else ""
+        if r.get("incomparable"):  # nothing to compare with: say why rather than compare unlike figures
+            change = f"- vs {r['previous_promoted']} ({r['incomparable']})"
         marks = [
             m
             for m, on in (

@@ -503,12 +503,14 @@ class VersionStore:
 def describe_versions(store: VersionStore) -> list[dict]:
     """One row per version for `bpe versions`: date, channel, vocabulary, data, compression, and
     its change in bytes per token against the previous promoted version (the newest version
-    before it that was ever `latest`), only when both were measured on the same evaluation rows
-    (`evaluation.eval_set.fingerprint`): figures on other text do not compare."""
+    before it that was ever `latest`), only like with like: both measured on the same evaluation
+    rows (`evaluation.eval_set.fingerprint`: figures on other text do not compare) at the same
+    vocabulary size (a larger vocabulary compresses better by itself). Otherwise `incomparable`
+    says why there is no change: the other's vocabulary size, or its other evaluation rows."""
     promotions = store.promotions()
     target = promotions.rollback_target
     rows = []
-    previous: tuple[str, float | None, str | None] | None = None  # the newest promoted version so far
+    previous: tuple[str, float | None, str | None, int | None] | None = None  # the newest promoted so far
     for version in promotions.versions:
         try:
             m = store.manifest(version)
@@ -517,14 +519,14 @@ def describe_versions(store: VersionStore) -> list[dict]:
         evaluation = m.evaluation or {}
         bytes_per_token = evaluation.get("bytes_per_token")
         eval_set = (evaluation.get("eval_set") or {}).get("fingerprint")
-        change = None
-        if (
-            previous
-            and eval_set
-            and previous[2] == eval_set
-            and isinstance(bytes_per_token, (int, float))
-            and isinstance(previous[1], (int, float))
-        ):
+        vocab_size = m.result.vocab_size if m.result is not None else None
+        change, incomparable = None, None
+        measured = isinstance(bytes_per_token, (int, float)) and previous and isinstance(previous[1], (int, float))
+        if measured and not (eval_set and previous[2] == eval_set):
+            incomparable = "other evaluation rows"
+        elif measured and vocab_size != previous[3]:
+            incomparable = f"{previous[3]:,} tokens" if isinstance(previous[3], int) else "unknown vocabulary size"
+        elif measured:
             change = bytes_per_token - previous[1]
         rows.append(
             {
@@ -534,15 +536,16 @@ def describe_versions(store: VersionStore) -> list[dict]:
                 "rollback_target": version == target,
                 "channel": m.channel or MAIN,
                 "created": m.created or "",
-                "vocab_size": m.result.vocab_size if m.result is not None else None,
+                "vocab_size": vocab_size,
                 "shards": len((m.data.shards if m.data is not None else None) or []),
                 "data_bytes": m.counts.bytes if m.counts is not None else None,
                 "bytes_per_token": bytes_per_token,
                 "eval_set": eval_set,
                 "previous_promoted": previous[0] if previous else None,
                 "change": change,
+                "incomparable": incomparable,
             }
         )
         if version in promotions.promoted:
-            previous = (version, bytes_per_token, eval_set)
+            previous = (version, bytes_per_token, eval_set, vocab_size)
     return rows
