@@ -176,6 +176,9 @@ def run_prune(args: argparse.Namespace) -> int:
 
     store = open_store(args.store, "prune")
     plan = prune_versions(store, args.keep, apply=args.yes)
+    for swept in plan.swept:  # what earlier prunes left, retried first
+        if not swept.left:
+            print(f"deleted what an earlier prune of {swept.version} left in {swept.location}")
     print(f"{args.store}: {len(plan.keep) + len(plan.remove)} version(s); keeping {len(plan.keep)}:")
     for version, why in plan.keep.items():
         print(f"  {version}  {why}")
@@ -188,6 +191,8 @@ def run_prune(args: argparse.Namespace) -> int:
         print(f"removed {len(plan.removed)} version(s): {', '.join(plan.removed) or '-'}")
         if plan.spared:
             print(f"kept after all (promoted or rolled back to meanwhile): {', '.join(plan.spared)}")
+    for line in plan.leftovers():
+        print(line)
     return 0
 
 

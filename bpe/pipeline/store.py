@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import socket
+import sys
 import time
 import uuid
 from contextlib import contextmanager
@@ -121,6 +122,16 @@ class Promotions:
             else:
                 push(latest)
         return cls(latest, stack, promoted, list(versions))
+
+
+@dataclass
+class Removed:
+    """A version a prune took out of the store: where its files were, and, if some could not be
+    deleted, what stayed there and why (None: all gone)."""
+
+    version: str
+    location: str
+    left: str | None = None
 
 
 @dataclass
@@ -364,16 +375,18 @@ class VersionStore:
             self._record("rollback", target, current, target, by)
         return current, target
 
-    def unpublish(self, version: str, protected, by: str | None = None) -> bool:
+    def unpublish(self, version: str, protected, by: str | None = None) -> Removed | None:
         """Take `version` out of the store for good, unless `protected(promotions)` (called under
         the lock, with the store's state then) names it: it stops being a version at once (renamed
-        away, or its COMPLETE marker removed), then its files go. True if it was removed. The newest
-        version is never removed: the next publish would be given its number again."""
+        away, or its COMPLETE marker removed), then its files go. Returns what was removed (with
+        what of its files stayed, if any could not be deleted: `sweep_pruned` retries them), or
+        None if it stays. The newest version is never removed: the next publish would be given its
+        number again."""
         self.path(version)
         with self._lock(".latest.lock"):
             promotions = self.promotions()
             if version not in promotions.versions[:-1] or version in protected(promotions):
-                return False
+                return None
             if self.local:
                 gone = f"{self.base}/.{version}.pruned-{uuid.uuid4().hex[:8]}"
                 os.rename(self.path(version), gone)
@@ -381,36 +394,56 @@ class VersionStore:
                 gone = self.path(version)
                 self.fs.rm(f"{gone}/{COMPLETE}")
             self._record("prune", version, promotions.latest, promotions.latest, by)
-        self._remove_files(gone)
-        return True
+        return Removed(version, self._location_of(gone), self._remove_files(gone))
 
-    def sweep_pruned(self) -> None:
-        """Finish what an interrupted prune left: a renamed-away version on a local store; on object
-        storage, a version directory without its COMPLETE marker, without a reservation lock, and
-        older than the newest complete version (so no upload can be under way in it)."""
+    def sweep_pruned(self) -> list[Removed]:
+        """Finish what an earlier prune left (interrupted, or with files it could not delete): a
+        renamed-away version on a local store; on object storage, a version directory without its
+        COMPLETE marker, without a reservation lock, and older than the newest complete version (so
+        no upload can be under way in it). Returns each, with what still stays of it."""
         names = self._names()
+        swept = []
         if self.local:
             for name in names:
-                if re.match(r"^\.v\d+\.pruned-[0-9a-f]+$", name):
-                    shutil.rmtree(f"{self.base}/{name}", ignore_errors=True)
-            return
+                if match := re.match(r"^\.(v\d+)\.pruned-[0-9a-f]+$", name):
+                    gone = f"{self.base}/{name}"
+                    swept.append(Removed(match.group(1), gone, self._remove_files(gone)))
+            return swept
         complete = self.versions()
         if not complete:
-            return
+            return swept
         newest = int(complete[-1][1:])
         locked = {m.group(1) for n in names if (m := re.match(r"^\.(v\d+)\.lock$", n))}
         for name in names:
             if VERSION.match(name) and name not in complete and name not in locked and int(name[1:]) < newest:
-                self._remove_files(self.path(name))
+                swept.append(Removed(name, self.location(name), self._remove_files(self.path(name))))
+        return swept
 
-    def _remove_files(self, path: str) -> None:
-        if self.local:
-            shutil.rmtree(path, ignore_errors=True)
-        else:
+    def _location_of(self, path: str) -> str:
+        """A path under the store as users name it (with its protocol on object storage)."""
+        return path if self.local else f"{self.url}/{path.removeprefix(self.base).lstrip('/')}"
+
+    def _remove_files(self, path: str) -> str | None:
+        """Delete a directory and what it holds; None when all went, else what stayed and why."""
+        if not self.local:
             try:
                 self.fs.rm(path, recursive=True)
             except FileNotFoundError:
                 pass
+            except OSError as exc:
+                return f"{exc.strerror or type(exc).__name__}: {exc.filename or self._location_of(path)}"
+            return None
+        failures: list[tuple[str, BaseException]] = []
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(path, onexc=lambda _, where, exc: failures.append((where, exc)))
+        else:
+            shutil.rmtree(path, onerror=lambda _, where, info: failures.append((where, info[1])))
+        if not os.path.lexists(path):
+            return None
+        stayed = sum(len(files) for _, _, files in os.walk(path))
+        where, error = failures[0] if failures else (path, OSError("not deleted"))
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        return f"{stayed} file(s) ({reason}: {where})"
 
     def location_of_store(self) -> str:
         """The store as users name it (`artifacts/demo`, `s3://bucket/artifacts/demo`)."""
