@@ -102,6 +102,36 @@ def publish_as(
     return staged.version
 
 
+@pytest.fixture
+def small_disk(tmp_path):
+    """A tmpfs of 1 MB mounted for the test (skips where mounting is not allowed), and a way to
+    fill it to all but `pages` pages of 4 KB: a real full disk, without filling the machine's."""
+    import subprocess
+
+    point = tmp_path / "small-disk"
+    point.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(point)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+
+    def fill(pages: int = 0) -> Path:
+        filler = point / "filler"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:  # full
+            os.ftruncate(fd, max(os.fstat(fd).st_size - pages * 4096, 0))
+        finally:
+            os.close(fd)
+        return filler
+
+    try:
+        yield point, fill
+    finally:
+        subprocess.run(["umount", "-l", str(point)], capture_output=True)
+
+
 def _moto_server(log_dir: Path):
     """Start moto's standalone S3 server on a free port of 127.0.0.1; returns the process and the
     AWS_* variables that reach it (not set anywhere: the caller decides where they apply)."""

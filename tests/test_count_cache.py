@@ -40,6 +40,9 @@ class Records(logging.Handler):
     def warnings(self) -> list[str]:
         return [r.getMessage() for r in self.records if r.levelno >= logging.WARNING]
 
+    def messages(self) -> list[str]:
+        return [r.getMessage() for r in self.records]
+
 
 @contextmanager
 def prefect_logs() -> Iterator[Records]:

@@ -506,3 +506,37 @@ def test_a_run_that_learns_no_merges_from_its_words_fails_and_latest_stays(
     versions = VersionStore(cfg["artifact_root"], "no-merges")
     assert versions.versions() == ["v0001"] and versions.latest() == "v0001"
     assert not [p.name for p in Path(versions.base).iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize("room", [0, 3])
+def test_a_full_disk_during_export_fails_once_naming_the_version_and_publishes_nothing(
+    pipeline_services, prefect_server, tmp_path, monkeypatch, small_disk, room
+):
+    """No room for the version (none at all, or for its lock and a file or two): the run fails at
+    once (a full disk is not a transient fault: no retry) with one line naming where the version
+    was going; nothing of it is left, `latest` stays, and with room again the next run publishes."""
+    from bpe.errors import OutputError
+    from tests.test_count_cache import prefect_logs
+
+    disk, fill = small_disk
+    config, cfg = one_shard_config(
+        tmp_path, pipeline_services["scheduler"], "full", stdlib_paragraphs()[:300], artifact_root=str(disk)
+    )
+    cfg["cache_dir"] = str(tmp_path / "cache")  # off the small disk: only the version's files go there
+    config.write_text(yaml.safe_dump(cfg))
+    with flow_here(prefect_server, monkeypatch) as train_bpe:
+        assert train_bpe(config=str(config))["version"] == "v0001"
+        filler = fill(room)
+        config.write_text(yaml.safe_dump({**cfg, "vocab_size": 420}))
+        with prefect_logs() as logs, pytest.raises(OutputError) as failed:
+            train_bpe(config=str(config))
+        message = str(failed.value)
+        assert message.startswith(f"{disk}/full/v0002: no space left on device while ") and "\n" not in message
+        assert not [line for line in logs.messages() if "Retry" in line], "a full disk was retried"
+        versions = VersionStore(str(disk), "full")
+        assert versions.versions() == ["v0001"] and versions.latest() == "v0001"
+        left = sorted(p.name for p in (disk / "full").iterdir())
+        assert left == ["eval-set", "history.jsonl", "latest", "v0001"], left
+        filler.unlink()
+        assert train_bpe(config=str(config))["version"] == "v0002"
+    assert versions.latest() == "v0002"

@@ -17,6 +17,7 @@ promotions this history gives (a publish or promote that moved `latest` pushes; 
 
 from __future__ import annotations
 
+import errno
 import getpass
 import json
 import os
@@ -26,12 +27,13 @@ import socket
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bpe import storage
-from bpe.errors import InputError, SettingsError
+from bpe.errors import InputError, OutputError, SettingsError, full_disk
 from bpe.formats.manifest import MANIFEST_FILE
 from bpe.leftovers import process_is_gone
 from bpe.manifest import Manifest
@@ -43,6 +45,27 @@ MAIN, EXPERIMENT = "main", "experiment"  # a version's channel
 # A tokenizer's name is one path segment: it cannot climb out of the artifact root ("..") or nest.
 ABANDONED_AFTER = 24 * 3600.0  # seconds after which another host's reservation is abandoned
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Filesystem faults that meet a retry again: no room (disk, quota, file size), no right, no such place.
+LASTING_ERRNOS = frozenset(
+    {
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.EFBIG,
+        errno.EROFS,
+        errno.EACCES,
+        errno.EPERM,
+        errno.ENAMETOOLONG,
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.ELOOP,
+    }
+)
+
+
+def lasting(exc: BaseException) -> bool:
+    """Whether `exc` is a filesystem fault that trying again would meet again (a full disk, a
+    read-only or forbidden path), rather than a transient one (a dropped connection)."""
+    return isinstance(exc, OSError) and not isinstance(exc, OutputError) and exc.errno in LASTING_ERRNOS
 
 
 def check_name(name: str) -> str:
@@ -250,17 +273,42 @@ class VersionStore:
             number = max(taken, default=0) + 1
             version = f"v{number:04d}"
             lock = f"{self.base}/.{version}.lock"
-            try:
-                with self.fs.open(lock, "xb") as f:
-                    f.write(f"{socket.gethostname()} {os.getpid()} {time.time()}\n".encode())
-            except FileExistsError:
-                continue  # another run holds this number
-            if self.fs.exists(self.path(version)):
-                # Another run reserved, wrote and released this number since the listing above: a
-                # version moves into place before its lock goes, so holding the lock, we see it.
-                self.fs.rm(lock)
-                continue
-            return Staged(version, storage.stage_directory(self.location(version)))
+            with self.writing(version, "while reserving it"):
+                try:
+                    with self.fs.open(lock, "xb") as f:
+                        f.write(f"{socket.gethostname()} {os.getpid()} {time.time()}\n".encode())
+                except FileExistsError:
+                    continue  # another run holds this number
+                except BaseException:
+                    self._remove_lock(lock)  # created, but not written (a full disk, say)
+                    raise
+                if self.fs.exists(self.path(version)):
+                    # Another run reserved, wrote and released this number since the listing above: a
+                    # version moves into place before its lock goes, so holding the lock, we see it.
+                    self.fs.rm(lock)
+                    continue
+                try:
+                    return Staged(version, storage.stage_directory(self.location(version)))
+                except BaseException:
+                    self._remove_lock(lock)
+                    raise
+
+    @contextmanager
+    def writing(self, version: str, doing: str) -> Iterator[None]:
+        """A lasting filesystem fault inside (a full disk, a read-only directory) is an OutputError,
+        one line naming where `version` goes and what was being done; a transient one stays as it is."""
+        try:
+            yield
+        except OSError as exc:
+            if not lasting(exc):
+                raise
+            raise full_disk(exc, self.location(version), f"{doing}; nothing is published") from exc
+
+    def _remove_lock(self, lock: str) -> None:
+        try:
+            self.fs.rm(lock)
+        except FileNotFoundError:
+            pass
 
     def _sweep_abandoned(self) -> None:
         """Drop the reservations of publishers that died between stage and commit (their lock, and
@@ -304,14 +352,28 @@ class VersionStore:
         )
         final = self.path(staged.version)
         flow_run = (described.prefect or {}).get("flow_run_id")
-        self._advance_latest(
-            staged.version,
-            promote,
-            channel=described.channel or MAIN,
-            by=by or (f"flow run {flow_run}" if flow_run else None),
-        )
+        try:
+            with self.writing(staged.version, "while moving latest to it"):
+                self._advance_latest(
+                    staged.version,
+                    promote,
+                    channel=described.channel or MAIN,
+                    by=by or (f"flow run {flow_run}" if flow_run else None),
+                )
+        except BaseException:
+            self._take_back(staged)  # not published after all: neither `latest` nor the history names it
+            raise
         self.fs.rm(f"{self.base}/.{staged.version}.lock")
         return final
+
+    def _take_back(self, staged: Staged) -> None:
+        """Undo the move into place of a version whose publish failed after it: back to its staging
+        directory (a rename, which needs no room), or, on object storage, its marker then its files."""
+        if self.local:
+            os.rename(self.path(staged.version), staged.directory)
+        else:
+            self.fs.rm(f"{self.path(staged.version)}/{COMPLETE}")
+            self._remove_files(self.path(staged.version))
 
     def abort(self, staged: Staged) -> None:
         """Forget a staged version: nothing of it stays, and `latest` does not move."""
@@ -335,11 +397,17 @@ class VersionStore:
             current = self._pointer()
             forward = not current or int(current[1:]) < int(version[1:])
             moves = promote and forward
-            if moves:
-                self._set_latest(version)
-            self._record(
+            # The new history is written first (it is what needs room), put in place last.
+            history = self._new_history(
                 "publish", version, current, version if moves else current, by, channel=channel, promoted=promote
             )
+            try:
+                if moves:
+                    self._set_latest(version)
+                self._put_history(history)
+            except BaseException:
+                self._drop_history(history)
+                raise
 
     def promote(self, version: str, by: str | None = None) -> tuple[str | None, str]:
         """Move `latest` to `version` (backwards too) and record it; returns (before, after). An
@@ -465,6 +533,18 @@ class VersionStore:
         """Append one event to the history (the caller holds `.latest.lock`): the whole file is
         rewritten under a temporary name and renamed over the old one (one object on object
         storage), so a reader sees the history before or after, never half of it."""
+        history = self._new_history(action, version, before, after, by, **details)
+        try:
+            self._put_history(history)
+        except BaseException:
+            self._drop_history(history)
+            raise
+
+    def _new_history(
+        self, action: str, version: str, before: str | None, after: str | None, by: str | None, **details
+    ) -> str | bytes:
+        """The history with one more event, written beside the old one (its temporary path), or,
+        on object storage, its bytes; `_put_history` puts it in place."""
         event = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "action": action,
@@ -482,19 +562,28 @@ class VersionStore:
         if old and not old.endswith(b"\n"):
             old += b"\n"
         data = old + (json.dumps(event) + "\n").encode()
-        if self.local:
-            tmp = f"{self.base}/.{HISTORY}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-            try:
-                with open(tmp, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+        if not self.local:
+            return data
+        tmp = f"{self.base}/.{HISTORY}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return tmp
+
+    def _put_history(self, history: str | bytes) -> None:
+        if isinstance(history, bytes):
+            self.fs.pipe_file(f"{self.base}/{HISTORY}", history)
         else:
-            self.fs.pipe_file(path, data)
+            os.replace(history, f"{self.base}/{HISTORY}")
+
+    def _drop_history(self, history: str | bytes) -> None:
+        if isinstance(history, str):
+            Path(history).unlink(missing_ok=True)
 
     @contextmanager
     def _lock(self, name: str, stale_after: float = 60.0):
@@ -515,6 +604,9 @@ class VersionStore:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{path}: lock held too long") from None
                 time.sleep(0.05)
+            except BaseException:
+                self._remove_lock(path)  # created, but not written (a full disk, say)
+                raise
         try:
             yield
         finally:
