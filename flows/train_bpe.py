@@ -24,9 +24,11 @@ from bpe.pipeline.config import TRAINING_KEYS, load_config
 from bpe.pipeline.demo import write_demo_corpus
 from bpe.pipeline.report import one_line
 from bpe.pipeline.retention import apply_retention, record_counts_in_use
+from bpe.pipeline.security import count_cache_key
 from bpe.pipeline.store import EXPERIMENT, MAIN, VersionStore
 from bpe.pipeline.version import (
     channel_note,
+    check_merges_learned,
     overridden_settings,
     reason_to_train,
     settle_latest,
@@ -74,6 +76,7 @@ def train_bpe(
     promoted = channel == MAIN or bool(promote)
     base = load_base(cfg.base) if cfg.base else None  # a bad base fails the run before any counting
     settings = cfg.settings(base)
+    count_cache_key()  # the key that signs the count cache's entries: a bad one fails the run here
     logger = get_run_logger()
     started = time.perf_counter()
     if cfg.demo_corpus:
@@ -82,7 +85,7 @@ def train_bpe(
     fingerprint = data_fingerprint(shards)
     store = VersionStore(cfg.artifact_root, cfg.name)
     record_counts_in_use(cfg, shards, settings, logger.warning)
-    unchanged = unchanged_since(store, fingerprint, cfg)
+    unchanged = unchanged_since(store, fingerprint, cfg, base)
     if unchanged:
         latest, then = settle_latest(store, unchanged, promote, by=f"flow run {run_ids().get('flow_run_id', '?')}")
         logger.info(f"no new data since {unchanged}: {len(shards)} shard(s), fingerprint {fingerprint[:16]}; {then}")
@@ -95,7 +98,9 @@ def train_bpe(
             "channel": channel,
             "latest": latest,
         }
-    logger.info(f"training: {reason_to_train(store, shards, cfg)}; {channel_note(overridden, promote, store.latest())}")
+    logger.info(
+        f"training: {reason_to_train(store, shards, cfg, base)}; {channel_note(overridden, promote, store.latest())}"
+    )
 
     scratch = storage.join(cfg.counts_cache, "runs", uuid.uuid4().hex[:12])
     stage_counts: list[tuple[list, int]] = []  # (counted, cached) of each stage
@@ -139,6 +144,7 @@ def train_bpe(
     finally:
         storage.remove_tree(scratch)
     counted, cached = stage_counts[-1]  # the tokenizer splits text as the last stage did
+    check_merges_learned(cfg.name, settings, run, store.latest())  # no tokenizer of bare bytes as `latest`
 
     staged, described = export_version(run.merges.merges, settings, cfg.artifact_root, cfg.name, base)
     try:

@@ -17,22 +17,27 @@ from bpe.pipeline.report import metrics_table, summary_markdown
 from bpe.pipeline.store import Staged, VersionStore
 from bpe.pipeline.version import identical_version
 from bpe.settings import Settings
+from bpe.tasks.data import retry_if_transient
 
 HELD_OUT_SAMPLE_BYTES = 4 << 20
 
 
-@task(name="export-version", cache_policy=NONE, retries=2, retry_delay_seconds=2)
+@task(name="export-version", cache_policy=NONE, retries=2, retry_delay_seconds=2, retry_condition_fn=retry_if_transient)
 def export_version(
     merges: np.ndarray, settings: Settings, root: str, name: str, base: Base | None = None
 ) -> tuple[Staged, dict]:
     """Reserve the next version number and write the tokenizer files (`merges` after `base`'s)
-    into its staging directory; returns it and the tokenizer's description for the manifest."""
-    staged = VersionStore(root, name).stage()
+    into its staging directory; returns it and the tokenizer's description for the manifest. A
+    full disk (or another lasting fault) is one line naming the version, not retried; nothing of
+    the version stays."""
+    store = VersionStore(root, name)
+    staged = store.stage()
     try:
         tokenizer = trained_tokenizer(merges, settings, base)
-        tokenizer.write_files(staged.directory)
+        with store.writing(staged.version, "while writing its files"):
+            tokenizer.write_files(staged.directory)
     except BaseException:
-        VersionStore(root, name).abort(staged)
+        store.abort(staged)
         raise
     get_run_logger().info(f"staged {name} {staged.version} in {staged.directory}")
     return staged, tokenizer.describe()
@@ -42,7 +47,7 @@ def held_out_texts(counted: list[ShardCount], limit: int = HELD_OUT_SAMPLE_BYTES
     """The held-out rows the count tasks set aside, shard by shard in path order, up to `limit` bytes."""
     texts, size = [], 0
     for result in sorted(counted, key=lambda c: c.shard["path"]):
-        for text in read_held_out(result.held_out):
+        for text in read_held_out(result.held_out, result.expected("held_out")):
             if size >= limit:
                 return texts
             texts.append(text)
@@ -71,18 +76,20 @@ def evaluate_version(
     evaluation rows it holds out (never trained on) are used."""
     logger = get_run_logger()
     tokenizer = trained_tokenizer(merges, settings, base)
-    result = evaluate_version_on_set(
-        tokenizer,
-        held_out_texts(counted),
-        VersionStore(root, name),
-        staged.version,
-        holdout_fraction,
-        sizes,
-        staged.directory / "compression.png",
-        log=logger.info,
-        warn=logger.warning,
-        transition=settings.transition if settings.superwords else None,
-    )
+    store = VersionStore(root, name)
+    with store.writing(staged.version, "while evaluating it"):  # its plot, the evaluation set
+        result = evaluate_version_on_set(
+            tokenizer,
+            held_out_texts(counted),
+            store,
+            staged.version,
+            holdout_fraction,
+            sizes,
+            staged.directory / "compression.png",
+            log=logger.info,
+            warn=logger.warning,
+            transition=settings.transition if settings.superwords else None,
+        )
     eval_set = result["eval_set"] or {}
     if result["bytes_per_token"] is not None:
         previous = result["previous_version"]
@@ -110,7 +117,9 @@ def plot_png(staged: Staged, location: str, manifest: Manifest) -> bytes | None:
         return None
 
 
-@task(name="publish-version", cache_policy=NONE, retries=2, retry_delay_seconds=2)
+@task(
+    name="publish-version", cache_policy=NONE, retries=2, retry_delay_seconds=2, retry_condition_fn=retry_if_transient
+)
 def publish_version(staged: Staged, manifest: Manifest, root: str, name: str) -> dict:
     """Write the manifest, move the version into place, then move `latest`; publish the summary
     and the metrics as Prefect artifacts under this tokenizer's stable keys. A version identical
@@ -128,7 +137,8 @@ def publish_version(staged: Staged, manifest: Manifest, root: str, name: str) ->
             store.abort(staged)
             logger.info(f"identical to {twin} (same data, same settings): {staged.version} not published")
             return {"version": twin, "location": store.location(twin), "published": False}
-        write_manifest(staged.directory, manifest)
+        with store.writing(staged.version, "while writing its manifest"):
+            write_manifest(staged.directory, manifest)
         store.commit(staged)
     key = "bpe-" + "".join(ch if ch.isalnum() else "-" for ch in name.lower())
     create_markdown_artifact(key=key, markdown=markdown, description=f"{name} {staged.version}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 from prefect.futures import as_completed
@@ -12,22 +14,25 @@ from bpe.errors import BpeError
 from bpe.inputs.discover import discover
 from bpe.pipeline.config import TokenizerConfig
 from bpe.pipeline.count_cache import CountCache, counting_settings, shard_count_key
+from bpe.pipeline.store import lasting
 from bpe.pretokenize import Pretokenizer
 from bpe.settings import Settings
 
 
-def no_retry_for_bad_input(task, task_run, state) -> bool:
-    """Retry transient failures (I/O, lost workers), never bad data: it fails the same way again.
-    The BpeError counts wherever it is: raised as itself (Dask re-raises a worker's exception as
-    its own class), or wrapped, as the cause or context of another error or in an exception group."""
+def retry_if_transient(task, task_run, state) -> bool:
+    """Retry transient failures (a dropped connection, a lost worker), never those that fail the
+    same way again: bad data, or a lasting fault of the filesystem (a full disk, a read-only or
+    forbidden path: `bpe.pipeline.store.lasting`). The cause counts wherever it is: raised as
+    itself (Dask re-raises a worker's exception as its own class), or wrapped, as the cause or
+    context of another error or in an exception group."""
     try:
         state.result()
     except Exception as exc:
-        return not _holds_bad_input(exc)
+        return not _holds(exc, lambda error: isinstance(error, BpeError) or lasting(error))
     return False
 
 
-def _holds_bad_input(exc: BaseException) -> bool:
+def _holds(exc: BaseException, found: Callable[[BaseException], bool]) -> bool:
     seen: set[int] = set()
     stack: list[BaseException | None] = [exc]
     while stack:
@@ -35,7 +40,7 @@ def _holds_bad_input(exc: BaseException) -> bool:
         if error is None or id(error) in seen:
             continue
         seen.add(id(error))
-        if isinstance(error, BpeError):
+        if found(error):
             return True
         stack.extend([error.__cause__, error.__context__, *getattr(error, "exceptions", ())])
     return False
@@ -46,7 +51,7 @@ def _holds_bad_input(exc: BaseException) -> bool:
     cache_policy=NONE,
     retries=2,
     retry_delay_seconds=2,
-    retry_condition_fn=no_retry_for_bad_input,
+    retry_condition_fn=retry_if_transient,
 )
 def discover_shards(data: list[str]) -> list[dict]:
     """Every input file with its size and content hash (SHA-256)."""
@@ -62,7 +67,7 @@ def discover_shards(data: list[str]) -> list[dict]:
     cache_policy=NONE,  # the count cache is ours, kept as data (bpe.pipeline.count_cache), never pickles
     retries=2,
     retry_delay_seconds=2,
-    retry_condition_fn=no_retry_for_bad_input,
+    retry_condition_fn=retry_if_transient,
 )
 def count_shard(shard: dict, counting: dict, cache_dir: str, scheduler: str) -> ShardCount:
     """One shard's counts: from the cache when the shard and the counting settings are unchanged,
@@ -111,10 +116,11 @@ def count_all(
     return results, cached
 
 
-@task(name="combine-counts", cache_policy=NONE, retries=1, retry_condition_fn=no_retry_for_bad_input)
+@task(name="combine-counts", cache_policy=NONE, retries=1, retry_condition_fn=retry_if_transient)
 def combine_counts(counted: list[ShardCount], n_buckets: int, scratch: str, scheduler: str) -> list[str]:
     """Sum the shards' counts into `n_buckets` word buckets by a stable hash of each word, on the
     workers; returns the Parquet files that hold them (the persisted word table)."""
-    paths = bucket_files(client_for(scheduler), [c.counts for c in counted], n_buckets, scratch)
+    expected = [c.expected("counts") for c in counted]  # each file read only if it holds the bytes checked
+    paths = bucket_files(client_for(scheduler), [c.counts for c in counted], n_buckets, scratch, expected)
     get_run_logger().info(f"combined {len(counted)} shard count(s) into {n_buckets} word bucket(s)")
     return paths

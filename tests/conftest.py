@@ -75,10 +75,16 @@ def write_parquet(path: Path, texts, column: str = "text") -> Path:
 
 
 def publish_as(
-    store, channel: str = "main", promoted: bool | None = None, bpt: float = 3.0, eval_set: str = "set-a"
+    store,
+    channel: str = "main",
+    promoted: bool | None = None,
+    bpt: float = 3.0,
+    eval_set: str = "set-a",
+    vocab_size: int = 600,
 ) -> str:
     """Publish a version as the flow does, without training: its manifest says its channel, whether
-    it is promoted, and its bytes per token on the evaluation rows with fingerprint `eval_set`."""
+    it is promoted, its vocabulary size, and its bytes per token on the evaluation rows with
+    fingerprint `eval_set`."""
     import json
 
     staged = store.stage()
@@ -87,13 +93,43 @@ def publish_as(
         "promoted": channel == "main" if promoted is None else promoted,
         "evaluation": {"bytes_per_token": bpt, "eval_set": {"fingerprint": eval_set}},
         "created": "2026-11-30T08:50:18+00:00",
-        "result": {"vocab_size": 600},
+        "result": {"vocab_size": vocab_size},
         "counts": {"bytes": 1_500_000},
         "data": {"shards": [{}, {}]},
     }
     (staged.directory / "manifest.json").write_text(json.dumps(manifest))
     store.commit(staged)
     return staged.version
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A tmpfs of 1 MB mounted for the test (skips where mounting is not allowed), and a way to
+    fill it to all but `pages` pages of 4 KB: a real full disk, without filling the machine's."""
+    import subprocess
+
+    point = tmp_path / "small-disk"
+    point.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(point)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+
+    def fill(pages: int = 0) -> Path:
+        filler = point / "filler"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:  # full
+            os.ftruncate(fd, max(os.fstat(fd).st_size - pages * 4096, 0))
+        finally:
+            os.close(fd)
+        return filler
+
+    try:
+        yield point, fill
+    finally:
+        subprocess.run(["umount", "-l", str(point)], capture_output=True)
 
 
 def _moto_server(log_dir: Path):

@@ -158,6 +158,26 @@ def test_versions_lists_channels_promotions_and_the_change_in_bytes_per_token(tm
     assert rows[2].split()[2:] == ["main", "600", "2", "1.5", "MB", "3.600", "+0.1000", "vs", "v0001", "(promoted)"]
 
 
+def test_versions_compare_bytes_per_token_only_at_one_vocabulary_size(tmp_path, capsys):
+    """A larger vocabulary compresses better by itself: a version is compared with the previous
+    promoted one only at the same size (and on the same rows); otherwise the listing says there is
+    nothing comparable, and why, rather than print the difference."""
+    store = VersionStore(str(tmp_path), "tok")
+    publish_as(store, bpt=4.0, vocab_size=16384)  # v0001
+    publish_as(store, bpt=3.4, vocab_size=4096)  # v0002: v0001 has four times its tokens
+    publish_as(store, bpt=3.5, vocab_size=4096)  # v0003: against v0002, like with like
+    publish_as(store, bpt=3.6, vocab_size=4096, eval_set="set-b")  # v0004: measured on other rows
+    code, out, _ = bpe(capsys, "versions", f"{tmp_path}/tok")
+    assert code == 0
+    rows = [line.split()[3:] for line in out.splitlines()[1:]]
+    assert rows == [
+        ["16,384", "2", "1.5", "MB", "4.000", "(promoted)"],
+        ["4,096", "2", "1.5", "MB", "3.400", "-", "vs", "v0001", "(16,384", "tokens)", "(promoted)"],
+        ["4,096", "2", "1.5", "MB", "3.500", "+0.1000", "vs", "v0002", "(promoted,", "rollback", "target)"],
+        ["4,096", "2", "1.5", "MB", "3.600", "-", "vs", "v0003", "(other", "evaluation", "rows)", "(latest)"],
+    ]
+
+
 def test_prune_command_is_a_dry_run_without_yes(tmp_path, capsys):
     store = VersionStore(str(tmp_path), "tok")
     for _ in range(3):
@@ -180,6 +200,49 @@ def test_prune_command_is_a_dry_run_without_yes(tmp_path, capsys):
     assert store.versions() == ["v0002", "v0003", "v0004"]
     code, out, _ = bpe(capsys, "prune", where, "--keep", "1", "--yes")
     assert code == 0 and out.endswith("nothing to remove\n")
+
+
+@pytest.fixture
+def undeletable(tmp_path):
+    """Make a file impossible to delete, really: immutable (`chattr +i`), since as root a read-only
+    directory stops no deletion; or deletable again (`chattr -i`). Skips where the filesystem or
+    the user cannot; everything under tmp_path is deletable again at the end."""
+
+    def chattr(flag: str, path: Path) -> Path:
+        done = subprocess.run(["chattr", flag, str(path)], capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot change a file's immutable flag here: {done.stderr.strip()}")
+        return path
+
+    yield chattr
+    subprocess.run(["chattr", "-R", "-i", str(tmp_path)], capture_output=True)
+
+
+def test_prune_says_what_it_could_not_delete_and_the_next_prune_retries_it(tmp_path, capsys, undeletable):
+    """A version whose files cannot all be deleted is out of the store all the same; the report
+    says what stayed and where instead of claiming it is gone, and later prunes retry it until it is."""
+    store = VersionStore(str(tmp_path), "tok")
+    for _ in range(3):
+        publish_as(store)
+    stuck = undeletable("+i", tmp_path / "tok" / "v0001" / "manifest.json")
+    where = f"{tmp_path}/tok"
+    code, out, _ = bpe(capsys, "prune", where, "--keep", "1", "--yes")
+    assert code == 0 and store.versions() == ["v0002", "v0003"]
+    [left] = [p for p in (tmp_path / "tok").iterdir() if p.name.startswith(".v0001.pruned-")]
+    assert out.endswith(
+        "removed 1 version(s): v0001\n"
+        f"v0001 was removed, but not all its files: 1 file(s) (Operation not permitted: {left / stuck.name}) "
+        f"left in {left}; the next prune retries\n"
+    ), out
+    code, out, _ = bpe(capsys, "prune", where, "--keep", "1")  # a dry run retries it too
+    assert code == 0 and out.endswith(
+        f"an earlier prune of v0001 left 1 file(s) (Operation not permitted: {left / stuck.name}) in {left}; "
+        "the next prune retries\n"
+    ), out
+    undeletable("-i", left / stuck.name)
+    code, out, _ = bpe(capsys, "prune", where, "--keep", "1", "--yes")
+    assert code == 0 and out.startswith(f"deleted what an earlier prune of v0001 left in {left}\n"), out
+    assert "retries" not in out and not left.exists()
 
 
 # -- the count cache sweep ------------------------------------------------------------------------

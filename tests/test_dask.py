@@ -280,7 +280,7 @@ def test_bad_input_found_on_a_worker_is_not_retried_by_the_pipeline(cluster, tmp
     from bpe.distributed.counting import count_shard_to_files
     from bpe.inputs.discover import discover
     from bpe.pretokenize import Pretokenizer
-    from bpe.tasks.data import no_retry_for_bad_input
+    from bpe.tasks.data import retry_if_transient
 
     scale(*cluster, 2)
     path = bad_inputs(tmp_path / "data")["invalid UTF-8 in a row group"]
@@ -300,8 +300,8 @@ def test_bad_input_found_on_a_worker_is_not_retried_by_the_pipeline(cluster, tmp
     wrapped = RuntimeError("count-shard failed")
     wrapped.__cause__ = counted.value
     for error in (counted.value, trained.value, wrapped, ExceptionGroup("counts", [OSError("x"), trained.value])):
-        assert no_retry_for_bad_input(None, None, Failed(data=error)) is False, repr(error)
-    assert no_retry_for_bad_input(None, None, Failed(data=OSError("connection reset"))) is True
+        assert retry_if_transient(None, None, Failed(data=error)) is False, repr(error)
+    assert retry_if_transient(None, None, Failed(data=OSError("connection reset"))) is True
 
 
 def test_a_bad_shard_on_a_local_cluster_is_one_line_on_stderr(tmp_path):

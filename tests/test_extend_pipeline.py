@@ -128,3 +128,39 @@ def test_a_scheduled_deployment_trains_a_superword_tokenizer(pipeline_services, 
     evaluation = manifest.evaluation
     assert evaluation["transition"] == 500 and 501 in [row["vocab_size"] for row in evaluation["curve"]]
     assert "superwords from 500 (split superbpe, at most 3 words)" in result["logs"]
+
+
+def test_a_base_replaced_at_the_same_path_is_trained_from(pipeline_services, prefect_server, tmp_path, monkeypatch):
+    """`base:` names a path, but what a version is trained from is the tokenizer there: after the
+    directory is replaced by another tokenizer (other merges, another pattern), the next run trains
+    a new version from it rather than finding "no new data"."""
+    import shutil
+
+    yaml = pytest.importorskip("yaml")
+    from tests.test_pipeline import flow_here, one_shard_config
+
+    paragraphs = stdlib_paragraphs()
+    first = train(paragraphs[3000:3600], vocab_size=400, pattern="gpt2", special_tokens=["<|endoftext|>"])
+    first.save(tmp_path / "base")
+    config, cfg = one_shard_config(
+        tmp_path,
+        pipeline_services["scheduler"],
+        "rebased",
+        paragraphs[:600],
+        vocab_size=520,
+        base=str(tmp_path / "base"),
+    )
+    del cfg["pattern"]  # the base's
+    config.write_text(yaml.safe_dump(cfg))
+    with flow_here(prefect_server, monkeypatch) as train_bpe:
+        assert train_bpe(config=str(config))["version"] == "v0001"
+        shutil.rmtree(tmp_path / "base")
+        second = train(paragraphs[3600:4400], vocab_size=380, pattern="cl100k", special_tokens=["<|endoftext|>"])
+        second.save(tmp_path / "base")
+        result = train_bpe(config=str(config))
+    assert result["trained"] and result["version"] == "v0002" and result["latest"] == "v0002", result
+    tok = Tokenizer.load(result["location"])
+    assert tok.pattern == "cl100k" and tok.merges[: len(second.merges)] == second.merges
+    assert tok.merges == train(trained_rows(paragraphs[:600], 0.05), vocab_size=520, base=second).merges
+    manifest = VersionStore(cfg["artifact_root"], "rebased").manifest("v0002")
+    assert manifest["base"]["sha256"] == Base(Tokenizer.load(tmp_path / "base"), "").digest

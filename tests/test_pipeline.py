@@ -10,6 +10,7 @@ override or a broken shard), so the tests pass in any order.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -426,6 +427,8 @@ def test_a_version_identical_to_a_published_one_is_not_published_again(tmp_path)
     larger = {**manifest, "config": {**manifest["config"], "vocab_size": 601}}
     assert identical_version(versions, Manifest.from_json(larger)) is None
     assert identical_version(versions, Manifest.from_json({**manifest, "data": {"fingerprint": "e" * 64}})) is None
+    base = {"source": "base", "sha256": "a" * 64, "vocab_size": 300, "merges": 44, "max_token_id": 299}
+    assert identical_version(versions, Manifest.from_json({**manifest, "base": base})) is None  # another base
 
 
 def test_bpe_deploy_without_a_server_is_an_error(tmp_path):
@@ -444,3 +447,96 @@ def test_bpe_deploy_without_a_server_is_an_error(tmp_path):
         "bpe: error: bpe deploy: PREFECT_API_URL is not set; point it at a Prefect server "
         "(e.g. http://127.0.0.1:4200/api, as `bpe cluster up` prints)"
     ]
+
+
+# -- runs of the flow in this process ------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def flow_here(prefect_server, monkeypatch):
+    """The train-bpe flow, to call in this process against the session's Prefect server (faster
+    than a deployment's run: no worker poll, no process start), under a count cache key of its own."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    from bpe.flows.train_bpe import train_bpe
+
+    monkeypatch.setenv("BPE_CACHE_KEY", "tests.test_pipeline's count cache key, 32+ characters")
+    with temporary_settings({PREFECT_API_URL: prefect_server["api"], PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        yield train_bpe
+
+
+def one_shard_config(tmp_path: Path, scheduler: str, name: str, rows: list[str], **settings) -> tuple[Path, dict]:
+    """A configuration of one Parquet shard of `rows` (its file, and the configuration as a dict)."""
+    write_shard(tmp_path / "data" / "part-00000.parquet", rows)
+    cfg = {
+        "name": name,
+        "data": str(tmp_path / "data"),
+        "vocab_size": 400,
+        "pattern": "cl100k",
+        "holdout_fraction": 0.05,
+        "artifact_root": str(tmp_path / "art"),
+        "dask_scheduler": scheduler,
+        **settings,
+    }
+    config = tmp_path / f"{name}.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    return config, cfg
+
+
+def test_a_run_that_learns_no_merges_from_its_words_fails_and_latest_stays(
+    pipeline_services, prefect_server, tmp_path, monkeypatch
+):
+    """Counts that hold words but give no merge (here a min_frequency no pair reaches) would publish
+    a tokenizer of the 256 bytes as `latest`: the run fails in one line instead, before anything
+    is staged."""
+    from bpe.errors import InputError
+
+    config, cfg = one_shard_config(tmp_path, pipeline_services["scheduler"], "no-merges", stdlib_paragraphs()[:300])
+    with flow_here(prefect_server, monkeypatch) as train_bpe:
+        assert train_bpe(config=str(config))["version"] == "v0001"
+        config.write_text(yaml.safe_dump({**cfg, "min_frequency": 10**9}))  # the main line's own setting
+        with pytest.raises(InputError) as failed:
+            train_bpe(config=str(config))
+    message = str(failed.value)
+    assert re.fullmatch(
+        r"no-merges: training learned no merges from [\d,]+ distinct words \(no pair of tokens occurs "
+        r"min_frequency times\); nothing is published and latest stays v0001",
+        message,
+    ), message
+    versions = VersionStore(cfg["artifact_root"], "no-merges")
+    assert versions.versions() == ["v0001"] and versions.latest() == "v0001"
+    assert not [p.name for p in Path(versions.base).iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize("room", [0, 3])
+def test_a_full_disk_during_export_fails_once_naming_the_version_and_publishes_nothing(
+    pipeline_services, prefect_server, tmp_path, monkeypatch, small_disk, room
+):
+    """No room for the version (none at all, or for its lock and a file or two): the run fails at
+    once (a full disk is not a transient fault: no retry) with one line naming where the version
+    was going; nothing of it is left, `latest` stays, and with room again the next run publishes."""
+    from bpe.errors import OutputError
+    from tests.test_count_cache import prefect_logs
+
+    disk, fill = small_disk
+    config, cfg = one_shard_config(
+        tmp_path, pipeline_services["scheduler"], "full", stdlib_paragraphs()[:300], artifact_root=str(disk)
+    )
+    cfg["cache_dir"] = str(tmp_path / "cache")  # off the small disk: only the version's files go there
+    config.write_text(yaml.safe_dump(cfg))
+    with flow_here(prefect_server, monkeypatch) as train_bpe:
+        assert train_bpe(config=str(config))["version"] == "v0001"
+        filler = fill(room)
+        config.write_text(yaml.safe_dump({**cfg, "vocab_size": 420}))
+        with prefect_logs() as logs, pytest.raises(OutputError) as failed:
+            train_bpe(config=str(config))
+        message = str(failed.value)
+        assert message.startswith(f"{disk}/full/v0002: no space left on device while ") and "\n" not in message
+        assert not [line for line in logs.messages() if "Retry" in line], "a full disk was retried"
+        versions = VersionStore(str(disk), "full")
+        assert versions.versions() == ["v0001"] and versions.latest() == "v0001"
+        left = sorted(p.name for p in (disk / "full").iterdir())
+        assert left == ["eval-set", "history.jsonl", "latest", "v0001"], left
+        filler.unlink()
+        assert train_bpe(config=str(config))["version"] == "v0002"
+    assert versions.latest() == "v0002"

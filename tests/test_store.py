@@ -435,3 +435,44 @@ def test_prune_needs_keep_of_at_least_one(tmp_path):
     publish_as(store)
     with pytest.raises(SettingsError, match=r"^--keep: expected an integer >= 1"):
         plan_prune(store, 0)
+
+
+def publish_files(store: VersionStore, size: int = 6000) -> Staged:
+    """Stage a version with a few files of `size` bytes and a manifest, as the flow leaves one."""
+    staged = store.stage()
+    for name in ("vocab.json", "merges.txt", "tokenizer.json"):
+        (staged.directory / name).write_bytes(b"x" * size)
+    (staged.directory / "manifest.json").write_text(json.dumps({"created": "now", "promoted": True}))
+    return staged
+
+
+@pytest.mark.parametrize("room", range(5))
+def test_a_full_disk_at_any_step_of_a_commit_leaves_the_store_as_it_was(small_disk, room):
+    """With `room` pages left when a staged version is committed (none, or enough for some of the
+    steps: its COMPLETE marker, the `latest` lock, the new history), the commit either completes or
+    fails in one line naming the version, and after the abort the store is as it was: same
+    versions, same `latest`, same history, nothing beside them (no lock, no staging directory);
+    with room again the next publish takes the same number."""
+    from bpe.errors import OutputError
+
+    disk, fill = small_disk
+    store = VersionStore(str(disk), "tok")
+    store.commit(publish_files(store))
+    before = (sorted(p.name for p in (disk / "tok").iterdir()), store.latest(), store.history())
+    staged = publish_files(store)
+    filler = fill(room)
+    try:
+        try:
+            store.commit(staged)
+        except BaseException:
+            store.abort(staged)
+            raise
+    except OutputError as exc:
+        assert str(exc).startswith(f"{disk}/tok/v0002: no space left on device while "), exc
+        assert (sorted(p.name for p in (disk / "tok").iterdir()), store.latest(), store.history()) == before
+        filler.unlink()
+        store.commit(publish_files(store))
+    else:
+        assert room > 2, "committed with no room to commit"
+    assert store.versions() == ["v0001", "v0002"] and store.latest() == "v0002"
+    assert [e["version"] for e in store.history()] == ["v0001", "v0002"]

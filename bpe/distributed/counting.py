@@ -111,17 +111,33 @@ def write_counts_digest(counts: WordCounts, path: str) -> str:
     return storage.write_file_digest(path, lambda tmp: pq.write_table(counts_to_arrow(counts), tmp))
 
 
-def read_counts(path: str) -> WordCounts:
+def read_counts(path: str, expected: tuple[str, int] | None = None) -> WordCounts:
+    """The counts in a Parquet file; with `expected` (digest, size), only if its bytes are those."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     if not storage.exists(path):
         raise InputError(f"{path}: counts file is gone (was the cache directory cleaned?)")
+    if expected is not None:
+        return counts_from_arrow(pq.read_table(pa.BufferReader(verified_bytes(path, *expected))))
     with storage.open_read(path) as f:
         return counts_from_arrow(pq.read_table(f))
 
 
-def read_split(path: str, n_buckets: int) -> list[WordCounts]:
-    return split_by_bucket(read_counts(path), n_buckets)
+def verified_bytes(path: str, digest: str, size: int) -> bytes:
+    """A file's bytes, if they are the `size` bytes of BLAKE2b digest `digest` that were checked or
+    written earlier (a count cache file replaced since is an InputError, never read as counts)."""
+    import hashlib
+
+    with storage.open_read(path) as f:
+        data = f.read(size + 1)
+    if len(data) != size or hashlib.blake2b(data, digest_size=32).hexdigest() != digest:
+        raise InputError(f"{path}: changed since it was written or checked; run again to count the shard anew")
+    return data
+
+
+def read_split(path: str, n_buckets: int, expected: tuple[str, int] | None = None) -> list[WordCounts]:
+    return split_by_bucket(read_counts(path, expected), n_buckets)
 
 
 def _stats_or_error(result: dict) -> dict | BpeError:
@@ -247,6 +263,11 @@ class ShardCount:
     seconds: float = 0.0
     cached: bool = False  # found in the count cache rather than counted now
     digests: dict[str, str] = field(default_factory=dict)  # "counts", "held_out": their files' digests
+    sizes: dict[str, int] = field(default_factory=dict)  # and their sizes in bytes, once recorded
+
+    def expected(self, name: str) -> tuple[str, int] | None:
+        """(digest, size) of the file `name` ("counts", "held_out"), for a verified read; None if unknown."""
+        return (self.digests[name], self.sizes[name]) if name in self.digests and name in self.sizes else None
 
 
 def count_shard_to_files(
@@ -280,18 +301,31 @@ def _write_held_out(parts: list[list[str]], path: str) -> str:
     return storage.write_file_digest(path, lambda tmp: pq.write_table(rows, tmp))
 
 
-def read_held_out(path: str) -> list[str]:
-    """The held-out rows `_write_held_out` wrote."""
+def read_held_out(path: str, expected: tuple[str, int] | None = None) -> list[str]:
+    """The held-out rows `_write_held_out` wrote; with `expected` (digest, size), only if its bytes are those."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    if expected is not None:
+        return pq.read_table(pa.BufferReader(verified_bytes(path, *expected))).column("text").to_pylist()
     with storage.open_read(path) as f:
         return pq.read_table(f).column("text").to_pylist()
 
 
-def bucket_files(client, counts_paths: Sequence[str], n_buckets: int, directory: str) -> list[str]:
+def bucket_files(
+    client,
+    counts_paths: Sequence[str],
+    n_buckets: int,
+    directory: str,
+    expected: Sequence[tuple[str, int] | None] | None = None,
+) -> list[str]:
     """Sum per-shard counts files into `n_buckets` word buckets by stable hash, on the workers, and
-    write each bucket to `directory`/bucket-NNNN.parquet; returns their paths."""
-    split = [client.submit(read_split, p, n_buckets, pure=False) for p in counts_paths]
+    write each bucket to `directory`/bucket-NNNN.parquet; returns their paths. `expected`: each
+    file's (digest, size), checked by the worker that reads it."""
+    expected = expected or [None] * len(counts_paths)
+    split = [
+        client.submit(read_split, p, n_buckets, e, pure=False) for p, e in zip(counts_paths, expected, strict=True)
+    ]
     paths = []
     writes = []
     for b in range(n_buckets):

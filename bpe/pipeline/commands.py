@@ -103,6 +103,8 @@ def run_versions(args: argparse.Namespace) -> int:
         data = f"{r['data_bytes'] / 1e6:,.1f} MB" if r["data_bytes"] else ""
         bpt = f"{r['bytes_per_token']:.3f}" if r["bytes_per_token"] else ""
         change = f"{r['change']:+.4f} vs {r['previous_promoted']}" if r["change"] is not None else ""
+        if r.get("incomparable"):  # nothing to compare with: say why rather than compare unlike figures
+            change = f"- vs {r['previous_promoted']} ({r['incomparable']})"
         marks = [
             m
             for m, on in (
@@ -176,6 +178,9 @@ def run_prune(args: argparse.Namespace) -> int:
 
     store = open_store(args.store, "prune")
     plan = prune_versions(store, args.keep, apply=args.yes)
+    for swept in plan.swept:  # what earlier prunes left, retried first
+        if not swept.left:
+            print(f"deleted what an earlier prune of {swept.version} left in {swept.location}")
     print(f"{args.store}: {len(plan.keep) + len(plan.remove)} version(s); keeping {len(plan.keep)}:")
     for version, why in plan.keep.items():
         print(f"  {version}  {why}")
@@ -188,6 +193,8 @@ def run_prune(args: argparse.Namespace) -> int:
         print(f"removed {len(plan.removed)} version(s): {', '.join(plan.removed) or '-'}")
         if plan.spared:
             print(f"kept after all (promoted or rolled back to meanwhile): {', '.join(plan.spared)}")
+    for line in plan.leftovers():
+        print(line)
     return 0
 
 

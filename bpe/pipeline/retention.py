@@ -28,7 +28,7 @@ from datetime import datetime
 from bpe import storage
 from bpe.errors import InputError, SettingsError
 from bpe.pipeline.count_cache import counting_settings, shard_count_key
-from bpe.pipeline.store import MAIN, Promotions, VersionStore
+from bpe.pipeline.store import MAIN, Promotions, Removed, VersionStore
 from bpe.settings import Settings
 
 COUNT_FILE = re.compile(r"^(count-[0-9a-f]{32})(\.json|\.parquet|\.held-out\.parquet)$")
@@ -57,7 +57,9 @@ def protected_versions(promotions: Promotions, channels: dict[str, str]) -> dict
 @dataclass
 class PrunePlan:
     """What `bpe prune` keeps (version -> why) and removes, oldest first; after applying,
-    `removed` holds what was removed and `spared` what the store's state protected by then."""
+    `removed` holds what was removed and `spared` what the store's state protected by then.
+    `left`: the removed versions some of whose files could not be deleted (what stayed, where);
+    `swept`: what earlier prunes had left, retried first (each with what still stays, if any)."""
 
     store: str
     keep_newest: int
@@ -65,6 +67,14 @@ class PrunePlan:
     remove: list[str]
     removed: list[str] = field(default_factory=list)
     spared: list[str] = field(default_factory=list)
+    left: list[Removed] = field(default_factory=list)
+    swept: list[Removed] = field(default_factory=list)
+
+    def leftovers(self) -> list[str]:
+        """One line per directory a prune could not delete whole (this one's, or an earlier one's)."""
+        lines = [f"{r.version} was removed, but not all its files: {r.left} left in {r.location}" for r in self.left]
+        lines += [f"an earlier prune of {r.version} left {r.left} in {r.location}" for r in self.swept if r.left]
+        return [f"{line}; the next prune retries" for line in lines]
 
 
 def plan_prune(store: VersionStore, keep: int) -> PrunePlan:
@@ -84,16 +94,20 @@ def plan_prune(store: VersionStore, keep: int) -> PrunePlan:
 def prune_versions(store: VersionStore, keep: int, apply: bool = False, by: str | None = None) -> PrunePlan:
     """Plan the prune and, if `apply`, remove the versions it names, each checked again under the
     store's lock (a promote or rollback meanwhile may have made one of them protected: it stays)."""
-    store.sweep_pruned()
+    swept = store.sweep_pruned()
     plan = plan_prune(store, keep)
+    plan.swept = swept
     if not apply:
         return plan
     channels = store.channels(plan.remove)  # a channel never changes; newer versions count as main
     for version in plan.remove:
-        if store.unpublish(version, lambda promotions: protected_versions(promotions, channels), by=by):
-            plan.removed.append(version)
-        else:
+        removed = store.unpublish(version, lambda promotions: protected_versions(promotions, channels), by=by)
+        if removed is None:
             plan.spared.append(version)
+            continue
+        plan.removed.append(version)
+        if removed.left:
+            plan.left.append(removed)
     return plan
 
 
@@ -278,6 +292,8 @@ def apply_retention(
                 )
             else:
                 log(f"retention: no version to remove (keep_versions {retention.keep_versions}); kept {kept}")
+            for line in plan.leftovers():
+                warn(f"retention: {line}")
         if retention.cache_days:
             sweep = sweep_count_cache(cfg.counts_cache, retention.cache_days, apply=True)
             done["cache_entries"] = [e.key for e in sweep.removed]

@@ -1,5 +1,6 @@
 """Securing the local cluster that `bpe cluster up` starts: Dask over TLS with certificates made
-for it, and the Prefect API behind an auth string.
+for it, and the Prefect API behind an auth string; and the deployment's key that signs the count
+cache's entries (`count_cache_key`).
 
 The trust model: the cluster's processes trust each other and whoever holds the state directory
 (its certificates and auth string are readable by its owner only). Nothing listens beyond
@@ -11,11 +12,22 @@ trigger flow runs.
 from __future__ import annotations
 
 import datetime
+import hashlib
+import hmac
 import ipaddress
 import os
 import secrets
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from bpe.errors import SettingsError
+
+CACHE_KEY_ENV = "BPE_CACHE_KEY"  # the count cache's key itself
+CACHE_KEY_FILE_ENV = "BPE_CACHE_KEY_FILE"  # or a file holding it
+CACHE_KEY_FILE = "bpe-cache-key"  # else this file in PREFECT_HOME, made on first use
+MIN_KEY_CHARS = 32
 
 
 @dataclass(frozen=True)
@@ -95,3 +107,58 @@ def make_auth_string(path: Path) -> str:
     auth = f"bpe:{secrets.token_urlsafe(24)}"
     _write_private(path, (auth + "\n").encode())
     return auth
+
+
+def count_cache_key(environ: Mapping[str, str] | None = None) -> bytes:
+    """The secret that signs count cache entries (`bpe.pipeline.count_cache`): `BPE_CACHE_KEY`, else
+    the file `BPE_CACHE_KEY_FILE` names, else `<PREFECT_HOME>/bpe-cache-key`, made on first use (64
+    random hex digits, readable by its owner only). Only the processes that run the flow need it
+    (they write and read the entries' records); it must never sit where the cache's writers can read."""
+    env = os.environ if environ is None else environ
+    if env.get(CACHE_KEY_ENV):
+        return _checked_key(env[CACHE_KEY_ENV], CACHE_KEY_ENV)
+    if env.get(CACHE_KEY_FILE_ENV):
+        path = Path(env[CACHE_KEY_FILE_ENV])
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+            raise SettingsError(f"{CACHE_KEY_FILE_ENV}: {path}: cannot read the count cache key ({reason})") from None
+        return _checked_key(text, f"{CACHE_KEY_FILE_ENV}: {path}")
+    from prefect.settings import PREFECT_HOME
+
+    path = Path(PREFECT_HOME.value()).expanduser() / CACHE_KEY_FILE
+    if not path.exists():
+        _create_private_once(path, (secrets.token_hex(32) + "\n").encode())
+    return _checked_key(path.read_text(encoding="utf-8"), str(path))
+
+
+def entry_signature(key: bytes, payload: bytes) -> str:
+    """HMAC-SHA256 (hex) of `payload` under a key derived from the deployment's `key` for this use only."""
+    derived = hmac.new(key, b"bpe count cache entry", hashlib.sha256).digest()
+    return hmac.new(derived, payload, hashlib.sha256).hexdigest()
+
+
+def _checked_key(text: str, where: str) -> bytes:
+    key = text.strip()
+    if len(key) < MIN_KEY_CHARS:
+        raise SettingsError(
+            f"{where}: the count cache key has {len(key)} characters; expected at least {MIN_KEY_CHARS} "
+            "(e.g. the output of `openssl rand -hex 32`)"
+        )
+    return key.encode("utf-8")
+
+
+def _create_private_once(path: Path, data: bytes) -> None:
+    """Create `path` (readable by its owner only) holding `data`, unless another process made it
+    first: the file appears whole (written under a temporary name, then linked into place)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        _write_private(tmp, data)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # made by another process meanwhile: theirs is the key
+    finally:
+        tmp.unlink(missing_ok=True)

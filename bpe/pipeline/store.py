@@ -17,20 +17,23 @@ promotions this history gives (a publish or promote that moved `latest` pushes; 
 
 from __future__ import annotations
 
+import errno
 import getpass
 import json
 import os
 import re
 import shutil
 import socket
+import sys
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bpe import storage
-from bpe.errors import InputError, SettingsError
+from bpe.errors import InputError, OutputError, SettingsError, full_disk
 from bpe.formats.manifest import MANIFEST_FILE
 from bpe.leftovers import process_is_gone
 from bpe.manifest import Manifest
@@ -42,6 +45,27 @@ MAIN, EXPERIMENT = "main", "experiment"  # a version's channel
 # A tokenizer's name is one path segment: it cannot climb out of the artifact root ("..") or nest.
 ABANDONED_AFTER = 24 * 3600.0  # seconds after which another host's reservation is abandoned
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Filesystem faults that meet a retry again: no room (disk, quota, file size), no right, no such place.
+LASTING_ERRNOS = frozenset(
+    {
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.EFBIG,
+        errno.EROFS,
+        errno.EACCES,
+        errno.EPERM,
+        errno.ENAMETOOLONG,
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.ELOOP,
+    }
+)
+
+
+def lasting(exc: BaseException) -> bool:
+    """Whether `exc` is a filesystem fault that trying again would meet again (a full disk, a
+    read-only or forbidden path), rather than a transient one (a dropped connection)."""
+    return isinstance(exc, OSError) and not isinstance(exc, OutputError) and exc.errno in LASTING_ERRNOS
 
 
 def check_name(name: str) -> str:
@@ -121,6 +145,16 @@ class Promotions:
             else:
                 push(latest)
         return cls(latest, stack, promoted, list(versions))
+
+
+@dataclass
+class Removed:
+    """A version a prune took out of the store: where its files were, and, if some could not be
+    deleted, what stayed there and why (None: all gone)."""
+
+    version: str
+    location: str
+    left: str | None = None
 
 
 @dataclass
@@ -239,17 +273,42 @@ class VersionStore:
             number = max(taken, default=0) + 1
             version = f"v{number:04d}"
             lock = f"{self.base}/.{version}.lock"
-            try:
-                with self.fs.open(lock, "xb") as f:
-                    f.write(f"{socket.gethostname()} {os.getpid()} {time.time()}\n".encode())
-            except FileExistsError:
-                continue  # another run holds this number
-            if self.fs.exists(self.path(version)):
-                # Another run reserved, wrote and released this number since the listing above: a
-                # version moves into place before its lock goes, so holding the lock, we see it.
-                self.fs.rm(lock)
-                continue
-            return Staged(version, storage.stage_directory(self.location(version)))
+            with self.writing(version, "while reserving it"):
+                try:
+                    with self.fs.open(lock, "xb") as f:
+                        f.write(f"{socket.gethostname()} {os.getpid()} {time.time()}\n".encode())
+                except FileExistsError:
+                    continue  # another run holds this number
+                except BaseException:
+                    self._remove_lock(lock)  # created, but not written (a full disk, say)
+                    raise
+                if self.fs.exists(self.path(version)):
+                    # Another run reserved, wrote and released this number since the listing above: a
+                    # version moves into place before its lock goes, so holding the lock, we see it.
+                    self.fs.rm(lock)
+                    continue
+                try:
+                    return Staged(version, storage.stage_directory(self.location(version)))
+                except BaseException:
+                    self._remove_lock(lock)
+                    raise
+
+    @contextmanager
+    def writing(self, version: str, doing: str) -> Iterator[None]:
+        """A lasting filesystem fault inside (a full disk, a read-only directory) is an OutputError,
+        one line naming where `version` goes and what was being done; a transient one stays as it is."""
+        try:
+            yield
+        except OSError as exc:
+            if not lasting(exc):
+                raise
+            raise full_disk(exc, self.location(version), f"{doing}; nothing is published") from exc
+
+    def _remove_lock(self, lock: str) -> None:
+        try:
+            self.fs.rm(lock)
+        except FileNotFoundError:
+            pass
 
     def _sweep_abandoned(self) -> None:
         """Drop the reservations of publishers that died between stage and commit (their lock, and
@@ -293,14 +352,28 @@ class VersionStore:
         )
         final = self.path(staged.version)
         flow_run = (described.prefect or {}).get("flow_run_id")
-        self._advance_latest(
-            staged.version,
-            promote,
-            channel=described.channel or MAIN,
-            by=by or (f"flow run {flow_run}" if flow_run else None),
-        )
+        try:
+            with self.writing(staged.version, "while moving latest to it"):
+                self._advance_latest(
+                    staged.version,
+                    promote,
+                    channel=described.channel or MAIN,
+                    by=by or (f"flow run {flow_run}" if flow_run else None),
+                )
+        except BaseException:
+            self._take_back(staged)  # not published after all: neither `latest` nor the history names it
+            raise
         self.fs.rm(f"{self.base}/.{staged.version}.lock")
         return final
+
+    def _take_back(self, staged: Staged) -> None:
+        """Undo the move into place of a version whose publish failed after it: back to its staging
+        directory (a rename, which needs no room), or, on object storage, its marker then its files."""
+        if self.local:
+            os.rename(self.path(staged.version), staged.directory)
+        else:
+            self.fs.rm(f"{self.path(staged.version)}/{COMPLETE}")
+            self._remove_files(self.path(staged.version))
 
     def abort(self, staged: Staged) -> None:
         """Forget a staged version: nothing of it stays, and `latest` does not move."""
@@ -324,11 +397,17 @@ class VersionStore:
             current = self._pointer()
             forward = not current or int(current[1:]) < int(version[1:])
             moves = promote and forward
-            if moves:
-                self._set_latest(version)
-            self._record(
+            # The new history is written first (it is what needs room), put in place last.
+            history = self._new_history(
                 "publish", version, current, version if moves else current, by, channel=channel, promoted=promote
             )
+            try:
+                if moves:
+                    self._set_latest(version)
+                self._put_history(history)
+            except BaseException:
+                self._drop_history(history)
+                raise
 
     def promote(self, version: str, by: str | None = None) -> tuple[str | None, str]:
         """Move `latest` to `version` (backwards too) and record it; returns (before, after). An
@@ -364,16 +443,18 @@ class VersionStore:
             self._record("rollback", target, current, target, by)
         return current, target
 
-    def unpublish(self, version: str, protected, by: str | None = None) -> bool:
+    def unpublish(self, version: str, protected, by: str | None = None) -> Removed | None:
         """Take `version` out of the store for good, unless `protected(promotions)` (called under
         the lock, with the store's state then) names it: it stops being a version at once (renamed
-        away, or its COMPLETE marker removed), then its files go. True if it was removed. The newest
-        version is never removed: the next publish would be given its number again."""
+        away, or its COMPLETE marker removed), then its files go. Returns what was removed (with
+        what of its files stayed, if any could not be deleted: `sweep_pruned` retries them), or
+        None if it stays. The newest version is never removed: the next publish would be given its
+        number again."""
         self.path(version)
         with self._lock(".latest.lock"):
             promotions = self.promotions()
             if version not in promotions.versions[:-1] or version in protected(promotions):
-                return False
+                return None
             if self.local:
                 gone = f"{self.base}/.{version}.pruned-{uuid.uuid4().hex[:8]}"
                 os.rename(self.path(version), gone)
@@ -381,36 +462,56 @@ class VersionStore:
                 gone = self.path(version)
                 self.fs.rm(f"{gone}/{COMPLETE}")
             self._record("prune", version, promotions.latest, promotions.latest, by)
-        self._remove_files(gone)
-        return True
+        return Removed(version, self._location_of(gone), self._remove_files(gone))
 
-    def sweep_pruned(self) -> None:
-        """Finish what an interrupted prune left: a renamed-away version on a local store; on object
-        storage, a version directory without its COMPLETE marker, without a reservation lock, and
-        older than the newest complete version (so no upload can be under way in it)."""
+    def sweep_pruned(self) -> list[Removed]:
+        """Finish what an earlier prune left (interrupted, or with files it could not delete): a
+        renamed-away version on a local store; on object storage, a version directory without its
+        COMPLETE marker, without a reservation lock, and older than the newest complete version (so
+        no upload can be under way in it). Returns each, with what still stays of it."""
         names = self._names()
+        swept = []
         if self.local:
             for name in names:
-                if re.match(r"^\.v\d+\.pruned-[0-9a-f]+$", name):
-                    shutil.rmtree(f"{self.base}/{name}", ignore_errors=True)
-            return
+                if match := re.match(r"^\.(v\d+)\.pruned-[0-9a-f]+$", name):
+                    gone = f"{self.base}/{name}"
+                    swept.append(Removed(match.group(1), gone, self._remove_files(gone)))
+            return swept
         complete = self.versions()
         if not complete:
-            return
+            return swept
         newest = int(complete[-1][1:])
         locked = {m.group(1) for n in names if (m := re.match(r"^\.(v\d+)\.lock$", n))}
         for name in names:
             if VERSION.match(name) and name not in complete and name not in locked and int(name[1:]) < newest:
-                self._remove_files(self.path(name))
+                swept.append(Removed(name, self.location(name), self._remove_files(self.path(name))))
+        return swept
 
-    def _remove_files(self, path: str) -> None:
-        if self.local:
-            shutil.rmtree(path, ignore_errors=True)
-        else:
+    def _location_of(self, path: str) -> str:
+        """A path under the store as users name it (with its protocol on object storage)."""
+        return path if self.local else f"{self.url}/{path.removeprefix(self.base).lstrip('/')}"
+
+    def _remove_files(self, path: str) -> str | None:
+        """Delete a directory and what it holds; None when all went, else what stayed and why."""
+        if not self.local:
             try:
                 self.fs.rm(path, recursive=True)
             except FileNotFoundError:
                 pass
+            except OSError as exc:
+                return f"{exc.strerror or type(exc).__name__}: {exc.filename or self._location_of(path)}"
+            return None
+        failures: list[tuple[str, BaseException]] = []
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(path, onexc=lambda _, where, exc: failures.append((where, exc)))
+        else:
+            shutil.rmtree(path, onerror=lambda _, where, info: failures.append((where, info[1])))
+        if not os.path.lexists(path):
+            return None
+        stayed = sum(len(files) for _, _, files in os.walk(path))
+        where, error = failures[0] if failures else (path, OSError("not deleted"))
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        return f"{stayed} file(s) ({reason}: {where})"
 
     def location_of_store(self) -> str:
         """The store as users name it (`artifacts/demo`, `s3://bucket/artifacts/demo`)."""
@@ -432,6 +533,18 @@ class VersionStore:
         """Append one event to the history (the caller holds `.latest.lock`): the whole file is
         rewritten under a temporary name and renamed over the old one (one object on object
         storage), so a reader sees the history before or after, never half of it."""
+        history = self._new_history(action, version, before, after, by, **details)
+        try:
+            self._put_history(history)
+        except BaseException:
+            self._drop_history(history)
+            raise
+
+    def _new_history(
+        self, action: str, version: str, before: str | None, after: str | None, by: str | None, **details
+    ) -> str | bytes:
+        """The history with one more event, written beside the old one (its temporary path), or,
+        on object storage, its bytes; `_put_history` puts it in place."""
         event = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "action": action,
@@ -449,19 +562,28 @@ class VersionStore:
         if old and not old.endswith(b"\n"):
             old += b"\n"
         data = old + (json.dumps(event) + "\n").encode()
-        if self.local:
-            tmp = f"{self.base}/.{HISTORY}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-            try:
-                with open(tmp, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+        if not self.local:
+            return data
+        tmp = f"{self.base}/.{HISTORY}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return tmp
+
+    def _put_history(self, history: str | bytes) -> None:
+        if isinstance(history, bytes):
+            self.fs.pipe_file(f"{self.base}/{HISTORY}", history)
         else:
-            self.fs.pipe_file(path, data)
+            os.replace(history, f"{self.base}/{HISTORY}")
+
+    def _drop_history(self, history: str | bytes) -> None:
+        if isinstance(history, str):
+            Path(history).unlink(missing_ok=True)
 
     @contextmanager
     def _lock(self, name: str, stale_after: float = 60.0):
@@ -482,6 +604,9 @@ class VersionStore:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{path}: lock held too long") from None
                 time.sleep(0.05)
+            except BaseException:
+                self._remove_lock(path)  # created, but not written (a full disk, say)
+                raise
         try:
             yield
         finally:
@@ -503,12 +628,14 @@ class VersionStore:
 def describe_versions(store: VersionStore) -> list[dict]:
     """One row per version for `bpe versions`: date, channel, vocabulary, data, compression, and
     its change in bytes per token against the previous promoted version (the newest version
-    before it that was ever `latest`), only when both were measured on the same evaluation rows
-    (`evaluation.eval_set.fingerprint`): figures on other text do not compare."""
+    before it that was ever `latest`), only like with like: both measured on the same evaluation
+    rows (`evaluation.eval_set.fingerprint`: figures on other text do not compare) at the same
+    vocabulary size (a larger vocabulary compresses better by itself). Otherwise `incomparable`
+    says why there is no change: the other's vocabulary size, or its other evaluation rows."""
     promotions = store.promotions()
     target = promotions.rollback_target
     rows = []
-    previous: tuple[str, float | None, str | None] | None = None  # the newest promoted version so far
+    previous: tuple[str, float | None, str | None, int | None] | None = None  # the newest promoted so far
     for version in promotions.versions:
         try:
             m = store.manifest(version)
@@ -517,14 +644,14 @@ def describe_versions(store: VersionStore) -> list[dict]:
         evaluation = m.evaluation or {}
         bytes_per_token = evaluation.get("bytes_per_token")
         eval_set = (evaluation.get("eval_set") or {}).get("fingerprint")
-        change = None
-        if (
-            previous
-            and eval_set
-            and previous[2] == eval_set
-            and isinstance(bytes_per_token, (int, float))
-            and isinstance(previous[1], (int, float))
-        ):
+        vocab_size = m.result.vocab_size if m.result is not None else None
+        change, incomparable = None, None
+        measured = isinstance(bytes_per_token, (int, float)) and previous and isinstance(previous[1], (int, float))
+        if measured and not (eval_set and previous[2] == eval_set):
+            incomparable = "other evaluation rows"
+        elif measured and vocab_size != previous[3]:
+            incomparable = f"{previous[3]:,} tokens" if isinstance(previous[3], int) else "unknown vocabulary size"
+        elif measured:
             change = bytes_per_token - previous[1]
         rows.append(
             {
@@ -534,15 +661,16 @@ def describe_versions(store: VersionStore) -> list[dict]:
                 "rollback_target": version == target,
                 "channel": m.channel or MAIN,
                 "created": m.created or "",
-                "vocab_size": m.result.vocab_size if m.result is not None else None,
+                "vocab_size": vocab_size,
                 "shards": len((m.data.shards if m.data is not None else None) or []),
                 "data_bytes": m.counts.bytes if m.counts is not None else None,
                 "bytes_per_token": bytes_per_token,
                 "eval_set": eval_set,
                 "previous_promoted": previous[0] if previous else None,
                 "change": change,
+                "incomparable": incomparable,
             }
         )
         if version in promotions.promoted:
-            previous = (version, bytes_per_token, eval_set)
+            previous = (version, bytes_per_token, eval_set, vocab_size)
     return rows

@@ -6,12 +6,21 @@ from __future__ import annotations
 
 from bpe.counting import CountStats
 from bpe.distributed.counting import ShardCount
+from bpe.errors import InputError
 from bpe.extend import Base
 from bpe.manifest import Manifest, TokenizerSection
 from bpe.pipeline.config import TRAINING_KEYS, TokenizerConfig
 from bpe.pipeline.store import MAIN, VersionStore
 from bpe.results import TrainingRun
+from bpe.settings import Settings
 from bpe.train import build_manifest
+
+WHY_NO_MERGES = {
+    "min_frequency": "no pair of tokens occurs min_frequency times",
+    "no_pairs": "no word has two tokens left to merge",
+    "max_token_length": "every pair would make a token longer than max_token_length",
+    "superword_rules": "the superword rules allow no merge",
+}
 
 
 def summed_stats(counted: list[ShardCount]) -> CountStats:
@@ -50,20 +59,24 @@ def version_manifest(
     return manifest
 
 
-def unchanged_since(store: VersionStore, fingerprint: str, cfg: TokenizerConfig) -> str | None:
-    """The newest version, of either channel, trained on exactly this data with these settings: a
-    run that would train it again completes with "no new data since vNNNN" instead (a main-line run
-    against the main line, an experiment against the same experiment). It compares with every
+def unchanged_since(
+    store: VersionStore, fingerprint: str, cfg: TokenizerConfig, base: Base | None = None
+) -> str | None:
+    """The newest version, of either channel, trained on exactly this data with these settings
+    (and the same `base` tokenizer, by its digest: `base:` names a path whose content may change):
+    a run that would train it again completes with "no new data since vNNNN" instead (a main-line
+    run against the main line, an experiment against the same experiment). It compares with every
     version, not only `latest`, so that after a rollback the main line does not retrain (and take
     `latest` back) until its data or settings change."""
     settings = cfg.training_settings()
+    digest = base.digest if base is not None else None
     for version in reversed(store.versions()):
         try:
             manifest = store.manifest(version)
         except (FileNotFoundError, ValueError):
             continue
         config = manifest.config or {}
-        same_data = data_fingerprint_of(manifest) == fingerprint
+        same_data = data_fingerprint_of(manifest) == fingerprint and base_digest_of(manifest) == digest
         if same_data and config.get("vocab_size") is not None and all(config.get(k) == v for k, v in settings.items()):
             return version
     return None
@@ -119,7 +132,8 @@ def identical_version(store: VersionStore, manifest: Manifest) -> str | None:
         except (FileNotFoundError, ValueError):
             continue
         same_settings = {k: (other.config or {}).get(k) for k in TRAINING_KEYS} == settings
-        if data_fingerprint_of(other) == fingerprint and same_settings:
+        same_base = base_digest_of(other) == base_digest_of(manifest)
+        if data_fingerprint_of(other) == fingerprint and same_settings and same_base:
             return version
     return None
 
@@ -129,10 +143,15 @@ def data_fingerprint_of(manifest: Manifest) -> str | None:
     return manifest.data.fingerprint if manifest.data is not None else None
 
 
-def reason_to_train(store: VersionStore, shards: list[dict], cfg: TokenizerConfig) -> str:
+def base_digest_of(manifest: Manifest) -> str | None:
+    """The digest of the base tokenizer a version extended (None: trained from bytes)."""
+    return manifest.base.sha256 if manifest.base is not None else None
+
+
+def reason_to_train(store: VersionStore, shards: list[dict], cfg: TokenizerConfig, base: Base | None = None) -> str:
     """Why a run trains, against the newest main-line version (what the main line last trained
     on, whether or not a rollback or promote moved `latest` elsewhere since): the shards added,
-    changed or removed, and the settings that differ, e.g.
+    changed or removed, the settings that differ and a base tokenizer whose content changed, e.g.
     "1 new shard(s) (part-00003.parquet); vocab_size 600 -> 700 since v0002"."""
     newest = newest_main_line(store)
     if newest is None:
@@ -154,4 +173,20 @@ def reason_to_train(store: VersionStore, shards: list[dict], cfg: TokenizerConfi
     for key, value in cfg.training_settings().items():
         if old.get(key) != value:
             reasons.append(f"{key} {old.get(key)!r} -> {value!r}")
+    before_base, now_base = base_digest_of(manifest), base.digest if base is not None else None
+    if before_base != now_base and base is not None and old.get("base") == cfg.base:
+        reasons.append(f"base {base.source} changed (sha256 {(before_base or 'none')[:12]} -> {now_base[:12]})")
     return ("; ".join(reasons) or f"the data or settings differ from {version}'s") + f" since {version}"
+
+
+def check_merges_learned(name: str, settings: Settings, run: TrainingRun, latest: str | None) -> None:
+    """A run that asked for merges and counted words but learned none would publish a tokenizer of
+    bare bytes (or its base unchanged) as the next version: it fails instead (InputError, one line),
+    before anything is staged, and `latest` stays where it is."""
+    if settings.n_merges() <= 0 or len(run.merges.merges) or not run.unique_words:
+        return
+    reason = run.merges.stop_reason
+    raise InputError(
+        f"{name}: training learned no merges from {run.unique_words:,} distinct words "
+        f"({WHY_NO_MERGES.get(reason, reason)}); nothing is published and latest stays {latest or 'unset'}"
+    )
