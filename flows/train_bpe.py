@@ -74,7 +74,9 @@ def train_bpe(
     overridden = overridden_settings(configured, cfg)
     channel = EXPERIMENT if overridden else MAIN
     promoted = channel == MAIN or bool(promote)
-    base = load_base(cfg.base) if cfg.base else None  # a bad base fails the run before any counting
+    # read with the configuration's pattern where the base's files record none (a .tiktoken file);
+    # a bad base fails the run before any counting
+    base = load_base(cfg.base, cfg.pattern) if cfg.base else None
     settings = cfg.settings(base)
     count_cache_key()  # the key that signs the count cache's entries: a bad one fails the run here
     logger = get_run_logger()

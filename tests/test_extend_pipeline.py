@@ -62,6 +62,38 @@ def test_a_deployment_with_a_base_extends_it_and_records_it(pipeline_services, t
     assert tok.merges == train(trained_rows(paragraphs[:1200], 0.05), vocab_size=520, base=base).merges
 
 
+def test_a_base_that_records_no_pattern_is_read_with_the_configurations(pipeline_services, tmp_path):
+    """A `.tiktoken` base records no split pattern: the configuration's `pattern:` is the one it is
+    read and extended with, as `bpe train --from x.tiktoken --pattern P` and `train(base=..., pattern=P)`."""
+    yaml = pytest.importorskip("yaml")
+    claim_deployment_names(__name__, "from-ranks")
+    paragraphs = stdlib_paragraphs()
+    base = train(paragraphs[3000:3600], vocab_size=400, pattern="gpt2")
+    base.save(tmp_path / "base")
+    ranks = tmp_path / "base" / "tokenizer.tiktoken"
+    data = tmp_path / "shards"
+    write_shard(data / "part-00000.parquet", paragraphs[:600])
+    cfg = {
+        "name": "from-ranks",
+        "data": str(data),
+        "vocab_size": 480,
+        "base": str(ranks),
+        "pattern": "gpt2",
+        "holdout_fraction": 0.05,
+        "artifact_root": str(tmp_path / "artifacts"),
+        "dask_scheduler": pipeline_services["scheduler"],
+    }
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "from-ranks.yaml").write_text(yaml.safe_dump(cfg))
+    deploy(pipeline_services, conf)
+    result = run_deployment(pipeline_services, "from-ranks")
+    assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]
+    tok = Tokenizer.load(VersionStore(cfg["artifact_root"], "from-ranks").location("v0001"))
+    expected = train(trained_rows(paragraphs[:600], 0.05), vocab_size=480, base=str(ranks), pattern="gpt2")
+    assert tok.merges == expected.merges and tok.merges[:144] == base.merges
+
+
 def trained_rows(rows: list[str], holdout_fraction: float) -> list[str]:
     """The rows the pipeline trains on: those its held-out hash does not set aside."""
     import pyarrow as pa
