@@ -358,7 +358,7 @@ def summary_record(manifest: Manifest, out: str | Path, total_seconds: float | N
         from bpe.inputs.discover import describe_inputs
 
         inputs = describe_inputs([f["path"] for f in shards], manifest.settings)
-    from bpe.cli import FLAGS
+    from bpe.cli.flags import FLAGS
     from bpe.train import stopped_early
 
     stopped = stopped_early(manifest, FLAGS.get)
