@@ -1,15 +1,18 @@
 """Long words: a piece with no break for the pattern (a file with no spaces, a run of spaces) is
 one word of millions of bytes. The engine indexes such a word by position (`bpe.engine.word_table`,
 `LONG_WORD`): the merges stay the reference's on every engine and thread count, and memory a few
-bytes per byte of the word (a subprocess under an address-space limit)."""
+bytes per byte of the word (a subprocess under an address-space limit). A run that makes tokens
+longer than any real tokenizer's says so in one line, naming the cap."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -19,12 +22,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe import Tokenizer, train
+from bpe.cli import main
 from bpe.engine import word_table
 from bpe.engine.count import WordCounts
 from bpe.engine.merge import learn_merges
 from bpe.engine.replay import BaseMerges
 from bpe.engine.word_slices import ThreadedWordTable
 from bpe.engine.word_table import WordTable
+from bpe.long_tokens import LONG_TOKEN_BYTES, LongTokensWarning
 from bpe.pretokenize import NAMED_PATTERNS
 from tests.conftest import stdlib_paragraphs
 from tests.reference import merge_ids, train_reference
@@ -200,6 +205,7 @@ if limit:
 from bpe.engine import word_table
 if long_word == "never":
     word_table.LONG_WORD = 2**31  # every word rewritten whole, as before long words
+from bpe.cli import main
 code = main(sys.argv[3:])
 peak = re.search(r"VmPeak:\\s+(\\d+)", open("/proc/self/status").read()).group(1)
 print("VmPeak", int(peak) * 1024, file=sys.stderr)
@@ -239,3 +245,40 @@ def test_one_huge_word_trains_within_a_memory_bound(tmp_path, text, options):
     assert whole.returncode == 0, whole.stderr[-2000:]
     assert Tokenizer.load(tmp_path / "limited").merges == Tokenizer.load(tmp_path / "whole").merges
     assert len(Tokenizer.load(tmp_path / "limited").merges) > 5
+
+
+# -- the warning -----------------------------------------------------------------------------------
+
+
+def test_bpe_train_says_in_one_line_that_it_made_tokens_too_long(tmp_path, capsys):
+    """5,000 spaces before a word: cl100k keeps 4,999 of them as one piece, which merging all the
+    way makes one token. One line on stderr names the longest token and the flag that caps it;
+    with the flag, or on ordinary text, no such line."""
+    path = tmp_path / "spaces.txt"
+    text = " " * 5000 + "hello world"
+    path.write_text(text)
+    longest_piece = max(len(piece.encode()) for piece in regex.findall(NAMED_PATTERNS["cl100k"], text))
+    assert main(["train", str(path), "--vocab-size", "400", "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "longer than" in line]
+    assert len(lines) == 1, lines
+    assert f"the longest {longest_piece:,} bytes" in lines[0]
+    assert lines[0].startswith("bpe: warning: ") and "--max-token-length" in lines[0]
+    assert max(map(len, Tokenizer.load(tmp_path / "a").vocab)) == longest_piece
+    assert main(["train", str(path), "--vocab-size", "400", "--out", str(tmp_path / "a"), "--force", "--json"]) == 0
+    recorded = [w for w in json.loads(capsys.readouterr().out)["warnings"] if "longer than" in w]
+    assert recorded == [lines[0].removeprefix("bpe: warning: ")]  # --json carries it too
+
+    capped = ["--max-token-length", str(LONG_TOKEN_BYTES)]
+    assert main(["train", str(path), "--vocab-size", "400", "--out", str(tmp_path / "b"), "--quiet", *capped]) == 0
+    prose = tmp_path / "prose.txt"
+    prose.write_text("\n\n".join(stdlib_paragraphs()[:300]))
+    assert main(["train", str(prose), "--vocab-size", "2000", "--out", str(tmp_path / "c"), "--quiet"]) == 0
+    assert "longer than" not in capsys.readouterr().err
+
+
+def test_train_warns_with_the_parameter_name():
+    with pytest.warns(LongTokensWarning, match=r"the longest 3,000 bytes.*max_token_length caps"):
+        train(["x" * 3000], vocab_size=300, pattern="whitespace")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LongTokensWarning)
+        train(["x" * 3000], vocab_size=300, pattern="whitespace", max_token_length=LONG_TOKEN_BYTES)
