@@ -94,6 +94,31 @@ def test_long_words_after_a_base_tokenizer_give_the_reference_merges(counts, k, 
     assert base + [tuple(pair) for pair in made.merges.tolist()] == train_reference(counts, k + n, tie_break)
 
 
+@st.composite
+def base_merges(draw) -> list[tuple[int, int]]:
+    """Merges a base tokenizer may hold: over the corpora's bytes and tokens made before, whether
+    or not the corpus holds the pair."""
+    tokens = sorted({b for symbol in SYMBOLS for b in symbol.encode()})
+    merges: list[tuple[int, int]] = []
+    for _ in range(draw(st.integers(0, 16))):
+        pair = (draw(st.sampled_from(tokens)), draw(st.sampled_from(tokens)))
+        if pair not in merges:
+            merges.append(pair)
+            tokens.append(255 + len(merges))
+    return merges
+
+
+@settings(max_examples=300, deadline=None)
+@given(corpora, base_merges(), st.sampled_from([2, 3, 8]))
+def test_a_base_replayed_on_long_words_gives_the_tokens_of_its_merges_in_order(counts, merges, long_from):
+    """Replaying a base by a heap of (rank, position) over a long word gives what applying its
+    merges one after the other does."""
+    tokens, lengths = BaseMerges(np.array(merges).reshape(-1, 2)).replay(WordCounts.from_dict(counts), long_from)
+    ends = np.cumsum(lengths)
+    replayed = [tokens[end - length : end].tolist() for end, length in zip(ends, lengths)]
+    assert replayed == [merge_ids_all(word, merges) for word in counts]
+
+
 def test_a_long_word_is_rewritten_as_the_reference_rewrites_it():
     """Merge by merge, a word indexed by position holds the reference's tokens, and the pair
     counts the table reports add up to a recount (runs of a pair (a, a) merge from the left)."""
@@ -204,7 +229,7 @@ if limit:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 from bpe.engine import word_table
 if long_word == "never":
-    word_table.LONG_WORD = 2**31  # every word rewritten whole, as before long words
+    word_table.LONG_WORD = 2**31  # every word rewritten whole (and replayed a rank at a time), as before
 from bpe.cli import main
 code = main(sys.argv[3:])
 peak = re.search(r"VmPeak:\\s+(\\d+)", open("/proc/self/status").read()).group(1)

@@ -89,7 +89,7 @@ class WordTable:
             lengths = np.diff(counts.offsets).astype(np.int32)
             starts = counts.offsets[:-1].astype(np.int64)
         else:
-            tokens, lengths = base.replay(counts)
+            tokens, lengths = base.replay(counts, LONG_WORD)
             starts = np.zeros(len(lengths), dtype=np.int64)
             np.cumsum(lengths[:-1], out=starts[1:])
         self._state = _build(tokens, starts, lengths, counts.counts.astype(np.int64), LONG_WORD)
