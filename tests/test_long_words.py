@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
 import re
 import subprocess
@@ -239,9 +240,12 @@ sys.exit(code)
 
 
 def run_train(path: Path, out: Path, options: list[str], limit: int = 0, long_word: str = "default"):
+    """`bpe train` in a process of its own, under an address-space limit unless 0. Its threads and
+    malloc's arenas (64 MB of address space each) are as many on any machine, with any input."""
     command = [sys.executable, "-c", RUN, str(limit), long_word]
-    command += ["train", str(path), "--vocab-size", "600", "--out", str(out), "--quiet", *options]
-    return subprocess.run(command, capture_output=True, text=True, timeout=600)
+    command += ["train", str(path), "--vocab-size", "600", "--threads", "2", "--out", str(out), "--quiet", *options]
+    env = {**os.environ, "MALLOC_ARENA_MAX": "2"}
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
 
 
 def address_space_peak(run: subprocess.CompletedProcess) -> int:
