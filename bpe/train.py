@@ -29,6 +29,7 @@ from bpe.inputs.discover import Skipped, discover
 from bpe.inputs.documents import iter_texts
 from bpe.inputs.read import apply_limit
 from bpe.inputs.shard import Shard, with_options
+from bpe.long_tokens import LongTokensWarning, long_tokens
 from bpe.manifest import Counts, DataRecord, EngineRecord, Manifest, Result, Seconds, SettingsRecord, SuperwordsRecord
 from bpe.pretokenize import DEFAULT_PATTERN, SUPERWORD_PATTERN
 from bpe.progress import Bars, PhaseClock, ProgressFn, at_most
@@ -92,6 +93,8 @@ def train(
     `model_max_length` (tokens) is what transformers truncates to, written there too.
     `max_token_length` (bytes, as Hugging Face's `BpeTrainer(max_token_length=...)`): no merge
     makes a longer token; a pair that would is skipped and the next best one merged. None: no limit.
+    A run that makes tokens over 1,024 bytes (text with no break for the pattern) warns
+    (`bpe.long_tokens.LongTokensWarning`): a cap is then usually wanted.
 
     `superwords=True` trains a superword tokenizer (SuperBPE, see `bpe.superwords`): ordinary BPE
     until the vocabulary holds `transition` tokens (special tokens aside), then merges across words
@@ -199,6 +202,9 @@ def train(
     tokenizer.manifest = build_manifest(settings, run, started, start)
     if (why := stopped_early(tokenizer.manifest)) is not None:
         warnings.warn(why, StoppedEarly, stacklevel=2)
+    made = long_tokens(tokenizer.vocab[256 + settings.base_merges :])
+    if made is not None:
+        warnings.warn(LongTokensWarning(made.message("max_token_length")), stacklevel=2)
     return tokenizer
 
 

@@ -11,6 +11,7 @@ from bpe import storage
 from bpe.distributed.counting import ShardCount, read_held_out
 from bpe.extend import Base, trained_tokenizer
 from bpe.formats.manifest import write as write_manifest
+from bpe.long_tokens import long_tokens
 from bpe.manifest import Manifest
 from bpe.pipeline.evaluate import evaluate_version_on_set
 from bpe.pipeline.report import metrics_table, summary_markdown
@@ -34,6 +35,9 @@ def export_version(
     staged = store.stage()
     try:
         tokenizer = trained_tokenizer(merges, settings, base)
+        made = long_tokens(tokenizer.vocab[256 + settings.base_merges :])
+        if made is not None:
+            get_run_logger().warning(made.message("max_token_length"))
         with store.writing(staged.version, "while writing its files"):
             tokenizer.write_files(staged.directory)
     except BaseException:

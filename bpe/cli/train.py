@@ -128,9 +128,12 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    import warnings
+
     from bpe.engine.compilation import CompileWatch
     from bpe.inputs.discover import Skipped, discover
     from bpe.inputs.formats import check_parquet
+    from bpe.long_tokens import LongTokensWarning, long_tokens
     from bpe.progress import Bars
     from bpe.train import StoppedEarly, train
 
@@ -173,6 +176,7 @@ def run_train(args: argparse.Namespace) -> int:
     try:
         with notice, warnings.catch_warnings():
             warnings.simplefilter("ignore", StoppedEarly)  # the summary says it, spelled with flags
+            warnings.simplefilter("ignore", LongTokensWarning)  # said below, spelt as a flag
             tokenizer = train(
                 files=shards,  # as found: stdin is read once
                 vocab_size=args.vocab_size,
@@ -202,6 +206,9 @@ def run_train(args: argparse.Namespace) -> int:
     finally:
         if progress is not None:
             progress.finish()  # ends the bar's line, so that a message after it starts a line of its own
+    made = long_tokens(tokenizer.vocab[256 + tokenizer.manifest.settings.base_merges :])
+    if made is not None:  # before saving, which such tokens make long
+        print(f"bpe: warning: {made.message('--max-token-length')}", file=sys.stderr, flush=True)
     tokenizer.save(args.out, force=args.force)
     saved, not_reached = save_truncations(tokenizer, args.out, also_save, args.force)
     record = summary_record(tokenizer.manifest, args.out, total_seconds=time.perf_counter() - started)
@@ -209,6 +216,8 @@ def run_train(args: argparse.Namespace) -> int:
     record["warnings"] += [
         f"--also-save {size}: the run stopped at {tokenizer.vocab_size:,} tokens; not written" for size in not_reached
     ]
+    if args.json and made is not None:
+        record["warnings"].append(made.message("--max-token-length"))
     if args.json:
         import json
 

@@ -5,6 +5,8 @@ same as merging, in each word, the present pair of lowest rank until no pair has
 merged never comes back (its new token is newer than both its parts), so the lowest-rank pair
 present is always the next merge in order that occurs. That is how a word is encoded, so each
 unique word is encoded once here, rather than each merge visiting the words that hold its pair.
+A long word (`long_word` tokens or more) takes its pairs from a heap ordered by (rank, position)
+instead of a pass over the word per rank, which made a word of megabytes cost minutes.
 
 "aaab" with (97, 97) -> 256 and (256, 97) -> 257 gives [257, 98]; "aab" gives [256, 98]:
 
@@ -45,10 +47,11 @@ class BaseMerges:
         return 256 + len(self.merges)
 
     @holds_interrupts
-    def replay(self, counts: WordCounts) -> tuple[np.ndarray, np.ndarray]:
+    def replay(self, counts: WordCounts, long_word: int = 1024) -> tuple[np.ndarray, np.ndarray]:
         """Every word of `counts` with the base's merges applied: (tokens as int32, flat; each
-        word's length as int32), words in the order of `counts`."""
-        return _replay(counts.data, counts.offsets, self._ranks)
+        word's length as int32), words in the order of `counts`; words of `long_word` bytes or
+        more through a heap (the same tokens)."""
+        return _replay(counts.data, counts.offsets, self._ranks, long_word)
 
     def __reduce__(self):  # sent to Dask workers as the merges alone; the table is rebuilt there
         return BaseMerges, (self.merges,)
@@ -80,21 +83,27 @@ def _rank(table, a, b):
 
 
 @njit(cache=True, nogil=True)
-def _replay(data, offsets, table):
+def _replay(data, offsets, table, long_word):
     n_words = len(offsets) - 1
     tokens = np.empty(len(data), dtype=np.int32)
     lengths = np.empty(n_words, dtype=np.int32)
     longest = 1
     for w in range(n_words):
-        longest = max(longest, offsets[w + 1] - offsets[w])
+        if offsets[w + 1] - offsets[w] < long_word:
+            longest = max(longest, offsets[w + 1] - offsets[w])
     rank = np.empty(longest, dtype=np.int64)  # rank[i]: the rank of the pair at i, i + 1 (one word at a time)
     out = 0
     for w in range(n_words):
         start, n = offsets[w], offsets[w + 1] - offsets[w]
         t = tokens[out : out + n]
-        r = rank[:n]
         for i in range(n):
             t[i] = data[start + i]
+        if n >= long_word:
+            n = _replay_long(t, table)
+            lengths[w] = n
+            out += n
+            continue
+        r = rank[:n]
         for i in range(n - 1):
             r[i] = _rank(table, t[i], t[i + 1])
         while n > 1:
@@ -122,3 +131,83 @@ def _replay(data, offsets, table):
         lengths[w] = n
         out += n
     return tokens[:out].copy(), lengths
+
+
+_POSITION_BITS = np.int64(32)
+_POSITION = (np.int64(1) << _POSITION_BITS) - 1
+
+
+@njit(cache=True, nogil=True)
+def _replay_long(t, table):
+    """Apply the merges to the word `t` in place; returns its new length. The pairs wait in a
+    min-heap of rank << 32 | position: a rank's occurrences come out left to right (as the pass
+    per rank merges them, which matters for "a a a"), and a merge's new pairs rank after it. An
+    entry whose position has merged since is dropped when it comes out."""
+    n = len(t)
+    following = np.arange(1, n + 1, dtype=np.int32)  # the next live token; n: none
+    preceding = np.arange(-1, n - 1, dtype=np.int32)  # the previous live token; -1: none
+    heap = np.empty(max(2 * n, 1), dtype=np.int64)  # n - 1 pairs, and at most one more per merge
+    size = 0
+    for i in range(n - 1):
+        r = _rank(table, t[i], t[i + 1])
+        if r != _NO_RANK:
+            heap[size] = r << _POSITION_BITS | i
+            size += 1
+    for i in range(size // 2 - 1, -1, -1):
+        _sift_down(heap, size, i)
+    while size > 0:
+        top = heap[0]
+        size -= 1
+        heap[0] = heap[size]
+        _sift_down(heap, size, 0)
+        r, p = top >> _POSITION_BITS, top & _POSITION
+        q = following[p]
+        if t[p] < 0 or q >= n or _rank(table, t[p], t[q]) != r:
+            continue  # merged since, or holds another pair now
+        t[p] = 256 + r
+        t[q] = -1
+        after = following[q]
+        following[p] = after
+        if after < n:
+            preceding[after] = p
+            size = _push(heap, size, _rank(table, t[p], t[after]), p)
+        before = preceding[p]
+        if before >= 0:
+            size = _push(heap, size, _rank(table, t[before], t[p]), before)
+    j = 0
+    p = 0
+    while p < n:
+        t[j] = t[p]
+        j += 1
+        p = following[p]
+    return j
+
+
+@njit(inline="always")
+def _push(heap, size, rank, position):
+    """Push the pair of `rank` at `position` unless it has no rank; returns the new size."""
+    if rank == _NO_RANK:
+        return size
+    key = rank << _POSITION_BITS | position
+    i = size
+    while i > 0 and heap[(i - 1) >> 1] > key:
+        heap[i] = heap[(i - 1) >> 1]
+        i = (i - 1) >> 1
+    heap[i] = key
+    return size + 1
+
+
+@njit(inline="always")
+def _sift_down(heap, size, i):
+    key = heap[i]
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        if child + 1 < size and heap[child + 1] < heap[child]:
+            child += 1
+        if heap[child] >= key:
+            break
+        heap[i] = heap[child]
+        i = child
+    heap[i] = key

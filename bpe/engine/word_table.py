@@ -5,6 +5,12 @@ words) and reports how pair counts changed next to each merge site, as deltas.
 The local engine keeps one table; the Dask engine keeps one per worker, and sums the deltas.
 All hot loops are numba kernels over flat arrays; `WordTable` is the small Python face.
 
+A long word (`LONG_WORD` tokens or more: a file without spaces, a run of spaces) is indexed by
+position instead: each pair lists where it occurs, and the word's tokens are linked to their
+neighbours rather than compacted, so that a merge costs the pair's occurrences, not the word's
+length, and memory stays a few bytes per token (a rewrite per merge and room for two new pairs
+per token made one huge word cost minutes and 200 bytes per byte).
+
 For a word [1, 2, 3, 1, 2] of frequency 1, merge (1, 2) -> 256 gives [256, 3, 256]; the pair
 (1, 2) is lost twice, (2, 3) and (3, 1) once each, and (256, 3), (3, 256) appear:
 
@@ -30,17 +36,21 @@ from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below
 from bpe.engine.borrow import borrowed
 from bpe.engine.count import WordCounts
 from bpe.engine.interrupts import holds_interrupts
-from bpe.engine.pair_keys import KEY_COLUMN, LOW32, pack, slot_of
+from bpe.engine.pair_keys import KEY_COLUMN, LOW32, pack, slot_of, unpack
 from bpe.engine.replay import BaseMerges
 
 # The kernels' state. tokens, starts, lengths, freqs: the words (word w is
 # tokens[starts[w]:starts[w] + lengths[w]], rewritten in place). pairs: the pair table (columns
 # below). node_word, node_next: a word list is a singly linked list of nodes; lists of merged
 # pairs are recycled into the free list. touched: slots whose delta changed since the last report.
-# meta: the counters below.
+# meta: the counters below. long_word, long_start, next_gap, prev_gap: the long words (below).
 WordState = namedtuple(
-    "WordState", ["tokens", "starts", "lengths", "freqs", "pairs", "node_word", "node_next", "touched", "meta"]
-)
+    "WordState",
+    [
+        "tokens", "starts", "lengths", "freqs", "pairs", "node_word", "node_next", "touched", "meta",
+        "long_word", "long_start", "next_gap", "prev_gap",
+    ],
+)  # fmt: skip
 
 # Columns of the pair table (24 bytes a pair: the table is the largest part of a big word table):
 # key + 1 (0 = empty slot), the delta accumulated since the last report, and the links: bits 0-31
@@ -57,6 +67,16 @@ _LAST_WORD = np.int64(0x7FFFFFFF) << _WORD_SHIFT
 _PAIRS_USED, _NODES_USED, _FREE_HEAD, _N_TOUCHED, _FREE_NODES = range(5)
 _META_SIZE = _FREE_NODES + 1
 
+# Long words. Long word k is word long_word[k] (ascending); its tokens keep their places in
+# `tokens`, a merge writing the new token over the first and REMOVED over the second, and its
+# positions are long_start[k], long_start[k] + 1, ... in one numbering of all long words' tokens.
+# next_gap[c] and prev_gap[c] are how far the next and the previous live token are from position c
+# (0: none; meaningful only while c is live). Their pairs are listed by position: a node holds
+# len(starts) + c, the pair at position c, which may have gone since (checked when merged).
+LONG_WORD = 1024  # tokens; shorter words are rewritten whole, each listed once per pair it holds
+REMOVED = -1
+_MAX_CODE = (1 << 31) - 2  # words + long positions: node_word and the last-linked field hold codes + 1 in 31 bits
+
 
 class WordTable:
     """Words with frequencies (all of them, or one slice or bucket), rewritten in place as merges arrive."""
@@ -69,10 +89,10 @@ class WordTable:
             lengths = np.diff(counts.offsets).astype(np.int32)
             starts = counts.offsets[:-1].astype(np.int64)
         else:
-            tokens, lengths = base.replay(counts)
+            tokens, lengths = base.replay(counts, LONG_WORD)
             starts = np.zeros(len(lengths), dtype=np.int64)
             np.cumsum(lengths[:-1], out=starts[1:])
-        self._state = _build(tokens, starts, lengths, counts.counts.astype(np.int64))
+        self._state = _build(tokens, starts, lengths, counts.counts.astype(np.int64), LONG_WORD)
 
     @classmethod
     @holds_interrupts
@@ -81,15 +101,15 @@ class WordTable:
         table = cls.__new__(cls)
         starts = np.zeros(len(lengths), dtype=np.int64)
         np.cumsum(lengths[:-1], out=starts[1:])
-        table._state = _build(tokens.astype(np.int32), starts, lengths.astype(np.int32), freqs.astype(np.int64))
+        tokens, lengths, freqs = tokens.astype(np.int32), lengths.astype(np.int32), freqs.astype(np.int64)
+        table._state = _build(tokens, starts, lengths, freqs, LONG_WORD)
         table.take_deltas()
         return table
 
     def to_words(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(tokens, lengths, freqs) of the words as they stand, compacted: what a checkpoint keeps."""
         state = self._state
-        keep = np.repeat(state.starts, state.lengths) + _ranges(state.lengths)
-        return state.tokens[keep].copy(), state.lengths.copy(), state.freqs.copy()
+        return _current_tokens(state), state.lengths.copy(), state.freqs.copy()
 
     @property
     def n_words(self) -> int:
@@ -121,8 +141,14 @@ class WordTable:
 
     def words(self) -> list[list[int]]:
         """Current token ids of every word (for tests and checkpoints)."""
-        tokens, starts, lengths = self._state.tokens, self._state.starts, self._state.lengths
-        return [tokens[starts[w] : starts[w] + lengths[w]].tolist() for w in range(len(starts))]
+        tokens, lengths = _current_tokens(self._state), self._state.lengths
+        ends = np.cumsum(lengths)
+        return [tokens[end - length : end].tolist() for end, length in zip(ends, lengths)]
+
+    @property
+    def long_words(self) -> int:
+        """How many words are indexed by position (see `LONG_WORD`)."""
+        return len(self._state.long_word)
 
     def token_count(self) -> int:
         """Tokens of all word occurrences as they stand: sum of frequency x length."""
@@ -131,13 +157,6 @@ class WordTable:
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in self._state)
-
-
-def _ranges(lengths: np.ndarray) -> np.ndarray:
-    """[2, 3] -> [0, 1, 0, 1, 2]: the position of every token inside its word."""
-    total = int(lengths.sum())
-    ends = np.cumsum(lengths)
-    return np.arange(total, dtype=np.int64) - np.repeat(ends - lengths, lengths)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,7 +172,8 @@ def _borrowed_words(state):
     return WordState(
         borrowed(state.tokens), borrowed(state.starts), borrowed(state.lengths), borrowed(state.freqs),
         borrowed(state.pairs), borrowed(state.node_word), borrowed(state.node_next), borrowed(state.touched),
-        borrowed(state.meta),
+        borrowed(state.meta), borrowed(state.long_word), borrowed(state.long_start), borrowed(state.next_gap),
+        borrowed(state.prev_gap),
     )  # fmt: skip
 
 
@@ -184,6 +204,13 @@ def _link(pairs, node_word, node_next, meta, slot, word):
     links = pairs[slot, _LINKS]
     if links & _LAST_WORD == (word + 1) << _WORD_SHIFT:
         return
+    _push_node(pairs, node_word, node_next, meta, slot, word)
+
+
+@njit
+def _push_node(pairs, node_word, node_next, meta, slot, code):
+    """Put a node holding `code` (a word, or a long word's position) at the head of the pair's list."""
+    links = pairs[slot, _LINKS]
     node = meta[_FREE_HEAD]
     if node >= 0:
         meta[_FREE_HEAD] = node_next[node]
@@ -191,16 +218,52 @@ def _link(pairs, node_word, node_next, meta, slot, word):
     else:
         node = meta[_NODES_USED]
         meta[_NODES_USED] += 1
-    node_word[node] = word
+    node_word[node] = code
     node_next[node] = (links & LOW32) - 1
-    pairs[slot, _LINKS] = (links & TOUCHED) | ((word + 1) << _WORD_SHIFT) | (node + 1)
+    pairs[slot, _LINKS] = (links & TOUCHED) | ((code + 1) << _WORD_SHIFT) | (node + 1)
+
+
+@njit
+def _free_node(node_next, meta, node):
+    node_next[node] = meta[_FREE_HEAD]
+    meta[_FREE_HEAD] = node
+    meta[_FREE_NODES] += 1
+
+
+@njit
+def _room_for(pairs, node_word, meta, new_pairs, new_nodes):
+    """Whether `new_pairs` more pairs and `new_nodes` more nodes fit without growing."""
+    pairs_fit = meta[_PAIRS_USED] + new_pairs < len(pairs) // 2
+    return pairs_fit and meta[_NODES_USED] + new_nodes - meta[_FREE_NODES] <= len(node_word)
 
 
 @njit(cache=True, nogil=True)
-def _build(tokens, starts, lengths, freqs):
+def _build(tokens, starts, lengths, freqs, long_min):
+    """The state over these words, pairs counted and indexed; words of `long_min` tokens or more
+    are long (as many as codes allow: see `_MAX_CODE`)."""
+    n_words = len(starts)
+    long_min = max(long_min, 2)
     total_pairs = 0
-    for w in range(len(starts)):
+    n_long = 0
+    long_tokens = 0
+    for w in range(n_words):
         total_pairs += max(lengths[w] - 1, 0)
+        if lengths[w] >= long_min and n_words + long_tokens + lengths[w] <= _MAX_CODE:
+            n_long += 1
+            long_tokens += lengths[w]
+    long_word = np.empty(n_long, dtype=np.int32)
+    long_start = np.zeros(n_long + 1, dtype=np.int64)
+    k = 0
+    for w in range(n_words):
+        if k < n_long and lengths[w] >= long_min and n_words + long_start[k] + lengths[w] <= _MAX_CODE:
+            long_word[k] = w
+            long_start[k + 1] = long_start[k] + lengths[w]
+            k += 1
+    next_gap = np.ones(long_tokens, dtype=np.int32)
+    prev_gap = np.ones(long_tokens, dtype=np.int32)
+    for k in range(n_long):
+        next_gap[long_start[k + 1] - 1] = 0
+        prev_gap[long_start[k]] = 0
     capacity = 1 << 12  # small inputs stay small; the table doubles as pairs arrive
     n_nodes = total_pairs + 1024
     meta = np.zeros(_META_SIZE, dtype=np.int64)
@@ -215,24 +278,37 @@ def _build(tokens, starts, lengths, freqs):
         np.empty(n_nodes, dtype=np.int32),
         np.empty(capacity // 2 + 1, dtype=np.int32),
         meta,
+        long_word,
+        long_start,
+        next_gap,
+        prev_gap,
     )
     w = 0
-    while w < len(starts):
+    while w < n_words:
         w = _index_words(state, w)
-        if w < len(starts):
+        if w < n_words:
             state = _make_room(state, lengths[w], 0)
+    k, i = 0, 0
+    while k < n_long:
+        k, i = _index_long_words(state, k, i)
+        if k < n_long:
+            state = _make_room(state, 1, 1)
     return state
 
 
 @njit(cache=True, nogil=True)
 def _index_words(state, first):
-    """Count and index the pairs of words `first`, `first` + 1, ...; returns where it stopped (the
-    number of words when done, earlier when the pair table needs room first)."""
+    """Count and index the pairs of the words `first`, `first` + 1, ... that are not long; returns
+    where it stopped (the number of words when done, earlier when the pair table needs room first)."""
     state = _borrowed_words(state)
     tokens, starts, lengths, freqs = state.tokens, state.starts, state.lengths, state.freqs
     pairs, touched, meta = state.pairs, state.touched, state.meta
-    node_word, node_next = state.node_word, state.node_next
+    node_word, node_next, long_word = state.node_word, state.node_next, state.long_word
+    k = np.searchsorted(long_word, first)
     for w in range(first, len(starts)):
+        if k < len(long_word) and long_word[k] == w:
+            k += 1
+            continue
         if meta[_PAIRS_USED] + lengths[w] >= len(pairs) // 2:
             return w
         s = starts[w]
@@ -241,6 +317,28 @@ def _index_words(state, first):
             _add_delta(pairs, touched, meta, slot, freqs[w])
             _link(pairs, node_word, node_next, meta, slot, w)
     return len(starts)
+
+
+@njit(cache=True, nogil=True)
+def _index_long_words(state, first, position):
+    """Count and index by position the pairs of long words `first`, `first` + 1, ..., from the pair
+    at `position` of the first; returns where it stopped, (long words, 0) when done."""
+    state = _borrowed_words(state)
+    tokens, starts, freqs = state.tokens, state.starts, state.freqs
+    pairs, touched, meta = state.pairs, state.touched, state.meta
+    node_word, node_next, long_word, long_start = state.node_word, state.node_next, state.long_word, state.long_start
+    n_words = len(starts)
+    for k in range(first, len(long_word)):
+        w = long_word[k]
+        s = starts[w]
+        c = long_start[k]
+        for i in range(position if k == first else 0, long_start[k + 1] - c - 1):
+            if not _room_for(pairs, node_word, meta, 1, 1):
+                return k, i
+            slot = _slot_for(pairs, meta, pack(tokens[s + i], tokens[s + i + 1]))
+            _add_delta(pairs, touched, meta, slot, freqs[w])
+            _push_node(pairs, node_word, node_next, meta, slot, n_words + c + i)
+    return len(long_word), 0
 
 
 @njit(cache=True, nogil=True)
@@ -264,6 +362,9 @@ def _make_room(state, new_pairs, new_nodes):
                     touched[meta[_N_TOUCHED]] = i
                     meta[_N_TOUCHED] += 1
     needed = meta[_NODES_USED] + new_nodes - meta[_FREE_NODES]
+    if needed > len(node_word) and len(state.long_word):
+        _drop_stale_positions(state)  # grow only if that leaves less than an eighth free
+        needed = meta[_NODES_USED] + new_nodes - meta[_FREE_NODES] + len(node_word) // 8
     if needed > len(node_word):
         size = max(len(node_word) + len(node_word) // 4, needed)
         used = meta[_NODES_USED]
@@ -272,7 +373,47 @@ def _make_room(state, new_pairs, new_nodes):
         more_word[:used] = node_word[:used]
         more_next[:used] = node_next[:used]
         node_word, node_next = more_word, more_next
-    return WordState(state.tokens, state.starts, state.lengths, state.freqs, pairs, node_word, node_next, touched, meta)
+    return WordState(
+        state.tokens, state.starts, state.lengths, state.freqs, pairs, node_word, node_next, touched, meta,
+        state.long_word, state.long_start, state.next_gap, state.prev_gap,
+    )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def _drop_stale_positions(state):
+    """Free the nodes of long-word positions whose pair has gone from there (a merge next to it
+    made another), rather than growing the node pool for them."""
+    view = _borrowed_words(state)
+    tokens, pairs, meta, node_word, node_next = view.tokens, view.pairs, view.meta, view.node_word, view.node_next
+    n_words = len(view.starts)
+    for r in range(len(pairs)):
+        links = pairs[r, _LINKS]
+        node = (links & LOW32) - 1
+        if pairs[r, KEY_COLUMN] == 0 or node < 0:
+            continue
+        x, y = unpack(pairs[r, KEY_COLUMN] - 1)
+        head = tail = -1
+        while node >= 0:
+            following = node_next[node]
+            code = node_word[node]
+            keep = True
+            if code >= n_words:
+                c = code - n_words
+                _, _, g = _place(view, c)
+                step = view.next_gap[c]
+                keep = tokens[g] == x and step > 0 and tokens[g + step] == y
+            if keep:
+                if tail >= 0:
+                    node_next[tail] = node
+                else:
+                    head = node
+                tail = node
+            else:
+                _free_node(node_next, meta, node)
+            node = following
+        if tail >= 0:
+            node_next[tail] = -1
+        pairs[r, _LINKS] = (links & ~LOW32) | (head + 1)
 
 
 @njit(cache=True, nogil=True)
@@ -287,37 +428,43 @@ def words_apply_merges(state, merges):
         node = (pairs[merged, _LINKS] & LOW32) - 1
         pairs[merged, _LINKS] &= ~LOW32
         while node >= 0:
-            node = _merge_words(state, node, a, b, new)
+            node, new_pairs, new_nodes = _merge_words(state, node, a, b, new)
             if node >= 0:
-                length = state.lengths[state.node_word[node]]
-                state = _make_room(state, 2 * length, 2 * length)
+                state = _make_room(state, new_pairs, new_nodes)
     return state
 
 
 @njit(cache=True, nogil=True)
 def _merge_words(state, node, a, b, new):
     """Rewrite the words listed from `node` on by merge (a, b) -> new, recording deltas and
-    linking words to new pairs.
+    linking words to new pairs; a long word's position is merged where it stands.
 
-    Returns -1 when the list is done, or the node to resume from when the tables need room first
-    (a word of length n adds at most n pairs and n nodes).
+    Returns (-1, 0, 0) when the list is done, or the node to resume from when the tables need room
+    first, with the pairs and nodes it needs (a word of length n adds at most n pairs and n nodes;
+    a position, see `_nodes_at`).
     """
     state = _borrowed_words(state)
     tokens, starts, lengths, freqs = state.tokens, state.starts, state.lengths, state.freqs
     pairs, touched, meta = state.pairs, state.touched, state.meta
     node_word, node_next = state.node_word, state.node_next
+    n_words = len(starts)
     merged = slot_of(pairs, pack(a, b))
     while node >= 0:
         w = node_word[node]
+        if w >= n_words:
+            nodes = _nodes_at(state, w - n_words, a, b)
+            if not _room_for(pairs, node_word, meta, 4, nodes):
+                return node, 4, nodes
+            following = node_next[node]
+            _free_node(node_next, meta, node)
+            node = following
+            _merge_at(state, w - n_words, a, b, new, merged)
+            continue
         length = lengths[w]
-        if meta[_PAIRS_USED] + 2 * length >= len(pairs) // 2 or (
-            meta[_NODES_USED] + 2 * length - meta[_FREE_NODES] > len(node_word)
-        ):
-            return node
+        if not _room_for(pairs, node_word, meta, 2 * length, 2 * length):
+            return node, 2 * length, 2 * length
         following = node_next[node]
-        node_next[node] = meta[_FREE_HEAD]  # recycle the node
-        meta[_FREE_HEAD] = node
-        meta[_FREE_NODES] += 1
+        _free_node(node_next, meta, node)  # recycle the node
         node = following
         s = starts[w]
         f = freqs[w]
@@ -346,7 +493,118 @@ def _merge_words(state, node, a, b, new):
                 i += 1
             j += 1
         lengths[w] = j
-    return -1
+    return -1, 0, 0
+
+
+@njit(inline="always")
+def _place(state, c):
+    """(long word, word, index in `tokens`) of long-word position c."""
+    long_start = state.long_start
+    k, above = 0, len(long_start) - 1  # long_start[k] <= c < long_start[above]
+    while above - k > 1:
+        middle = (k + above) >> 1
+        if long_start[middle] <= c:
+            k = middle
+        else:
+            above = middle
+    w = state.long_word[k]
+    return k, w, state.starts[w] + (c - state.long_start[k])
+
+
+@njit(inline="always")
+def _nodes_at(state, c, a, b):
+    """How many nodes merging (a, b) at long-word position c may add: 2, or for a == b one per pair
+    of the run of a's from c, plus 2 (4 pairs at most: (x, X), (X, a), (X, X), (X, y) for new X)."""
+    if a != b:
+        return 2
+    tokens, next_gap = state.tokens, state.next_gap
+    _, _, g = _place(state, c)
+    back = state.prev_gap[c]
+    if back > 0 and tokens[g - back] == a:
+        return 0  # inside a run: merged from its first token
+    run = 0
+    step = 1
+    while step > 0 and tokens[g] == a:
+        run += 1
+        step = next_gap[c]
+        c += step
+        g += step
+    return run // 2 + 2
+
+
+@njit(inline="always")
+def _merge_at(state, c, a, b, new, merged):
+    """Merge (a, b) -> new at long-word position c if the pair is still there, as `_merge_words`
+    rewrites a word (the same deltas), linking the new pairs by position. The positions of a pair
+    come in no order, but a word is rewritten left to right, which matters for a == b only ("a a a"
+    merges its first pair): a run of a's is then merged whole from its first token, and a position
+    inside it is left to that."""
+    tokens, lengths, freqs = state.tokens, state.lengths, state.freqs
+    pairs, touched, meta = state.pairs, state.touched, state.meta
+    node_word, node_next, next_gap, prev_gap = state.node_word, state.node_next, state.next_gap, state.prev_gap
+    n_words = len(state.starts)
+    _, w, g = _place(state, c)
+    f = freqs[w]
+    back = prev_gap[c]
+    if a == b and back > 0 and tokens[g - back] == a:
+        return  # inside a run of a's: merged from the run's first token
+    while True:
+        step = next_gap[c]
+        if tokens[g] != a or step == 0 or tokens[g + step] != b:
+            return  # the pair is gone from here (a REMOVED token is never a), or the run ends
+        _add_delta(pairs, touched, meta, merged, -f)
+        if back > 0:
+            before = tokens[g - back]
+            _add_delta(pairs, touched, meta, slot_of(pairs, pack(before, a)), -f)
+            slot = _slot_for(pairs, meta, pack(before, new))
+            _add_delta(pairs, touched, meta, slot, f)
+            _push_node(pairs, node_word, node_next, meta, slot, n_words + c - back)
+        further = next_gap[c + step]
+        run_goes_on = False
+        if further > 0:
+            after = tokens[g + step + further]
+            _add_delta(pairs, touched, meta, slot_of(pairs, pack(b, after)), -f)
+            slot = _slot_for(pairs, meta, pack(new, after))
+            _add_delta(pairs, touched, meta, slot, f)
+            beyond = next_gap[c + step + further]
+            run_goes_on = a == b and after == a and beyond > 0 and tokens[g + step + further + beyond] == a
+            if not run_goes_on:  # else the next merge of the run takes the pair (new, a) at once
+                _push_node(pairs, node_word, node_next, meta, slot, n_words + c)
+            prev_gap[c + step + further] = step + further
+        next_gap[c] = step + further if further > 0 else 0
+        tokens[g] = new
+        tokens[g + step] = REMOVED
+        lengths[w] -= 1
+        if not run_goes_on:
+            return
+        back = step + further  # on along the run: the next pair's first token follows the new one
+        c += back
+        g += back
+
+
+@njit(cache=True, nogil=True)
+def _current_tokens(state):
+    """The tokens of every word as they stand, one word after another (long words' gaps closed)."""
+    tokens, starts, lengths, long_word = state.tokens, state.starts, state.lengths, state.long_word
+    out = np.empty(lengths.astype(np.int64).sum(), dtype=np.int32)
+    o = 0
+    k = 0
+    for w in range(len(starts)):
+        s = starts[w]
+        if k < len(long_word) and long_word[k] == w:
+            c = state.long_start[k]
+            step = 1
+            while step > 0:  # a word's first token is never removed: merges remove the second of a pair
+                out[o] = tokens[s]
+                o += 1
+                step = state.next_gap[c]
+                s += step
+                c += step
+            k += 1
+        else:
+            out[o : o + lengths[w]] = tokens[s : s + lengths[w]]
+            o += lengths[w]
+    return out
 
 
 @njit(cache=True, nogil=True)
