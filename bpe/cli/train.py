@@ -128,8 +128,6 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    import warnings
-
     from bpe.engine.compilation import CompileWatch
     from bpe.inputs.discover import Skipped, discover
     from bpe.inputs.formats import check_parquet
