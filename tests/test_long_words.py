@@ -30,6 +30,7 @@ from bpe.engine.merge import learn_merges
 from bpe.engine.replay import BaseMerges
 from bpe.engine.word_slices import ThreadedWordTable
 from bpe.engine.word_table import WordTable
+from bpe.formats.files import MAX_FILE_BYTES
 from bpe.long_tokens import LONG_TOKEN_BYTES, LongTokensWarning
 from bpe.pretokenize import NAMED_PATTERNS
 from tests.conftest import stdlib_paragraphs
@@ -274,6 +275,24 @@ def test_one_huge_word_trains_within_a_memory_bound(tmp_path, text, options):
     assert whole.returncode == 0, whole.stderr[-2000:]
     assert Tokenizer.load(tmp_path / "limited").merges == Tokenizer.load(tmp_path / "whole").merges
     assert len(Tokenizer.load(tmp_path / "limited").merges) > 5
+
+
+def test_a_tokenizer_too_large_to_read_back_is_refused_before_anything_is_written(tmp_path):
+    """10 MB of spaces merged all the way make tokens of millions of bytes: a tokenizer.json of
+    about 300 MB, past what any tokenizer file may hold (`MAX_FILE_BYTES`), which nothing could
+    load. The run ends in one line naming the flag that caps token length, writes nothing, and
+    stays within the same memory bound as training."""
+    size = 10_000_000
+    word, tiny = tmp_path / "spaces.txt", tmp_path / "tiny.txt"
+    word.write_text(" " * size)
+    tiny.write_text(" " * 2000 + " end")
+    baseline = address_space_peak(run_train(tiny, tmp_path / "tiny", []))
+    refused = run_train(word, tmp_path / "out", [], limit=baseline + LIMIT_BYTES_PER_BYTE * size)
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("bpe: error: ")]
+    assert refused.returncode == 1 and len(errors) == 1, refused.stderr[-2000:]
+    assert "tokenizer.json would hold" in errors[0] and errors[0].endswith("cap tokens with --max-token-length")
+    assert f"{MAX_FILE_BYTES >> 20} MiB" in errors[0]
+    assert not (tmp_path / "out").exists()
 
 
 # -- the warning -----------------------------------------------------------------------------------

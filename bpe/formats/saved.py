@@ -10,12 +10,12 @@ from pathlib import Path
 
 from bpe.errors import ExportError
 from bpe.formats import gpt2, hf_json, manifest, tiktoken_ranks, transformers_config
-from bpe.formats.files import check_unique
+from bpe.formats.files import MAX_FILE_BYTES, check_unique, limit_text
 from bpe.formats.gpt2 import MERGES_FILE, VOCAB_FILE, merges_with_places, read_vocab_json
 from bpe.formats.hf_json import HF_FILE
 from bpe.formats.manifest import MANIFEST_FILE
 from bpe.formats.record import TokenizerRecord
-from bpe.formats.spelling import merge_ids, spell, unspell
+from bpe.formats.spelling import bytes_to_unicode, merge_ids, spell, unspell
 from bpe.formats.tiktoken_ranks import TIKTOKEN_FILE, read_ranks, tokens_by_rank
 from bpe.manifest import Manifest
 from bpe.pretokenize import Pretokenizer
@@ -26,7 +26,9 @@ def write(directory: Path, record: TokenizerRecord, description: Manifest | None
     manifest: how it was trained, with its `tokenizer` section), the manifest last, recording the
     export time (if it records time at all) and each file's SHA-256."""
     started = time.perf_counter()
-    check_unique(record.vocab())
+    vocab = record.vocab()
+    check_unique(vocab)
+    check_fits(vocab, record.merges)
     gpt2.write(directory, record)
     hf_json.write(directory / HF_FILE, record)
     transformers_config.write(directory, record)
@@ -36,6 +38,23 @@ def write(directory: Path, record: TokenizerRecord, description: Manifest | None
     if description.seconds is not None:
         description.seconds.add_export(time.perf_counter() - started)
     manifest.write(directory, description)
+
+
+def check_fits(vocab: Sequence[bytes], merges: Sequence[tuple[int, int]]) -> None:
+    """Refuse, before anything is written, a tokenizer whose tokenizer.json (its largest file: every
+    token spelled, then every merge's two parts) would hold more than any tokenizer file may, as
+    tokens of millions of bytes make it: it could not be read back, here or by another tool. The
+    error names `max_token_length`, the setting that keeps tokens short."""
+    wide = bytes(b for b, char in bytes_to_unicode().items() if len(char.encode()) > 1)
+    spelled = [len(token) + len(token) - len(token.translate(None, wide)) for token in vocab]
+    size = sum(spelled) + sum(spelled[a] + spelled[b] for a, b in merges)
+    if size > MAX_FILE_BYTES:
+        raise ExportError(
+            f"this tokenizer's tokenizer.json would hold about {size >> 20:,} MiB (its longest token is "
+            f"{max(map(len, vocab)):,} bytes), more than {limit_text()}, so nothing could read it back; "
+            "cap tokens with max_token_length",
+            parameter="max_token_length",
+        )
 
 
 def read(directory: Path, pattern: str | None = None) -> TokenizerRecord:
