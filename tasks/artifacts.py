@@ -13,7 +13,7 @@ from bpe.extend import Base, trained_tokenizer
 from bpe.formats.manifest import write as write_manifest
 from bpe.long_tokens import long_tokens
 from bpe.manifest import Manifest
-from bpe.pipeline.evaluate import evaluate_version_on_set
+from bpe.pipeline.evaluate import compared_with_previous, evaluate_version_on_set
 from bpe.pipeline.report import metrics_table, summary_markdown
 from bpe.pipeline.store import Staged, VersionStore
 from bpe.pipeline.version import identical_version
@@ -96,11 +96,10 @@ def evaluate_version(
         )
     eval_set = result["eval_set"] or {}
     if result["bytes_per_token"] is not None:
-        previous = result["previous_version"]
         logger.info(
             f"compression on the evaluation set {eval_set['fingerprint'][:16]} (frozen by {eval_set['frozen_by']}): "
             f"{result['bytes_per_token']} bytes per token on {result['rows']:,} rows"
-            + (f" (previous {previous}: {result['previous_bytes_per_token']})" if previous else "")
+            + compared_with_previous(result, tokenizer.vocab_size)
         )
     own = result["run_held_out"]
     if own["bytes_per_token"] is not None and own["fingerprint"] != eval_set.get("fingerprint"):

@@ -23,6 +23,7 @@ from bpe.manifest import Manifest
 from bpe.pipeline.evaluate import (
     EvalSetDamaged,
     bytes_per_token,
+    compared_with_previous,
     compression_curve,
     default_sizes,
     eval_rows,
@@ -219,6 +220,21 @@ def test_every_version_is_measured_on_the_rows_the_first_one_froze(tmp_path):
     assert e2["previous_version"] == v1 and e2["previous_bytes_per_token"] == e1["bytes_per_token"]
     assert e2["previous_source"] == "manifest"
     assert [(r["version"], r["bytes_per_token"]) for r in e2["trend"]] == [(v1, e1["bytes_per_token"])]
+
+
+def test_the_previous_version_is_compared_at_this_versions_size(tmp_path):
+    """v0001 at 450 tokens, v0002 at 400: v0002 is compared with v0001's first 400 tokens (cut with
+    `truncated` and encoded here), never with its 450; v0003 at 500 has nothing in v0002 to meet."""
+    store = VersionStore(str(tmp_path), "tok")
+    v1, _ = publish(store, TEXTS[:900], vocab_size=450)
+    _, m2 = publish(store, TEXTS[:1200], vocab_size=400)
+    e2 = m2["evaluation"]
+    assert e2["previous_version"] == v1
+    first_400 = Tokenizer.load(store.location(v1)).truncated(400)
+    assert e2["previous_bytes_per_token"] == measured(first_400, stored_rows(store))
+    _, m3 = publish(store, TEXTS[:1500], vocab_size=500)
+    assert m3["evaluation"]["previous_bytes_per_token"] is None
+    assert compared_with_previous(m3["evaluation"], 500).endswith("no figure at 500 tokens to compare with)")
 
 
 def test_the_trend_lists_only_versions_on_the_same_rows(tmp_path):

@@ -333,7 +333,7 @@ def test_the_pipeline_keeps_data_cache_and_versions_on_object_storage(
     second = run(prefect, "ons3")
     assert second["state"] == "COMPLETED", second["message"] + second["logs"][-3000:]
     assert "counted 1 shard(s), 2 unchanged shard(s) from the cache" in second["logs"]
-    assert "(previous v0001: " in second["logs"], "v0001 is read back from the store to compare"
+    assert "(previous v0001 at " in second["logs"], "v0001 is read back from the store to compare"
 
     listed = bpe("versions", f"{root}/ons3")
     assert listed.returncode == 0, listed.stderr

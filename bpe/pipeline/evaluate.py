@@ -58,6 +58,36 @@ def compression_curve(tokenizer: Tokenizer, texts: Sequence[str], sizes: Sequenc
     return rows
 
 
+def at_size(curve: list[dict] | None, vocab_size: int) -> float | None:
+    """A curve's bytes per token at `vocab_size`, or None where it has no point there: a version is
+    compared with another only at the same size (at 4,096 tokens against 16,384 it would always
+    look worse)."""
+    return next((row["bytes_per_token"] for row in curve or [] if row["vocab_size"] == vocab_size), None)
+
+
+def covers(manifest: Manifest, sizes: Sequence[int]) -> bool:
+    """Whether a version's recorded curve has a point at each of `sizes` that it reaches."""
+    measured = {row["vocab_size"] for row in manifest.evaluation["curve"]}
+    return all(size in measured for size in sizes if size <= manifest.result.vocab_size)
+
+
+def compared_with_previous(evaluation: dict, vocab_size: int) -> str:
+    """The log's note on the previous promoted version: its figure at the same size, or why none.
+
+    >>> compared_with_previous({"previous_version": "v0003", "previous_bytes_per_token": 3.9}, 4096)
+    ' (previous v0003 at 4,096 tokens: 3.9)'
+    >>> compared_with_previous({"previous_version": "v0003", "previous_bytes_per_token": None}, 65536)
+    ' (previous v0003: no figure at 65,536 tokens to compare with)'
+    """
+    previous = evaluation.get("previous_version")
+    if not previous:
+        return ""
+    before = evaluation.get("previous_bytes_per_token")
+    if before is None:
+        return f" (previous {previous}: no figure at {vocab_size:,} tokens to compare with)"
+    return f" (previous {previous} at {vocab_size:,} tokens: {before})"
+
+
 def plot_curve(
     path: Path,
     curve: list[dict],
@@ -418,9 +448,9 @@ def evaluate_version_on_set(
     previous_curve, previous_source = None, None
     if previous_version and texts:
         known = dict(manifests).get(previous_version)
-        if known is not None and on_set(known, fingerprint):
+        if known is not None and on_set(known, fingerprint) and covers(known, sizes):
             previous_curve, previous_source = known.evaluation["curve"], "manifest"
-        else:  # measured before this set existed, or on other rows: encode the set with it
+        else:  # measured before this set existed, on other rows or at other sizes: encode the set with it
             previous = Tokenizer.load(store.location(previous_version))
             previous_curve = compression_curve(previous, texts, sorted(set(sizes) | {previous.vocab_size}))
             previous_source = "recomputed"
@@ -435,7 +465,7 @@ def evaluate_version_on_set(
         "bytes_per_token": curve[-1]["bytes_per_token"] if curve else None,
         "curve": curve,
         "previous_version": previous_version,
-        "previous_bytes_per_token": previous_curve[-1]["bytes_per_token"] if previous_curve else None,
+        "previous_bytes_per_token": at_size(previous_curve, tokenizer.vocab_size),
         "previous_curve": previous_curve,
         "previous_source": previous_source,
         "trend": trend_rows(manifests, fingerprint),

@@ -138,7 +138,8 @@ def summary_markdown(manifest: Manifest, location: str, plot_png: bytes | None =
         lines.append("| compression | no held-out rows to evaluate on |")
     elif evaluation:
         before = evaluation.get("previous_bytes_per_token")
-        compared = f" (previous version {evaluation['previous_version']}: {before:.3f})" if before else ""
+        previous, size = evaluation["previous_version"], manifest.result.vocab_size
+        compared = f" (previous version {previous} at {size:,} tokens: {before:.3f})" if before else ""
         if eval_set:
             where = (
                 f"the evaluation set: {evaluation['rows']:,} held-out rows, {evaluation.get('bytes', 0):,} bytes, "
