@@ -129,6 +129,21 @@ def special_tokens_with(base: Base, special_tokens: Sequence[str]) -> list[str]:
     return kept + [t for t in special_tokens if t not in base.tokenizer.special_tokens]
 
 
+def base_settings(base: Base, vocab_size: int, special_tokens: Sequence[str], pattern: str | None) -> dict:
+    """What training from `base` sets: its special tokens first, its pattern unless the run names
+    one, its merges replayed first, and the bytes it has no id for; `vocab_size`, the final size,
+    must hold the base and the new special tokens. The keyword arguments of `Settings`."""
+    special_tokens = special_tokens_with(base, special_tokens)
+    check_vocab_size(base, vocab_size, special_tokens)
+    tok = base.tokenizer
+    return {
+        "special_tokens": tuple(special_tokens),
+        "pattern": pattern or tok.pattern,
+        "base_merges": len(tok.merges),
+        "base_missing_bytes": len(tok.vocab) + len(tok.special_tokens) - tok.vocab_size,
+    }
+
+
 def check_vocab_size(base: Base, vocab_size: int, special_tokens: Sequence[str]) -> None:
     """`vocab_size` is the final size: at least the base's tokens and the new special tokens."""
     tok = base.tokenizer

@@ -107,6 +107,9 @@ def check_setting(name: str, value) -> None:
     elif name == "base_merges":
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             fail("an integer >= 0")
+    elif name == "base_missing_bytes":
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 13:
+            fail("an integer from 0 to 13 (the bytes valid UTF-8 never holds)")
     elif name == "min_frequency":
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             fail("an integer >= 1")
@@ -174,6 +177,9 @@ class Settings:
     tie_break: str = "bytes"
     max_token_length: int | None = None  # no merge makes a token longer than this many bytes; None: no limit
     base_merges: int = 0  # merges of the tokenizer training starts from (bpe.extend), replayed first
+    # bytes that base has no id for (of the 13 valid UTF-8 never holds): the vocabulary counts ids,
+    # so as many more merges fit in it
+    base_missing_bytes: int = 0
     text_column: str = "text"
     text_format: str = "doc"  # how a text file is read: one document, or one per line
     limit: str | None = None  # "10MB" or "5000rows": train on the first of the input only
@@ -198,6 +204,7 @@ class Settings:
             "tie_break",
             "max_token_length",
             "base_merges",
+            "base_missing_bytes",
             "text_column",
             "text_format",
             "limit",
@@ -230,7 +237,7 @@ class Settings:
                 "transition: a superword run needs the vocabulary size where superwords start (--transition)",
                 parameter="transition",
             )
-        least, most = 256 + self.base_merges, self.vocab_size - len(self.special_tokens)
+        least, most = self.byte_tokens + self.base_merges, self.vocab_size - len(self.special_tokens)
         if self.stage != "superwords" and not least <= self.transition <= most:
             raise SettingsError(
                 f"transition: expected a vocabulary size from {least:,} (the bytes and the base's merges) to "
@@ -256,16 +263,21 @@ class Settings:
         """Merges to learn: the vocabulary minus the 256 bytes, the base's merges and the special
         tokens; for the subword stage of a superword run, up to the transition."""
         if self.stage == "subwords":
-            return self.transition - 256 - self.base_merges
-        n = self.vocab_size - 256 - self.base_merges - len(self.special_tokens)
+            return self.transition - self.byte_tokens - self.base_merges
+        n = self.vocab_size - self.byte_tokens - self.base_merges - len(self.special_tokens)
         if n < 0:
             merges = f", the base tokenizer's {self.base_merges:,} merges" if self.base_merges else ""
             raise SettingsError(
-                f"vocab_size {self.vocab_size} is too small: the 256 byte tokens{merges} and "
+                f"vocab_size {self.vocab_size} is too small: the {self.byte_tokens} byte tokens{merges} and "
                 f"{len(self.special_tokens)} special token(s) need at least {self.vocab_size - n}",
                 parameter="vocab_size",
             )
         return n
+
+    @property
+    def byte_tokens(self) -> int:
+        """The single-byte tokens with an id: 256, fewer for a base that lacks some."""
+        return 256 - self.base_missing_bytes
 
     @property
     def split_pattern(self) -> str:
@@ -310,6 +322,7 @@ class Settings:
             "special_tokens": list(self.special_tokens),
         }
         del recorded["stage"]
+        del recorded["base_missing_bytes"]  # the base's own: its section records the base
         if self.superwords:
             recorded["superword_regex"] = superword_regex(self.superword_pattern)
         else:

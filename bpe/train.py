@@ -24,7 +24,7 @@ from bpe.engine.count import WordCounts, release_memory
 from bpe.engine.merge import learn_merges
 from bpe.engine.replay import BaseMerges
 from bpe.errors import InputError, SettingsError, require_extra
-from bpe.extend import Base, check_vocab_size, load_base, special_tokens_with, trained_tokenizer
+from bpe.extend import Base, base_settings, load_base, trained_tokenizer
 from bpe.inputs.discover import Skipped, discover
 from bpe.inputs.documents import iter_texts
 from bpe.inputs.read import apply_limit
@@ -110,20 +110,16 @@ def train(
     if isinstance(special_tokens, str):  # adding the role tokens would make it its characters
         check_setting("special_tokens", special_tokens)
     special_tokens = with_role_tokens(special_tokens, special_token_roles)
-    start = None
-    if base is not None:
-        start = load_base(base, pattern)
-        special_tokens = special_tokens_with(start, special_tokens)
-        check_vocab_size(start, vocab_size, special_tokens)
-        pattern = pattern or start.tokenizer.pattern
+    start = load_base(base, pattern) if base is not None else None
+    started_from = {"pattern": pattern or DEFAULT_PATTERN, "special_tokens": tuple(special_tokens)}
+    if start is not None:
+        started_from = base_settings(start, vocab_size, special_tokens, pattern)
     settings = Settings(
         vocab_size=vocab_size,
-        pattern=pattern or DEFAULT_PATTERN,
-        special_tokens=tuple(special_tokens),
+        **started_from,
         min_frequency=min_frequency,
         tie_break=tie_break,
         max_token_length=max_token_length,
-        base_merges=len(start.tokenizer.merges) if start is not None else 0,
         text_column=text_column,
         text_format=text_format,
         limit=limit,
@@ -394,7 +390,7 @@ def build_manifest(settings: Settings, run: TrainingRun, started: float, base: B
         ),
         result=Result(
             merges=merges,
-            vocab_size=256 + merges + len(settings.special_tokens),
+            vocab_size=settings.byte_tokens + merges + len(settings.special_tokens),
             stop_reason=merged.stop_reason,
             tokens=tokens,
             bytes_per_token=round(stats.bytes / tokens, 4) if tokens else None,

@@ -427,6 +427,21 @@ def test_a_tokenizer_lacking_those_bytes_is_saved_and_exported_without_inventing
     assert ours.truncated(400).get_vocab() == {t: i for t, i in hf.get_vocab().items() if i < 400}
 
 
+def test_training_from_a_tokenizer_lacking_those_bytes_fills_the_vocabulary_asked_for(hf_lacking_never_valid_bytes):
+    """`vocab_size` counts ids, so a base without ids for the 13 bytes leaves room for 13 more
+    merges: the extended tokenizer has exactly the size asked for, its first ids Hugging Face's, and
+    the merges of extending the same merges with every byte present by as many."""
+    hf, path = hf_lacking_never_valid_bytes
+    base = Tokenizer.load(path)
+    texts = [t.upper() for t in BUILTIN[:400]]
+    extended = train(texts, vocab_size=len(base) + 40, base=str(path))
+    assert len(extended) == extended.vocab_size == len(base) + 40 and len(extended.merges) == len(base.merges) + 40
+    assert {t: i for t, i in extended.get_vocab().items() if i < len(base)} == hf.get_vocab()
+    with_every_byte = Tokenizer(base.merges, base.pattern)  # the same merges, with all 256 byte ids
+    assert len(with_every_byte) == len(base) + 13
+    assert extended.merges == train(texts, vocab_size=len(with_every_byte) + 40, base=with_every_byte).merges
+
+
 def test_a_vocabulary_lacking_a_byte_text_can_hold_is_refused_in_one_line(tmp_path):
     """Hugging Face drops such a byte from the text without a word; this refuses the file instead."""
     hf = hf_without_initial_alphabet(["only ascii letters here"] * 5, vocab_size=300)

@@ -103,21 +103,17 @@ class TokenizerConfig:
     def settings(self, base: Base | None = None) -> Settings:
         """The training settings this configuration describes (`base`: the tokenizer `base` names,
         loaded, whose pattern and special tokens it starts from)."""
-        special_tokens, pattern, base_merges = list(self.special_tokens), self.pattern, 0
+        started_from = {"pattern": self.pattern or DEFAULT_PATTERN, "special_tokens": tuple(self.special_tokens)}
         if base is not None:
-            from bpe.extend import check_vocab_size, special_tokens_with
+            from bpe.extend import base_settings
 
-            special_tokens = special_tokens_with(base, special_tokens)
-            check_vocab_size(base, self.vocab_size, special_tokens)
-            pattern, base_merges = pattern or base.tokenizer.pattern, len(base.tokenizer.merges)
+            started_from = base_settings(base, self.vocab_size, self.special_tokens, self.pattern)
         return Settings(
             vocab_size=self.vocab_size,
-            pattern=pattern or DEFAULT_PATTERN,
-            special_tokens=tuple(special_tokens),
+            **started_from,
             min_frequency=self.min_frequency,
             tie_break=self.tie_break,
             max_token_length=self.max_token_length,
-            base_merges=base_merges,
             text_column=self.text_column,
             **self.superword_settings(),
         )
