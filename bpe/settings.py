@@ -48,6 +48,8 @@ LIMIT_UNITS = {
 MAX_VOCAB_SIZE = ID_LIMIT
 MAX_COUNT = 2**63 - 1
 MAX_LENGTH = 2**31 - 1
+# A local Dask cluster's workers are processes of about 150 MB each on this machine.
+MAX_LOCAL_WORKERS = 256
 
 __all__ = [
     "ENGINES",
@@ -121,6 +123,10 @@ def check_setting(name: str, value) -> None:
     elif name == "threads":  # None: the cores available
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             fail("an integer >= 1")
+    elif name == "workers":  # None: one per core; a local Dask cluster's worker processes
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            fail("an integer >= 1 (worker processes of the local Dask cluster)")
+        at_most(MAX_LOCAL_WORKERS, "processes on this machine")
     elif name == "tie_break":
         if value not in TIE_BREAKS:
             fail(f"one of {', '.join(TIE_BREAKS)}")

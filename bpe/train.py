@@ -133,6 +133,7 @@ def train(
     )
     check_setting("engine", engine)
     check_setting("threads", threads)
+    check_setting("workers", engine_options.get("workers"))
     check_model_max_length(model_max_length)
     progress, bars = _progress(progress)
     started = time.perf_counter()

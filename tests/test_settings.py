@@ -86,6 +86,10 @@ BAD_FLAGS = [
     (["--min-frequency", str(10**20)], "--min-frequency: expected at most"),
     (["--also-save", "²"], "--also-save: expected vocabulary sizes from 256"),
     (["--also-save", "300,٢٨٠"], "--also-save: expected vocabulary sizes from 256"),
+    # a local cluster of no, minus one or 10**20 worker processes waited 60 s for workers, then a traceback
+    (["--engine", "dask", "--workers", "0"], "--workers: expected an integer >= 1"),
+    (["--engine", "dask", "--workers", "-1"], "--workers: expected an integer >= 1"),
+    (["--engine", "dask", "--workers", str(10**20)], "--workers: expected at most 256 processes"),
 ]
 
 

@@ -29,6 +29,7 @@ FLAGS = {
     "seed": "--seed",
     "engine": "--engine",
     "threads": "--threads",
+    "workers": "--workers",
     "scheduler": "--scheduler",
     "texts": "inputs",
     "prefect_port": "--prefect-port",
