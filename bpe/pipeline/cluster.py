@@ -221,13 +221,10 @@ def _read(state_dir: Path) -> dict:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    """Whether `pid` runs: in the process table and not a zombie."""
+    if not _exists(pid):
         return False
-    except PermissionError:
-        return True
-    try:  # a zombie is gone for our purposes
+    try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().split(")")[-1].split()[0] != "Z"
     except OSError:
