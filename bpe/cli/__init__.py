@@ -206,6 +206,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def commands(parser: argparse.ArgumentParser, prog: str = "bpe"):
+    """(`bpe train`, its parser), ...: `parser` and every subcommand under it, depth first, in the
+    order they were added (the command reference of the docs, the tests of every command's help)."""
+    yield prog, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from commands(sub, f"{prog} {name}")
+
+
 def registered_commands() -> list:
     """The `register(subparsers)` functions of the `bpe.commands` entry points: the pipeline tier
     adds its subcommands so (`bpe.pipeline.commands.register`), the core never imports it."""

@@ -1,0 +1,114 @@
+"""MkDocs hooks: the pages that are generated from the code at build time, so that they cannot
+drift from it. A page holds a marker comment where the generated Markdown goes:
+
+- `<!-- cli reference: generated -->`: every `bpe` command's `--help`, from `bpe.cli.build_parser()`;
+- `<!-- settings reference: generated -->`: the training settings, from the settings schema's own
+  renderer (`bpe.schema_docs.settings_markdown`) where there is one, else a table made from the
+  command's flags (`bpe.cli.flags.FLAGS`), their help and the `Settings` fields.
+
+`DoctestFences` (a griffe extension, named in mkdocs.yml) shows the docstrings' doctests as code.
+"""
+
+from __future__ import annotations
+
+import os
+
+import griffe
+
+CLI_MARKER = "<!-- cli reference: generated -->"
+SETTINGS_MARKER = "<!-- settings reference: generated -->"
+HELP_WIDTH = "100"  # argparse wraps help to the terminal's width; the pages are the same on every machine
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    if CLI_MARKER in markdown:
+        markdown = markdown.replace(CLI_MARKER, cli_markdown())
+    if SETTINGS_MARKER in markdown:
+        markdown = markdown.replace(SETTINGS_MARKER, settings_markdown())
+    return markdown
+
+
+def _help(parser) -> str:
+    before = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = HELP_WIDTH
+    try:
+        return parser.format_help().rstrip()
+    finally:
+        if before is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = before
+
+
+def cli_markdown() -> str:
+    """A section per command, `bpe` first, each holding the command's `--help` as printed."""
+    from bpe.cli import build_parser, commands
+
+    parts = []
+    for prog, parser in commands(build_parser()):
+        level = "#" * (prog.count(" ") + 1)
+        parts += [f"{level} `{prog}`", "", "```text", _help(parser), "```", ""]
+    return "\n".join(parts)
+
+
+def settings_markdown() -> str:
+    try:
+        from bpe.schema_docs import settings_markdown as from_schema
+    except ImportError:
+        return _settings_table()
+    return from_schema()
+
+
+def _settings_table() -> str:
+    """The settings of `bpe train` and `train()`: parameter, flag, default, whether it decides the
+    merges (a `Settings` field) and the flag's help."""
+    from dataclasses import fields
+
+    from bpe.cli import build_parser, commands
+    from bpe.cli.flags import FLAGS
+    from bpe.settings import Settings
+
+    train = dict(commands(build_parser()))["bpe train"]
+    actions = {option: action for action in train._actions for option in action.option_strings}
+    merges = {f.name for f in fields(Settings)} | {"base"}  # a base's merges are the run's first
+    rows = [
+        "| parameter | flag | default | decides the merges | meaning |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, flag in FLAGS.items():
+        action = actions.get(flag)
+        if action is None:  # not a flag of `bpe train` (the inputs, `bpe cluster up`'s ports)
+            continue
+        default = (
+            "" if action.default is None or action.default is False or action.default == [] else f"`{action.default}`"
+        )
+        meaning = (action.help or "").replace("|", "\\|")
+        rows.append(f"| `{name}` | `{flag}` | {default} | {'yes' if name in merges else ''} | {meaning} |")
+    return "\n".join(rows)
+
+
+class DoctestFences(griffe.Extension):
+    """The docstrings' examples are doctests (`>>>` lines and their output, up to a blank line, as
+    pytest runs them): fenced as Python sessions, which Markdown would otherwise read as quotes."""
+
+    def on_instance(self, *, obj: griffe.Object, **kwargs) -> None:
+        if obj.docstring is not None:
+            obj.docstring.value = fence_doctests(obj.docstring.value)
+
+
+def fence_doctests(text: str) -> str:
+    """Each run of doctest lines in `text` (a docstring), from its first `>>>` to a blank line, fenced
+    as a `pycon` block at its own indentation."""
+    out, in_doctest = [], False
+    for line in text.splitlines():
+        if not in_doctest and line.lstrip().startswith(">>>"):
+            indent = line[: len(line) - len(line.lstrip())]
+            out.append(f"{indent}```pycon")
+            in_doctest = True
+        elif in_doctest and not line.strip():
+            out.append(f"{indent}```")
+            in_doctest = False
+        out.append(line)
+    if in_doctest:
+        out.append(f"{indent}```")
+    return "\n".join(out)
