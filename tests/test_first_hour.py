@@ -1,7 +1,7 @@
-"""A new user's first hour: what the README's commands and examples promise, walked as written.
+"""A new user's first hour: what Getting started (and the README) promise, walked as written.
 
 Each test here is one thing a newcomer ran into: special tokens in text, the default split
-pattern, `--quiet`, `model_max_length` for transformers, the tiktoken round trip and the README's
+pattern, `--quiet`, `model_max_length` for transformers, the tiktoken round trip and the first
 command block. (`bpe warm`'s promise of how long it takes is checked in tests/test_cold_start.py,
 where the kernels are compiled from nothing; `bpe cluster up`'s stop hint in tests/test_cluster.py;
 the demo deployment on a fresh cluster in tests/test_pipeline.py.)
@@ -219,25 +219,28 @@ def test_from_tiktoken_of_to_tiktoken_is_the_same_tokenizer(tok):
     assert Tokenizer.from_tiktoken(bare, special_token_roles={"eos": EOT, "pad": "<|pad|>"}, model_max_length=64) == tok
 
 
-# -- the README's commands, walked as written ------------------------------------------------------
+# -- the commands of Getting started (and the README), walked as written --------------------------
 
 
-def readme_block(heading: str) -> list[str]:
-    """The command lines of the first shell block under `heading` in the README."""
-    readme = (REPO / "README.md").read_text()
-    section = readme.split(f"\n{heading}\n", 1)[1]
-    block = section.split("```\n", 2)[1]
+def shell_block(page: str, heading: str) -> list[str]:
+    """The command lines of the first shell block under `heading` in `page`."""
+    text = (REPO / page).read_text()
+    section = text.split(f"\n{heading}\n", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```\n", 1)[0]
     return [line for line in block.splitlines() if line.strip()]
 
 
-def test_the_readme_train_encode_decode_block_runs_as_written(tmp_path, prose):
+def test_the_train_encode_decode_block_runs_as_written(tmp_path, prose):
+    """Getting started's block (the README shows the same lines) runs in a directory holding the
+    files it names, and does what its comments say."""
     import gzip
 
     for i in range(2):
         write_parquet(tmp_path / "data" / f"part-{i}.parquet", prose[i::2])
     with gzip.open(tmp_path / "notes.txt.gz", "wt") as notes:
         notes.write("Some notes.\n")
-    lines = readme_block("## Train, encode, decode")
+    lines = shell_block("docs/getting-started.md", "## Train, encode, decode")
+    assert shell_block("README.md", "## Train, encode, decode") == lines
     assert lines[0].startswith("bpe train ") and lines[-1].startswith("bpe decode ")
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     outputs = []
