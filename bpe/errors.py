@@ -81,9 +81,12 @@ EXTRAS = {
 
 
 def require_extra(extra: str, feature: str) -> None:
-    """Raise MissingExtra, in one line, if a package of `extra` is not installed."""
+    """Raise MissingExtra, in one line, if a package of `extra` is not installed: naming the
+    command that installs it into this environment."""
     import importlib.util
     import sys
+
+    from bpe.install import install_extra
 
     for module in EXTRAS[extra]:
         try:
@@ -92,5 +95,5 @@ def require_extra(extra: str, feature: str) -> None:
             missing = True
         if missing:
             raise MissingExtra(
-                f"{feature} needs the [{extra}] extra ({module} is not installed): pip install 'bpe-trainer[{extra}]'"
+                f"{feature} needs the [{extra}] extra ({module} is not installed): {install_extra(extra)}"
             )

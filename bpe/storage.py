@@ -109,7 +109,12 @@ def filesystem(url: str):
     except ImportError as exc:
         protocol = url.split("://", 1)[0]
         extra = "s3" if protocol in ("s3", "s3a") else None
-        how = f"pip install 'bpe-trainer[{extra}]'" if extra else f"install the fsspec package for {protocol}://"
+        if extra:
+            from bpe.install import install_extra
+
+            how = install_extra(extra)
+        else:
+            how = f"install the fsspec package for {protocol}://"
         raise MissingExtra(f"{url}: {protocol}:// needs its filesystem package ({exc}): {how}") from None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -192,6 +193,53 @@ def test_a_command_needing_a_missing_extra_names_it_in_one_line(tmp_path):
         assert done.stderr.startswith(f"bpe: error: bpe {command[0]} needs the [pipeline] extra"), done.stderr
         assert done.stderr.count("\n") == 1
     assert not (tmp_path / "demo-data").exists()  # refused before doing anything
+
+
+def test_a_missing_extra_names_the_install_that_works_here(tmp_path):
+    """No package index knows `bpe-trainer`, and after the Quick start the environment's pip is not
+    the shell's: from a clone (an editable install) the error names this environment's pip and the
+    checkout (relative from inside it), and from an installed package it names the package, whose
+    extras pip then adds to the installed copy."""
+    import shlex
+
+    pip = Path(sys.executable).parent / "pip"
+
+    def program(word: str, cwd: Path) -> Path:  # what a shell in `cwd` runs for the command's first word
+        return (cwd / word).resolve() if os.sep in word else Path(shutil.which(word)).resolve()
+
+    train = (
+        "train",
+        str(tmp_path / "x.txt"),
+        "--vocab-size",
+        "280",
+        "--out",
+        str(tmp_path / "tok"),
+        "--engine",
+        "dask",
+    )
+    (tmp_path / "x.txt").write_text("hello world")
+    for cwd in (tmp_path, REPO):
+        done = bpe_without(DASK, *train, cwd=cwd)
+        assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+        words = shlex.split(done.stderr.strip().rsplit("): ", 1)[1])
+        assert program(words[0], cwd) == pip.resolve() and words[1:3] == ["install", "-e"], words
+        checkout, extra = words[3].rsplit("[", 1)
+        assert (cwd / checkout).resolve() == REPO and extra == "dask]", words
+    assert not (tmp_path / "tok").exists()
+
+    # An installed package (a wheel, or a directory copied in): pip records no editable origin.
+    site = tmp_path / "site" / "bpe_trainer-0.1.0.dist-info"
+    site.mkdir(parents=True)
+    (site / "METADATA").write_text("Metadata-Version: 2.1\nName: bpe-trainer\nVersion: 0.1.0\n")
+    (site / "RECORD").write_text("")
+    (site / "direct_url.json").write_text(
+        '{"url": "file:///tmp/bpe_trainer-0.1.0-py3-none-any.whl", "archive_info": {}}'
+    )
+    code = "from bpe.install import install_extra; print(install_extra('s3'))"
+    env = {**os.environ, "PYTHONPATH": f"{site.parent}{os.pathsep}{REPO}"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env)
+    words = shlex.split(done.stdout)
+    assert program(words[0], tmp_path) == pip.resolve() and words[1:] == ["install", "bpe-trainer[s3]"], done
 
 
 @pytest.fixture(scope="module")
