@@ -16,7 +16,16 @@ from bpe.errors import require_extra
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `demo` and `deploy` to the `bpe` parser's subparsers."""
     demo = sub.add_parser(
-        "demo", help="run the train-bpe flow on the demo corpus (no server needed: Prefect's ephemeral mode)"
+        "demo",
+        group="pipeline",
+        help="run the train-bpe flow on the demo corpus (no server needed: Prefect's ephemeral mode)",
+        description="""
+            Write the demo corpus (the docstrings of Python's standard library, as Parquet shards) and
+            run the train-bpe flow on it in this process: Prefect's ephemeral mode and a local Dask
+            cluster, no server to start. It publishes the next version of the `demo` tokenizer under the
+            artifact root (artifacts/demo/v0001, ...), prints where, and a command to try it; run again
+            on the same data, it says at once that nothing is new.""",
+        examples=["bpe demo", "bpe demo --vocab-size 8192 --artifacts /tmp/artifacts"],
     )
     demo.add_argument("--data", type=Path, default=Path("demo-data"), help="where to write the demo corpus")
     demo.add_argument("--config", type=Path, default=None, help="configuration (default: the packaged conf/demo.yaml)")
@@ -24,7 +33,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--vocab-size", type=int, default=None, help="override the config's vocabulary size")
     demo.set_defaults(run=run_demo)
 
-    dep = sub.add_parser("deploy", help="register the train-bpe deployments (one per conf/*.yaml) on a Prefect server")
+    dep = sub.add_parser(
+        "deploy",
+        group="pipeline",
+        help="register the train-bpe deployments (one per conf/*.yaml) on a Prefect server",
+        description="""
+            Register a train-bpe deployment per configuration (conf/*.yaml) on the Prefect server that
+            PREFECT_API_URL names, each with its configuration's schedule, on a process work pool that a
+            worker then serves. Prints each deployment's schedule, whether it is paused, and where its
+            failure alerts go.""",
+        examples=[
+            "export PREFECT_API_URL=http://127.0.0.1:4200/api",
+            "bpe deploy && prefect worker start --pool bpe",
+            "bpe deploy --conf my-configs/ --pool tokenizers",
+        ],
+    )
     dep.add_argument("--conf", type=Path, default=None, help="directory of configurations (default: conf/)")
     dep.add_argument("--pool", default="bpe", help="process work pool (created if missing)")
     dep.set_defaults(run=run_deploy)

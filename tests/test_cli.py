@@ -343,3 +343,70 @@ def test_versions_of_a_missing_store_is_an_error_and_of_an_empty_one_is_none(tmp
     (tmp_path / "artifacts" / "demo").mkdir(parents=True)
     assert run("versions", tmp_path / "artifacts" / "demo") == 0
     assert capsys.readouterr().out.strip() == f"{tmp_path / 'artifacts' / 'demo'}: no versions"
+
+
+# -- help that teaches: `bpe --help` in groups, every command with a description and an example ---
+
+
+def test_bpe_help_lists_the_commands_in_groups_tokenizers_first_and_ends_with_examples():
+    from bpe.cli import build_parser, commands
+
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "bpe"), "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0
+    sections, title = {}, None
+    for line in done.stdout.splitlines():
+        if line and not line.startswith(" "):
+            title = line
+            sections[title] = []
+        elif title and line.startswith("  ") and not line.startswith("   "):
+            sections[title].append(line.split()[0])
+    titles = [t for t in sections if t.endswith(":")]
+    groups = {t.split()[0].rstrip(":"): sections[t] for t in titles}
+    assert titles[0] == "tokenizers:" and groups["tokenizers"] == ["train", "encode", "decode"]
+    pipeline = ["demo", "deploy", "versions", "promote", "rollback", "history", "prune", "prune-cache"]
+    assert groups["pipeline"] == pipeline and groups["cluster"] == ["cluster"] and groups["other"] == ["warm"]
+    top = [prog.split()[1] for prog, _ in commands(build_parser()) if prog.count(" ") == 1]
+    listed = [name for t in ("tokenizers", "pipeline", "cluster", "other") for name in groups[t]]
+    assert sorted(listed) == sorted(top)  # every command, once
+    assert titles[-1] == "examples:" and len(sections["examples:"]) == 2
+    examples = done.stdout.split("examples:\n", 1)[1].splitlines()[:2]
+    assert all("bpe train " in line or "bpe encode " in line for line in examples), examples
+
+
+def test_every_command_has_a_description_and_an_example_of_itself():
+    from bpe.cli import build_parser, commands
+
+    lacking = []
+    for prog, parser in commands(build_parser()):
+        if prog == "bpe":
+            continue
+        examples = (parser.epilog or "").split("examples:\n", 1)[-1].splitlines() if parser.epilog else []
+        if not parser.description or not any(prog in line for line in examples):
+            lacking.append(prog)
+        assert parser.format_help().count("\n") > 5
+    assert not lacking, f"commands without a description or an example: {lacking}"
+
+
+def test_train_help_starts_with_a_short_usage_naming_what_is_required():
+    from bpe.cli import build_parser, commands
+
+    help = dict(commands(build_parser()))["bpe train"].format_help()
+    assert help.splitlines()[0] == "usage: bpe train INPUT... --vocab-size N --out DIR [options]"
+
+
+def test_versions_help_explains_every_column_it_prints(tmp_path, capsys):
+    from bpe.cli import build_parser, commands
+    from bpe.pipeline.store import VersionStore
+    from tests.conftest import publish_as
+
+    publish_as(VersionStore(str(tmp_path), "tok"))
+    assert run("versions", f"{tmp_path}/tok") == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    help = dict(commands(build_parser()))["bpe versions"].format_help()
+    columns = help.split("columns:\n", 1)[1].split("\nand after them", 1)[0]
+    rows = [line for line in columns.splitlines() if not line.startswith("    ")]  # not a wrapped line
+    explained = [regex.split(r"\s{2,}", line.strip())[0] for line in rows]
+    assert " ".join(explained).split() == header.split()
+    assert all(mark in help for mark in ("(latest)", "(promoted)", "(rollback target)"))

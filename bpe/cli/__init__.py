@@ -105,17 +105,42 @@ USER_ERRNOS = {
 
 def build_parser() -> argparse.ArgumentParser:
     from bpe import __version__  # the package itself: loads neither numpy nor numba
+    from bpe.cli.help import Commands, command_list, examples_epilog
 
-    parser = argparse.ArgumentParser(prog="bpe", description="Train and use byte-level BPE tokenizers.")
+    parser = argparse.ArgumentParser(
+        prog="bpe",
+        usage="%(prog)s [-h] [--version] COMMAND ...",
+        epilog=examples_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"bpe {__version__}", help="print the version and exit")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.register("action", "parsers", Commands)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help=argparse.SUPPRESS, prog="bpe")
 
     t = sub.add_parser(
         "train",
-        help="train a tokenizer on text, .parquet, .jsonl, .json or .csv files (compressed "
-        "too), directories, globs, URLs or - (stdin)",
+        group="tokenizers",
+        help="train a tokenizer on text, Parquet, JSON lines, JSON or CSV files (compressed too), "
+        "directories, globs, URLs or - (stdin)",
+        usage="%(prog)s INPUT... --vocab-size N --out DIR [options]",
+        description="""
+            Train a byte-level BPE tokenizer and write it to --out: tokenizer.json (Hugging Face),
+            vocab.json + merges.txt (GPT-2), tokenizer.tiktoken, transformers' configuration and a
+            manifest. The merges are exactly the textbook algorithm's, on any engine and thread count.
+
+            INPUT is a file (.parquet, .jsonl, .json, .csv/.tsv, or text: any other suffix; compressed
+            .gz/.zst/.bz2/.xz too), a directory, a glob, an fsspec URL, or - for stdin. --vocab-size
+            counts every token: the 256 bytes, the merges and the special tokens.""",
+        examples=[
+            "bpe train data/ --vocab-size 32768 --out tok/",
+            "bpe train corpus.txt.gz --vocab-size 8192 --special-token '<|endoftext|>' --out tok/",
+            "bpe train data/*.parquet --vocab-size 32768 --limit 10MB --out quick/   # the first 10 MB only",
+            "bpe train corpus/ --from gpt2/ --vocab-size 50357 --out gpt2-plus/      # extend GPT-2",
+        ],
     )
-    t.add_argument("inputs", nargs="+", help="files, directories, globs, fsspec URLs, or - for stdin (read once)")
+    t.add_argument(
+        "inputs", nargs="+", metavar="INPUT", help="files, directories, globs, fsspec URLs, or - for stdin (read once)"
+    )
     add_training_options(t)
     t.add_argument("--out", required=True, help="output directory or object store URL (must not hold a tokenizer)")
     t.add_argument("--force", action="store_true", help="replace a tokenizer already in --out")
@@ -146,7 +171,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.set_defaults(run=run_train)
 
-    e = sub.add_parser("encode", help="write the token ids of files (any training format), stdin or text arguments")
+    e = sub.add_parser(
+        "encode",
+        group="tokenizers",
+        help="write the token ids of files (any training format), stdin or text arguments",
+        description="""
+            Write the token ids of files, stdin or text. Files of every training format are streamed
+            in batches encoded on all cores; if no argument names a file, the arguments are text.
+            By default a line of ids per document on stdout; --out ids.npy (or .bin, .jsonl) writes a
+            file for a model's training, --eot ends each document with the end-of-text token.""",
+        examples=[
+            "echo 'Hello world' | bpe encode tok/",
+            "bpe encode tok/ 'Hello world'",
+            "bpe encode tok/ data/ --out ids.npy --eot --offsets docs.npy",
+        ],
+    )
     e.add_argument("tokenizer", help="a tokenizer directory or URL")
     e.add_argument(
         "inputs",
@@ -193,16 +232,32 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--pattern", help="split pattern for a directory holding only vocab.json + merges.txt")
     e.set_defaults(run=run_encode)
 
-    d = sub.add_parser("decode", help="print the text of token ids (arguments, or stdin)")
+    d = sub.add_parser(
+        "decode",
+        group="tokenizers",
+        help="print the text of token ids (arguments, or stdin)",
+        description="Print the text of token ids, given as arguments or on stdin (separated by spaces or lines).",
+        examples=["bpe decode tok/ 9906 1917", "bpe encode tok/ 'Hello world' | bpe decode tok/"],
+    )
     d.add_argument("tokenizer", help="a tokenizer directory or URL")
     d.add_argument("ids", nargs="*", type=int, help="token ids; read from stdin when absent")
     d.set_defaults(run=run_decode)
 
-    w = sub.add_parser("warm", help="compile every kernel both engines use into the kernel cache, ahead of time")
+    w = sub.add_parser(
+        "warm",
+        help="compile every kernel both engines use into the kernel cache, ahead of time",
+        description="""
+            Compile every kernel both engines use into the kernel cache (~/.cache/bpe/kernels, or
+            $BPE_KERNEL_CACHE), so that no run compiles. Installing does this into the package already;
+            warm is for kernels that do not fit it (another CPU or numba version, an edited engine) and
+            for a worker image's cache.""",
+        examples=["bpe warm", "BPE_KERNEL_CACHE=/cache/bpe bpe warm"],
+    )
     w.set_defaults(run=run_warm)
 
     for register in registered_commands():
         register(sub)
+    parser.description = "Train and use byte-level BPE tokenizers.\n" + command_list(sub)
     return parser
 
 

@@ -16,27 +16,100 @@ from bpe.errors import require_extra
 STATE_DIR = Path(".bpe-cluster")  # bpe cluster's default --state-dir
 
 
+# What each column of `bpe versions` says (its --help), in the order it prints them.
+VERSIONS_COLUMNS = (
+    ("version", "the version's number: v0001, v0002, ... (its directory under the store)"),
+    ("created", "when it was published (UTC)"),
+    ("channel", "main (trained with the configuration's own settings) or experiment (parameters changed one)"),
+    ("vocabulary", "its tokens in all: bytes, merges and special tokens"),
+    ("shards", "the input files it was trained on"),
+    ("data", "their size"),
+    ("bytes/token", "compression on the tokenizer's fixed evaluation set (held-out rows, never trained on)"),
+    (
+        "change vs promoted",
+        "bytes/token minus that of the previous promoted version (the newest before it that was ever latest); "
+        "'-' and why, where the two cannot be compared (another vocabulary size or evaluation set)",
+    ),
+)
+VERSIONS_MARKS = "(latest) where `latest` points, (promoted) once latest, (rollback target) where `bpe rollback` goes"
+STORE_HELP = "<artifact root>/<tokenizer name>, a path or an fsspec URL"
+
+
+def _versions_description() -> str:
+    import textwrap
+
+    width = max(len(name) for name, _ in VERSIONS_COLUMNS) + 4
+    rows = [
+        line
+        for name, meaning in VERSIONS_COLUMNS
+        for line in textwrap.wrap(meaning, 98, initial_indent=f"  {name:<{width - 2}}", subsequent_indent=" " * width)
+    ]
+    marks = textwrap.wrap(f"and after them: {VERSIONS_MARKS}.", 98)
+    return "\n".join(
+        ["List the versions of a tokenizer in an artifact store, oldest first.", "", "columns:", *rows, *marks]
+    )
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the pipeline's subcommands to the `bpe` parser's subparsers."""
-    v = sub.add_parser("versions", help="list the versions in an artifact store: bpe versions <root>/<name>")
-    v.add_argument("store", help="<artifact root>/<tokenizer name>, a path or an fsspec URL")
+    v = sub.add_parser(
+        "versions",
+        group="pipeline",
+        help="list the versions in an artifact store, with their channel and compression",
+        description=_versions_description(),
+        examples=["bpe versions artifacts/demo", "bpe versions s3://bucket/artifacts/en"],
+    )
+    v.add_argument("store", help=STORE_HELP)
     v.set_defaults(run=run_versions)
 
-    pr = sub.add_parser("promote", help="move a store's `latest` to a version: bpe promote <root>/<name> v0003")
-    pr.add_argument("store", help="<artifact root>/<tokenizer name>, a path or an fsspec URL")
+    pr = sub.add_parser(
+        "promote",
+        group="pipeline",
+        help="move a store's `latest` to a version (backwards too)",
+        description="""
+            Move the store's `latest` to a version, forwards or backwards: what `latest` readers and
+            the next runs see. Recorded, with who did it, in the store's history.jsonl; `bpe rollback`
+            undoes it.""",
+        examples=["bpe promote artifacts/en v0003", "bpe promote artifacts/en 3"],
+    )
+    pr.add_argument("store", help=STORE_HELP)
     pr.add_argument("version", help="the version to make latest (v0003, or 3)")
     pr.set_defaults(run=run_promote)
 
-    rb = sub.add_parser("rollback", help="move a store's `latest` back to the version promoted before it")
-    rb.add_argument("store", help="<artifact root>/<tokenizer name>, a path or an fsspec URL")
+    rb = sub.add_parser(
+        "rollback",
+        group="pipeline",
+        help="move a store's `latest` back to the version promoted before it",
+        description="""
+            Move `latest` back to the version promoted before the current one, skipping versions pruned
+            since: rollback again walks further back. Recorded in the store's history.jsonl.""",
+        examples=["bpe rollback artifacts/en"],
+    )
+    rb.add_argument("store", help=STORE_HELP)
     rb.set_defaults(run=run_rollback)
 
-    hi = sub.add_parser("history", help="list every publish, promote, rollback and prune of a store")
-    hi.add_argument("store", help="<artifact root>/<tokenizer name>, a path or an fsspec URL")
+    hi = sub.add_parser(
+        "history",
+        group="pipeline",
+        help="list every publish, promote, rollback and prune of a store",
+        description="""
+            List every publish, promote, rollback and prune of a store, oldest first: when, what, which
+            version, where `latest` went, and by whom (user@host, or the flow run of a publish).""",
+        examples=["bpe history artifacts/en"],
+    )
+    hi.add_argument("store", help=STORE_HELP)
     hi.set_defaults(run=run_history)
 
-    pv = sub.add_parser("prune", help="remove all but the newest versions of a store (dry run without --yes)")
-    pv.add_argument("store", help="<artifact root>/<tokenizer name>, a path or an fsspec URL")
+    pv = sub.add_parser(
+        "prune",
+        group="pipeline",
+        help="remove all but the newest versions of a store (dry run without --yes)",
+        description="""
+            Remove all but the newest --keep versions of a store. Always kept: `latest`, the rollback
+            target and the newest main-line version. Without --yes it only lists what would go.""",
+        examples=["bpe prune artifacts/en --keep 5", "bpe prune artifacts/en --keep 5 --yes"],
+    )
+    pv.add_argument("store", help=STORE_HELP)
     pv.add_argument(
         "--keep",
         type=int,
@@ -47,27 +120,77 @@ def register(sub: argparse._SubParsersAction) -> None:
     pv.add_argument("--yes", action="store_true", help="remove them (without it: only list what would go)")
     pv.set_defaults(run=run_prune)
 
-    pc = sub.add_parser("prune-cache", help="remove count cache entries unused for DAYS days (dry run without --yes)")
+    pc = sub.add_parser(
+        "prune-cache",
+        group="pipeline",
+        help="remove count cache entries unused for DAYS days (dry run without --yes)",
+        description="""
+            Remove the count cache entries (a shard's counts) that no run has used for --older-than days:
+            every run records the entries it uses. Without --yes it only lists them.""",
+        examples=[
+            "bpe prune-cache artifacts/.cache --older-than 30",
+            "bpe prune-cache artifacts/.cache --older-than 30 --yes",
+        ],
+    )
     pc.add_argument("cache", help="the count cache: a configuration's cache_dir (default <artifact root>/.cache)")
     pc.add_argument("--older-than", type=float, required=True, metavar="DAYS", help="days since a run last used it")
     pc.add_argument("--yes", action="store_true", help="remove them (without it: only list what would go)")
     pc.set_defaults(run=run_prune_cache)
 
-    cl = sub.add_parser("cluster", help="run the docker-compose topology as local processes on 127.0.0.1")
-    cl_sub = cl.add_subparsers(dest="action", required=True)
-    cl_up = cl_sub.add_parser("up", help="start Prefect server + worker and a Dask scheduler + workers")
+    cl = sub.add_parser(
+        "cluster",
+        group="cluster",
+        help="run the docker-compose topology as local processes on 127.0.0.1: up, env, status, down",
+        description="""
+            Run the topology of docker-compose.yml as local processes on 127.0.0.1: a Prefect server and
+            worker, a Dask scheduler and workers, speaking TLS, the API behind an auth string. What they
+            need and log is kept in --state-dir (.bpe-cluster/), readable by its owner only.""",
+        examples=["bpe cluster up --workers 2", 'eval "$(bpe cluster env)"', "bpe cluster status", "bpe cluster down"],
+    )
+    cl.register("action", "parsers", type(sub))
+    cl_sub = cl.add_subparsers(dest="action", required=True, metavar="ACTION")
+    cl_up = cl_sub.add_parser(
+        "up",
+        group=None,
+        help="start Prefect server + worker and a Dask scheduler + workers",
+        description="""
+            Start a Prefect server and worker, a Dask scheduler and workers on 127.0.0.1, register the
+            deployments of conf/ (as `bpe deploy` does), and print the URLs and how to use them.""",
+        examples=[
+            "bpe cluster up",
+            "bpe cluster up --workers 4 --prefect-port 4300 --database-url postgresql+asyncpg://...",
+        ],
+    )
     cl_up.add_argument("--workers", type=int, default=2, help="Dask workers (default 2)")
     cl_up.add_argument("--prefect-port", type=int, default=4200, help="Prefect server and UI port (default 4200)")
     cl_up.add_argument("--dask-port", type=int, default=8786, help="Dask scheduler port (default 8786)")
     cl_up.add_argument("--dashboard-port", type=int, default=8787, help="Dask dashboard port (default 8787)")
     cl_up.add_argument("--database-url", help="PostgreSQL URL for the Prefect server (default: SQLite)")
     cl_up.add_argument("--conf", type=Path, default=None, help="configurations to deploy (default: conf/)")
-    for p in (
-        cl_up,
-        cl_sub.add_parser("env", help='print the settings a client needs, as export lines: eval "$(bpe cluster env)"'),
-        cl_sub.add_parser("status", help="show the processes"),
-        cl_sub.add_parser("down", help="stop them"),
-    ):
+    cl_env = cl_sub.add_parser(
+        "env",
+        group=None,
+        help='print the settings a client needs, as export lines: eval "$(bpe cluster env)"',
+        description="""
+            Print, as export lines, what a shell needs to use the cluster: PREFECT_API_URL, the API's
+            auth string and Dask's TLS client settings.""",
+        examples=['eval "$(bpe cluster env)"'],
+    )
+    cl_status = cl_sub.add_parser(
+        "status",
+        group=None,
+        help="show the processes",
+        description="Show the cluster's processes, whether each runs, and its URLs; exit 1 if one is not running.",
+        examples=["bpe cluster status"],
+    )
+    cl_down = cl_sub.add_parser(
+        "down",
+        group=None,
+        help="stop them",
+        description="Stop exactly the processes `bpe cluster up` started, workers first, and their children.",
+        examples=["bpe cluster down"],
+    )
+    for p in (cl_up, cl_env, cl_status, cl_down):
         p.add_argument("--state-dir", type=Path, default=STATE_DIR, help="where PIDs and logs are kept")
     cl.set_defaults(run=run_cluster)
 
@@ -95,10 +218,8 @@ def run_versions(args: argparse.Namespace) -> int:
     if not rows:
         print(f"{args.store}: no versions")
         return 0
-    print(
-        f"{'version':<9} {'created':<26} {'channel':<10} {'vocabulary':>10} {'shards':>6} {'data':>10} "
-        f"{'bytes/token':>11}  {'change vs promoted':<18}"
-    )
+    version, created, channel, vocabulary, shards, data, bpt, change = (name for name, _ in VERSIONS_COLUMNS)
+    print(f"{version:<9} {created:<26} {channel:<10} {vocabulary:>10} {shards:>6} {data:>10} {bpt:>11}  {change:<18}")
     for r in rows:
         data = f"{r['data_bytes'] / 1e6:,.1f} MB" if r["data_bytes"] else ""
         bpt = f"{r['bytes_per_token']:.3f}" if r["bytes_per_token"] else ""
@@ -254,7 +375,7 @@ def run_cluster(args: argparse.Namespace) -> int:
         print(f"Dask scheduler  {urls['dask_scheduler']}  ({args.workers} worker(s))")
         print(f"Dask dashboard  {urls['dask_dashboard']}")
         print(f"logs in {args.state_dir}/logs; stop: bpe cluster down{here}")
-        print("The Prefect API wants its auth string and Dask speaks TLS (see the README's trust model); in a shell:")
+        print("The Prefect API wants its auth string and Dask speaks TLS (docs/pipeline/cluster.md); in a shell:")
         print(f'  eval "$(bpe cluster env{here})"   # PREFECT_API_URL, PREFECT_API_AUTH_STRING, Dask TLS settings')
         print("  prefect deployment run 'train-bpe/demo'")
         print(f"  bpe train FILES --vocab-size N --out DIR --engine dask --scheduler {urls['dask_scheduler']}")
