@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 
 from bpe.errors import require_extra
+from bpe.install import this_bpe
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -72,7 +74,7 @@ def run_demo(args: argparse.Namespace) -> int:
     if known:
         version, location = known
         print(f"no new data since {version}: the latest version is {location}")
-        print(f"try: echo 'Hello world' | bpe encode {location}")
+        print(f"try: echo 'Hello world' | {this_bpe()} encode {shlex.quote(str(location))}")
         return 0
     # Prefect's ephemeral server would otherwise try to send telemetry, and log an error offline.
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -98,7 +100,7 @@ def run_demo(args: argparse.Namespace) -> int:
         )
     else:
         print(f"no new data since {result['version']}: the latest version is {result['location']}")
-    print(f"try: echo 'Hello world' | bpe encode {result['location']}", flush=True)
+    print(f"try: echo 'Hello world' | {this_bpe()} encode {shlex.quote(str(result['location']))}", flush=True)
     return 0
 
 

@@ -60,7 +60,18 @@ def test_demo_runs_the_flow_in_ephemeral_mode(tmp_path):
     # INFO lines (a run beginning, each task's final state, the temporary server) not at all.
     assert lines[-2].startswith(f"demo v0001 written to {location}:")
     assert lines[-2].endswith("bytes per token on held-out text")
-    assert lines[-1] == f"try: echo 'Hello world' | bpe encode {location}"
+    # The command to try works in a new shell, where the project's environment is not on the PATH.
+    bpe = Path(sys.executable).parent / "bpe"
+    assert lines[-1] == f"try: echo 'Hello world' | {bpe} encode {location}"
+    fresh = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-c", lines[-1].removeprefix("try: ")],
+        cwd=tmp_path,
+        env={**{k: v for k, v in env.items() if k != "VIRTUAL_ENV"}, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert fresh.returncode == 0 and fresh.stdout.split() and fresh.stdout.split()[0].isdigit(), fresh.stderr
     for progress in (
         "training: no version yet",
         "count: 4 of 4 shard(s) (100%)",
@@ -88,7 +99,7 @@ def test_demo_runs_the_flow_in_ephemeral_mode(tmp_path):
     assert again.stdout.splitlines() == [
         f"demo corpus: 4 Parquet shards in {tmp_path / 'demo-data'}/",
         f"no new data since v0001: the latest version is {location}",
-        f"try: echo 'Hello world' | bpe encode {location}",
+        f"try: echo 'Hello world' | {bpe} encode {location}",
     ]
     assert not list((tmp_path / "artifacts" / "demo").glob("v0002*"))
 
