@@ -385,7 +385,6 @@ def test_every_command_has_a_description_and_an_example_of_itself():
         examples = (parser.epilog or "").split("examples:\n", 1)[-1].splitlines() if parser.epilog else []
         if not parser.description or not any(prog in line for line in examples):
             lacking.append(prog)
-        assert parser.format_help().count("\n") > 5
     assert not lacking, f"commands without a description or an example: {lacking}"
 
 
