@@ -167,30 +167,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     cl_up.add_argument("--dashboard-port", type=int, default=8787, help="Dask dashboard port (default 8787)")
     cl_up.add_argument("--database-url", help="PostgreSQL URL for the Prefect server (default: SQLite)")
     cl_up.add_argument("--conf", type=Path, default=None, help="configurations to deploy (default: conf/)")
-    cl_env = cl_sub.add_parser(
-        "env",
-        group=None,
-        help='print the settings a client needs, as export lines: eval "$(bpe cluster env)"',
-        description="""
-            Print, as export lines, what a shell needs to use the cluster: PREFECT_API_URL, the API's
-            auth string and Dask's TLS client settings.""",
-        examples=['eval "$(bpe cluster env)"'],
-    )
-    cl_status = cl_sub.add_parser(
-        "status",
-        group=None,
-        help="show the processes",
-        description="Show the cluster's processes, whether each runs, and its URLs; exit 1 if one is not running.",
-        examples=["bpe cluster status"],
-    )
-    cl_down = cl_sub.add_parser(
-        "down",
-        group=None,
-        help="stop them",
-        description="Stop exactly the processes `bpe cluster up` started, workers first, and their children.",
-        examples=["bpe cluster down"],
-    )
-    for p in (cl_up, cl_env, cl_status, cl_down):
+    actions = [cl_up]
+    for name, summary, description, example in (
+        (
+            "env",
+            'print the settings a client needs, as export lines: eval "$(bpe cluster env)"',
+            "Print, as export lines, what a shell needs to use the cluster: PREFECT_API_URL, the API's\n"
+            "auth string and Dask's TLS client settings.",
+            'eval "$(bpe cluster env)"',
+        ),
+        (
+            "status",
+            "show the processes",
+            "Show the cluster's processes, whether each runs, and its URLs; exit 1 if one is not running.",
+            "bpe cluster status",
+        ),
+        (
+            "down",
+            "stop them",
+            "Stop exactly the processes `bpe cluster up` started, workers first, and their children.",
+            "bpe cluster down",
+        ),
+    ):
+        actions.append(cl_sub.add_parser(name, group=None, help=summary, description=description, examples=[example]))
+    for p in actions:
         p.add_argument("--state-dir", type=Path, default=STATE_DIR, help="where PIDs and logs are kept")
     cl.set_defaults(run=run_cluster)
 
