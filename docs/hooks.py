@@ -72,7 +72,7 @@ def _settings_table() -> str:
     actions = {option: action for action in train._actions for option in action.option_strings}
     merges = {f.name for f in fields(Settings)} | {"base"}  # a base's merges are the run's first
     rows = [
-        "| parameter | flag | default | decides the merges | meaning |",
+        "| name | flag | default | decides the merges | meaning |",
         "| --- | --- | --- | --- | --- |",
     ]
     for name, flag in FLAGS.items():
