@@ -17,7 +17,7 @@ import griffe
 
 CLI_MARKER = "<!-- cli reference: generated -->"
 SETTINGS_MARKER = "<!-- settings reference: generated -->"
-HELP_WIDTH = "100"  # argparse wraps help to the terminal's width; the pages are the same on every machine
+HELP_WIDTH = "82"  # help is wrapped to the terminal's width: on the pages, to what their code blocks show
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
@@ -28,27 +28,23 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     return markdown
 
 
-def _help(parser) -> str:
+def cli_markdown() -> str:
+    """A section per command, `bpe` first, each holding the command's `--help` as printed."""
+    from bpe.cli import build_parser, commands
+
     before = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = HELP_WIDTH
     try:
-        return parser.format_help().rstrip()
+        parts = []
+        for prog, parser in commands(build_parser()):
+            level = "#" * (prog.count(" ") + 1)
+            parts += [f"{level} `{prog}`", "", "```text", parser.format_help().rstrip(), "```", ""]
+        return "\n".join(parts)
     finally:
         if before is None:
             del os.environ["COLUMNS"]
         else:
             os.environ["COLUMNS"] = before
-
-
-def cli_markdown() -> str:
-    """A section per command, `bpe` first, each holding the command's `--help` as printed."""
-    from bpe.cli import build_parser, commands
-
-    parts = []
-    for prog, parser in commands(build_parser()):
-        level = "#" * (prog.count(" ") + 1)
-        parts += [f"{level} `{prog}`", "", "```text", _help(parser), "```", ""]
-    return "\n".join(parts)
 
 
 def settings_markdown() -> str:

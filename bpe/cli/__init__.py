@@ -105,13 +105,13 @@ USER_ERRNOS = {
 
 def build_parser() -> argparse.ArgumentParser:
     from bpe import __version__  # the package itself: loads neither numpy nor numba
-    from bpe.cli.help import Commands, command_list, examples_epilog
+    from bpe.cli.help import Commands, HelpText, command_list, examples_epilog
 
     parser = argparse.ArgumentParser(
         prog="bpe",
         usage="%(prog)s [-h] [--version] COMMAND ...",
         epilog=examples_epilog(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpText,
     )
     parser.add_argument("--version", action="version", version=f"bpe {__version__}", help="print the version and exit")
     parser.register("action", "parsers", Commands)
@@ -134,8 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
         examples=[
             "bpe train data/ --vocab-size 32768 --out tok/",
             "bpe train corpus.txt.gz --vocab-size 8192 --special-token '<|endoftext|>' --out tok/",
-            "bpe train data/*.parquet --vocab-size 32768 --limit 10MB --out quick/   # the first 10 MB only",
-            "bpe train corpus/ --from gpt2/ --vocab-size 50357 --out gpt2-plus/      # extend GPT-2",
+            "bpe train data/*.parquet --vocab-size 32768 --limit 10MB --out quick/",
+            "bpe train corpus/ --from gpt2/ --vocab-size 50357 --out gpt2-plus/",
         ],
     )
     t.add_argument(

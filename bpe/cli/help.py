@@ -26,6 +26,26 @@ EXAMPLES = (
 WIDTH = 100  # the widest a help page is wrapped to, whatever the terminal
 
 
+class HelpText(argparse.HelpFormatter):
+    """Help whose description and epilog keep their layout: a paragraph of plain lines is filled to
+    the terminal's width (at most WIDTH), one that is a list (a heading ending in ":", indented
+    lines: columns, commands, examples) stays as written."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=min(shutil.get_terminal_size().columns, WIDTH) - 2)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        paragraphs = []
+        for paragraph in textwrap.dedent(text).strip().split("\n\n"):
+            lines = paragraph.splitlines()
+            if lines[0].endswith(":") or any(line.startswith(" ") for line in lines):
+                paragraphs.append("\n".join(indent + line for line in lines))
+            else:
+                filled = textwrap.fill(" ".join(lines), width, initial_indent=indent, subsequent_indent=indent)
+                paragraphs.append(filled)
+        return "\n\n".join(paragraphs)
+
+
 class Commands(argparse._SubParsersAction):
     """The subparsers action of `bpe`: remembers each command's group and one-line help for the
     grouped list, and gives each command's parser a verbatim description and an examples epilog.
@@ -46,10 +66,10 @@ class Commands(argparse._SubParsersAction):
         examples: list[str] | tuple[str, ...] = (),
         **kwargs,
     ) -> argparse.ArgumentParser:
-        kwargs["description"] = textwrap.dedent(description).strip() if description else help
+        kwargs["description"] = description or help
         if examples:
             kwargs["epilog"] = "examples:\n" + "\n".join(f"  {line}" for line in examples)
-        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        kwargs.setdefault("formatter_class", HelpText)
         if group is None:
             return super().add_parser(name, help=help, **kwargs)
         self.listed.append((group if group in GROUPS else "other", name, help))
@@ -79,5 +99,5 @@ def command_list(commands: Commands) -> str:
 def examples_epilog() -> str:
     column = max(len(command) for command, _ in EXAMPLES) + 4
     lines = ["examples:"] + [f"  {command:<{column - 2}}{what}" for command, what in EXAMPLES]
-    lines += ["", "Each command's --help explains it with an example. The documentation: docs/ in the repository."]
+    lines += ["", "Each command's --help explains it, with examples. The documentation is docs/ in the repository."]
     return "\n".join(lines)

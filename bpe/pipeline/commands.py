@@ -42,12 +42,10 @@ def _versions_description() -> str:
     rows = [
         line
         for name, meaning in VERSIONS_COLUMNS
-        for line in textwrap.wrap(meaning, 98, initial_indent=f"  {name:<{width - 2}}", subsequent_indent=" " * width)
+        for line in textwrap.wrap(meaning, 78, initial_indent=f"  {name:<{width - 2}}", subsequent_indent=" " * width)
     ]
-    marks = textwrap.wrap(f"and after them: {VERSIONS_MARKS}.", 98)
-    return "\n".join(
-        ["List the versions of a tokenizer in an artifact store, oldest first.", "", "columns:", *rows, *marks]
-    )
+    intro = "List the versions of a tokenizer in an artifact store, oldest first."
+    return "\n".join([intro, "", "columns:", *rows, "", f"After them: {VERSIONS_MARKS}."])
 
 
 def register(sub: argparse._SubParsersAction) -> None:
