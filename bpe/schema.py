@@ -90,6 +90,10 @@ GROUPS = {
 }
 
 
+def _anything(value: Any) -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class Check:
     """What a value must be: `expected` says it (in a message and the reference page), `test`
@@ -97,7 +101,7 @@ class Check:
     `unset`: whether a message also says how to leave the setting unset, when it may be."""
 
     expected: str
-    test: Callable[[Any], bool]
+    test: Callable[[Any], bool] = _anything
     deeper: Callable[[str, Any], None] | None = None
     unset: bool = True
 
@@ -118,8 +122,6 @@ def _is_int(value: Any) -> bool:
 class Integer(Check):
     """An integer from `least` to `most`; `beyond` says why `most` is the most."""
 
-    expected: str = ""
-    test: Callable[[Any], bool] = _is_int
     least: int = 0
     most: int | None = None
     beyond: str = ""
@@ -138,15 +140,13 @@ class Integer(Check):
 def integer(least: int, most: int | None = None, what: str = "", beyond: str = "", expected: str = "") -> Integer:
     """An integer >= `least` (`what` it counts, said after), at most `most` (`beyond`: why)."""
     said = expected or f"an integer >= {least}" + (f" ({what})" if what else "")
-    return Integer(expected=said, least=least, most=most, beyond=beyond or what)
+    return Integer(said, least=least, most=most, beyond=beyond or what)
 
 
 @dataclass(frozen=True)
 class Choice(Check):
     """One of `options`."""
 
-    expected: str = ""
-    test: Callable[[Any], bool] = bool
     options: tuple[str, ...] = ()
 
     def fault(self, value: Any) -> tuple[str, bool] | None:
@@ -154,38 +154,33 @@ class Choice(Check):
 
 
 def choice(options: Sequence[str]) -> Choice:
-    return Choice(expected=f"one of {', '.join(options)}", options=tuple(options))
+    return Choice(f"one of {', '.join(options)}", options=tuple(options))
 
 
 @dataclass(frozen=True)
 class Number(Check):
-    """A number above `above` (or from `least`) and at most `most` (or below `below`)."""
+    """A number above `above` or from `least`, and at most `most` or below `below`."""
 
     above: float | None = None
     least: float | None = None
     most: float | None = None
     below: float | None = None
 
+    def fault(self, value: Any) -> tuple[str, bool] | None:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        within = number and all(
+            (
+                self.above is None or value > self.above,
+                self.least is None or value >= self.least,
+                self.most is None or value <= self.most,
+                self.below is None or value < self.below,
+            )
+        )
+        return None if within else (self.expected, self.unset)
+
     def constraints(self) -> dict[str, Any]:
         bounds = {"gt": self.above, "ge": self.least, "le": self.most, "lt": self.below}
         return {k: v for k, v in bounds.items() if v is not None}
-
-
-def number(expected: str, above=None, least=None, most=None, below=None) -> Number:
-    def test(value: Any) -> bool:
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            return False
-        return all(
-            ok
-            for ok in (
-                above is None or value > above,
-                least is None or value >= least,
-                most is None or value <= most,
-                below is None or value < below,
-            )
-        )
-
-    return Number(expected=expected, test=test, above=above, least=least, most=most, below=below)
 
 
 def text(expected: str, deeper: Callable[[str, Any], None] | None = None) -> Check:
@@ -298,7 +293,7 @@ SETTINGS = (
         list[str],
         None,
         "the text to train on: files, directories, globs or URLs of text, .parquet, .jsonl, .json, .csv or .tsv, "
-        "compressed or not (.gz, .zst, .bz2, .xz); - is stdin (read once)",
+        "compressed or not (.gz, .zst, .bz2, .xz)",
         "inputs",
         Check("a path, glob or URL, or a list of them", _paths),
         on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
@@ -416,7 +411,7 @@ SETTINGS = (
         None,
         "train on this fraction of the rows (documents), chosen by a hash of each row and {seed}",
         "inputs",
-        number("a fraction of rows to keep, above 0 and at most 1", above=0, most=1),
+        Number("a fraction of rows to keep, above 0 and at most 1", above=0, most=1),
         on=TRAINING,
         none="every row",
         metavar="FRACTION",
@@ -438,7 +433,7 @@ SETTINGS = (
         0.01,
         "the fraction of rows held out from training, to measure compression on",
         "pipeline",
-        number("a number in [0, 0.5)", least=0, below=0.5),
+        Number("a number in [0, 0.5)", least=0, below=0.5),
         on=On.RECORD | On.YAML | On.FLOW,
         example=0.05,
     ),

@@ -53,7 +53,7 @@ from bpe.train import data_fingerprint
 @with_single_settings
 def train_bpe(
     config: str = "conf/demo.yaml",
-    settings: RunSettings | None = None,
+    settings: RunSettings = RunSettings(),
     promote: bool = False,
     **single,
 ) -> dict:

@@ -43,7 +43,7 @@ def _add_option(group: argparse._ArgumentGroup, setting: Setting) -> None:
             group.add_argument(flag, metavar=setting.metavar, help=setting.doc_spelt(IN_FLAGS, key))
         return
     if not setting.flag.startswith("-"):  # the inputs
-        group.add_argument(setting.flag, nargs="+", help=doc)
+        group.add_argument(setting.flag, nargs="+", help=f"{doc}; - reads stdin (once)")
         return
     options: dict = {"dest": setting.name, "help": doc + _default_note(setting)}
     if setting.type is bool:

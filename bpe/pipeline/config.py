@@ -22,7 +22,7 @@ import yaml
 from bpe.engine.errors import Spelling
 from bpe.errors import SettingsError
 from bpe.pretokenize import DEFAULT_PATTERN
-from bpe.schema import SETTINGS, YES_NO, Check, On, Setting, check, integer, number, on, text
+from bpe.schema import SETTINGS, YES_NO, Check, Number, On, Setting, check, integer, on, text
 from bpe.settings import Settings
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ PIPELINE_SETTINGS = (
         None,
         "after publishing, remove count cache entries no run has used for this many days",
         "pipeline",
-        number("a number of days > 0", above=0),
+        Number("a number of days > 0", above=0),
         on=On.YAML,
         merges=False,
         none="keep every entry",
@@ -238,22 +238,15 @@ class _TokenizerConfig:
     def settings(self, base: Base | None = None) -> Settings:
         """The training settings this configuration describes (`base`: the tokenizer `base` names,
         loaded, whose pattern and special tokens it starts from). Errors name the file and the key."""
-        started_from = {"pattern": self.pattern or DEFAULT_PATTERN, "special_tokens": tuple(self.special_tokens)}
+        values = {s.name: config_value(self, s) for s in CONFIG_SETTINGS if On.SETTINGS in s.on}
         try:
             if base is not None:
                 from bpe.extend import base_settings
 
-                started_from = base_settings(base, self.vocab_size, self.special_tokens, self.pattern)
-            values = {s.name: config_value(self, s) for s in CONFIG_SETTINGS if On.SETTINGS in s.on}
-            return Settings(**{**values, **started_from, **self.superword_settings()})
+                values.update(base_settings(base, self.vocab_size, self.special_tokens, self.pattern))
+            return Settings(**values)
         except SettingsError as exc:
             raise in_file(exc, self.source) from None
-
-    def superword_settings(self) -> dict:
-        """The `Settings` keywords of the `superwords:` section (none for plain BPE)."""
-        if self.superwords is None:
-            return {}
-        return {s.name: config_value(self, s) for s in (BY_KEY["superwords"], *SECTIONS["superwords"])}
 
     def training_settings(self) -> dict:
         """What decides the merges (a change here means retraining even if the data is the same),
