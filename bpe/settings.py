@@ -28,11 +28,8 @@ __all__ = [
     "TEXT_FORMATS",
     "TIE_BREAKS",
     "Settings",
-    "check_setting",
     "parse_limit",
 ]
-
-check_setting = check  # the name the package used before the schema
 
 
 class _Settings:
@@ -45,7 +42,7 @@ class _Settings:
         if isinstance(self.special_tokens, str):  # tuple() would make it its characters
             check("special_tokens", self.special_tokens)
         object.__setattr__(self, "special_tokens", tuple(self.special_tokens))
-        for setting in (*SCHEMA, *RESOLVED):
+        for setting in FIELDS:
             check(setting.name, getattr(self, setting.name), setting)
         self._check_transition()
         self.n_merges()
@@ -150,7 +147,7 @@ class _Settings:
         superword settings only for a superword run."""
         pretokenizer = Pretokenizer(self.pattern, self.special_tokens)
         values = asdict(self)
-        recorded = {s.name: values[s.name] for s in (*SCHEMA, *RESOLVED) if On.RECORD in s.on}
+        recorded = {s.name: values[s.name] for s in FIELDS if On.RECORD in s.on}
         recorded.update(pattern=pretokenizer.name, regex=pretokenizer.regex, special_tokens=list(self.special_tokens))
         if self.superwords:
             recorded["superword_regex"] = superword_regex(self.superword_pattern)
@@ -160,8 +157,8 @@ class _Settings:
         return {f.name: recorded[f.name] for f in fields(SettingsRecord) if f.name in recorded}  # the record's order
 
 
-# The schema's settings that decide the merges, and what a run resolves beyond them (`RESOLVED`).
-SCHEMA = on(On.SETTINGS)
+# Settings' fields: the schema's settings that decide the merges, and what a run resolves beyond them.
+FIELDS = (*on(On.SETTINGS), *RESOLVED)
 
 
 def _field(setting):
@@ -171,7 +168,7 @@ def _field(setting):
 
 Settings = make_dataclass(
     "Settings",
-    [_field(setting) for setting in (*SCHEMA, *RESOLVED)],
+    [_field(setting) for setting in FIELDS],
     bases=(_Settings,),
     namespace={"__module__": __name__},  # pickled by reference (to Dask workers), as a class written here
     frozen=True,
