@@ -26,9 +26,11 @@ import enum
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from bpe.engine import TIE_BREAKS
+from bpe.engine.errors import Spelling
 from bpe.errors import SettingsError
 from bpe.formats.files import ID_LIMIT
 from bpe.pretokenize import PATTERNS, SUPERWORD_PATTERN, Pretokenizer, resolve_pattern, superword_regex
@@ -665,9 +667,13 @@ def check(name: str, value: Any, setting: Setting | None = None) -> None:
     if fault is not None:
         what, say_unset = fault
         unset = setting.none if say_unset else None
-        raise SettingsError(lambda s: s.expected(name, what, value, unset), parameter=name)
+        raise SettingsError(partial(_expected, name, what, value, unset), parameter=name)
     if setting.check.deeper is not None:
         setting.check.deeper(name, value)
+
+
+def _expected(name: str, what: str, value: Any, unset: str | None, spelling: Spelling) -> str:
+    return spelling.expected(name, what, value, unset)  # a module's function: it pickles (to a Dask client)
 
 
 def check_all(values: dict[str, Any]) -> None:

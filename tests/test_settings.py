@@ -157,3 +157,22 @@ def test_the_library_names_settings_by_parameter_and_never_by_flag(options, mess
     with pytest.raises(SettingsError) as raised:
         train(["some text"], vocab_size=400, **options)
     assert str(raised.value) == message
+
+
+def test_an_error_from_another_process_is_still_spelt_as_the_command_spells_it():
+    """A Dask worker's error reaches its client pickled (the input a worker reads, a setting it
+    checks): the command still names the flag."""
+    import pickle
+
+    from bpe.inputs.documents import missing_text_column
+    from bpe.schema import check
+
+    with pytest.raises(SettingsError) as raised:
+        check("threads", 0)
+    for error, flag in (
+        (raised.value, "--threads"),
+        (missing_text_column("a.jsonl:3: no field 'body'"), "--text-column"),
+    ):
+        sent = pickle.loads(pickle.dumps(error))
+        assert type(sent) is type(error) and str(sent) == str(error) and sent.parameter == error.parameter
+        assert in_flags(sent) == in_flags(error) and flag in in_flags(sent)

@@ -69,8 +69,17 @@ class BpeError(Exception):
         return self._compose(spelling) if self._compose is not None else str(self)
 
     def __reduce__(self):
-        # another process (the client of a Dask worker that raised it) gets Python's spelling
-        return type(self), self.args, {k: v for k, v in self.__dict__.items() if k != "_compose"}
+        """Pickled to another process (a Dask worker's error, to its client) with the function
+        that composes the message when that pickles too (a module's function, or a partial of
+        one); with Python's spelling only otherwise (a lambda)."""
+        import pickle
+
+        state = dict(self.__dict__)
+        try:
+            pickle.dumps(self._compose)
+        except Exception:
+            state["_compose"] = None
+        return type(self), self.args, state
 
 
 class InputError(BpeError):

@@ -6,9 +6,11 @@ limited by the rules files are (`bpe.inputs.selection`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from functools import partial
 
 import pyarrow as pa
 
+from bpe.engine.errors import Spelling
 from bpe.errors import InputError, lone_surrogate
 from bpe.inputs.selection import select_documents
 
@@ -118,5 +120,10 @@ def _batched(items: Iterator, n: int) -> Iterator[list]:
 
 def missing_text_column(where: str) -> InputError:
     """`<where>; choose one with text_column`: input without the text column, naming the setting
-    that chooses it as the caller spells it (`--text-column` on the command line)."""
-    return InputError(lambda s: f"{where}; choose one with {s.text_column}", parameter="text_column")
+    that chooses it as the caller spells it (`--text-column` on the command line), also when a
+    Dask worker read the input."""
+    return InputError(partial(_choose_text_column, where), parameter="text_column")
+
+
+def _choose_text_column(where: str, s: Spelling) -> str:
+    return f"{where}; choose one with {s.text_column}"
