@@ -36,7 +36,7 @@ from bpe.inputs.read import read_batches
 from bpe.inputs.shard import Shard
 from bpe.pretokenize import Pretokenizer, scanner_tables
 from bpe.progress import estimate_text_bytes
-from bpe.settings import check_setting
+from bpe.schema import check
 
 
 @dataclass
@@ -263,7 +263,7 @@ def count_shards(
     scanner releases the GIL). Returns the counts, what was seen, and each shard's fingerprint."""
     if threads is None:
         threads = min(available_cores(), 8)
-    check_setting("threads", threads)  # 0 or -5 would count nothing, or all on one thread unasked
+    check("threads", threads)  # 0 or -5 would count nothing, or all on one thread unasked
     batches: queue.Queue = queue.Queue(maxsize=2 * threads)
     fingerprints: list[dict] = []
     failures: list[BaseException] = []

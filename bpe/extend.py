@@ -83,13 +83,17 @@ def load_base(base: Base | Tokenizer | str | Path, pattern: str | None = None) -
     elif isinstance(base, (str, Path)):
         found = Base(_read(base, pattern), str(base))
     else:
-        raise SettingsError(f"base: expected a Tokenizer, a path or a URL, got {type(base).__name__}", parameter="base")
+        raise SettingsError(
+            lambda s: f"{s.base}: expected a Tokenizer, a path or a URL, got {type(base).__name__}", parameter="base"
+        )
     first: dict[tuple[int, int], int] = {}
     for k, pair in enumerate(found.tokenizer.merges):
         if first.setdefault(pair, k) != k:
             raise SettingsError(
-                f"base: {found.source}: merge {k} repeats merge {first[pair]}, so it could never "
-                "apply; the merges are not a BPE sequence",
+                lambda s, k=k, pair=pair: (
+                    f"{s.base}: {found.source}: merge {k} repeats merge {first[pair]}, so it could never "
+                    "apply; the merges are not a BPE sequence"
+                ),
                 parameter="base",
             )
     return found
@@ -99,10 +103,10 @@ def _read(source: str | Path, pattern: str | None) -> Tokenizer:
     """The tokenizer at `source`, read with the run's `pattern` where its files record none."""
     from bpe import storage
     from bpe.errors import BpeError
-    from bpe.settings import check_setting
+    from bpe.schema import check
 
     if pattern is not None:
-        check_setting("pattern", pattern)  # a bad one is named as such, not as the base's
+        check("pattern", pattern)  # a bad one is named as such, not as the base's
     try:
         try:
             return Tokenizer.load(source, pattern)
@@ -111,7 +115,8 @@ def _read(source: str | Path, pattern: str | None) -> Tokenizer:
                 raise
             return Tokenizer.load(source)  # a tokenizer.json records its own: the run's replaces it after
     except FileNotFoundError as exc:
-        raise SettingsError(f"base: {exc}", parameter="base") from None
+        missing = str(exc)  # `exc` is unbound after the clause, where the message may be composed again
+        raise SettingsError(lambda s: f"{s.base}: {missing}", parameter="base") from None
     except ValueError as exc:  # merges that use a token before it exists
         raise ExportError(f"{source}: {exc}") from None
     except BpeError:
@@ -120,7 +125,8 @@ def _read(source: str | Path, pattern: str | None) -> Tokenizer:
         if not storage.is_remote(source):
             raise
         reason = (str(exc).splitlines() or [""])[0]
-        raise SettingsError(f"base: cannot read {source} ({type(exc).__name__}: {reason})", parameter="base") from None
+        kind = type(exc).__name__
+        raise SettingsError(lambda s: f"{s.base}: cannot read {source} ({kind}: {reason})", parameter="base") from None
 
 
 def special_tokens_with(base: Base, special_tokens: Sequence[str]) -> list[str]:
@@ -150,8 +156,10 @@ def check_vocab_size(base: Base, vocab_size: int, special_tokens: Sequence[str])
     least = tok.vocab_size + len(special_tokens_with(base, special_tokens)) - len(tok.special_tokens)
     if vocab_size < least:
         raise SettingsError(
-            f"vocab_size {vocab_size:,} is smaller than {base.named} "
-            f"({least:,} tokens with the special tokens); give the final size, at least {least:,}",
+            lambda s: (
+                f"{s.vocab_size} {vocab_size:,} is smaller than {base.named} "
+                f"({least:,} tokens with the special tokens); give the final size, at least {least:,}"
+            ),
             parameter="vocab_size",
         )
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any, ClassVar, Self
 
 
@@ -78,46 +78,40 @@ def _json(value: Any) -> Any:
     return value.to_json() if isinstance(value, Section) else value
 
 
-@dataclass
-class SettingsRecord(Section):
+class _SettingsRecord(Section):
     """`settings`: `bpe.settings.Settings` as recorded (`Settings.record()`: the pattern's name and
-    its regex); the pipeline adds the `holdout_fraction` its counts were made with."""
-
-    OPTIONAL = (
-        "holdout_fraction",
-        "superwords",
-        "transition",
-        "superword_pattern",
-        "max_words",
-        "colon_space",
-        "superword_regex",
-    )
-
-    vocab_size: int
-    pattern: str
-    special_tokens: list[str]
-    min_frequency: int
-    tie_break: str
-    max_token_length: int | None
-    base_merges: int
-    text_column: str
-    text_format: str
-    limit: str | None
-    sample: float | None
-    seed: int
-    regex: str
-    holdout_fraction: float | None = None
-    superwords: bool | None = None  # a superword run's settings (bpe.superwords); absent for any other
-    transition: int | None = None
-    superword_pattern: str | None = None
-    max_words: int | None = None
-    colon_space: bool | None = None
-    superword_regex: str | None = None
+    its regex): the schema's settings marked `On.RECORD` (`bpe.schema`), with what the record adds;
+    the pipeline adds the `holdout_fraction` its counts were made with. A superword run's settings
+    are recorded for such a run only."""
 
     def to_json(self) -> dict[str, Any]:
         """A superword run writes all its settings, a null `max_words` (no limit) too."""
         optional = ("holdout_fraction",) if self.superwords else self.OPTIONAL
         return _ordered(self.typed(), self.extra, self._read, optional)
+
+
+def _settings_record() -> type[Section]:
+    """SettingsRecord: the recorded settings in the schema's order, each that is not a setting
+    given (a base's merges, the regexes) after the one it has always followed in manifests."""
+    from bpe.schema import RESOLVED, SETTINGS, SUPERWORD_KEYS, On
+
+    after = {"max_token_length": ["base_merges"], "seed": ["regex"], "colon_space": ["superword_regex"]}
+    kinds = {s.name: s.type | None if s.optional else s.type for s in (*SETTINGS, *RESOLVED) if On.RECORD in s.on}
+    kinds.update(regex=str, superword_regex=str)
+    optional = ("holdout_fraction", "superwords", *SUPERWORD_KEYS, "superword_regex")
+    names = []
+    for setting in SETTINGS:
+        names += ([setting.name] if On.RECORD in setting.on else []) + after.get(setting.name, [])
+    assert set(names) == set(kinds), "a recorded setting has no place in the record"
+    names.sort(key=lambda name: name in optional)  # those always written first (a dataclass's order too)
+    typed = [(n, kinds[n]) if n not in optional else (n, kinds[n] | None, field(default=None)) for n in names]
+    record = make_dataclass("SettingsRecord", typed, bases=(_SettingsRecord,), namespace={"__module__": __name__})
+    record.OPTIONAL = optional
+    record.__doc__ = _SettingsRecord.__doc__
+    return record
+
+
+SettingsRecord = _settings_record()
 
 
 @dataclass

@@ -96,35 +96,38 @@ WHITESPACE_RUN = f"[{WHITESPACE_CHARS}]+"
 WHITESPACE_WORD = f"[^{WHITESPACE_CHARS}]+"
 
 
-def superword_regex(pattern: str) -> str:
+def superword_regex(pattern: str, setting: str = "superword_pattern") -> str:
     """The split of a superword stage: a pattern's name as it stands (`superbpe`, the paper's), or a
     regex, as `isolated(regex)`: Hugging Face's `Split` (and so `split_isolated`) cuts it as it cuts
-    the regex itself, and earlier runs recorded it in this form."""
+    the regex itself, and earlier runs recorded it in this form. A bad regex raises SettingsError
+    naming `setting`."""
     if pattern in NAMED_PATTERNS:
         return NAMED_PATTERNS[pattern]
-    try:
-        resolve_pattern(pattern)  # a bad regex
-    except SettingsError as exc:
-        raise SettingsError(f"superword_{exc}", parameter="superword_pattern") from None
+    resolve_pattern(pattern, setting)  # a bad regex
     return isolated(pattern)
 
 
-def resolve_pattern(pattern: str) -> tuple[str, str]:
+def resolve_pattern(pattern: str, setting: str = "pattern") -> tuple[str, str]:
     """(name, regex) for a pattern name or a user regex; a regex that does not compile raises
-    SettingsError (a ValueError)."""
+    SettingsError (a ValueError) naming `setting`."""
     if pattern in NAMED_PATTERNS:
         return pattern, NAMED_PATTERNS[pattern]
     try:
         compile_split(pattern)
     except regex.error as exc:
+        why = str(exc)  # `exc` is unbound after the except clause, where a message may be composed again
         raise SettingsError(
-            f"pattern: not a known name ({', '.join(NAMED_PATTERNS)}) nor a valid regex: {exc}", parameter="pattern"
+            lambda s: f"{s(setting)}: not a known name ({', '.join(NAMED_PATTERNS)}) nor a valid regex: {why}",
+            parameter=setting,
         ) from None
     except ReadOtherwise as exc:
+        held = str(exc)
         raise SettingsError(
-            f"pattern: {pattern!r} holds {exc}, which Hugging Face's regex engine (Oniguruma) reads otherwise than "
-            "the `regex` module; name the characters instead",
-            parameter="pattern",
+            lambda s: (
+                f"{s(setting)}: {pattern!r} holds {held}, which Hugging Face's regex engine (Oniguruma) reads "
+                "otherwise than the `regex` module; name the characters instead"
+            ),
+            parameter=setting,
         ) from None
     for name, known in NAMED_PATTERNS.items():
         if pattern == known:
@@ -337,9 +340,13 @@ class Pretokenizer:
         object.__setattr__(self, "special_tokens", tuple(self.special_tokens))
         for token in self.special_tokens:
             if not token:
-                raise SettingsError("special_tokens: a special token cannot be empty", parameter="special_tokens")
+                raise SettingsError(
+                    lambda s: f"{s.special_tokens}: a special token cannot be empty", parameter="special_tokens"
+                )
         if len(set(self.special_tokens)) != len(self.special_tokens):
-            raise SettingsError("special_tokens: the same special token is given twice", parameter="special_tokens")
+            raise SettingsError(
+                lambda s: f"{s.special_tokens}: the same special token is given twice", parameter="special_tokens"
+            )
 
     @property
     def compiled(self) -> regex.Pattern:

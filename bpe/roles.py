@@ -10,9 +10,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from bpe.errors import SettingsError
 from bpe.formats.spelling import bytes_to_unicode
-
-# The roles transformers gives special tokens, in the order `train` adds role tokens it was not given.
-ROLES = ("bos", "eos", "pad", "unk")
+from bpe.schema import ROLES
 
 
 def check_roles(roles: Mapping[str, str] | None, special_tokens: Collection[str]) -> dict[str, str]:
@@ -23,7 +21,10 @@ def check_roles(roles: Mapping[str, str] | None, special_tokens: Collection[str]
         if token not in special_tokens:
             known = ", ".join(map(repr, special_tokens)) or "none"
             raise SettingsError(
-                f"{role}_token: {token!r} is not a special token of this tokenizer (its special tokens: {known})",
+                lambda s, role=role, token=token, known=known: (
+                    f"{s(role + '_token')}: {token!r} is not a special "
+                    f"token of this tokenizer (its special tokens: {known})"
+                ),
                 parameter=f"{role}_token",
             )
     return roles
@@ -40,7 +41,7 @@ def normalize_roles(roles: Mapping[str, str] | None) -> dict[str, str]:
         return {}
     if not isinstance(roles, Mapping):
         raise SettingsError(
-            f"special_token_roles: expected a mapping of role -> token, got {type(roles).__name__}",
+            lambda s: f"{s.special_token_roles}: expected a mapping of role -> token, got {type(roles).__name__}",
             parameter="special_token_roles",
         )
     found: dict[str, str] = {}
@@ -48,17 +49,25 @@ def normalize_roles(roles: Mapping[str, str] | None) -> dict[str, str]:
         role = key.removesuffix("_token") if isinstance(key, str) else key
         if role not in ROLES:
             raise SettingsError(
-                f"special_token_roles: unknown role {key!r} (expected {', '.join(ROLES)})",
+                lambda s, key=key: f"{s.special_token_roles}: unknown role {key!r} (expected {', '.join(ROLES)})",
                 parameter="special_token_roles",
             )
         if role in found:
-            raise SettingsError(f"special_token_roles: the {role} role is given twice", parameter="special_token_roles")
+            raise SettingsError(
+                lambda s, role=role: f"{s.special_token_roles}: the {role} role is given twice",
+                parameter="special_token_roles",
+            )
         if not isinstance(token, str) or not token:
-            raise SettingsError(f"{role}_token: expected a non-empty token, got {token!r}", parameter=f"{role}_token")
+            raise SettingsError(
+                lambda s, role=role, token=token: f"{s(role + '_token')}: expected a non-empty token, got {token!r}",
+                parameter=f"{role}_token",
+            )
         if token in bytes_to_unicode().values():
             raise SettingsError(
-                f"{role}_token: {token!r} is spelled like a byte token in vocab.json; choose a longer "
-                "one, such as <|pad|>",
+                lambda s, role=role, token=token: (
+                    f"{s(role + '_token')}: {token!r} is spelled like a byte token in "
+                    "vocab.json; choose a longer one, such as <|pad|>"
+                ),
                 parameter=f"{role}_token",
             )
         found[role] = token

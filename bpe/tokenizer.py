@@ -60,6 +60,7 @@ from bpe.pretokenize import (
 )
 from bpe.reference import encode_word
 from bpe.roles import check_roles
+from bpe.schema import check
 
 if TYPE_CHECKING:
     import tiktoken
@@ -276,8 +277,10 @@ class Tokenizer:
         smallest = n_bytes + n_special
         if type(vocab_size) is not int or not smallest <= vocab_size <= self.vocab_size:
             raise SettingsError(
-                f"vocab_size: expected an integer from {smallest} ({n_bytes} bytes + {n_special} special "
-                f"token(s)) to this tokenizer's {self.vocab_size}, got {vocab_size!r}",
+                lambda s: (
+                    f"{s.vocab_size}: expected an integer from {smallest} ({n_bytes} bytes + {n_special} "
+                    f"special token(s)) to this tokenizer's {self.vocab_size}, got {vocab_size!r}"
+                ),
                 parameter="vocab_size",
             )
         kept = vocab_size - smallest
@@ -292,8 +295,10 @@ class Tokenizer:
             ids = {i: int(self._to_ids[i]) for i in with_ids}
             if sorted(ids.values()) != list(range(len(ids))):
                 raise SettingsError(
-                    f"vocab_size: this tokenizer's ids (from another tool's files) do not number its "
-                    f"first {len(ids)} tokens 0..{len(ids) - 1}, so it cannot be cut to {vocab_size}",
+                    lambda s: (
+                        f"{s.vocab_size}: this tokenizer's ids (from another tool's files) do not number its "
+                        f"first {len(ids)} tokens 0..{len(ids) - 1}, so it cannot be cut to {vocab_size}"
+                    ),
                     parameter="vocab_size",
                 )
             special_tokens = {text: len(ids) + i for i, text in enumerate(self.special_tokens)}
@@ -827,7 +832,7 @@ def check_token_ids(
         return absent
     for text, token_id in named.items():
         if problem := id_problem(text, token_id, tokens):
-            raise SettingsError(f"special_tokens: {problem}", parameter="special_tokens")
+            raise SettingsError(lambda s, problem=problem: f"{s.special_tokens}: {problem}", parameter="special_tokens")
     for internal, token_id in given.items():
         if problem := id_problem(spell(vocab[internal]), token_id, tokens):
             raise SettingsError(f"ids: {problem}", parameter="ids")
@@ -836,12 +841,7 @@ def check_token_ids(
 
 def check_model_max_length(value: object) -> int | None:
     """`model_max_length` as a positive int, or None (unset); anything else raises SettingsError."""
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise SettingsError(
-            f"model_max_length: expected a positive integer (tokens), got {value!r}", parameter="model_max_length"
-        )
+    check("model_max_length", value)
     return value
 
 

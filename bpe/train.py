@@ -31,13 +31,14 @@ from bpe.inputs.read import apply_limit
 from bpe.inputs.shard import Shard, with_options
 from bpe.long_tokens import LongTokensWarning, long_tokens
 from bpe.manifest import Counts, DataRecord, EngineRecord, Manifest, Result, Seconds, SettingsRecord, SuperwordsRecord
-from bpe.pretokenize import DEFAULT_PATTERN, SUPERWORD_PATTERN
+from bpe.pretokenize import SUPERWORD_PATTERN
 from bpe.progress import Bars, PhaseClock, ProgressFn, at_most
 from bpe.results import TrainingRun
 from bpe.roles import with_role_tokens
-from bpe.settings import Settings, check_setting, parse_limit
+from bpe.schema import FROM_BASE, On, check, check_all, on, parse_limit
+from bpe.settings import Settings
 from bpe.superwords import stage_progress, train_in_stages
-from bpe.tokenizer import Tokenizer, check_model_max_length
+from bpe.tokenizer import Tokenizer
 
 
 def train(
@@ -65,6 +66,9 @@ def train(
     colon_space: bool = False,
     engine: str = "local",
     threads: int | None = None,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    scratch: str | None = None,
     progress: ProgressFn | bool | None = None,
     **engine_options,
 ) -> Tokenizer:
@@ -106,35 +110,29 @@ def train(
     counting, in bytes of text, and for the merge loop, in merges; False or None shows nothing; a
     callable gets `progress(phase, done, total)` calls instead (see `bpe.progress`).
 
-    `engine="dask"` (the `[dask]` extra) takes `scheduler=`, `workers=`, `client=`, `scratch=`, `log=`."""
+    `engine="dask"` (the `[dask]` extra) runs on the cluster at `scheduler` (a local one of `workers`
+    processes without it), keeping word buckets and checkpoints in `scratch`; it also takes
+    `client=` (a dask.distributed Client) and `log=` (a function of a line).
+
+    Every setting is declared, with its check and default, in `bpe.schema`."""
+    given = {name: value for name, value in locals().items() if name in TRAIN_SETTINGS}
+    check("vocab_size", vocab_size)
     if isinstance(special_tokens, str):  # adding the role tokens would make it its characters
-        check_setting("special_tokens", special_tokens)
+        check("special_tokens", special_tokens)
     special_tokens = with_role_tokens(special_tokens, special_token_roles)
     start = load_base(base, pattern) if base is not None else None
-    started_from = {"pattern": pattern or DEFAULT_PATTERN, "special_tokens": tuple(special_tokens)}
+    started_from = {"pattern": pattern, "special_tokens": tuple(special_tokens)}
     if start is not None:
         started_from = base_settings(start, vocab_size, special_tokens, pattern)
-    settings = Settings(
-        vocab_size=vocab_size,
-        **started_from,
-        min_frequency=min_frequency,
-        tie_break=tie_break,
-        max_token_length=max_token_length,
-        text_column=text_column,
-        text_format=text_format,
-        limit=limit,
-        sample=sample,
-        seed=seed,
-        superwords=superwords,
-        transition=transition,
-        superword_pattern=superword_pattern,
-        max_words=max_words,
-        colon_space=colon_space,
-    )
-    check_setting("engine", engine)
-    check_setting("threads", threads)
-    check_setting("workers", engine_options.get("workers"))
-    check_model_max_length(model_max_length)
+    settings = Settings(**{name: given[name] for name in MERGE_SETTINGS}, **started_from)
+    check_all({name: given[name] for name in CHECKED_HERE})
+    if engine != "dask" and (scheduler, workers, scratch) != (None, None, None):
+        raise SettingsError(
+            lambda s: (
+                f"{s.scheduler}, {s.workers} and {s.scratch} are for the dask engine ({s.given('engine', 'dask')})"
+            ),
+            parameter="engine",
+        )
     progress, bars = _progress(progress)
     started = time.perf_counter()
     limited = parse_limit(limit) if limit is not None else None
@@ -168,7 +166,16 @@ def train(
             from bpe.distributed.driver import train_on_dask
 
             return train_on_dask(
-                stage, shards, documents(), progress=reported, threads=threads, base=replayed, **engine_options
+                stage,
+                shards,
+                documents(),
+                progress=reported,
+                threads=threads,
+                base=replayed,
+                scheduler=scheduler,
+                workers=workers,
+                scratch=scratch,
+                **engine_options,
             )
         if engine_options:
             raise TypeError(f"unknown options for the local engine: {', '.join(engine_options)}")
@@ -203,6 +210,15 @@ def train(
     if made is not None:
         warnings.warn(LongTokensWarning(made.message("max_token_length")), stacklevel=2)
     return tokenizer
+
+
+# train()'s parameters that are settings (bpe.schema): those Settings holds and checks (a base sets
+# some: FROM_BASE), those checked where they are read (the base, the files, the roles), and the rest,
+# checked by train() itself.
+TRAIN_SETTINGS = {setting.name for setting in on(On.TRAIN)}
+MERGE_SETTINGS = tuple(s.name for s in on(On.TRAIN | On.SETTINGS) if s.name not in FROM_BASE)
+CHECKED_WHEN_READ = ("base", "files", "special_token_roles")
+CHECKED_HERE = tuple(s.name for s in on(On.TRAIN) if On.SETTINGS not in s.on and s.name not in CHECKED_WHEN_READ)
 
 
 class StoppedEarly(UserWarning):

@@ -2,9 +2,8 @@
 drift from it. A page holds a marker comment where the generated Markdown goes:
 
 - `<!-- cli reference: generated -->`: every `bpe` command's `--help`, from `bpe.cli.build_parser()`;
-- `<!-- settings reference: generated -->`: the training settings, from the settings schema's own
-  renderer (`bpe.schema_docs.settings_markdown`) where there is one, else a table made from the
-  command's flags (`bpe.cli.flags.FLAGS`), their help and the `Settings` fields.
+- `<!-- settings reference: generated -->`: every setting as each surface spells it, from the
+  settings schema (`bpe.schema`, rendered by `bpe.pipeline.reference.settings_reference`).
 
 `DoctestFences` (a griffe extension, named in mkdocs.yml) shows the docstrings' doctests as code.
 """
@@ -48,39 +47,9 @@ def cli_markdown() -> str:
 
 
 def settings_markdown() -> str:
-    try:
-        from bpe.schema_docs import settings_markdown as from_schema
-    except ImportError:
-        return _settings_table()
-    return from_schema()
+    from bpe.pipeline.reference import settings_reference
 
-
-def _settings_table() -> str:
-    """The settings of `bpe train` and `train()`: parameter, flag, default, whether it decides the
-    merges (a `Settings` field) and the flag's help."""
-    from dataclasses import fields
-
-    from bpe.cli import build_parser, commands
-    from bpe.cli.flags import FLAGS
-    from bpe.settings import Settings
-
-    train = dict(commands(build_parser()))["bpe train"]
-    actions = {option: action for action in train._actions for option in action.option_strings}
-    merges = {f.name for f in fields(Settings)} | {"base"}  # a base's merges are the run's first
-    rows = [
-        "| name | flag | default | decides the merges | meaning |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for name, flag in FLAGS.items():
-        action = actions.get(flag)
-        if action is None:  # not a flag of `bpe train` (the inputs, `bpe cluster up`'s ports)
-            continue
-        default = (
-            "" if action.default is None or action.default is False or action.default == [] else f"`{action.default}`"
-        )
-        meaning = (action.help or "").replace("|", "\\|")
-        rows.append(f"| `{name}` | `{flag}` | {default} | {'yes' if name in merges else ''} | {meaning} |")
-    return "\n".join(rows)
+    return settings_reference()
 
 
 class DoctestFences(griffe.Extension):

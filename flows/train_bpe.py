@@ -1,7 +1,10 @@
 """The `train-bpe` flow: shards -> counts (cached per shard) -> merges on Dask -> a new version.
 
-Parameters are the training settings; each left out comes from the configuration file (and its
-BPE_* environment overrides). A run with the configuration's own training settings publishes to the
+Its parameters are the configuration file, the settings of the run (`settings`, one typed
+parameter made from the schema: `bpe.pipeline.parameters.RunSettings`) and `promote`; each setting
+is also a parameter of its own (`-p vocab_size=4096`), which wins over the same field of
+`settings`. Each setting left out comes from the configuration file (and its BPE_* environment
+overrides). A run with the configuration's own training settings publishes to the
 main line and moves `latest`; a run whose parameters change a training setting publishes an
 experiment, which moves `latest` only with promote=True. A run whose data and settings equal a
 published version's (of either channel) does not train: it logs "no new data since vNNNN" and
@@ -22,6 +25,7 @@ from bpe.engine.replay import BaseMerges
 from bpe.extend import load_base
 from bpe.pipeline.config import TRAINING_KEYS, load_config
 from bpe.pipeline.demo import write_demo_corpus
+from bpe.pipeline.parameters import RunSettings, overrides, with_single_settings
 from bpe.pipeline.report import one_line
 from bpe.pipeline.retention import apply_retention, record_counts_in_use
 from bpe.pipeline.security import count_cache_key
@@ -46,38 +50,32 @@ from bpe.train import data_fingerprint
 
 
 @flow(name="train-bpe")
+@with_single_settings
 def train_bpe(
     config: str = "conf/demo.yaml",
-    name: str | None = None,
-    data: list[str] | None = None,
-    vocab_size: int | None = None,
-    pattern: str | None = None,
-    special_tokens: list[str] | None = None,
-    text_column: str | None = None,
-    min_frequency: int | None = None,
-    tie_break: str | None = None,
-    max_token_length: int | None = None,
-    superwords: dict | None = None,
-    base: str | None = None,
-    holdout_fraction: float | None = None,
-    artifact_root: str | None = None,
-    dask_scheduler: str | None = None,
-    dask_workers: int | None = None,
+    settings: RunSettings = RunSettings(),
     promote: bool = False,
+    **single,
 ) -> dict:
     """Train the tokenizer that `config` describes and publish it as the next version: on the main
     line, or, when the parameters change a training setting, as an experiment that moves `latest`
-    only if `promote`."""
-    overrides = {k: v for k, v in locals().items() if k not in ("config", "promote")}
-    cfg = load_config(config, overrides)
-    configured = load_config(config, {k: v for k, v in overrides.items() if k not in TRAINING_KEYS})
+    only if `promote`.
+
+    Args:
+        config: the tokenizer's configuration file (conf/<name>.yaml), relative to the source directory
+        settings: the settings of this run; each one left unset is the configuration's
+        promote: move `latest` to the new version even when the run is an experiment
+    """
+    given = overrides(settings, single)
+    cfg = load_config(config, given)
+    configured = load_config(config, {k: v for k, v in given.items() if k not in TRAINING_KEYS})
     overridden = overridden_settings(configured, cfg)
     channel = EXPERIMENT if overridden else MAIN
     promoted = channel == MAIN or bool(promote)
     # read with the configuration's pattern where the base's files record none (a .tiktoken file);
     # a bad base fails the run before any counting
     base = load_base(cfg.base, cfg.pattern) if cfg.base else None
-    settings = cfg.settings(base)
+    training = cfg.settings(base)
     count_cache_key()  # the key that signs the count cache's entries: a bad one fails the run here
     logger = get_run_logger()
     started = time.perf_counter()
@@ -86,7 +84,7 @@ def train_bpe(
     shards = discover_shards(cfg.data)
     fingerprint = data_fingerprint(shards)
     store = VersionStore(cfg.artifact_root, cfg.name)
-    record_counts_in_use(cfg, shards, settings, logger.warning)
+    record_counts_in_use(cfg, shards, training, logger.warning)
     unchanged = unchanged_since(store, fingerprint, cfg, base)
     if unchanged:
         latest, then = settle_latest(store, unchanged, promote, by=f"flow run {run_ids().get('flow_run_id', '?')}")
@@ -140,20 +138,20 @@ def train_bpe(
                     },
                 )
 
-            run = train_in_stages(settings, run_stage, base.merges if base else None)
+            run = train_in_stages(training, run_stage, base.merges if base else None)
             run.seconds["compile"] += setup["compile"]
             run.seconds = {"compile": run.seconds["compile"], "cluster": setup["cluster"], **run.seconds}
     finally:
         storage.remove_tree(scratch)
     counted, cached = stage_counts[-1]  # the tokenizer splits text as the last stage did
-    check_merges_learned(cfg.name, settings, run, store.latest())  # no tokenizer of bare bytes as `latest`
+    check_merges_learned(cfg.name, training, run, store.latest())  # no tokenizer of bare bytes as `latest`
 
-    staged, described = export_version(run.merges.merges, settings, cfg.artifact_root, cfg.name, base)
+    staged, described = export_version(run.merges.merges, training, cfg.artifact_root, cfg.name, base)
     try:
         evaluation = evaluate_version(
             staged,
             run.merges.merges,
-            settings,
+            training,
             counted,
             cfg.artifact_root,
             cfg.name,

@@ -68,13 +68,17 @@ def test_the_manifests_copy_of_the_configuration_keeps_only_the_webhooks_host(tm
     [
         (
             "{webhook: 'ftp://example.com/x'}",
-            "alerts: webhook: expected an http:// or https:// URL with a host, got 'ftp://example.com/x'",
+            "alerts.webhook: expected an http:// or https:// URL with a host or null (no alerts), "
+            "got 'ftp://example.com/x'",
         ),
-        ("{webhook: 'http://'}", "alerts: webhook: expected an http:// or https:// URL with a host"),
-        ("{webhook: 'example.com/hook'}", "alerts: webhook: expected an http:// or https:// URL"),
-        ("{webhook: 'http://host:99999/x'}", "alerts: webhook: expected an http:// or https:// URL"),
-        ("{webhook: 'http://a b/'}", "alerts: webhook: expected an http:// or https:// URL"),
-        ("{webhook: 42}", "alerts: webhook: expected an http:// or https:// URL with a host, got 42"),
+        ("{webhook: 'http://'}", "alerts.webhook: expected an http:// or https:// URL with a host"),
+        ("{webhook: 'example.com/hook'}", "alerts.webhook: expected an http:// or https:// URL"),
+        ("{webhook: 'http://host:99999/x'}", "alerts.webhook: expected an http:// or https:// URL"),
+        ("{webhook: 'http://a b/'}", "alerts.webhook: expected an http:// or https:// URL"),
+        (
+            "{webhook: 42}",
+            "alerts.webhook: expected an http:// or https:// URL with a host or null (no alerts), got 42",
+        ),
         ("{url: 'http://example.com'}", "alerts: unknown key 'url' (known: webhook)"),
         ("'http://example.com'", "alerts: expected a mapping with webhook, got 'http://example.com'"),
     ],
@@ -327,8 +331,8 @@ def test_a_bad_webhook_is_one_line_and_registers_nothing(services):
     done = deploy(services, conf)
     assert done.returncode == 1 and done.stdout == "", done.stdout  # checked before it says it registers anything
     assert done.stderr.splitlines() == [
-        f"bpe: error: {conf}/b-bad.yaml: alerts: webhook: expected an http:// or https:// URL with a host, "
-        "got 'hooks/x'"
+        f"bpe: error: {conf}/b-bad.yaml: alerts.webhook: expected an http:// or https:// URL with a host or null "
+        "(no alerts), got 'hooks/x'"
     ]
     with temporary_settings({PREFECT_API_URL: services["env"]["PREFECT_API_URL"]}):
         with get_client(sync_client=True) as client:

@@ -332,8 +332,11 @@ def test_the_retention_key_is_validated(tmp_path):
     assert load_config(conf, environ={"BPE_RETENTION": "{keep_versions: 2}"}).retention == Retention(2, None)
     for bad, message in (
         ({"keep_version": 3}, "retention: unknown key 'keep_version' (known: keep_versions, cache_days)"),
-        ({"keep_versions": 0}, "retention: keep_versions: expected an integer >= 1 or null, got 0"),
-        ({"cache_days": "soon"}, "retention: cache_days: expected a number of days > 0 or null, got 'soon'"),
+        ({"keep_versions": 0}, "retention.keep_versions: expected an integer >= 1 or null (keep every version), got 0"),
+        (
+            {"cache_days": "soon"},
+            "retention.cache_days: expected a number of days > 0 or null (keep every entry), got 'soon'",
+        ),
         (5, "retention: expected a mapping with keep_versions and/or cache_days, got 5"),
     ):
         conf.write_text(yaml.safe_dump({**base, "retention": bad}))

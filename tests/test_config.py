@@ -34,21 +34,21 @@ BASE = "name: tok\ndata: data/\nvocab_size: 1000\n"
         ("vocab_size: big\n", "vocab_size: expected an integer >= 256, got 'big'"),
         ("holdout_fraction: 0.7\n", "holdout_fraction: expected a number in [0, 0.5)"),
         ("pattern: '(unclosed'\n", "pattern:"),
-        ("special_tokens: [1, 2]\n", "special_tokens: expected a list of non-empty strings"),
+        ("special_tokens: [1, 2]\n", "special_tokens: expected a list of strings"),
         ("schedule: every day\n", "schedule: expected a cron expression"),
         ("tie_break: random\n", "tie_break: expected one of bytes, ids"),
         ("vocab: 5\n", "unknown key 'vocab'"),
         ("name: 'a b'\n", "name: expected letters, digits"),
         ("demo_corpus: yes please\n", "demo_corpus: expected true or false"),
         ("demo_corpus: true\ndata: s3://bucket/demo/\n", "demo_corpus: true needs `data` to be one local directory"),
-        ("superwords: {max_words: 3}\n", "superwords: transition: required"),
+        ("superwords: {max_words: 3}\n", "superwords.transition: required"),
         ("superwords: {transition: 600, words: 3}\n", "superwords: unknown key 'words'"),
-        ("superwords: {transition: 100}\n", "superwords: transition: expected a vocabulary size >= 256"),
-        ("superwords: {transition: 600, max_words: 0}\n", "superwords: max_words: expected an integer >= 1"),
-        ("superwords: {transition: 600, pattern: '(x'}\n", "superwords: pattern: not a known name"),
+        ("superwords: {transition: 100}\n", "superwords.transition: expected a vocabulary size >= 256"),
+        ("superwords: {transition: 600, max_words: 0}\n", "superwords.max_words: expected an integer >= 1"),
+        ("superwords: {transition: 600, pattern: '(x'}\n", "superwords.pattern: not a known name"),
         ("pattern: '[[:punct:]]+'\n", "pattern: '[[:punct:]]+' holds [:punct:], which Hugging Face's regex"),
-        ("superwords: {transition: 600, pattern: '[[:punct:]]'}\n", "superwords: pattern: '[[:punct:]]' holds"),
-        ("superwords: {transition: 600, colon_space: maybe}\n", "superwords: colon_space: expected true or false"),
+        ("superwords: {transition: 600, pattern: '[[:punct:]]'}\n", "superwords.pattern: '[[:punct:]]' holds"),
+        ("superwords: {transition: 600, colon_space: maybe}\n", "superwords.colon_space: expected true or false"),
         ("superwords: 600\n", "superwords: expected a mapping with transition"),
     ],
 )
@@ -77,7 +77,7 @@ def test_numbers_past_what_the_kernels_hold_are_refused_in_the_file_and_as_the_f
         with pytest.raises(SettingsError) as raised:
             load_config(path, overrides)
         assert str(raised.value).startswith(f"{path}: {message}") and raised.value.parameter == key
-    with pytest.raises(SettingsError, match=r"superwords: max_words: expected at most 2,147,483,647 words"):
+    with pytest.raises(SettingsError, match=r"superwords.max_words: expected at most 2,147,483,647 words"):
         load_config(write(tmp_path, BASE + f"superwords: {{transition: 600, max_words: {10**20}}}\n"))
 
 
@@ -127,3 +127,15 @@ def test_environment_then_parameters_override(tmp_path):
         load_config(path, environ={"BPE_VOCAB_SIZE": "12"})
     scoped = {"BPE_DATA": "/all", "BPE_TOK_DATA": "/only-tok", "BPE_OTHER_DATA": "/other"}
     assert load_config(path, environ=scoped).data == ["/only-tok"]
+
+
+def test_settings_that_only_fail_together_are_refused_on_load_naming_the_file_and_the_keys(tmp_path):
+    """Once accepted by `load_config` and `bpe deploy`, and refused only when a run began, spelt as
+    Python names them (`transition: ... (vocab_size less the special tokens)`)."""
+    path = write(tmp_path, BASE + "special_tokens: ['<s>']\nsuperwords: {transition: 2000}\n")
+    with pytest.raises(SettingsError) as raised:
+        load_config(path)
+    assert str(raised.value) == (
+        f"{path}: superwords.transition: expected a vocabulary size from 256 (the bytes and the base's merges) "
+        "to 999 (vocab_size less the special tokens), got 2,000"
+    )

@@ -31,7 +31,7 @@ from bpe.inputs.discover import discover
 from bpe.inputs.read import read_batches
 from bpe.inputs.shard import Shard, with_options
 from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
-from bpe.settings import check_setting
+from bpe.schema import check as check_setting
 from tests.reference import train_reference
 
 REPO = Path(__file__).resolve().parent.parent

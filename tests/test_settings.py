@@ -107,3 +107,72 @@ def test_numbers_past_what_the_kernels_hold_and_odd_digits_are_one_line_naming_t
     err = capsys.readouterr().err
     assert err.startswith(f"bpe: error: {message}") and err.count("\n") == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.txt"]
+
+
+COMMAND_SPELLING = [
+    # `--max-token-length None` is refused by argparse: the message says how the command leaves it unset
+    (
+        ["--max-token-length", "1"],
+        "--max-token-length: expected an integer >= 2 (bytes), got 1; leave it out for no limit",
+    ),
+    (["--transition", "300"], "--transition: only a superword run has one (--superwords)"),
+    (
+        ["--superwords", "--transition", "600"],
+        "--transition: expected a vocabulary size from 256 (the bytes and the base's merges) to 400 "
+        "(--vocab-size less the special tokens), got 600",
+    ),
+    (
+        ["--superwords", "--transition", "300", "--max-words", "-1"],
+        "--max-words: expected an integer >= 1, got -1; 0 for no limit",
+    ),
+    (
+        ["--engine", "local", "--workers", "2"],
+        "--scheduler, --workers and --scratch are for the dask engine (--engine dask)",
+    ),
+]
+
+
+@pytest.mark.parametrize("flags, message", COMMAND_SPELLING)
+def test_the_command_names_every_setting_in_an_error_by_its_flag(tmp_path, capsys, flags, message):
+    """Composed from the schema's flags, not a Python message rewritten: every setting it names is a
+    flag, and what leaves a setting unset is said as the command does it."""
+    from bpe.cli import main
+
+    path = tmp_path / "t.txt"
+    path.write_text("some text to train on, " * 50)
+    assert main(["train", str(path), "--vocab-size", "400", *flags, "--out", str(tmp_path / "tok"), "--quiet"]) == 1
+    assert capsys.readouterr().err == f"bpe: error: {message}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.txt"]
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"transition": 300}, "transition: only a superword run has one (superwords=True)"),
+        ({"max_token_length": 1}, "max_token_length: expected an integer >= 2 (bytes) or None (no limit), got 1"),
+        ({"workers": 2}, "scheduler, workers and scratch are for the dask engine (engine='dask')"),
+    ],
+)
+def test_the_library_names_settings_by_parameter_and_never_by_flag(options, message):
+    with pytest.raises(SettingsError) as raised:
+        train(["some text"], vocab_size=400, **options)
+    assert str(raised.value) == message
+
+
+def test_an_error_from_another_process_is_still_spelt_as_the_command_spells_it():
+    """A Dask worker's error reaches its client pickled (the input a worker reads, a setting it
+    checks): the command still names the flag."""
+    import pickle
+
+    from bpe.inputs.documents import missing_text_column
+    from bpe.schema import check
+
+    with pytest.raises(SettingsError) as raised:
+        check("threads", 0)
+    for error, flag in (
+        (raised.value, "--threads"),
+        (missing_text_column("a.jsonl:3: no field 'body'"), "--text-column"),
+    ):
+        sent = pickle.loads(pickle.dumps(error))
+        assert type(sent) is type(error) and str(sent) == str(error) and sent.parameter == error.parameter
+        assert in_flags(sent) == in_flags(error) and flag in in_flags(sent)

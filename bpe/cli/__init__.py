@@ -19,7 +19,7 @@ from bpe.cli.encode import run_decode, run_encode
 from bpe.cli.flags import in_flags
 from bpe.cli.train import add_training_options, run_train
 from bpe.cli.warm import run_warm
-from bpe.settings import TEXT_FORMATS
+from bpe.schema import TEXT_FORMATS
 
 EXIT_ERROR = 1
 
@@ -138,37 +138,25 @@ def build_parser() -> argparse.ArgumentParser:
             "bpe train corpus/ --from gpt2/ --vocab-size 50357 --out gpt2-plus/",
         ],
     )
-    t.add_argument(
-        "inputs", nargs="+", metavar="INPUT", help="files, directories, globs, fsspec URLs, or - for stdin (read once)"
+    groups = add_training_options(t)  # the settings, from the schema, grouped as it groups them
+    groups["required"].add_argument(
+        "--out", required=True, metavar="DIR", help="output directory or object store URL (must not hold a tokenizer)"
     )
-    add_training_options(t)
-    t.add_argument("--out", required=True, help="output directory or object store URL (must not hold a tokenizer)")
-    t.add_argument("--force", action="store_true", help="replace a tokenizer already in --out")
-    t.add_argument(
-        "--json",
-        action="store_true",
-        help="print the summary as one JSON object on stdout, for scripts (no progress bars)",
-    )
-    for role in ("bos", "eos", "pad", "unk"):  # roles transformers reads from tokenizer_config.json
-        t.add_argument(
-            f"--{role}-token",
-            metavar="TOKEN",
-            help=f"the {role} token for transformers (added as a special token if no --special-token names it)",
-        )
-    t.add_argument(
-        "--model-max-length",
-        type=int,
-        metavar="TOKENS",
-        help="the model's longest input, written to tokenizer_config.json: what transformers' "
-        "truncation=True cuts to (unset: transformers truncates nothing)",
-    )
-    t.add_argument(
+    output = t.add_argument_group("output", "what is written and shown")
+    output.add_argument("--force", action="store_true", help="replace a tokenizer already in --out")
+    output.add_argument(
         "--also-save",
         metavar="SIZES",
         help="also write the tokenizers of these smaller vocabulary sizes (comma-separated: "
         "8192,16384), cut from the same run (exactly what training with that --vocab-size gives), as "
         "<out>-<size> beside --out (in its directory or bucket)",
     )
+    output.add_argument(
+        "--json",
+        action="store_true",
+        help="print the summary as one JSON object on stdout, for scripts (no progress bars)",
+    )
+    output.add_argument("--quiet", action="store_true", help="no progress bars and no summary (errors still show)")
     t.set_defaults(run=run_train)
 
     e = sub.add_parser(

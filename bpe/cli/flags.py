@@ -1,59 +1,49 @@
-"""How the command spells what the library names by parameter: `--vocab-size` for `vocab_size`."""
+"""How the command spells what the library names by parameter: `--vocab-size` for `vocab_size`.
+
+The flags are the schema's (`bpe.schema`); the command's errors are composed with them, as the
+library's are with parameter names, rather than rewritten after.
+"""
 
 from __future__ import annotations
 
-# The library names settings by parameter; the command by flag.
+from bpe.engine.errors import BpeError, Spelling
+from bpe.schema import SETTING, SETTINGS, On
+
+# The library names settings by parameter; the command by flag: the schema's, then the options of
+# `bpe train` that are not settings.
 FLAGS = {
-    "vocab_size": "--vocab-size",
-    "base": "--from",
-    "pattern": "--pattern",
-    "special_tokens": "--special-token",
-    "bos_token": "--bos-token",
-    "eos_token": "--eos-token",
-    "pad_token": "--pad-token",
-    "unk_token": "--unk-token",
-    "min_frequency": "--min-frequency",
-    "tie_break": "--tie-break",
-    "max_token_length": "--max-token-length",
-    "superwords": "--superwords",
-    "transition": "--transition",
-    "superword_pattern": "--superword-pattern",
-    "max_words": "--max-words",
-    "colon_space": "--colon-space",
-    "model_max_length": "--model-max-length",
+    **{dest: flag for setting in SETTINGS if On.CLI in setting.on for dest, flag in setting.flags.items()},
     "also_save": "--also-save",
-    "text_column": "--text-column",
-    "text_format": "--text-format",
-    "limit": "--limit",
-    "sample": "--sample",
-    "seed": "--seed",
-    "engine": "--engine",
-    "threads": "--threads",
-    "workers": "--workers",
-    "scheduler": "--scheduler",
-    "texts": "inputs",
-    "prefect_port": "--prefect-port",
-    "dask_port": "--dask-port",
-    "dashboard_port": "--dashboard-port",
 }
 
 
+class FlagSpelling(Spelling):
+    """The command's spelling: a setting by its flag; unset by leaving the flag out (or by the value
+    that means unset, as `--max-words 0`)."""
+
+    def on(self, name: str) -> str:
+        return self(name)
+
+    def given(self, name: str, value: object) -> str:
+        return f"{self(name)} {value}"
+
+    def expected(self, name: str, what: str, value: object, unset: str | None = None) -> str:
+        setting = SETTING.get(name)
+        how = f"{setting.cli_none} for" if setting is not None and setting.cli_none else "leave it out for"
+        return f"{self(name)}: expected {what}, got {value!r}" + (f"; {how} {unset}" if unset else "")
+
+
+IN_FLAGS = FlagSpelling(FLAGS)
+
+
 def in_flags(exc: Exception) -> str:
-    """The error's message, with the parameter it names spelled as the command's flag.
+    """The error's message as the command says it: the settings it names spelt as flags.
 
-    >>> from bpe.errors import SettingsError
-    >>> in_flags(SettingsError("tie_break: expected one of bytes, ids, got 'max'", parameter="tie_break"))
-    "--tie-break: expected one of bytes, ids, got 'max'"
-
-    A word of a path or URL in the message is left alone:
-
-    >>> in_flags(SettingsError("base: cannot read s3://base/tok/ (base.json, my-base)", parameter="base"))
-    '--from: cannot read s3://base/tok/ (base.json, my-base)'
+    >>> from bpe.schema import check
+    >>> try:
+    ...     check("max_token_length", 1)
+    ... except Exception as exc:
+    ...     print(in_flags(exc))
+    --max-token-length: expected an integer >= 2 (bytes), got 1; leave it out for no limit
     """
-    import re
-
-    message = str(exc)
-    parameter = getattr(exc, "parameter", None)
-    if parameter in FLAGS:
-        message = re.sub(rf"(?<![\w/.-]){parameter}(?![\w/-]|\.\w)", FLAGS[parameter], message)
-    return message
+    return exc.spelt(IN_FLAGS) if isinstance(exc, BpeError) else str(exc)

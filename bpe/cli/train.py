@@ -9,10 +9,10 @@ import time
 import warnings
 from pathlib import Path
 
+from bpe.cli.flags import IN_FLAGS
 from bpe.errors import require_extra
 from bpe.manifest import Manifest
-from bpe.pretokenize import SUPERWORD_PATTERN
-from bpe.settings import DEFAULT_PATTERN, ENGINES, PATTERNS, TEXT_FORMATS, TIE_BREAKS
+from bpe.schema import GROUPS, Choice, On, Setting, grouped, on
 
 STOP_REASONS = {
     "vocab_size": "vocabulary size reached",
@@ -23,108 +23,69 @@ STOP_REASONS = {
 }
 
 
-def add_training_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--vocab-size",
-        type=int,
-        required=True,
-        help="tokens in all: 256 bytes + merges + special tokens (with --from, the base's included)",
-    )
-    p.add_argument(
-        "--from",
-        dest="base",
-        metavar="TOKENIZER",
-        help="start from this tokenizer (our directory, GPT-2's vocab.json + merges.txt, a byte-level "
-        "BPE tokenizer.json, a path or URL): its merges are replayed, its ids kept, new tokens take "
-        "the ids after its largest",
-    )
-    p.add_argument(
-        "--pattern",
-        default=None,
-        help=f"{', '.join(PATTERNS)}, or a regex (default: {DEFAULT_PATTERN}, or the --from tokenizer's)",
-    )
-    p.add_argument(
-        "--special-token",
-        action="append",
-        default=[],
-        dest="special_tokens",
-        metavar="TOKEN",
-        help="a special token, kept whole and never merged (repeat the flag for several; their ids follow the merges)",
-    )
-    p.add_argument("--text-column", default="text", help="Parquet/CSV column or JSON field holding the text")
-    p.add_argument(
-        "--text-format",
-        choices=TEXT_FORMATS,
-        default="doc",
-        help="a text file (any suffix but .parquet/.jsonl/.json/.csv/.tsv) is one document (doc, the "
-        "default) or one document per line (lines: line endings and empty lines are not text)",
-    )
-    p.add_argument(
-        "--limit",
-        metavar="BYTES|ROWS",
-        help="train on the start of the input only: a size of text (10MB, 512KiB, 1.5GB) or of rows "
-        "(5000rows), in input order, after --sample",
-    )
-    p.add_argument(
-        "--sample",
-        type=float,
-        metavar="FRACTION",
-        help="train on this fraction of the rows (documents), chosen by a hash of each row and --seed",
-    )
-    p.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
-    p.add_argument("--min-frequency", type=int, default=1, help="stop when the best pair occurs fewer times")
-    p.add_argument("--tie-break", choices=TIE_BREAKS, default="bytes", help="order of pairs with equal counts")
-    p.add_argument(
-        "--max-token-length",
-        type=int,
-        default=None,
-        metavar="BYTES",
-        help="no merge makes a token longer than this (at least 2); such pairs are skipped (default: no limit)",
-    )
-    superwords = p.add_argument_group("superword tokenizers (SuperBPE: merges across words after --transition)")
-    superwords.add_argument(
-        "--superwords",
-        action="store_true",
-        help="train ordinary BPE up to --transition, then merges across words up to --vocab-size",
-    )
-    superwords.add_argument(
-        "--transition",
-        type=int,
-        metavar="SIZE",
-        help="the vocabulary size (special tokens aside) where the superword stage starts",
-    )
-    superwords.add_argument(
-        "--superword-pattern",
-        default=SUPERWORD_PATTERN,
-        metavar="PATTERN",
-        help=f"how the superword stage splits text: {SUPERWORD_PATTERN} (the paper's, the default) or a regex "
-        "whose matches and the text between them are the pieces",
-    )
-    superwords.add_argument(
-        "--max-words",
-        type=int,
-        default=4,
-        metavar="N",
-        help="a superword holds at most N words (runs of non-space bytes; default 4; 0: no limit)",
-    )
-    superwords.add_argument(
-        "--colon-space", action="store_true", help='let superwords hold ": " (refused by default, as in the paper)'
-    )
-    p.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="threads for counting and the merge loop (default: the cores available)",
-    )
-    p.add_argument("--engine", choices=ENGINES, default="local", help="dask needs the [dask] extra")
-    p.add_argument("--scheduler", help="Dask scheduler address (engine dask); a local cluster is started without it")
-    p.add_argument("--workers", type=int, default=None, help="workers of the local Dask cluster (engine dask)")
-    p.add_argument(
-        "--scratch",
-        help="where the Dask engine keeps word buckets and checkpoints: a path every worker "
-        "shares or an object store URL (default: a temporary directory on this machine)",
-    )
-    p.add_argument("--quiet", action="store_true", help="no progress bars and no summary (errors still show)")
+def add_training_options(p: argparse.ArgumentParser) -> dict[str, argparse._ArgumentGroup]:
+    """`bpe train`'s settings, made from the schema (`bpe.schema`): the required ones in a group of
+    their own, then a group per schema group, each option with the schema's doc as its help and
+    the default it takes. Returns the groups by name (and "required"), for the other options."""
+    groups = {"required": p.add_argument_group("required")}
+    for group, settings in grouped(on(On.CLI)).items():
+        groups[group] = p.add_argument_group(group, GROUPS[group])
+        for setting in settings:
+            _add_option(groups["required"] if setting.required else groups[group], setting)
+    return groups
+
+
+def _add_option(group: argparse._ArgumentGroup, setting: Setting) -> None:
+    """The option (or options, one per key of a mapping) of one setting."""
+    doc = setting.doc_spelt(IN_FLAGS)
+    if setting.keys:
+        for key, flag in zip(setting.keys, setting.flags.values(), strict=True):
+            group.add_argument(flag, metavar=setting.metavar, help=setting.doc_spelt(IN_FLAGS, key))
+        return
+    if not setting.flag.startswith("-"):  # the inputs
+        group.add_argument(setting.flag, nargs="+", metavar="INPUT", help=f"{doc}; - reads stdin (once)")
+        return
+    options: dict = {"dest": setting.name, "help": doc + _default_note(setting)}
+    if setting.type is bool:
+        group.add_argument(setting.flag, action="store_true", **options)
+        return
+    if isinstance(setting.check, Choice):
+        options["choices"] = setting.check.options
+    elif setting.type in (int, float):
+        options["type"] = setting.type
+    if setting.type == list[str]:
+        options.update(action="append", default=[], help=doc + " (repeat the flag for several)")
+    elif setting.required:
+        options["required"] = True
+    else:
+        options["default"] = setting.default
+    group.add_argument(setting.flag, metavar=setting.metavar, **options)
+
+
+def _default_note(setting: Setting) -> str:
+    """What the option's help says of its default: `(default: 4; 0: no limit)`."""
+    if setting.required or setting.type is bool:
+        return ""
+    if setting.default is None:
+        return f" (default: {setting.none})"
+    unset = f"; {setting.cli_none}: {setting.none}" if setting.cli_none is not None else ""
+    return f" (default: {setting.default}{unset})"
+
+
+def given_settings(args: argparse.Namespace) -> dict:
+    """The settings `bpe train` was given, as `train()` takes them (every one of the schema's
+    options: each not given holds its default)."""
+    values = {}
+    for setting in on(On.CLI):
+        if setting.keys:
+            found = {key: getattr(args, dest) for key, dest in zip(setting.keys, setting.flags, strict=True)}
+            values[setting.name] = {key: token for key, token in found.items() if token is not None}
+            continue
+        value = getattr(args, setting.name if setting.flag.startswith("-") else setting.flag)
+        if setting.cli_none is not None and str(value) == setting.cli_none:
+            value = None
+        values[setting.name] = value
+    return values
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -138,9 +99,8 @@ def run_train(args: argparse.Namespace) -> int:
     if args.also_save is not None:
         also_save_path(args.out, 0)  # an --out with no place beside it: refused before anything is read
     _check_out(args.out, args.force)
-    roles = {
-        role: token for role in ("bos", "eos", "pad", "unk") if (token := getattr(args, f"{role}_token")) is not None
-    }
+    given = given_settings(args)
+    roles = given["special_token_roles"]
     base = None
     if args.base is not None:
         from bpe.extend import load_base
@@ -152,7 +112,7 @@ def run_train(args: argparse.Namespace) -> int:
     for size in also_save:
         _check_out(also_save_path(args.out, size), args.force)
     skipped = Skipped()
-    shards = discover(args.inputs, skipped)
+    shards = discover(given.pop("files"), skipped)
     if skipped:
         print(f"bpe: {skipped.summary()}", file=sys.stderr)
     for shard in shards:
@@ -162,13 +122,8 @@ def run_train(args: argparse.Namespace) -> int:
     engine_options = {}
     if args.engine == "dask":
         require_extra("dask", "--engine dask")
-        engine_options = {"scheduler": args.scheduler, "workers": args.workers, "scratch": args.scratch}
         if progress is not None:
             engine_options["log"] = lambda line: print(line, file=sys.stderr)
-    elif args.scheduler or args.workers or args.scratch:
-        from bpe.errors import SettingsError
-
-        raise SettingsError("--scheduler, --workers and --scratch need --engine dask", parameter="engine")
     started = time.perf_counter()
     notice = CompileWatch(on_start=lambda: _say_compiling(progress))
     try:
@@ -177,27 +132,7 @@ def run_train(args: argparse.Namespace) -> int:
             warnings.simplefilter("ignore", LongTokensWarning)  # said below, spelt as a flag
             tokenizer = train(
                 files=shards,  # as found: stdin is read once
-                vocab_size=args.vocab_size,
-                pattern=args.pattern,
-                base=base,
-                special_tokens=args.special_tokens,
-                special_token_roles=roles,
-                model_max_length=args.model_max_length,
-                min_frequency=args.min_frequency,
-                tie_break=args.tie_break,
-                max_token_length=args.max_token_length,
-                text_column=args.text_column,
-                text_format=args.text_format,
-                limit=args.limit,
-                sample=args.sample,
-                seed=args.seed,
-                superwords=args.superwords,
-                transition=args.transition,
-                superword_pattern=args.superword_pattern,
-                max_words=args.max_words or None,
-                colon_space=args.colon_space,
-                threads=args.threads,
-                engine=args.engine,
+                **{**given, "base": base},
                 progress=progress,
                 **engine_options,
             )
@@ -206,7 +141,7 @@ def run_train(args: argparse.Namespace) -> int:
             progress.finish()  # ends the bar's line, so that a message after it starts a line of its own
     made = long_tokens(tokenizer.vocab[256 + tokenizer.manifest.settings.base_merges :])
     if made is not None:  # before saving, which such tokens make long
-        print(f"bpe: warning: {made.message('--max-token-length')}", file=sys.stderr, flush=True)
+        print(f"bpe: warning: {made.message(IN_FLAGS.max_token_length)}", file=sys.stderr, flush=True)
     tokenizer.save(args.out, force=args.force)
     saved, not_reached = save_truncations(tokenizer, args.out, also_save, args.force)
     record = summary_record(tokenizer.manifest, args.out, total_seconds=time.perf_counter() - started)
@@ -215,7 +150,7 @@ def run_train(args: argparse.Namespace) -> int:
         f"--also-save {size}: the run stopped at {tokenizer.vocab_size:,} tokens; not written" for size in not_reached
     ]
     if args.json and made is not None:
-        record["warnings"].append(made.message("--max-token-length"))
+        record["warnings"].append(made.message(IN_FLAGS.max_token_length))
     if args.json:
         import json
 
@@ -251,7 +186,7 @@ def also_save_sizes(
         size = int(part) if re.fullmatch(r"\s*[0-9]+\s*", part) else None
         if size is None or not smallest <= size < vocab_size:
             raise SettingsError(
-                f"also_save: expected vocabulary sizes from {smallest} ({least}) "
+                f"--also-save: expected vocabulary sizes from {smallest} ({least}) "
                 f"to below --vocab-size {vocab_size}, separated by commas, got {part.strip()!r}",
                 parameter="also_save",
             )
@@ -365,10 +300,9 @@ def summary_record(manifest: Manifest, out: str | Path, total_seconds: float | N
         from bpe.inputs.discover import describe_inputs
 
         inputs = describe_inputs([f["path"] for f in shards], manifest.settings)
-    from bpe.cli.flags import FLAGS
     from bpe.train import stopped_early
 
-    stopped = stopped_early(manifest, FLAGS.get)
+    stopped = stopped_early(manifest, IN_FLAGS)
     warned = [stopped] if stopped is not None else []
     seconds = manifest.seconds.to_json()
     if total_seconds is not None:

@@ -113,9 +113,11 @@ def _check_tls_settings(address: str) -> None:
     if tls.get("ca_file") and tls.get("cert"):
         return
     raise SettingsError(
-        f"scheduler {address} speaks TLS, and Dask's TLS client settings are not set "
-        "(DASK_DISTRIBUTED__COMM__TLS__CA_FILE, __CLIENT__CERT, __CLIENT__KEY); for the cluster of "
-        '`bpe cluster up`, run `eval "$(bpe cluster env)"` in this shell first',
+        lambda s: (
+            f"{s.scheduler} {address} speaks TLS, and Dask's TLS client settings are not set "
+            "(DASK_DISTRIBUTED__COMM__TLS__CA_FILE, __CLIENT__CERT, __CLIENT__KEY); for the cluster of "
+            '`bpe cluster up`, run `eval "$(bpe cluster env)"` in this shell first'
+        ),
         parameter="scheduler",
     )
 

@@ -8,23 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bpe.engine.errors import SettingsError
-
 
 @dataclass(frozen=True)
 class SuperwordRules:
     """Which superwords a merge may make (SuperBPE's second stage): tokens of at most `max_words`
     words, a word being a run of bytes other than the space (None: any number), and, unless
     `colon_space`, none that holds b": ". With the defaults, b" by the way" may be made, b" by the
-    way it was" (5 words) and b"note: x" may not.
+    way it was" (5 words) and b"note: x" may not. Made from `Settings`, whose schema checks
+    `max_words` (`bpe.schema`).
     """
 
     max_words: int | None = 4
     colon_space: bool = False
-
-    def __post_init__(self) -> None:
-        if self.max_words is not None and (type(self.max_words) is not int or self.max_words < 1):
-            raise SettingsError(
-                f"max_words: expected an integer >= 1 or None (no limit), got {self.max_words!r}",
-                parameter="max_words",
-            )

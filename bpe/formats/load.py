@@ -52,8 +52,10 @@ def read_file(
         only_for_tiktoken(special_tokens, path)
         if pattern is not None:
             raise SettingsError(
-                f"pattern: {path} records its own split regex; give pattern only for vocab.json + merges.txt or "
-                "a .tiktoken file",
+                lambda s: (
+                    f"{s.pattern}: {path} records its own split regex; give {s.pattern} only for vocab.json + "
+                    "merges.txt or a .tiktoken file"
+                ),
                 parameter="pattern",
             )
         return hf_json.read(path)
@@ -66,6 +68,9 @@ def only_for_tiktoken(special_tokens: object, path: Path) -> None:
     """Refuse `special_tokens` for a file that records its own: only a tiktoken ranks file does not."""
     if special_tokens is not None:
         raise SettingsError(
-            f"special_tokens: {path} records its special tokens; special_tokens is only for a .tiktoken file",
+            lambda s: (
+                f"{s.special_tokens}: {path} records its special tokens; {s.special_tokens} is only for a "
+                ".tiktoken file"
+            ),
             parameter="special_tokens",
         )

@@ -50,9 +50,11 @@ def check_fits(vocab: Sequence[bytes], merges: Sequence[tuple[int, int]]) -> Non
     size = sum(spelled) + sum(spelled[a] + spelled[b] for a, b in merges)
     if size > MAX_FILE_BYTES:
         raise ExportError(
-            f"this tokenizer's tokenizer.json would hold about {size >> 20:,} MiB (its longest token is "
-            f"{max(map(len, vocab)):,} bytes), more than {limit_text()}, so nothing could read it back; "
-            "cap tokens with max_token_length",
+            lambda s: (
+                f"this tokenizer's tokenizer.json would hold about {size >> 20:,} MiB (its longest token is "
+                f"{max(map(len, vocab)):,} bytes), more than {limit_text()}, so nothing could read it back; "
+                f"cap tokens with {s.max_token_length}"
+            ),
             parameter="max_token_length",
         )
 

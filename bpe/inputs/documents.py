@@ -6,9 +6,11 @@ limited by the rules files are (`bpe.inputs.selection`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from functools import partial
 
 import pyarrow as pa
 
+from bpe.engine.errors import Spelling
 from bpe.errors import InputError, lone_surrogate
 from bpe.inputs.selection import select_documents
 
@@ -38,9 +40,7 @@ def iter_texts(
     elif isinstance(texts, pa.Table) or (hasattr(texts, "columns") and hasattr(texts, "iloc")):  # or pandas'
         names = texts.column_names if isinstance(texts, pa.Table) else list(texts.columns)
         if text_column not in names:  # iterating a table would give its column names
-            raise InputError(
-                f"texts: the table has no column {text_column!r}; choose one with text_column", parameter="text_column"
-            )
+            raise missing_text_column(f"texts: the table has no column {text_column!r}")
         documents = _row_texts(
             texts[text_column].to_pylist() if isinstance(texts, pa.Table) else texts[text_column], text_column
         )
@@ -77,10 +77,8 @@ def _is_dataset(texts: object) -> bool:
 def _dataset_texts(dataset, text_column: str, batch_rows: int) -> Iterator[str | None]:
     columns = dataset.column_names
     if columns is not None and text_column not in columns:
-        raise InputError(
-            f"texts: the dataset has no column {text_column!r} (columns: {', '.join(columns) or 'none'}); "
-            "choose one with text_column",
-            parameter="text_column",
+        raise missing_text_column(
+            f"texts: the dataset has no column {text_column!r} (columns: {', '.join(columns) or 'none'})"
         )
     row = 0
     for batch in dataset.select_columns([text_column]).iter(batch_size=batch_rows):
@@ -98,10 +96,8 @@ def _row_texts(rows: Iterable, text_column: str) -> Iterator[str | None]:
     for row, value in enumerate(rows):
         if isinstance(value, Mapping):
             if text_column not in value:
-                raise InputError(
-                    f"texts: row {row} has no field {text_column!r} (fields: {', '.join(map(str, value)) or 'none'}); "
-                    "choose one with text_column",
-                    parameter="text_column",
+                raise missing_text_column(
+                    f"texts: row {row} has no field {text_column!r} (fields: {', '.join(map(str, value)) or 'none'})"
                 )
             value = value[text_column]
             if value is not None and not isinstance(value, str):
@@ -120,3 +116,14 @@ def _batched(items: Iterator, n: int) -> Iterator[list]:
             batch = []
     if batch:
         yield batch
+
+
+def missing_text_column(where: str) -> InputError:
+    """`<where>; choose one with text_column`: input without the text column, naming the setting
+    that chooses it as the caller spells it (`--text-column` on the command line), also when a
+    Dask worker read the input."""
+    return InputError(partial(_choose_text_column, where), parameter="text_column")
+
+
+def _choose_text_column(where: str, s: Spelling) -> str:
+    return f"{where}; choose one with {s.text_column}"

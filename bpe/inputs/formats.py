@@ -21,8 +21,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bpe.errors import InputError
+from bpe.inputs.documents import missing_text_column
 from bpe.inputs.shard import Shard, decompressing
-from bpe.settings import TEXT_FORMATS
+from bpe.schema import TEXT_FORMATS
 
 if TYPE_CHECKING:
     from bpe.pretokenize import Pretokenizer
@@ -164,10 +165,7 @@ def _json_batches(shard: Shard, f: BinaryIO, text_column: str) -> Iterator[tuple
     for i, record in enumerate(records):
         if isinstance(record, dict):
             if text_column not in record:
-                raise InputError(
-                    f"{shard.path}: element {i}: no field {text_column!r}; choose one with text_column",
-                    parameter="text_column",
-                )
+                raise missing_text_column(f"{shard.path}: element {i}: no field {text_column!r}")
             record = record[text_column]
         if record is not None and not isinstance(record, str):
             raise InputError(f"{shard.path}: element {i}: holds {type(record).__name__}, not a string")
@@ -199,10 +197,8 @@ def _csv_batches(shard: Shard, f: BinaryIO, text_column: str) -> Iterator[tuple[
         if header is None:
             return
         if text_column not in header:
-            raise InputError(
-                f"{shard.path}: no column {text_column!r} (columns: {', '.join(header) or 'none'}); "
-                "choose one with text_column",
-                parameter="text_column",
+            raise missing_text_column(
+                f"{shard.path}: no column {text_column!r} (columns: {', '.join(header) or 'none'})"
             )
         column = header.index(text_column)
         texts: list[str] = []
@@ -240,10 +236,8 @@ def _open_parquet(shard: Shard, f) -> pq.ParquetFile:
 def _parquet_text_field(parquet: pq.ParquetFile, shard: Shard, text_column: str) -> pa.Field:
     schema = parquet.schema_arrow
     if text_column not in schema.names:
-        raise InputError(
-            f"{shard.path}: no column {text_column!r} (columns: {', '.join(schema.names) or 'none'}); "
-            "choose one with text_column",
-            parameter="text_column",
+        raise missing_text_column(
+            f"{shard.path}: no column {text_column!r} (columns: {', '.join(schema.names) or 'none'})"
         )
     field = schema.field(text_column)
     if not is_text_type(field.type):
@@ -405,10 +399,7 @@ def _jsonl_batches(shard: Shard, f: BinaryIO, text_column: str) -> Iterator[tupl
         except json.JSONDecodeError as exc:
             raise InputError(f"{shard.path}:{line_no}: invalid JSON ({exc.msg})") from None
         if not isinstance(record, dict) or text_column not in record:
-            raise InputError(
-                f"{shard.path}:{line_no}: no field {text_column!r}; choose one with text_column",
-                parameter="text_column",
-            )
+            raise missing_text_column(f"{shard.path}:{line_no}: no field {text_column!r}")
         value = record[text_column]
         if value is not None and not isinstance(value, str):
             raise InputError(

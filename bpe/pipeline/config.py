@@ -1,134 +1,252 @@
 """Tokenizer configurations: one YAML file per tokenizer in `conf/`, validated on load.
 
-Every key can be overridden from the environment: BPE_<KEY> for every tokenizer (for example
-BPE_DASK_SCHEDULER or BPE_ARTIFACT_ROOT), BPE_<NAME>_<KEY> for one (BPE_EN_DATA=/data/en); the
-flow's parameters win over both. Errors name the file and the key:
+A configuration's keys are the schema's (`bpe.schema`: the settings a configuration holds, with
+their key paths) and the pipeline's own (`PIPELINE_SETTINGS`, declared here in the same form);
+`TokenizerConfig` and its sections are made from them. Every key can be overridden from the
+environment: BPE_<KEY> for every tokenizer (for example BPE_DASK_SCHEDULER or BPE_ARTIFACT_ROOT),
+BPE_<NAME>_<KEY> for one (BPE_EN_DATA=/data/en); the flow's parameters win over both. Errors name
+the file and the key path:
 
-    conf/en.yaml: vocab_size: expected an integer >= 256, got 'big'
+    conf/en.yaml: superwords.max_words: expected an integer >= 1 or null (no limit), got 0
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, field, fields, make_dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from bpe.engine.errors import Spelling
 from bpe.errors import SettingsError
-from bpe.pretokenize import DEFAULT_PATTERN, SUPERWORD_PATTERN
-from bpe.settings import Settings, check_setting
+from bpe.pretokenize import DEFAULT_PATTERN
+from bpe.schema import SETTINGS, YES_NO, Check, Number, On, Setting, check, integer, on, text
+from bpe.settings import Settings
 
 if TYPE_CHECKING:
     from bpe.extend import Base
 
 ENV_PREFIX = "BPE_"
-# The settings that decide a version's merges: the same data with the same values trains the same.
-TRAINING_KEYS = (
-    "vocab_size",
-    "pattern",
-    "special_tokens",
-    "min_frequency",
-    "tie_break",
-    "max_token_length",
-    "base",
-    "text_column",
-    "holdout_fraction",
-    "superwords",
+
+
+def _safe_name(value: Any) -> bool:
+    from bpe.pipeline.store import SAFE_NAME
+
+    return isinstance(value, str) and SAFE_NAME.fullmatch(value) is not None
+
+
+def _cron(value: Any) -> bool:
+    return isinstance(value, str) and len(value.split()) in (5, 6)
+
+
+def _sizes(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 256 for v in value)
+
+
+def _webhook(value: Any) -> bool:
+    """An http:// or https:// URL with a host (and a port that is a number in range, if any)."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(value, str) or any(c.isspace() for c in value):
+        return False
+    try:
+        parts = urlsplit(value)
+        _ = parts.port  # a port that is not a number in range raises ValueError
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+# The pipeline's own keys, in the schema's form (group "pipeline"): a configuration's and, for some,
+# a flow run's. `retention.*` and `alerts.*` are sections (`retention: {keep_versions: 10}`).
+PIPELINE_SETTINGS = (
+    Setting(
+        "name",
+        str,
+        None,
+        "the tokenizer's name: its deployment is train-bpe/<name>, its versions are stored under it",
+        "pipeline",
+        Check("letters, digits, '.', '_' or '-', starting with a letter or digit", _safe_name),
+        on=On.YAML | On.FLOW,
+        merges=False,
+        required=True,
+        example="en",
+    ),
+    Setting(
+        "artifact_root",
+        str,
+        "artifacts",
+        "where versions are published: a directory or an object store URL",
+        "pipeline",
+        text("a non-empty string"),
+        on=On.YAML | On.FLOW,
+        merges=False,
+        example="s3://bucket/tokenizers",
+    ),
+    Setting(
+        "cache_dir",
+        str,
+        None,
+        "where shard counts persist, for the next run to reuse: a path every worker reaches or an object store URL",
+        "pipeline",
+        text("a non-empty string"),
+        on=On.YAML,
+        merges=False,
+        none="<artifact_root>/.cache",
+        example="s3://bucket/cache",
+    ),
+    Setting(
+        "schedule",
+        str,
+        None,
+        "when the deployment retrains (if the data changed): a cron expression",
+        "pipeline",
+        Check("a cron expression such as '0 3 * * *'", _cron),
+        on=On.YAML,
+        merges=False,
+        none="no schedule",
+        example="0 3 * * *",
+    ),
+    Setting(
+        "eval_sizes",
+        list[int],
+        (),
+        "smaller vocabulary sizes to report held-out compression at (cut from the same run)",
+        "pipeline",
+        Check("a list of integers >= 256", _sizes),
+        on=On.YAML,
+        merges=False,
+        example=[8192, 16384],
+    ),
+    Setting(
+        "keep_versions",
+        int,
+        None,
+        "after publishing, remove versions beyond the newest N (never latest, the version a rollback would "
+        "return to, or the newest main-line one)",
+        "pipeline",
+        integer(1),
+        on=On.YAML,
+        merges=False,
+        none="keep every version",
+        key="retention.keep_versions",
+        example=10,
+    ),
+    Setting(
+        "cache_days",
+        float,
+        None,
+        "after publishing, remove count cache entries no run has used for this many days",
+        "pipeline",
+        Number("a number of days > 0", above=0),
+        on=On.YAML,
+        merges=False,
+        none="keep every entry",
+        key="retention.cache_days",
+        example=30.0,
+    ),
+    Setting(
+        "webhook",
+        str,
+        None,
+        "an http(s) URL the Prefect server POSTs a message to when a run fails or crashes (set up by bpe deploy)",
+        "pipeline",
+        Check("an http:// or https:// URL with a host", _webhook),
+        on=On.YAML,
+        merges=False,
+        none="no alerts",
+        key="alerts.webhook",
+        example="https://hooks.example.com/T0/B0/x",
+    ),
+    Setting(
+        "demo_corpus",
+        bool,
+        False,
+        "the data is the demo corpus: a run writes it where {files} points, if it is missing",
+        "pipeline",
+        YES_NO,
+        on=On.YAML,
+        merges=False,
+        example=True,
+    ),
 )
 
-
-@dataclass(frozen=True)
-class Superwords:
-    """A superword tokenizer (`superwords:` in the configuration; plain BPE when absent): ordinary
-    BPE until the vocabulary holds `transition` tokens, then merges across words with the text split
-    by `pattern` (`superbpe`, the paper's, or a Split regex), each superword of at most `max_words`
-    words (null: no limit) and, unless `colon_space`, no ": " (see `bpe.superwords`)."""
-
-    transition: int
-    pattern: str = SUPERWORD_PATTERN
-    max_words: int | None = 4
-    colon_space: bool = False
+# Every key of a configuration, in the order a configuration lists them: the tokenizer's name, the
+# schema's settings, then the pipeline's.
+CONFIG_SETTINGS = (PIPELINE_SETTINGS[0], *on(On.YAML, SETTINGS), *PIPELINE_SETTINGS[1:])
+BY_KEY = {setting.key: setting for setting in CONFIG_SETTINGS}
 
 
-@dataclass(frozen=True)
-class Retention:
-    """What the flow removes after it publishes (`retention:` in the configuration; nothing when
-    absent): versions beyond the newest `keep_versions` (never `latest`, the version a rollback
-    would return to, or the newest main-line version), and count cache entries no run has used for
-    `cache_days` days. `bpe prune` and `bpe prune-cache` do the same by hand."""
+class KeySpelling(Spelling):
+    """A configuration's spelling: a setting by its key path (`superwords.max_words`), null for none."""
 
-    keep_versions: int | None = None
-    cache_days: float | None = None
+    none = "null"
 
+    def on(self, name: str) -> str:
+        return self(name)  # a section that turns it on: `superwords`
 
-@dataclass(frozen=True)
-class Alerts:
-    """Where a failed or crashed run of this tokenizer's deployment is reported (`alerts:` in the
-    configuration; none when absent): `webhook`, an http(s) URL that the Prefect server POSTs a JSON
-    message to (see `bpe.pipeline.alerts`). `bpe deploy` sets it up; BPE_ALERT_WEBHOOK gives one to
-    every configuration that names none."""
-
-    webhook: str | None = None
+    def given(self, name: str, value: object) -> str:
+        return f"{self(name)}: {value}"
 
 
-@dataclass(frozen=True)
-class TokenizerConfig:
-    """Where the data is, what to train, where versions go, and when to retrain."""
+IN_KEYS = KeySpelling({setting.name: setting.key for setting in (*SETTINGS, *CONFIG_SETTINGS) if setting.key})
 
-    name: str
-    data: list[str]
-    vocab_size: int
-    text_column: str = "text"
-    pattern: str | None = DEFAULT_PATTERN  # None only with `base`: the base's pattern
-    base: str | None = None  # a tokenizer (path or URL) whose merges training starts from (bpe.extend)
-    special_tokens: list[str] = field(default_factory=list)
-    min_frequency: int = 1
-    tie_break: str = "bytes"
-    max_token_length: int | None = None  # bytes; none: no limit
-    superwords: Superwords | None = None  # a superword tokenizer's stages; none: plain BPE
-    holdout_fraction: float = 0.01
-    artifact_root: str = "artifacts"
-    cache_dir: str | None = None  # shard counts persist here; default <artifact_root>/.cache
-    dask_scheduler: str | None = None  # tcp://host:8786; none: start a local cluster
-    dask_workers: int | None = None  # size of that local cluster (default: one per core)
-    schedule: str | None = None  # cron of the scheduled deployment; none: no schedule
-    eval_sizes: list[int] = field(default_factory=list)  # vocabulary sizes to report compression at
-    retention: Retention = field(default_factory=Retention)  # what to remove after publishing
-    alerts: Alerts = field(default_factory=Alerts)  # where a failed run is reported (set up by `bpe deploy`)
-    demo_corpus: bool = False  # the data is the demo corpus: a run writes it where `data` points, if missing
-    source: str = ""  # the file it came from (set on load)
+
+def _sections() -> dict[str, list[Setting]]:
+    """The sections of a configuration (`superwords`, `retention`, `alerts`) and their keys."""
+    found: dict[str, list[Setting]] = {}
+    for setting in CONFIG_SETTINGS:
+        if "." in setting.key:
+            found.setdefault(setting.key.split(".")[0], []).append(setting)
+    return found
+
+
+SECTIONS = _sections()
+
+
+# The keys a section cannot be without: a superword tokenizer needs its transition.
+SECTION_REQUIRES = ("superwords.transition",)
+
+
+def _section_class(section: str) -> type:
+    """The dataclass of a section: its keys (the part after `section.`), each with its default."""
+    keys = []
+    for setting in SECTIONS[section]:
+        name = setting.key.split(".", 1)[1]
+        if setting.key in SECTION_REQUIRES:
+            keys.insert(0, (name, setting.type))
+        else:
+            keys.append(
+                (name, setting.type | None if setting.optional else setting.type, field(default=setting.default))
+            )
+    doc = f"`{section}:` in a configuration: {', '.join(name for name, *_ in keys)} (see `bpe.schema`)."
+    return make_dataclass(section.capitalize(), keys, frozen=True, namespace={"__module__": __name__, "__doc__": doc})
+
+
+Superwords = _section_class("superwords")  # a superword tokenizer's stages; absent: plain BPE
+Retention = _section_class("retention")  # what the flow removes after it publishes; absent: nothing
+Alerts = _section_class("alerts")  # where a failed run is reported (set up by `bpe deploy`); absent: nowhere
+SECTION_CLASSES = {"superwords": Superwords, "retention": Retention, "alerts": Alerts}
+
+
+class _TokenizerConfig:
+    """Where the data is, what to train, where versions go, and when to retrain: a configuration's
+    keys (`CONFIG_SETTINGS`), and `source`, the file it came from."""
 
     def settings(self, base: Base | None = None) -> Settings:
         """The training settings this configuration describes (`base`: the tokenizer `base` names,
-        loaded, whose pattern and special tokens it starts from)."""
-        started_from = {"pattern": self.pattern or DEFAULT_PATTERN, "special_tokens": tuple(self.special_tokens)}
-        if base is not None:
-            from bpe.extend import base_settings
+        loaded, whose pattern and special tokens it starts from). Errors name the file and the key."""
+        values = {s.name: config_value(self, s) for s in CONFIG_SETTINGS if On.SETTINGS in s.on}
+        try:
+            if base is not None:
+                from bpe.extend import base_settings
 
-            started_from = base_settings(base, self.vocab_size, self.special_tokens, self.pattern)
-        return Settings(
-            vocab_size=self.vocab_size,
-            **started_from,
-            min_frequency=self.min_frequency,
-            tie_break=self.tie_break,
-            max_token_length=self.max_token_length,
-            text_column=self.text_column,
-            **self.superword_settings(),
-        )
-
-    def superword_settings(self) -> dict:
-        """The `Settings` keywords of the `superwords:` section (none for plain BPE)."""
-        if self.superwords is None:
-            return {}
-        return {
-            "superwords": True,
-            "transition": self.superwords.transition,
-            "superword_pattern": self.superwords.pattern,
-            "max_words": self.superwords.max_words,
-            "colon_space": self.superwords.colon_space,
-        }
+                values.update(base_settings(base, self.vocab_size, self.special_tokens, self.pattern))
+            return Settings(**values)
+        except SettingsError as exc:
+            raise in_file(exc, self.source) from None
 
     def training_settings(self) -> dict:
         """What decides the merges (a change here means retraining even if the data is the same),
@@ -155,8 +273,56 @@ class TokenizerConfig:
         return values
 
 
-_TYPES = {f.name: f.type for f in fields(TokenizerConfig)}
-_REQUIRED = ("name", "data", "vocab_size")
+def _config_fields() -> list[tuple]:
+    """TokenizerConfig's fields: the top-level keys (the required ones first), then `source`."""
+    made, later = [], []
+    for setting in CONFIG_SETTINGS:
+        key = setting.key.split(".")[0]
+        if "." in setting.key:
+            if key in SECTIONS and key not in BY_KEY and all(f[0] != key for f in later):
+                later.append((key, SECTION_CLASSES[key], field(default_factory=SECTION_CLASSES[key])))
+            continue
+        if key in SECTIONS:  # a section's switch: the section, or None
+            later.append((key, SECTION_CLASSES[key] | None, field(default=None)))
+        elif setting.required:
+            made.append((key, setting.type))
+        elif isinstance(setting.default, tuple):
+            later.append((key, setting.type, field(default_factory=list)))
+        else:
+            later.append(
+                (key, setting.type | None if setting.optional else setting.type, field(default=setting.default))
+            )
+    return [*made, *later, ("source", str, field(default=""))]
+
+
+TokenizerConfig = make_dataclass(
+    "TokenizerConfig",
+    _config_fields(),
+    bases=(_TokenizerConfig,),
+    frozen=True,
+    namespace={"__module__": __name__, "__doc__": _TokenizerConfig.__doc__},
+)
+# The keys that decide a version's merges: the same data with the same values trains the same (the
+# data itself is compared by its fingerprint).
+TRAINING_KEYS = tuple(dict.fromkeys(s.key.split(".")[0] for s in CONFIG_SETTINGS if s.merges and s.name != "files"))
+_KEYS = tuple(f.name for f in fields(TokenizerConfig) if f.name != "source")
+
+
+def config_value(cfg, setting: Setting) -> Any:
+    """A setting's value in a configuration, found by its key path (a section's key: the
+    section's, or the setting's default when the section is absent)."""
+    head, _, tail = setting.key.partition(".")
+    value = getattr(cfg, head)
+    if head in SECTIONS and not tail:  # the section's switch: whether it is there
+        return value is not None
+    if not tail:
+        return value
+    return setting.default if value is None else getattr(value, tail)
+
+
+def in_file(exc: SettingsError, where: str) -> SettingsError:
+    """`exc` as a configuration file says it: `<file>: <key path>: ...`."""
+    return SettingsError(f"{where}: {exc.spelt(IN_KEYS)}", parameter=exc.parameter)
 
 
 def load_config(path: str | Path, overrides: dict | None = None, environ: dict | None = None) -> TokenizerConfig:
@@ -171,110 +337,69 @@ def load_config(path: str | Path, overrides: dict | None = None, environ: dict |
         raise SettingsError(f"{where}: not valid YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(raw, dict):
         raise SettingsError(f"{where}: expected a mapping of keys to values")
-    unknown = sorted(set(raw) - (set(_TYPES) - {"source"}))
+    unknown = sorted(set(raw) - set(_KEYS))
     if unknown:
-        known = ", ".join(k for k in _TYPES if k != "source")
-        raise SettingsError(f"{where}: unknown key {unknown[0]!r} (known: {known})")
+        raise SettingsError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(_KEYS)})")
     values = dict(raw)
     env = os.environ if environ is None else environ
     scoped = ENV_PREFIX + "".join(c if c.isalnum() else "_" for c in str(values.get("name", ""))).upper() + "_"
     for prefix in (ENV_PREFIX, scoped):  # BPE_<KEY> for every tokenizer, then BPE_<NAME>_<KEY> for this one
-        for key in _TYPES:
+        for key in _KEYS:
             if prefix + key.upper() in env:
                 values[key] = yaml.safe_load(env[prefix + key.upper()])
     for key, value in (overrides or {}).items():
         if value is not None:
-            if key not in _TYPES:
+            if key not in _KEYS:
                 raise SettingsError(f"{where}: unknown parameter {key!r}")
             values[key] = value
-    for key in _REQUIRED:
-        if values.get(key) in (None, "", []):
-            raise SettingsError(f"{where}: {key}: required")
+    for setting in CONFIG_SETTINGS:
+        if setting.required and values.get(setting.key) in (None, "", []):
+            raise SettingsError(f"{where}: {setting.key}: required")
     if values.get("base") and "pattern" not in values:
         values["pattern"] = None  # the base's
-    values["source"] = where
-    cfg = TokenizerConfig(**{k: _check(where, k, v) for k, v in values.items()})
+    elif "pattern" not in values:
+        values["pattern"] = DEFAULT_PATTERN
+    checked = {key: _checked(where, key, value) for key, value in values.items()}
+    cfg = TokenizerConfig(**checked, source=where)
     if cfg.demo_corpus and (len(cfg.data) != 1 or "://" in cfg.data[0]):
         raise SettingsError(f"{where}: demo_corpus: true needs `data` to be one local directory, got {cfg.data}")
+    if cfg.base is None:
+        cfg.settings()  # what no key can say alone (a transition within the vocabulary); with a base, once loaded
     return cfg
 
 
-def _check(where: str, key: str, value):
-    def fail(expected: str):
-        raise SettingsError(f"{where}: {key}: expected {expected}, got {value!r}")
-
-    if key == "name":
-        from bpe.pipeline.store import check_name
-
-        try:
-            return check_name(value)
-        except SettingsError as exc:
-            raise SettingsError(f"{where}: {exc}", parameter=key) from None
-    if key == "data":
-        value = [value] if isinstance(value, str) else value
-        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-            fail("a path, glob or URL, or a list of them")
-        return [str(v) for v in value]
+def _checked(where: str, key: str, value: Any) -> Any:
+    """A top-level key's value, checked (a section's keys each), as TokenizerConfig holds it."""
+    if key in SECTIONS:
+        return _section(where, key, value)
+    setting = BY_KEY[key]
     if key == "pattern" and value is None:  # set so only for a configuration with `base`
         return value
-    if key in ("vocab_size", "min_frequency", "tie_break", "max_token_length", "pattern", "text_column"):
-        try:
-            check_setting(key, value)
-        except SettingsError as exc:
-            raise SettingsError(f"{where}: {exc}", parameter=key) from None
-        return value
-    if key == "dask_workers":
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            fail("an integer >= 1 or null")
-        return value
-    if key == "holdout_fraction":
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < 0.5:
-            fail("a number in [0, 0.5)")
+    return _value(where, setting, value)
+
+
+def _value(where: str, setting: Setting, value: Any) -> Any:
+    """One key's value, checked (naming the file and the key path) and as the configuration holds it."""
+    if value is None and isinstance(setting.default, tuple):
+        return []  # a list left empty
+    try:
+        check(setting.name, value, setting)
+    except SettingsError as exc:
+        raise in_file(exc, where) from None
+    if isinstance(value, str) and setting.type == list[str]:
+        return [value]  # `data: corpus/`: one path (a check refuses one string for any other list)
+    if setting.type is float and value is not None:
         return float(value)
-    if key == "special_tokens":
-        if value is None:
-            return []
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            fail("a list of non-empty strings")
-        return list(value)
-    if key == "eval_sizes":
-        if value is None:
-            return []
-        if not isinstance(value, list) or not all(isinstance(v, int) and v >= 256 for v in value):
-            fail("a list of integers >= 256")
-        return list(value)
-    if key == "retention":
-        return _check_retention(where, value)
-    if key == "alerts":
-        return _check_alerts(where, value)
-    if key == "superwords":
-        return _check_superwords(where, value)
-    if key == "schedule":
-        if value is None:
-            return None
-        if not isinstance(value, str) or len(value.split()) not in (5, 6):
-            fail("a cron expression such as '0 3 * * *', or null")
-        return value
-    if key == "artifact_root":
-        if not isinstance(value, str) or not value:
-            fail("a non-empty string")
-        return value
-    if key == "demo_corpus":
-        if not isinstance(value, bool):
-            fail("true or false")
-        return value
-    if key in ("cache_dir", "dask_scheduler", "base"):
-        if value is not None and (not isinstance(value, str) or not value):
-            fail("a non-empty string or null")
-        return value
-    return value
+    return list(value) if isinstance(value, list) else value
 
 
-def _section(where: str, key: str, value, cls):
-    """A key holding a mapping of its own (`retention:`, `alerts:`): null is `cls()` (the defaults),
-    a `cls` stays as it is, and a mapping is returned once it holds only `cls`'s fields."""
+def _section(where: str, key: str, value: Any):
+    """A section (`superwords:`, `retention:`, `alerts:`): null is its default (None for one that
+    turns something on, the section's defaults otherwise), a mapping is checked key by key."""
+    cls = SECTION_CLASSES[key]
+    switch = key in BY_KEY
     if value is None:
-        return cls()
+        return None if switch else cls()
     if isinstance(value, cls):
         return value
     known = [f.name for f in fields(cls)]
@@ -283,72 +408,21 @@ def _section(where: str, key: str, value, cls):
     unknown = sorted(set(value) - set(known))
     if unknown:
         raise SettingsError(f"{where}: {key}: unknown key {unknown[0]!r} (known: {', '.join(known)})")
-    return value
-
-
-def _check_retention(where: str, value) -> Retention:
-    """`retention: {keep_versions: 10, cache_days: 30}`: either key may be left out or null."""
-    value = _section(where, "retention", value, Retention)
-    if isinstance(value, Retention):
-        return value
-    keep, days = value.get("keep_versions"), value.get("cache_days")
-    if keep is not None and (not isinstance(keep, int) or isinstance(keep, bool) or keep < 1):
-        raise SettingsError(f"{where}: retention: keep_versions: expected an integer >= 1 or null, got {keep!r}")
-    if days is not None and (not isinstance(days, (int, float)) or isinstance(days, bool) or not days > 0):
-        raise SettingsError(f"{where}: retention: cache_days: expected a number of days > 0 or null, got {days!r}")
-    return Retention(keep_versions=keep, cache_days=None if days is None else float(days))
-
-
-def _check_superwords(where: str, value) -> Superwords | None:
-    """`superwords: {transition: 24576, pattern: superbpe, max_words: 4, colon_space: false}`; only
-    `transition` is required; null or absent: plain BPE."""
-    if value is None or isinstance(value, Superwords):
-        return value
-    value = _section(where, "superwords", value, Superwords)
-    if "transition" not in value:
-        raise SettingsError(f"{where}: superwords: transition: required (the vocabulary size where superwords start)")
-    found = Superwords(**value)
-    for key, name in (("transition", "transition"), ("pattern", "superword_pattern"), ("max_words", "max_words")):
-        try:
-            check_setting(name, getattr(found, key))
-        except SettingsError as exc:
-            message = str(exc).removeprefix(f"{name}: ")
-            raise SettingsError(f"{where}: superwords: {key}: {message}", parameter="superwords") from None
-    if not isinstance(found.colon_space, bool):
-        raise SettingsError(f"{where}: superwords: colon_space: expected true or false, got {found.colon_space!r}")
-    return found
-
-
-def _check_alerts(where: str, value) -> Alerts:
-    """`alerts: {webhook: https://hooks.example.com/...}`; null or absent: no alerts."""
-    value = _section(where, "alerts", value, Alerts)
-    if isinstance(value, Alerts):
-        return value
-    webhook = value.get("webhook")
-    if webhook is not None:
-        try:
-            check_webhook_url(webhook)
-        except SettingsError as exc:
-            raise SettingsError(f"{where}: alerts: webhook: {exc}", parameter="alerts") from None
-    return Alerts(webhook=webhook)
+    found = {}
+    for setting in SECTIONS[key]:
+        name = setting.key.split(".", 1)[1]
+        if name not in value:
+            if setting.key in SECTION_REQUIRES:
+                raise SettingsError(f"{where}: {setting.key}: required ({setting.doc_spelt(IN_KEYS)})")
+            continue
+        found[name] = _value(where, setting, value[name])
+    return cls(**found)
 
 
 def check_webhook_url(url) -> str:
     """An http:// or https:// URL with a host, returned as given; SettingsError (one line, which the
     caller prefixes with where the URL came from) for anything else."""
-    from urllib.parse import urlsplit
-
-    def valid() -> bool:
-        if not isinstance(url, str) or any(c.isspace() for c in url):
-            return False
-        try:
-            parts = urlsplit(url)
-            _ = parts.port  # a port that is not a number in range raises ValueError
-        except ValueError:
-            return False
-        return parts.scheme in ("http", "https") and bool(parts.hostname)
-
-    if not valid():
+    if not _webhook(url):
         raise SettingsError(f"expected an http:// or https:// URL with a host, got {url!r}")
     return url
 

@@ -1,0 +1,706 @@
+"""The schema: every setting of a training run declared once, and checked in one place.
+
+A `Setting` gives a setting's name (the parameter of `bpe.train`), type, default, one-line doc,
+group, check, whether it changes the merges, and where it appears (`on`): `train()`, `Settings`
+(what decides the merges), the manifest's settings record, `bpe train`'s flags, a pipeline
+configuration's keys and the train-bpe flow's parameters. Those surfaces are made from it: the
+command's options and their help (`bpe.cli.train`), `Settings` and `SettingsRecord`, the
+configuration and its errors (`bpe.pipeline.config`, which adds the pipeline's own settings in the
+same form), the flow's parameter model (`bpe.pipeline.parameters`) and the reference page of the
+documentation (`bpe.pipeline.reference`). `train()` keeps its explicit parameters for readers and
+editors; tests/test_schema.py proves they match.
+
+Errors are composed for the surface that shows them (see `bpe.engine.errors.Spelling`):
+
+>>> check("max_token_length", 1)
+Traceback (most recent call last):
+...
+bpe.engine.errors.SettingsError: max_token_length: expected an integer >= 2 (bytes) or None (no limit), got 1
+
+Plain Python (dataclasses), so that `import bpe` and `bpe --help` stay light.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from bpe.engine import TIE_BREAKS
+from bpe.engine.errors import Spelling
+from bpe.errors import SettingsError
+from bpe.formats.files import ID_LIMIT
+from bpe.pretokenize import PATTERNS, SUPERWORD_PATTERN, Pretokenizer, resolve_pattern, superword_regex
+
+ENGINES = ("local", "dask")
+# The roles transformers gives special tokens, in the order `train` adds role tokens it was not given.
+ROLES = ("bos", "eos", "pad", "unk")
+# A superword run's settings describe the whole run ("whole"), or one of its two stages: ordinary
+# BPE up to the transition ("subwords"), then merges across words ("superwords"). See bpe.superwords.
+STAGES = ("whole", "subwords", "superwords")
+TEXT_FORMATS = ("doc", "lines")  # a text file is one document, or one document per line (bpe.inputs.formats)
+# `limit`: decimal and binary byte units, or rows (documents).
+LIMIT_UNITS = {
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+    "row": 0,
+    "rows": 0,
+}
+# Upper bounds, so that a number too large for the kernels (64-bit) is one line naming its setting,
+# never an overflow deep inside: token ids are unsigned 32-bit, counts 64-bit, and no token or word
+# count comes near 2**31.
+MAX_VOCAB_SIZE = ID_LIMIT
+MAX_COUNT = 2**63 - 1
+MAX_LENGTH = 2**31 - 1
+# A local Dask cluster's workers are processes of about 150 MB each on this machine.
+MAX_LOCAL_WORKERS = 256
+
+
+class On(enum.Flag):
+    """Where a setting appears."""
+
+    TRAIN = enum.auto()  # a parameter of `bpe.train`
+    SETTINGS = enum.auto()  # a field of `bpe.settings.Settings`: what decides the merges, resolved
+    RECORD = enum.auto()  # a key of the manifest's `settings` (`bpe.manifest.SettingsRecord`)
+    CLI = enum.auto()  # an option of `bpe train`
+    YAML = enum.auto()  # a key of a pipeline configuration (`bpe.pipeline.config`)
+    FLOW = enum.auto()  # a parameter of the train-bpe flow (`bpe.pipeline.parameters`)
+
+
+TRAINING = On.TRAIN | On.SETTINGS | On.RECORD | On.CLI  # what `train()` and `bpe train` take
+EVERYWHERE = TRAINING | On.YAML | On.FLOW
+
+# The groups settings are shown in (the command's help, the reference page), in this order.
+GROUPS = {
+    "vocabulary": "what the tokenizer holds",
+    "splitting": "how text is cut into words before merging",
+    "merges": "which pairs merge, and when training stops",
+    "superwords": "superword tokenizers (SuperBPE): merges across words after the transition",
+    "inputs": "what is read, and how much of it",
+    "engine": "where training runs (the merges are the same on every engine)",
+    "pipeline": "the Prefect pipeline's own keys (configurations and flow runs)",
+}
+
+
+def _anything(value: Any) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Check:
+    """What a value must be: `expected` says it (in a message and the reference page), `test`
+    decides it. `deeper` checks further and raises its own error (a regex that must compile).
+    `unset`: whether a message also says how to leave the setting unset, when it may be."""
+
+    expected: str
+    test: Callable[[Any], bool] = _anything
+    deeper: Callable[[str, Any], None] | None = None
+    unset: bool = True
+
+    def fault(self, value: Any) -> tuple[str, bool] | None:
+        """(what was expected, whether to say how to leave it unset), or None for a good value."""
+        return None if self.test(value) else (self.expected, self.unset)
+
+    def constraints(self) -> dict[str, Any]:
+        """The bounds a form can check before a run starts (pydantic's Field keywords)."""
+        return {}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Integer(Check):
+    """An integer from `least` to `most`; `beyond` says why `most` is the most."""
+
+    least: int = 0
+    most: int | None = None
+    beyond: str = ""
+
+    def fault(self, value: Any) -> tuple[str, bool] | None:
+        if not _is_int(value) or value < self.least:
+            return self.expected, self.unset
+        if self.most is not None and value > self.most:
+            return f"at most {self.most:,} {self.beyond}".rstrip(), False
+        return None
+
+    def constraints(self) -> dict[str, Any]:
+        return {"ge": self.least, **({"le": self.most} if self.most is not None else {})}
+
+
+def integer(least: int, most: int | None = None, what: str = "", beyond: str = "", expected: str = "") -> Integer:
+    """An integer >= `least` (`what` it counts, said after), at most `most` (`beyond`: why)."""
+    said = expected or f"an integer >= {least}" + (f" ({what})" if what else "")
+    return Integer(said, least=least, most=most, beyond=beyond or what)
+
+
+@dataclass(frozen=True)
+class Choice(Check):
+    """One of `options`."""
+
+    options: tuple[str, ...] = ()
+
+    def fault(self, value: Any) -> tuple[str, bool] | None:
+        return None if isinstance(value, str) and value in self.options else (self.expected, self.unset)
+
+
+def choice(options: Sequence[str]) -> Choice:
+    return Choice(f"one of {', '.join(options)}", options=tuple(options))
+
+
+@dataclass(frozen=True)
+class Number(Check):
+    """A number above `above` or from `least`, and at most `most` or below `below`."""
+
+    above: float | None = None
+    least: float | None = None
+    most: float | None = None
+    below: float | None = None
+
+    def fault(self, value: Any) -> tuple[str, bool] | None:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        within = number and all(
+            (
+                self.above is None or value > self.above,
+                self.least is None or value >= self.least,
+                self.most is None or value <= self.most,
+                self.below is None or value < self.below,
+            )
+        )
+        return None if within else (self.expected, self.unset)
+
+    def constraints(self) -> dict[str, Any]:
+        bounds = {"gt": self.above, "ge": self.least, "le": self.most, "lt": self.below}
+        return {k: v for k, v in bounds.items() if v is not None}
+
+
+def text(expected: str, deeper: Callable[[str, Any], None] | None = None) -> Check:
+    """A non-empty string (`deeper` checks it further)."""
+    return Check(expected, lambda value: isinstance(value, str) and bool(value), deeper)
+
+
+YES_NO = Check("true or false", lambda value: isinstance(value, bool))
+
+
+def _strings(value: Any) -> bool:
+    return not isinstance(value, (str, bytes)) and _iterable(value) and all(isinstance(t, str) for t in value)
+
+
+def _iterable(value: Any) -> bool:
+    try:
+        iter(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _special_tokens(name: str, value: Any) -> None:
+    Pretokenizer("gpt2", value)  # empty or repeated tokens
+
+
+def _pattern(name: str, value: Any) -> None:
+    resolve_pattern(value, name)
+
+
+def _superword_pattern(name: str, value: Any) -> None:
+    superword_regex(value, name)
+
+
+def _paths(value: Any) -> bool:
+    """A path, glob or URL, or a list of them, as a configuration gives them (`train()` takes
+    Paths and Shards too, and checks them as it reads them)."""
+    if isinstance(value, str):
+        return bool(value)
+    return isinstance(value, list) and bool(value) and all(isinstance(v, str) and v for v in value)
+
+
+_LIMIT = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting. `default` is `train()`'s (None: unset, and `none` says what that means);
+    `required`: the command line and a configuration must give it. `flag` and `key` spell it on
+    the command line and in a configuration (a key path: `superwords.max_words`; a setting whose
+    key is a section's name turns that section on). `doc` may name other settings as `{name}`,
+    each spelt as the surface that shows it spells them."""
+
+    name: str
+    type: Any
+    default: Any
+    doc: str
+    group: str
+    check: Check
+    on: On = EVERYWHERE
+    merges: bool = True
+    none: str | None = None  # what None means, when a setting may be unset
+    required: bool = False
+    from_base: bool = False  # unset with a base: the base's (`bpe.extend.base_settings`)
+    flag: str = ""  # default: --<name with dashes>
+    key: str = ""  # default: <name>
+    metavar: str | None = None
+    cli_none: str | None = None  # the value the command line gives for None, if any (--max-words 0)
+    keys: tuple[str, ...] = ()  # a mapping's keys, each with a flag of its own (flag holds "{}")
+    example: Any = None  # a value other than the default, as a configuration would give it
+
+    def __post_init__(self) -> None:
+        assert self.group in GROUPS, self.group
+        if not self.flag and On.CLI in self.on:
+            object.__setattr__(self, "flag", "--" + self.name.replace("_", "-"))
+        if not self.key and On.YAML in self.on:
+            object.__setattr__(self, "key", self.name)
+
+    @property
+    def optional(self) -> bool:
+        """Whether None is a value of it (unset)."""
+        return self.none is not None
+
+    @property
+    def flags(self) -> dict[str, str]:
+        """The command's flags of this setting by their argparse names: one, or one per key."""
+        if not self.keys:
+            return {self.name: self.flag}
+        return {self.flag.format(key).removeprefix("--").replace("-", "_"): self.flag.format(key) for key in self.keys}
+
+    def doc_spelt(self, spell: Callable[[str], str], key: str | None = None) -> str:
+        """The doc with the settings it names spelt by `spell` (and `{key}`: one of its keys, or all)."""
+        return self.doc.format_map(_Spell(spell, key=key or "/".join(self.keys)))
+
+
+class _Spell(dict):
+    """`{name}` fields of a doc, spelt as they are looked up."""
+
+    def __init__(self, spell: Callable[[str], str], **known: str) -> None:
+        super().__init__(known)
+        self.spell = spell
+
+    def __missing__(self, name: str) -> str:
+        return self.spell(name)
+
+
+SETTINGS = (
+    Setting(
+        "files",
+        list[str],
+        None,
+        "the text to train on: files, directories, globs or URLs of text, .parquet, .jsonl, .json, .csv or .tsv, "
+        "compressed or not (.gz, .zst, .bz2, .xz)",
+        "inputs",
+        Check("a path, glob or URL, or a list of them", _paths),
+        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
+        none="the texts given instead",
+        required=True,
+        flag="inputs",
+        key="data",
+        example=["corpus/"],
+    ),
+    Setting(
+        "vocab_size",
+        int,
+        32768,
+        "tokens in all: the 256 bytes, the merges and the special tokens (with {base}, the base's tokens too)",
+        "vocabulary",
+        integer(256, MAX_VOCAB_SIZE, beyond="tokens (token ids are unsigned 32-bit)"),
+        required=True,
+        metavar="SIZE",
+        example=50000,
+    ),
+    Setting(
+        "pattern",
+        str,
+        None,
+        f"how text is cut into words that merges never cross: {', '.join(PATTERNS)}, or a regex",
+        "splitting",
+        text(f"one of {', '.join(PATTERNS)} or a regex", _pattern),
+        none="cl100k, or the base tokenizer's",
+        from_base=True,
+        metavar="PATTERN",
+        example="gpt2",
+    ),
+    Setting(
+        "special_tokens",
+        list[str],
+        (),
+        "special tokens, kept whole and never merged; their ids follow the merges (with {base}, after the base's)",
+        "vocabulary",
+        Check("a list of strings", _strings, _special_tokens),
+        from_base=True,
+        flag="--special-token",
+        metavar="TOKEN",
+        example=["<|endoftext|>"],
+    ),
+    Setting(
+        "min_frequency",
+        int,
+        1,
+        "stop when the best pair occurs fewer times than this",
+        "merges",
+        integer(1, MAX_COUNT, beyond="(counts are 64-bit)"),
+        metavar="COUNT",
+        example=2,
+    ),
+    Setting(
+        "tie_break",
+        str,
+        "bytes",
+        "which of the pairs with equal counts merges first: the greatest by their tokens' bytes, or by their ids",
+        "merges",
+        choice(TIE_BREAKS),
+        example="ids",
+    ),
+    Setting(
+        "max_token_length",
+        int,
+        None,
+        "no merge makes a token longer than this many bytes (at least 2): such pairs are skipped",
+        "merges",
+        integer(2, MAX_LENGTH, "bytes"),
+        none="no limit",
+        metavar="BYTES",
+        example=16,
+    ),
+    Setting(
+        "text_column",
+        str,
+        "text",
+        "the Parquet/CSV column or JSON field holding the text",
+        "inputs",
+        text("a non-empty column or field name"),
+        metavar="NAME",
+        example="body",
+    ),
+    Setting(
+        "text_format",
+        str,
+        "doc",
+        "a text file (any but .parquet/.jsonl/.json/.csv/.tsv) is one document (doc) or one per line (lines)",
+        "inputs",
+        choice(TEXT_FORMATS),
+        on=TRAINING,
+        example="lines",
+    ),
+    Setting(
+        "limit",
+        str,
+        None,
+        "train on the start of the input only: a size of text (10MB, 512KiB, 1.5GB) or of rows (5000rows), "
+        "after {sample}",
+        "inputs",
+        Check(
+            "a size such as 10MB, 512KiB, 1.5GB or a row count such as 5000rows",
+            lambda value: _parsed_limit(value) is not None,
+            unset=False,
+        ),
+        on=TRAINING,
+        none="all of it",
+        metavar="BYTES|ROWS",
+        example="10MB",
+    ),
+    Setting(
+        "sample",
+        float,
+        None,
+        "train on this fraction of the rows (documents), chosen by a hash of each row and {seed}",
+        "inputs",
+        Number("a fraction of rows to keep, above 0 and at most 1", above=0, most=1),
+        on=TRAINING,
+        none="every row",
+        metavar="FRACTION",
+        example=0.1,
+    ),
+    Setting(
+        "seed",
+        int,
+        0,
+        "the seed of {sample}",
+        "inputs",
+        integer(0),
+        on=TRAINING,
+        example=7,
+    ),
+    Setting(
+        "holdout_fraction",
+        float,
+        0.01,
+        "the fraction of rows held out from training, to measure compression on",
+        "pipeline",
+        Number("a number in [0, 0.5)", least=0, below=0.5),
+        on=On.RECORD | On.YAML | On.FLOW,
+        example=0.05,
+    ),
+    Setting(
+        "superwords",
+        bool,
+        False,
+        "a superword tokenizer: ordinary BPE up to {transition}, then merges across words up to {vocab_size}",
+        "superwords",
+        YES_NO,
+        example=True,
+    ),
+    Setting(
+        "transition",
+        int,
+        None,
+        "the vocabulary size (special tokens aside) where the superword stage starts",
+        "superwords",
+        integer(256, expected="a vocabulary size >= 256 at which the superword stage starts"),
+        none="no superword stage",
+        key="superwords.transition",
+        metavar="SIZE",
+        example=40000,
+    ),
+    Setting(
+        "superword_pattern",
+        str,
+        SUPERWORD_PATTERN,
+        f"how the superword stage cuts text: {SUPERWORD_PATTERN} (the paper's) or a regex whose matches and the text "
+        "between them are the pieces",
+        "superwords",
+        text(f"{SUPERWORD_PATTERN} or a regex", _superword_pattern),
+        key="superwords.pattern",
+        metavar="PATTERN",
+        example=r"\s+",
+    ),
+    Setting(
+        "max_words",
+        int,
+        4,
+        "a superword holds at most this many words (runs of bytes other than the space)",
+        "superwords",
+        integer(1, MAX_LENGTH, beyond="words"),
+        none="no limit",
+        key="superwords.max_words",
+        metavar="N",
+        cli_none="0",
+        example=3,
+    ),
+    Setting(
+        "colon_space",
+        bool,
+        False,
+        'let superwords hold ": " (refused by default, as in the paper)',
+        "superwords",
+        YES_NO,
+        key="superwords.colon_space",
+        example=True,
+    ),
+    Setting(
+        "base",
+        str,
+        None,
+        "a tokenizer to start from (our directory, GPT-2's vocab.json + merges.txt, a byte-level BPE tokenizer.json, "
+        "a .tiktoken file; a path or URL): its merges are replayed first, its ids kept, new tokens take the ids after",
+        "vocabulary",
+        text("the path or URL of a tokenizer"),
+        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
+        none="no base (training starts from the bytes)",
+        flag="--from",
+        metavar="TOKENIZER",
+        example="gpt2-tokenizer/",
+    ),
+    Setting(
+        "special_token_roles",
+        dict[str, str],
+        None,
+        "the {key} token for transformers, written to tokenizer_config.json (added as a special token if no "
+        "{special_tokens} names it)",
+        "vocabulary",
+        Check("a mapping of role -> token", lambda value: isinstance(value, Mapping)),  # then bpe.roles
+        on=On.TRAIN | On.CLI,
+        none="no roles",
+        flag="--{}-token",
+        metavar="TOKEN",
+        keys=ROLES,
+        example={"eos": "<|endoftext|>"},
+    ),
+    Setting(
+        "model_max_length",
+        int,
+        None,
+        "the model's longest input in tokens, written to tokenizer_config.json: what transformers' truncation=True "
+        "cuts to",
+        "vocabulary",
+        integer(1, expected="a positive integer (tokens)"),
+        on=On.TRAIN | On.CLI,
+        merges=False,
+        none="no truncation",
+        metavar="TOKENS",
+        example=1024,
+    ),
+    Setting(
+        "engine",
+        str,
+        "local",
+        "local (threads of this process) or dask (a Dask cluster; the [dask] extra)",
+        "engine",
+        choice(ENGINES),
+        on=On.TRAIN | On.CLI,
+        merges=False,
+        example="dask",
+    ),
+    Setting(
+        "threads",
+        int,
+        None,
+        "threads for counting and the merge loop",
+        "engine",
+        integer(1),
+        on=On.TRAIN | On.CLI,
+        merges=False,
+        none="the cores available",
+        example=4,
+    ),
+    Setting(
+        "scheduler",
+        str,
+        None,
+        "the Dask scheduler's address (tcp://host:8786) for the dask engine",
+        "engine",
+        text("a scheduler address"),
+        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
+        merges=False,
+        none="a local cluster",
+        key="dask_scheduler",
+        metavar="ADDRESS",
+        example="tcp://10.0.0.5:8786",
+    ),
+    Setting(
+        "workers",
+        int,
+        None,
+        "worker processes of the local Dask cluster (the dask engine without a scheduler)",
+        "engine",
+        integer(1, MAX_LOCAL_WORKERS, "worker processes of the local Dask cluster", beyond="processes on this machine"),
+        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
+        merges=False,
+        none="one per core",
+        key="dask_workers",
+        metavar="N",
+        example=4,
+    ),
+    Setting(
+        "scratch",
+        str,
+        None,
+        "where the dask engine keeps word buckets and checkpoints: a path every worker shares or an object store URL",
+        "engine",
+        text("a path or URL"),
+        on=On.TRAIN | On.CLI,
+        merges=False,
+        none="a temporary directory on this machine",
+        metavar="PATH",
+        example="s3://bucket/scratch",
+    ),
+)
+# What a run resolves beyond the settings it is given: never a parameter, flag or key.
+RESOLVED = (
+    Setting(
+        "base_merges",
+        int,
+        0,
+        "the base tokenizer's merges, replayed before training learns more",
+        "vocabulary",
+        integer(0),
+        on=On.SETTINGS | On.RECORD,
+        example=100,
+    ),
+    Setting(
+        "base_missing_bytes",
+        int,
+        0,
+        "the bytes the base tokenizer has no id for (of the 13 valid UTF-8 never holds): the vocabulary counts "
+        "ids, so as many more merges fit in it",
+        "vocabulary",
+        integer(0, 13, expected="an integer from 0 to 13 (the bytes valid UTF-8 never holds)"),
+        on=On.SETTINGS,
+        example=13,
+    ),
+    Setting(
+        "stage",
+        str,
+        "whole",
+        "which part of a superword run the settings describe: all of it, or its subword or superword stage",
+        "superwords",
+        choice(STAGES),
+        on=On.SETTINGS,
+        example="subwords",
+    ),
+)
+SETTING = {setting.name: setting for setting in (*SETTINGS, *RESOLVED)}
+# The settings a base tokenizer sets unless given (its pattern; its special tokens, first).
+FROM_BASE = tuple(s.name for s in SETTINGS if s.from_base)
+# The settings that only a superword run reads (the manifest records them for such a run only).
+SUPERWORD_KEYS = tuple(s.name for s in SETTINGS if s.group == "superwords" and s.name != "superwords")
+
+
+def on(where: On, settings: Sequence[Setting] = SETTINGS) -> tuple[Setting, ...]:
+    """The settings that appear `where`, in the schema's order."""
+    return tuple(s for s in settings if where in s.on)
+
+
+def grouped(settings: Sequence[Setting] = SETTINGS) -> dict[str, list[Setting]]:
+    """`settings` by group, in the order of GROUPS."""
+    groups: dict[str, list[Setting]] = {group: [] for group in GROUPS}
+    for setting in settings:
+        groups[setting.group].append(setting)
+    return {group: found for group, found in groups.items() if found}
+
+
+def check(name: str, value: Any, setting: Setting | None = None) -> None:
+    """Raise SettingsError, naming the setting, if `value` cannot work for it (None, its unset
+    value, always can when it may be unset)."""
+    setting = setting or SETTING[name]
+    if value is None and setting.optional:
+        return
+    fault = setting.check.fault(value)
+    if fault is not None:
+        what, say_unset = fault
+        unset = setting.none if say_unset else None
+        raise SettingsError(partial(_expected, name, what, value, unset), parameter=name)
+    if setting.check.deeper is not None:
+        setting.check.deeper(name, value)
+
+
+def _expected(name: str, what: str, value: Any, unset: str | None, spelling: Spelling) -> str:
+    return spelling.expected(name, what, value, unset)  # a module's function: it pickles (to a Dask client)
+
+
+def check_all(values: dict[str, Any]) -> None:
+    """Check each setting in `values` (a name -> value mapping) in the schema's order."""
+    for setting in SETTINGS:
+        if setting.name in values:
+            check(setting.name, values[setting.name], setting)
+
+
+def parse_limit(limit: str) -> tuple[str, int]:
+    """`limit`: ("bytes", n) for a size with its unit, ("rows", n) for a count of rows.
+
+    >>> parse_limit("10MB"), parse_limit("1.5 KiB"), parse_limit("5000rows")
+    (('bytes', 10000000), ('bytes', 1536), ('rows', 5000))
+    """
+    parsed = _parsed_limit(limit)
+    if parsed is None:
+        check("limit", limit)  # raises, naming it
+    return parsed
+
+
+def _parsed_limit(value: Any) -> tuple[str, int] | None:
+    match = _LIMIT.fullmatch(value) if isinstance(value, str) else None
+    if match is None or match.group(2).lower() not in LIMIT_UNITS:
+        return None
+    number, unit = match.group(1), LIMIT_UNITS[match.group(2).lower()]
+    if unit == 0:
+        return ("rows", int(number)) if "." not in number and int(number) >= 1 else None
+    amount = int(float(number) * unit)
+    return ("bytes", amount) if amount >= 1 else None
