@@ -69,7 +69,7 @@ def test_encode_batch_to_numpy_equals_encode_batch(saved):
     ordinary, at = tok.encode_batch_to_numpy(texts, special_as_text=True, allowed_special=())
     assert np.split(ordinary, at[1:-1])[1].tolist() == tok.encode_ordinary(DOCS[1])
     plain = Tokenizer(tok.merges, tok.pattern, tok.special_tokens)
-    plain._encoding = False  # the plain Python encoder, where tiktoken cannot take a tokenizer
+    plain._encoder.encoding = False  # the plain Python encoder, where tiktoken cannot take a tokenizer
     again, again_at = plain.encode_batch_to_numpy(texts, num_threads=2, allowed_special="all")
     assert again.tolist() == ids.tolist() and again_at.tolist() == offsets.tolist()
     empty, empty_at = tok.encode_batch_to_numpy([])
