@@ -193,7 +193,7 @@ def row_line(row: dict) -> str:
     m = row["manifest"]
     what = "BPE" if row["transition"] is None else f"SuperBPE t={row['transition']:,}"
     engine = m["engine"]
-    holders = f"; word bucket holders' peaks {engine['shard_peak_mb']} MB" if engine.get("shard_peak_mb") else ""
+    holders = f"; word bucket holders' peaks {engine['bucket_peak_mb']} MB" if engine.get("bucket_peak_mb") else ""
     return (
         f"  {row['size']:,} {what}: {row['bytes_per_token']:.3f} bytes/token held out, {row['wall']:.1f} s, "
         f"{row['peak_mb']:,.0f} MB (largest process {row['largest_process_mb']:,.0f} MB{holders}), "

@@ -149,7 +149,7 @@ def report(args, runs: dict[str, list[dict]]) -> None:
             f"build buckets {ds['build']:.2f} s, merge loop {ds['merge']:.2f} s "
             f"({merges / ds['merge']:,.0f} merges/s; {de.rounds:,} rounds for "
             f"{merges:,} merges = {de.rounds / merges:.2f} rounds per merge), "
-            f"export {d.seconds.export or 0:.2f} s; bucket holders' peak memory {de.shard_peak_mb} MB"
+            f"export {d.seconds.export or 0:.2f} s; bucket holders' peak memory {de.bucket_peak_mb} MB"
         )
         print(
             f"Dask counting: 1 worker {one:.2f} s ({mb / one:,.1f} MB/s), 2 workers {ds['count']:.2f} s "

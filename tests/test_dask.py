@@ -105,7 +105,7 @@ def test_workers_with_several_threads_apply_each_round_on_all_of_them(texts, loc
     finally:
         cluster.close()
     assert tok.merges == local_merges
-    assert tok.manifest["engine"]["shard_threads"] == [min(2, os.cpu_count())] * 2
+    assert tok.manifest["engine"]["bucket_threads"] == [min(2, os.cpu_count())] * 2
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3, 4])
@@ -115,7 +115,7 @@ def test_same_merges_as_the_local_engine(cluster, texts, local_merges, tmp_path,
         tok = train(files=files, vocab_size=VOCAB, pattern="cl100k", engine="dask", client=cluster[1])
         assert tok.merges == local_merges, f"{workers} workers, {name}"
         engine = tok.manifest["engine"]
-        assert engine["workers"] == workers and engine["word_shards"] == workers
+        assert engine["workers"] == workers and engine["word_buckets"] == workers
         assert engine["rounds"] < len(tok.merges)
     assert tok.manifest["counts"]["documents"] == len(texts)
 
