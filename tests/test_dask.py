@@ -157,7 +157,7 @@ def test_a_users_regex_on_dask_gives_the_local_engines_merges(cluster, texts, tm
 
 
 def test_counts_are_summed_on_the_workers_by_stable_hash(cluster, texts, tmp_path):
-    from bpe.distributed.counting import count_on_dask, split_by_bucket
+    from bpe.distributed.count_tasks import count_on_dask, split_by_bucket
     from bpe.engine.hashing import hash_buckets
     from bpe.inputs.discover import discover
     from bpe.pretokenize import Pretokenizer
@@ -277,7 +277,7 @@ def test_bad_input_found_on_a_worker_is_not_retried_by_the_pipeline(cluster, tmp
     pytest.importorskip("prefect")
     from prefect.states import Failed
 
-    from bpe.distributed.counting import count_shard_to_files
+    from bpe.distributed.count_tasks import count_shard_to_files
     from bpe.inputs.discover import discover
     from bpe.pretokenize import Pretokenizer
     from bpe.tasks.data import retry_if_transient

@@ -34,7 +34,7 @@ import numpy as np
 from bpe import storage
 from bpe.distributed import channel
 from bpe.distributed.client import Log, check_scheduler, dask_client, ready_workers
-from bpe.distributed.counting import count_on_dask
+from bpe.distributed.count_tasks import count_on_dask
 from bpe.engine.compilation import CompileWatch
 from bpe.engine.count import check_pair_counts, release_memory
 from bpe.engine.merge import MergeResult, finish, first_id, stop_reason

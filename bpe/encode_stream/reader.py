@@ -3,7 +3,7 @@
 `text_column`, `text_format`).
 
 A text file read as one document comes in pieces cut where the split pattern cannot join text
-across the cut (`bpe.inputs.formats.txt_chunks`): encoding the pieces gives exactly the ids of the
+across the cut (`bpe.inputs.readers.txt_chunks`): encoding the pieces gives exactly the ids of the
 whole text, and a batch marks where each document ends.
 """
 
@@ -18,8 +18,8 @@ import pyarrow.compute as pc
 
 from bpe.errors import InputError
 from bpe.inputs.discover import STDIN, Skipped, discover, stdin_shard
-from bpe.inputs.formats import check_parquet
 from bpe.inputs.read import read_batches
+from bpe.inputs.readers import check_parquet
 from bpe.inputs.shard import Shard, with_options
 
 if TYPE_CHECKING:

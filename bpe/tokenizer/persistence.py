@@ -17,7 +17,7 @@ from bpe.errors import ExportError, SettingsError
 from bpe.formats import load as formats_load
 from bpe.formats import saved
 from bpe.formats.files import check_size
-from bpe.formats.manifest import MANIFEST_FILE, TOKENIZER_FILES
+from bpe.formats.manifest_json import MANIFEST_FILE, TOKENIZER_FILES
 from bpe.formats.record import TokenizerRecord
 from bpe.manifest import Manifest, TokenizerSection
 from bpe.pretokenize import Pretokenizer
