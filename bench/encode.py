@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.measure import REPO, python, run
+from bench.measure import REPO, bpe_train, python, run
 from bench.peers import parquet_texts
 
 DEFAULT_DATA = REPO.parent / "shared" / "corpora" / "en"
@@ -91,24 +91,7 @@ def encode(encoder: str, tokenizer: str, data: str, threads: int) -> dict:
 def trained(data: Path, vocab_size: int, pattern: str, out: Path) -> Path:
     if not (out / "tokenizer.json").exists():
         print(f"training the {vocab_size:,}-token {pattern} tokenizer into {out} ...", flush=True)
-        run(
-            python(
-                "-m",
-                "bpe.cli",
-                "train",
-                str(data),
-                "--vocab-size",
-                str(vocab_size),
-                "--pattern",
-                pattern,
-                "--special-token",
-                "<|endoftext|>",
-                "--out",
-                str(out),
-                "--force",
-                "--quiet",
-            )
-        )
+        run(bpe_train(data, vocab_size, out, "--pattern", pattern, "--special-token", "<|endoftext|>"))
     return out
 
 

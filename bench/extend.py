@@ -21,7 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench.measure import REPO, python, run
+from bench.measure import REPO, bpe_train, run
 from bench.train import median, peer
 
 DEFAULT_DATA = REPO.parent / "shared" / "corpora" / "en"
@@ -69,22 +69,6 @@ def replay_against_counting(data: Path, gpt2: Path) -> dict:
         "merges": len(base),
         "text_mb": stats.bytes / 1e6,
     }
-
-
-def bpe_train(data: Path, vocab_size: int, out: Path, *extra: str) -> list[str]:
-    return python(
-        "-m",
-        "bpe.cli",
-        "train",
-        str(data),
-        "--vocab-size",
-        str(vocab_size),
-        "--out",
-        str(out),
-        "--force",
-        "--quiet",
-        *extra,
-    )
 
 
 def whole_runs(args: argparse.Namespace) -> dict[str, list[dict]]:

@@ -77,3 +77,11 @@ def run(command: list[str], env: dict | None = None, cwd: Path = REPO, timeout: 
 
 def python(*args: str) -> list[str]:
     return [sys.executable, *args]
+
+
+def bpe_train(data: Path, vocab_size: int, out: Path, *extra: str) -> list[str]:
+    """The command `bpe train` on `data` into `out` (replaced, quietly), with `extra` flags."""
+    return python(
+        "-m", "bpe.cli", "train", str(data), "--vocab-size", str(vocab_size), "--out", str(out), "--force", "--quiet",
+        *extra,
+    )  # fmt: skip

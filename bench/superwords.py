@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.measure import REPO, python, run
+from bench.measure import REPO, bpe_train, python, run
 from bench.scale_corpus import scaled_corpus
 
 DEFAULT_DATA = REPO.parent / "shared" / "corpora" / "en"
@@ -69,12 +69,9 @@ def curve_of(tokenizer: Path, held_out: Path) -> dict:
     }
 
 
-def bpe_train(data: Path, vocab_size: int, out: Path, engine: str, *extra: str) -> list[str]:
-    engine_flags = ["--engine", "dask", "--workers", "2"] if engine == "dask" else []
-    return python(
-        "-m", "bpe.cli", "train", str(data), "--vocab-size", str(vocab_size), "--out", str(out), "--force",
-        "--quiet", *engine_flags, *extra,
-    )  # fmt: skip
+def on_engine(engine: str) -> list[str]:
+    """The flags that run `bpe train` on `engine` (the Dask engine on 2 local workers)."""
+    return ["--engine", "dask", "--workers", "2"] if engine == "dask" else []
 
 
 def measured(result: dict, out: Path, held_out: Path) -> dict:
@@ -150,7 +147,8 @@ def main() -> None:
             f"engine {args.engine}",
             flush=True,
         )
-        run(bpe_train(data, 300, work / "warm", args.engine, "--superwords", "--transition", "280"))  # compile
+        warm = [*on_engine(args.engine), "--superwords", "--transition", "280"]
+        run(bpe_train(data, 300, work / "warm", *warm))  # compile once, outside the timing
         rows = []
         for size in sizes:
             out = work / f"bpe-{size}"
@@ -158,7 +156,7 @@ def main() -> None:
                 {
                     "size": size,
                     "transition": None,
-                    **measured(run(bpe_train(data, size, out, args.engine)), out, held_out),
+                    **measured(run(bpe_train(data, size, out, *on_engine(args.engine))), out, held_out),
                 }
             )
             print(row_line(rows[-1]), flush=True)
@@ -166,7 +164,7 @@ def main() -> None:
                 transition = round(size * fraction)
                 out = work / f"superbpe-{size}-{transition}"
                 extra = ("--superwords", "--transition", str(transition))
-                result = measured(run(bpe_train(data, size, out, args.engine, *extra)), out, held_out)
+                result = measured(run(bpe_train(data, size, out, *on_engine(args.engine), *extra)), out, held_out)
                 rows.append({"size": size, "transition": transition, **result})
                 print(row_line(rows[-1]), flush=True)
             if not args.no_hf:
@@ -193,7 +191,7 @@ def row_line(row: dict) -> str:
     m = row["manifest"]
     what = "BPE" if row["transition"] is None else f"SuperBPE t={row['transition']:,}"
     engine = m["engine"]
-    holders = f"; word bucket holders' peaks {engine['shard_peak_mb']} MB" if engine.get("shard_peak_mb") else ""
+    holders = f"; word bucket holders' peaks {engine['bucket_peak_mb']} MB" if engine.get("bucket_peak_mb") else ""
     return (
         f"  {row['size']:,} {what}: {row['bytes_per_token']:.3f} bytes/token held out, {row['wall']:.1f} s, "
         f"{row['peak_mb']:,.0f} MB (largest process {row['largest_process_mb']:,.0f} MB{holders}), "

@@ -24,29 +24,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.measure import REPO, python, run
+from bench.measure import REPO, bpe_train, python, run
 from bench.scale_corpus import scaled_corpus
 from bpe.manifest import Manifest
 
 DEFAULT_DATA = REPO.parent / "shared" / "corpora" / "en"
-
-
-def bpe_train(data: Path, vocab_size: int, pattern: str, out: Path, *extra: str) -> list[str]:
-    return python(
-        "-m",
-        "bpe.cli",
-        "train",
-        str(data),
-        "--vocab-size",
-        str(vocab_size),
-        "--pattern",
-        pattern,
-        "--out",
-        str(out),
-        "--force",
-        "--quiet",
-        *extra,
-    )
 
 
 def peer(trainer: str, data: Path, vocab_size: int, pattern: str) -> list[str]:
@@ -78,19 +60,20 @@ def main() -> None:
         args.data = scaled_corpus(args.data, args.scale)
     work = Path(tempfile.mkdtemp(prefix="bpe-bench-"))
     try:
-        run(bpe_train(args.data, 300, args.pattern, work / "warm"))  # compile once, outside the timing
+        pattern = ["--pattern", args.pattern]
+        run(bpe_train(args.data, 300, work / "warm", *pattern))  # compile once, outside the timing
         if not args.no_dask:
-            run(bpe_train(args.data, 300, args.pattern, work / "warm", "--engine", "dask", "--workers", "2"))
+            run(bpe_train(args.data, 300, work / "warm", *pattern, "--engine", "dask", "--workers", "2"))
         runs: dict[str, list[dict]] = {"local": [], "local1": [], "dask": [], "dask1": [], "hf": [], "rustbpe": []}
         for _ in range(args.repeat):  # interleaved, so that drifts in machine load hit every trainer
             out = work / "tok"
-            runs["local"].append(with_manifest(run(bpe_train(args.data, args.vocab_size, args.pattern, out)), out))
-            cmd = bpe_train(args.data, args.vocab_size, args.pattern, out, "--threads", "1")
+            runs["local"].append(with_manifest(run(bpe_train(args.data, args.vocab_size, out, *pattern)), out))
+            cmd = bpe_train(args.data, args.vocab_size, out, *pattern, "--threads", "1")
             runs["local1"].append(with_manifest(run(cmd), out))
             if not args.no_dask:
-                cmd = bpe_train(args.data, args.vocab_size, args.pattern, out, "--engine", "dask", "--workers", "2")
+                cmd = bpe_train(args.data, args.vocab_size, out, *pattern, "--engine", "dask", "--workers", "2")
                 runs["dask"].append(with_manifest(run(cmd), out))
-                cmd = bpe_train(args.data, 1000, args.pattern, out, "--engine", "dask", "--workers", "1")
+                cmd = bpe_train(args.data, 1000, out, *pattern, "--engine", "dask", "--workers", "1")
                 runs["dask1"].append(with_manifest(run(cmd), out))
             runs["hf"].append(run(peer("hf", args.data, args.vocab_size, args.pattern)))
             runs["rustbpe"].append(run(peer("rustbpe", args.data, args.vocab_size, args.pattern)))
@@ -149,7 +132,7 @@ def report(args, runs: dict[str, list[dict]]) -> None:
             f"build buckets {ds['build']:.2f} s, merge loop {ds['merge']:.2f} s "
             f"({merges / ds['merge']:,.0f} merges/s; {de.rounds:,} rounds for "
             f"{merges:,} merges = {de.rounds / merges:.2f} rounds per merge), "
-            f"export {d.seconds.export or 0:.2f} s; bucket holders' peak memory {de.shard_peak_mb} MB"
+            f"export {d.seconds.export or 0:.2f} s; bucket holders' peak memory {de.bucket_peak_mb} MB"
         )
         print(
             f"Dask counting: 1 worker {one:.2f} s ({mb / one:,.1f} MB/s), 2 workers {ds['count']:.2f} s "

@@ -31,8 +31,8 @@ from bpe.engine.hashing import hash_buckets
 from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.scanner import SCANNER_IDS
 from bpe.inputs.documents import text_array
-from bpe.inputs.formats import is_text_type
 from bpe.inputs.read import read_batches
+from bpe.inputs.readers import is_text_type
 from bpe.inputs.shard import Shard
 from bpe.pretokenize import Pretokenizer, scanner_tables
 from bpe.progress import estimate_text_bytes
@@ -201,10 +201,10 @@ COUNTING_MODULES = (
     "engine/scanner.py",
     "pretokenize.py",
     "inputs/shard.py",
-    "inputs/formats.py",
+    "inputs/readers.py",
     "inputs/selection.py",
     "inputs/read.py",
-    "distributed/counting.py",
+    "distributed/count_tasks.py",
 )
 
 

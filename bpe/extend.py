@@ -51,7 +51,7 @@ class Base:
         tok = self.tokenizer
         described = {
             "merges": tok.merges,
-            "ids": tok._to_ids.tolist(),
+            "ids": tok._vocabulary.to_ids.tolist(),
             "special_tokens": tok.special_tokens,
             "regex": tok.pretokenizer.regex,
         }
@@ -180,7 +180,7 @@ def extended(
     merges = list(tok.merges) + [(int(a), int(b)) for a, b in np.asarray(new_merges).reshape(-1, 2)]
     n_base = len(tok.vocab)
     next_id = tok.max_token_value + 1
-    ids = {i: int(t) for i, t in enumerate(tok._to_ids[:n_base].tolist()) if t >= 0}  # a byte it lacks has no id
+    ids = tok._vocabulary.given_ids()  # a byte it lacks has no id
     for k in range(len(merges) - len(tok.merges)):
         ids[n_base + k] = next_id + k
     next_id += len(merges) - len(tok.merges)

@@ -158,7 +158,7 @@ class Result(Section):
 @dataclass
 class EngineRecord(Section):
     """`engine`: how the engine ran, as it describes itself (`TrainingRun.engine`): the local
-    engine's threads, the Dask engine's cluster and word shards, and both engines' rounds."""
+    engine's threads, the Dask engine's cluster and word buckets, and both engines' rounds."""
 
     OPTIONAL = (
         "scheduler",
@@ -166,12 +166,12 @@ class EngineRecord(Section):
         "threads",
         "merge_threads",
         "workers",
-        "word_shards",
+        "word_buckets",
         "merges_per_round",
         "recoveries",
-        "seconds_waiting_for_shards",
-        "shard_peak_mb",
-        "shard_threads",
+        "seconds_waiting_for_buckets",
+        "bucket_peak_mb",
+        "bucket_threads",
     )
 
     engine: str
@@ -181,12 +181,12 @@ class EngineRecord(Section):
     threads: int | str | None = None
     merge_threads: int | None = None
     workers: int | None = None
-    word_shards: int | None = None
+    word_buckets: int | None = None
     merges_per_round: float | None = None
     recoveries: int | None = None
-    seconds_waiting_for_shards: float | None = None
-    shard_peak_mb: list[int] | None = None
-    shard_threads: list[int] | None = None
+    seconds_waiting_for_buckets: float | None = None
+    bucket_peak_mb: list[int] | None = None
+    bucket_threads: list[int] | None = None
 
 
 @dataclass

@@ -349,6 +349,12 @@ class Pretokenizer:
             )
 
     @property
+    def pattern_setting(self) -> str:
+        """The pattern as a setting names it: a named pattern's name (a regex equal to one included),
+        else the user's regex. What `Tokenizer.pattern` gives and the saved files record."""
+        return self.name if self.name != "custom" else self.regex
+
+    @property
     def compiled(self) -> regex.Pattern:
         """The pattern compiled: a named one as it is, a user's regex as Oniguruma reads it."""
         return _compile(self.regex) if self.name != "custom" else compile_split(self.regex)

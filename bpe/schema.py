@@ -41,7 +41,7 @@ ROLES = ("bos", "eos", "pad", "unk")
 # A superword run's settings describe the whole run ("whole"), or one of its two stages: ordinary
 # BPE up to the transition ("subwords"), then merges across words ("superwords"). See bpe.superwords.
 STAGES = ("whole", "subwords", "superwords")
-TEXT_FORMATS = ("doc", "lines")  # a text file is one document, or one document per line (bpe.inputs.formats)
+TEXT_FORMATS = ("doc", "lines")  # a text file is one document, or one document per line (bpe.inputs.readers)
 # `limit`: decimal and binary byte units, or rows (documents).
 LIMIT_UNITS = {
     "b": 1,

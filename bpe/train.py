@@ -87,7 +87,7 @@ def train(
     `text_column` field), or a Hugging Face `datasets.Dataset`/`IterableDataset` (read in batches);
     a bare str is refused. `files`: paths, directories, globs, URLs or "-" (stdin) of .parquet,
     .jsonl, .json, .csv/.tsv or any other (text) file, compressed or not (.gz, .zst, .bz2, .xz);
-    `text_format` "doc" reads a text file as one document, "lines" as one per line (see bpe.inputs.formats).
+    `text_format` "doc" reads a text file as one document, "lines" as one per line (see bpe.inputs.readers).
     `limit` ("10MB", "5000rows") trains on the first documents only and `sample` on a fraction of
     them, chosen by a hash of each with `seed`; both for quick runs, recorded in the manifest.
 

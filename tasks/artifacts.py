@@ -8,9 +8,9 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
 from bpe import storage
-from bpe.distributed.counting import ShardCount, read_held_out
+from bpe.distributed.count_tasks import ShardCount, read_held_out
 from bpe.extend import Base, trained_tokenizer
-from bpe.formats.manifest import write as write_manifest
+from bpe.formats.manifest_json import write as write_manifest
 from bpe.long_tokens import long_tokens
 from bpe.manifest import Manifest
 from bpe.pipeline.evaluate import compared_with_previous, evaluate_version_on_set

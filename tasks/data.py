@@ -9,7 +9,7 @@ from prefect.cache_policies import NONE
 from prefect.futures import as_completed
 
 from bpe.distributed.client import client_for
-from bpe.distributed.counting import ShardCount, bucket_files, count_shard_to_files
+from bpe.distributed.count_tasks import ShardCount, bucket_files, count_shard_to_files
 from bpe.errors import BpeError
 from bpe.inputs.discover import discover
 from bpe.pipeline.config import TokenizerConfig

@@ -16,7 +16,7 @@ import regex
 
 from bpe import Tokenizer
 from bpe.cli import main
-from bpe.formats.manifest import TOKENIZER_FILES
+from bpe.formats.manifest_json import TOKENIZER_FILES
 from bpe.pretokenize import NAMED_PATTERNS
 from tests.conftest import write_parquet
 from tests.reference import train_reference

@@ -20,7 +20,7 @@ import yaml
 
 from bpe import Tokenizer, storage, train
 from bpe.counting import CountStats, holdout_mask
-from bpe.distributed.counting import ShardCount
+from bpe.distributed.count_tasks import ShardCount
 from bpe.pipeline.count_cache import CountCache
 from tests.conftest import stdlib_paragraphs, unique_bucket, write_parquet
 
@@ -320,7 +320,7 @@ def test_files_that_are_not_regular_files_are_never_read(tmp_path):
 def test_a_file_replaced_after_its_entry_was_checked_is_not_read_as_counts(tmp_path):
     """The workers that read a hit's files check the bytes they read against the record (a file
     swapped between the lookup and the read would otherwise be trained on)."""
-    from bpe.distributed.counting import read_counts, read_held_out
+    from bpe.distributed.count_tasks import read_counts, read_held_out
     from bpe.errors import InputError
 
     cache = CountCache(str(tmp_path / "cache"), SECRET)

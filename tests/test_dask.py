@@ -105,7 +105,7 @@ def test_workers_with_several_threads_apply_each_round_on_all_of_them(texts, loc
     finally:
         cluster.close()
     assert tok.merges == local_merges
-    assert tok.manifest["engine"]["shard_threads"] == [min(2, os.cpu_count())] * 2
+    assert tok.manifest["engine"]["bucket_threads"] == [min(2, os.cpu_count())] * 2
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3, 4])
@@ -115,7 +115,7 @@ def test_same_merges_as_the_local_engine(cluster, texts, local_merges, tmp_path,
         tok = train(files=files, vocab_size=VOCAB, pattern="cl100k", engine="dask", client=cluster[1])
         assert tok.merges == local_merges, f"{workers} workers, {name}"
         engine = tok.manifest["engine"]
-        assert engine["workers"] == workers and engine["word_shards"] == workers
+        assert engine["workers"] == workers and engine["word_buckets"] == workers
         assert engine["rounds"] < len(tok.merges)
     assert tok.manifest["counts"]["documents"] == len(texts)
 
@@ -157,7 +157,7 @@ def test_a_users_regex_on_dask_gives_the_local_engines_merges(cluster, texts, tm
 
 
 def test_counts_are_summed_on_the_workers_by_stable_hash(cluster, texts, tmp_path):
-    from bpe.distributed.counting import count_on_dask, split_by_bucket
+    from bpe.distributed.count_tasks import count_on_dask, split_by_bucket
     from bpe.engine.hashing import hash_buckets
     from bpe.inputs.discover import discover
     from bpe.pretokenize import Pretokenizer
@@ -277,7 +277,7 @@ def test_bad_input_found_on_a_worker_is_not_retried_by_the_pipeline(cluster, tmp
     pytest.importorskip("prefect")
     from prefect.states import Failed
 
-    from bpe.distributed.counting import count_shard_to_files
+    from bpe.distributed.count_tasks import count_shard_to_files
     from bpe.inputs.discover import discover
     from bpe.pretokenize import Pretokenizer
     from bpe.tasks.data import retry_if_transient

@@ -324,7 +324,7 @@ def test_an_intact_checkpoint_is_used(small, tmp_path):
 
 @pytest.mark.parametrize("given_as", ["counts", "a parquet file"])
 def test_a_new_holder_ignores_what_another_run_left_in_its_directory(small, tmp_path, given_as):
-    from bpe.distributed.counting import write_counts
+    from bpe.distributed.count_tasks import write_counts
 
     counts, log = small
     other = count_words(["entirely different words, nothing alike"] * 3, "whitespace")

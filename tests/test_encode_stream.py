@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import bpe.encode_stream as stream
+import bpe.encode_stream.reader as reader
 from bpe import Tokenizer, train
 from bpe.cli import main
 from bpe.errors import SettingsError, SpecialTokenError
@@ -69,7 +70,7 @@ def test_encode_batch_to_numpy_equals_encode_batch(saved):
     ordinary, at = tok.encode_batch_to_numpy(texts, special_as_text=True, allowed_special=())
     assert np.split(ordinary, at[1:-1])[1].tolist() == tok.encode_ordinary(DOCS[1])
     plain = Tokenizer(tok.merges, tok.pattern, tok.special_tokens)
-    plain._encoding = False  # the plain Python encoder, where tiktoken cannot take a tokenizer
+    plain._encoder.encoding = False  # the plain Python encoder, where tiktoken cannot take a tokenizer
     again, again_at = plain.encode_batch_to_numpy(texts, num_threads=2, allowed_special="all")
     assert again.tolist() == ids.tolist() and again_at.tolist() == offsets.tolist()
     empty, empty_at = tok.encode_batch_to_numpy([])
@@ -114,9 +115,9 @@ def test_stdin_is_read_in_bounded_batches_not_at_once(saved, monkeypatch, text_f
     data = ("the cat sat on the mat, naïve café 🙂\n" * 20_000).encode()  # 0.8 MB
     source = CountingReader(data)
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(source), encoding="utf-8"))
-    monkeypatch.setattr(stream, "PIECE_BYTES", 4096)
-    shards, _ = stream.find_shards(stream.Inputs(specs=("-",)), text_format, "text")
-    batches = stream.read_texts(shards, "text", tok, batch_bytes=8192, drop_final_newline=True)
+    monkeypatch.setattr(reader, "PIECE_BYTES", 4096)
+    shards, _ = reader.find_shards(reader.Inputs(specs=("-",)), text_format, "text")
+    batches = reader.read_texts(shards, "text", tok, batch_bytes=8192, drop_final_newline=True)
     first = next(batches)
     assert first.text_bytes <= 8192 + 4096 and source.consumed < len(data) // 20
     rest = list(batches)
@@ -128,7 +129,7 @@ def test_a_text_file_in_pieces_encodes_as_the_whole_text(saved, tmp_path, monkey
     tok, out = saved
     text = "".join(f"{d} {i}<|endoftext|>\n\n" if i % 7 == 0 else f"{d}\n" for i, d in enumerate(DOCS * 200))
     (tmp_path / "big.txt").write_text(text, encoding="utf-8")
-    monkeypatch.setattr(stream, "PIECE_BYTES", 512)  # hundreds of pieces, in batches of a few
+    monkeypatch.setattr(reader, "PIECE_BYTES", 512)  # hundreds of pieces, in batches of a few
     monkeypatch.setattr(stream, "BATCH_BYTES", 2048)
     assert bpe("encode", out, tmp_path / "big.txt", "--allow-special", "--out", tmp_path / "ids.npy", "--quiet") == 0
     assert np.load(tmp_path / "ids.npy").tolist() == expected(tok, [text])[0]
@@ -338,3 +339,39 @@ def test_a_corpus_shard_encodes_as_tiktoken_does(corpus, corpus_rows, tmp_path):
     reference = tok.to_tiktoken().encode_ordinary_batch(rows, num_threads=2)
     flat, offsets = np.load(tmp_path / "ids.npy"), np.load(tmp_path / "o.npy")
     assert len(offsets) == len(rows) + 1 and flat.tolist() == [i for ids in reference for i in ids]
+
+
+def test_the_library_names_its_parameters_and_the_command_its_flags(saved, tmp_path, capsys):
+    """`encode_inputs` is called from Python, where there is no `--format`: its errors named the
+    command's flags. Each names the parameter now, and `bpe encode` the flag, for the same fault."""
+    tok, out = saved
+    plain = tmp_path / "plain"  # a tokenizer without an end-of-text token
+    Tokenizer(tok.merges, tok.pattern).save(plain)
+    (tmp_path / "a.txt").write_text("alpha <|endoftext|> beta")
+    (tmp_path / "old.npy").write_text("keep me")
+    same = str(tmp_path / "same.npy")
+    cases = [  # (tokenizer, parameters, the library's message, the command's flags, the command's message)
+        (tok, {"format": "npy"}, "format npy needs out: ", ["--format", "npy"], "--format npy needs --out: "),
+        (tok, {"format": "csv"}, "format: expected one of txt, jsonl, npy, bin, got 'csv'", None, None),
+        (Tokenizer.load(plain), {"eot": True}, "eot: this tokenizer has no end-of-text token", ["--eot"], "--eot: "),
+        (tok, {"out": same, "offsets": same}, f"out {same} and offsets {same} name the same file",
+         ["--out", same, "--offsets", same], f"--out {same} and --offsets {same} name the same file"),
+        (tok, {"out": str(tmp_path / "old.npy")}, f"out {tmp_path / 'old.npy'}: already exists (use force=True ",
+         ["--out", tmp_path / "old.npy"], f"--out {tmp_path / 'old.npy'}: already exists (use --force "),
+        (tok, {"out": str(tmp_path / "ids.npy")}, f"{tmp_path / 'a.txt'}: holds the special token '<|endoftext|>' as "
+         "text; pass allow_special=True to encode it as the special token, or special_as_text=True as ordinary text",
+         ["--out", tmp_path / "ids.npy"], "pass --allow-special to encode it as the special token, or "
+         "--special-as-text as ordinary text"),
+    ]  # fmt: skip
+    inputs = reader.Inputs(specs=(str(tmp_path / "a.txt"),))
+    for tokenizer, parameters, message, flags, shown in cases:
+        with pytest.raises((SettingsError, SpecialTokenError, FileExistsError)) as raised:
+            stream.encode_inputs(tokenizer, inputs, progress=False, **parameters)
+        assert str(raised.value).startswith(message) and "--" not in str(raised.value), str(raised.value)
+        if flags is not None:
+            directory = plain if tokenizer is not tok else out
+            assert bpe("encode", directory, tmp_path / "a.txt", *flags) == 1
+            err = capsys.readouterr().err
+            assert err.startswith("bpe: error: ") and shown in err and err.count("\n") == 1, err
+    assert (tmp_path / "old.npy").read_text() == "keep me"
+    no_leftovers(tmp_path)

@@ -18,7 +18,7 @@ import regex
 
 from bpe import Tokenizer, storage, train
 from bpe.counting import WordCounter, holdout_mask
-from bpe.formats.manifest import write as write_manifest
+from bpe.formats.manifest_json import write as write_manifest
 from bpe.manifest import Manifest
 from bpe.pipeline.evaluate import (
     EvalSetDamaged,

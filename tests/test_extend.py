@@ -268,7 +268,7 @@ def test_the_dask_engine_replays_on_the_workers_and_gives_the_local_merges(texts
         with distributed.Client(cluster) as client:
             for tie_break in ("bytes", "ids"):
                 tok = train(words, vocab_size=550, base=base, tie_break=tie_break, engine="dask", client=client)
-                assert tok.manifest["engine"]["word_shards"] == 2
+                assert tok.manifest["engine"]["word_buckets"] == 2
                 assert tok == expected[tie_break]
                 continued = train(
                     words, vocab_size=550, base=same_base[tie_break], tie_break=tie_break, engine="dask", client=client

@@ -281,7 +281,7 @@ def test_encode_and_decode_commands_refuse_a_tampered_tokenizer_in_one_line(save
 def python_encoded() -> Tokenizer:
     """A tokenizer tiktoken cannot take (two tokens with the same bytes): the Python encoder runs."""
     tok = Tokenizer([(97, 98), (97, 98)], pattern="gpt2")
-    assert tok._tiktoken() is None
+    assert tok._encoder.tiktoken() is None
     return tok
 
 

@@ -23,7 +23,7 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import bpe.inputs.formats as input_formats
+import bpe.inputs.readers as readers
 from bpe import train
 from bpe.counting import WordCounter, count_shards
 from bpe.errors import InputError, InvalidTextError, SettingsError
@@ -175,7 +175,7 @@ TEXTS = st.lists(st.sampled_from(FRAGMENTS), max_size=60).map("".join)
 )
 def test_counting_a_txt_in_pieces_equals_counting_it_whole(text, pattern, special_tokens, chunk_bytes):
     pretokenizer = Pretokenizer(pattern, special_tokens)
-    pieces = list(input_formats.txt_chunks(io.BytesIO(text.encode()), "x.txt", pretokenizer, chunk_bytes))
+    pieces = list(readers.txt_chunks(io.BytesIO(text.encode()), "x.txt", pretokenizer, chunk_bytes))
     chunks = [chunk for chunk, _ in pieces]
     assert "".join(chunks) == text and sum(share for _, share in pieces) == len(text.encode())
     # the regex (the definition) and the compiled scanners (what counts) both agree
@@ -188,7 +188,7 @@ def test_counting_a_txt_in_pieces_equals_counting_it_whole(text, pattern, specia
 def test_a_custom_regex_reads_the_whole_file(text, chunk_bytes):
     # Pieces of `[^\n]+` run across any space: a custom regex cannot be cut safely, so it is not cut.
     pretokenizer = Pretokenizer(r"[^\n]+")
-    chunks = [c for c, _ in input_formats.txt_chunks(io.BytesIO(text.encode()), "x.txt", pretokenizer, chunk_bytes)]
+    chunks = [c for c, _ in readers.txt_chunks(io.BytesIO(text.encode()), "x.txt", pretokenizer, chunk_bytes)]
     assert chunks == [text]
 
 
@@ -210,7 +210,7 @@ def test_a_single_line_txt_is_read_in_bounded_pieces(tmp_path):
 def test_text_without_cut_points_is_read_until_the_next_one(tmp_path):
     text = "中文" * 5000 + " end of it" + "字" * 100
     pretokenizer = Pretokenizer("cl100k")
-    chunks = [c for c, _ in input_formats.txt_chunks(io.BytesIO(text.encode()), "x.txt", pretokenizer, 64)]
+    chunks = [c for c, _ in readers.txt_chunks(io.BytesIO(text.encode()), "x.txt", pretokenizer, 64)]
     # no cut in the first 64 bytes: up to the first one after them; then the last one within 64 bytes
     assert chunks == ["中文" * 5000 + " end", " of", " it" + "字" * 100]
 
@@ -220,7 +220,7 @@ def test_count_shards_on_a_txt_in_pieces_equals_the_whole_file(tmp_path, monkeyp
     path = tmp_path / "big.txt"
     path.write_text(text)
     pretokenizer = Pretokenizer("o200k", ["<|endoftext|>"])
-    monkeypatch.setattr(input_formats, "TXT_CHUNK_BYTES", 100)
+    monkeypatch.setattr(readers, "TXT_CHUNK_BYTES", 100)
     counts, stats, _ = count_shards(discover([str(path)]), pretokenizer, threads=2)
     assert stats.documents > 100  # it was read in pieces
     assert (counts.to_dict(), stats.pretokens, stats.special_tokens) == whole_counts(text, pretokenizer)
@@ -460,12 +460,12 @@ def test_lines_mode_counts_equal_a_regex_split_of_each_line(tmp_path_factory, te
     path = tmp_path_factory.mktemp("lines") / "train.en"
     path.write_bytes(b"\xef\xbb\xbf" * bom + text.encode())
     shard = with_options(discover([str(path)]), text_format="lines")[0]
-    saved = input_formats.TXT_CHUNK_BYTES
-    input_formats.TXT_CHUNK_BYTES = block  # blocks cut anywhere: lines longer than a block, CR LF across blocks
+    saved = readers.TXT_CHUNK_BYTES
+    readers.TXT_CHUNK_BYTES = block  # blocks cut anywhere: lines longer than a block, CR LF across blocks
     try:
         counts, stats, _ = count_shards([shard], Pretokenizer(pattern), threads=2)
     finally:
-        input_formats.TXT_CHUNK_BYTES = saved
+        readers.TXT_CHUNK_BYTES = saved
     lines = reference_lines(text)
     expected = Counter(p.encode() for line in lines for p in regex.findall(NAMED_PATTERNS[pattern], line))
     assert counts.to_dict() == dict(expected)
@@ -785,7 +785,7 @@ def test_limit_trains_on_the_first_rows_or_bytes_in_input_order(tmp_path, limit,
 def test_limit_cuts_a_large_document_exactly_where_the_text_reaches_it(tmp_path, monkeypatch):
     text = "The cat sat.\nOn the mat, 12345 times! é中 Don't  stop\n\n  now. " * 400
     (tmp_path / "big.txt").write_text(text)
-    monkeypatch.setattr(input_formats, "TXT_CHUNK_BYTES", 64)  # read in pieces: the cut falls inside one
+    monkeypatch.setattr(readers, "TXT_CHUNK_BYTES", 64)  # read in pieces: the cut falls inside one
     for n in (1000, 5003, 12345):
         tok = train(files=str(tmp_path / "big.txt"), vocab_size=VOCAB, pattern="o200k", limit=f"{n}B")
         assert tok.merges == train(cut_to_bytes([text], n), vocab_size=VOCAB, pattern="o200k").merges
@@ -869,7 +869,7 @@ def test_the_dask_engine_reads_every_input_as_the_local_engine_does(dask_client,
         # and one document per file, cut by --limit: read in 64-byte pieces here, whole on the workers
         text = "\n".join(ROWS) * 20
         (tmp_path / "big.txt.gz").write_bytes(CODECS[".gz"](text.encode()))
-        monkeypatch.setattr(input_formats, "TXT_CHUNK_BYTES", 64)
+        monkeypatch.setattr(readers, "TXT_CHUNK_BYTES", 64)
         cut = cut_to_bytes([text], 7777)  # (the local engine counts each piece as a document: not compared)
         on_both_engines(dask_client, cut, ("bytes", "pretokens"), files=str(tmp_path / "big.txt.gz"), limit="7777B")
     elif case == "limit and sample":

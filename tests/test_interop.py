@@ -303,7 +303,7 @@ def test_our_own_tokenizer_json_alone_loads_as_the_same_tokenizer(tmp_path):
     assert Tokenizer.load(alone) == Tokenizer(tok.merges, "o200k", tok.special_tokens)  # no roles without the config
     shutil.copy(tmp_path / "tok" / CONFIG_FILE, alone / CONFIG_FILE)
     again = Tokenizer.load(alone)
-    assert again == tok and not again._foreign_ids
+    assert again == tok and not again._vocabulary.foreign_ids
     again.save(tmp_path / "resaved")  # our own ids: it can be saved again
     with pytest.raises(SettingsError, match=r"^pattern: .*tokenizer\.json records its own split regex"):
         Tokenizer.load(alone / HF_FILE, pattern="gpt2")

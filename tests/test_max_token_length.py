@@ -218,6 +218,6 @@ def test_the_dask_engine_on_two_workers_gives_the_reference_merges(reference, ti
             )
     finally:
         cluster.close()
-    assert tok.manifest["engine"]["word_shards"] == 2
+    assert tok.manifest["engine"]["word_buckets"] == 2
     assert tok.merges == reference[tie_break]
     assert tok.manifest["settings"]["max_token_length"] == 4

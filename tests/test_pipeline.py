@@ -325,7 +325,7 @@ def test_versions_on_growing_data_are_measured_on_one_evaluation_set(services, d
     only one counted), is measured on the same rows; each manifest's figure is what encoding those rows with that
     version gives; no evaluation row is in any training count; the artifact shows the trend and
     embeds the plot."""
-    from bpe.distributed.counting import read_counts, read_held_out
+    from bpe.distributed.count_tasks import read_counts, read_held_out
     from bpe.inputs.discover import discover
     from bpe.pipeline.config import load_config
     from bpe.pipeline.count_cache import CountCache, counting_settings, shard_count_key

@@ -13,7 +13,7 @@ from bpe import Tokenizer, train
 from bpe.errors import InputError, SettingsError, SpecialTokenError
 from bpe.formats.spelling import bytes_to_unicode, spell, unspell
 from bpe.formats.tiktoken_ranks import TIKTOKEN_FILE
-from bpe.tokenizer import tiktoken_pattern
+from bpe.tokenizer.conversions import tiktoken_pattern
 from tests.conftest import GPT2, WHITESPACE
 from tests.conftest import any_text as any_text_of
 
@@ -82,7 +82,7 @@ def test_round_trip_of_any_string(trained, text):
 def test_python_encoder_equals_tiktoken(trained, corpus_rows):
     tok, _ = trained
     for text in SAMPLE_TEXTS + corpus_rows[2300:2500]:
-        assert tok._encode_python(text, set()) == tok.encode(text, special_as_text=True)
+        assert tok._encoder.encode_python(text, set()) == tok.encode(text, special_as_text=True)
 
 
 def test_special_tokens(trained):
@@ -194,7 +194,7 @@ def test_batches_without_tiktoken_use_a_thread_pool(trained, corpus_rows):
     """The plain encoder (where tiktoken cannot take a tokenizer) gives the same batches."""
     tok, out = trained
     plain = Tokenizer(tok.merges, tok.pattern, tok.special_tokens)
-    plain._encoding = False  # as when tiktoken cannot compile the pattern
+    plain._encoder.encoding = False  # as when tiktoken cannot compile the pattern
     texts = corpus_rows[2700:2760] + SAMPLE_TEXTS
     expected = tiktoken_encoding(tok, out).encode_ordinary_batch(texts)
     assert plain.encode_ordinary_batch(texts, num_threads=2) == expected

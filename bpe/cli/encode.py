@@ -1,17 +1,38 @@
-"""`bpe encode` and `bpe decode`."""
+"""`bpe encode` and `bpe decode`: the command's arguments and flags around `bpe.encode_stream`."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bpe.encode_stream import Inputs
+
+# How `bpe encode` spells the parameters of `encode_inputs` that its errors name.
+ENCODE_FLAGS = {
+    "out": "--out",
+    "format": "--format",
+    "force": "--force",
+    "eot": "--eot",
+    "offsets": "--offsets",
+    "allow_special": "--allow-special",
+    "special_as_text": "--special-as-text",
+    "num_threads": "--threads",
+}
+
+# An argument that is not a file but looks like one (`ten.txt`, `data/x`, `~/a`) is an error rather
+# than text to encode: a mistyped file name would otherwise be encoded as its own letters.
+_PATH_LIKE = re.compile(r"[^\s]*[/\\][^\s]*|~[^\s]*|[^\s.]+(\.[^\s.]+)*\.[A-Za-z][A-Za-z0-9]{0,7}")
 
 
 def run_encode(args: argparse.Namespace) -> int:
     """Encode files or stdin, streamed in batches (bpe.encode_stream), or the arguments as text. The
     input's bytes must be UTF-8: invalid bytes are an error naming the file and offset, never
     silently U+FFFD. A summary line goes to stderr when inputs were named."""
-    from bpe.encode_stream import classify_arguments, encode_inputs, map_large_blocks
+    from bpe.encode_stream import Names, encode_inputs
 
     if args.threads is not None and args.threads < 1:
         from bpe.errors import SettingsError
@@ -36,6 +57,7 @@ def run_encode(args: argparse.Namespace) -> int:
             allow_special=args.allow_special,
             special_as_text=args.special_as_text,
             progress=named and not args.quiet,
+            names=Names(ENCODE_FLAGS),
         )
     except BrokenPipeError:  # `bpe encode tok big.txt | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -45,6 +67,59 @@ def run_encode(args: argparse.Namespace) -> int:
             print(f"bpe: {summary.skipped}", file=sys.stderr)
         print(summary.line(), file=sys.stderr)
     return 0
+
+
+def classify_arguments(arguments: list[str], as_text: bool = False) -> Inputs:
+    """Files or text? `as_text` (`--text`): the arguments, joined by spaces, are the text. Otherwise
+    `-`, a URL and every argument naming an existing file, directory or glob match is an input; if
+    none is, the arguments are text, as before files were read, unless one looks like a path
+    (`ten.txt`, `data/x`): a file that does not exist is an error, never encoded as its name. No
+    argument at all: stdin, quietly (the old form)."""
+    from bpe.encode_stream import Inputs
+    from bpe.errors import InputError
+
+    if as_text:
+        # Python hands over invalid bytes in arguments as lone surrogates; this gives them back.
+        return Inputs(text=" ".join(arguments).encode("utf-8", "surrogateescape"))
+    if not arguments:
+        return Inputs(specs=("-",), implicit_stdin=True)
+    found = [a for a in arguments if _is_input(a)]
+    if len(found) == len(arguments):
+        return Inputs(specs=tuple(arguments))
+    missing = [a for a in arguments if a not in found]
+    if found or any(_PATH_LIKE.fullmatch(a) for a in missing):
+        name = next((a for a in missing if _PATH_LIKE.fullmatch(a)), missing[0])
+        raise InputError(f"{name}: no such file or directory (to encode the arguments as text, pass --text)")
+    return Inputs(text=" ".join(arguments).encode("utf-8", "surrogateescape"))
+
+
+def _is_input(argument: str) -> bool:
+    import glob
+
+    if argument == "-":
+        return True
+    if "://" in argument:
+        return not argument.lower().startswith(("http://", "https://"))  # a web address in text is text
+    local = argument[len("file://") :] if argument.startswith("file://") else argument
+    return os.path.lexists(local) or (glob.has_magic(local) and bool(glob.glob(local)))
+
+
+def map_large_blocks() -> None:
+    """Have glibc map each block of 256 KiB or more on its own, and unmap it when freed. By default
+    it raises that threshold as such blocks are freed (to 32 MB), after which batches come from a
+    heap that keeps the freed space: in `bpe encode`, tens of MB more at the peak. Process-wide,
+    so the command calls it, not the library; a no-op where the C library is not glibc."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        mallopt = getattr(libc, "mallopt", None)
+    except OSError:
+        return
+    if mallopt is not None and hasattr(libc, "gnu_get_libc_version"):
+        mallopt(-3, 256 << 10)  # M_MMAP_THRESHOLD
 
 
 def run_decode(args: argparse.Namespace) -> int:

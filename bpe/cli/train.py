@@ -91,7 +91,7 @@ def given_settings(args: argparse.Namespace) -> dict:
 def run_train(args: argparse.Namespace) -> int:
     from bpe.engine.compilation import CompileWatch
     from bpe.inputs.discover import Skipped, discover
-    from bpe.inputs.formats import check_parquet
+    from bpe.inputs.readers import check_parquet
     from bpe.long_tokens import LongTokensWarning, long_tokens
     from bpe.progress import Bars
     from bpe.train import StoppedEarly, train
@@ -246,7 +246,7 @@ def _say_compiling(progress) -> None:
 def _check_out(out: str, force: bool) -> None:
     """Refuse an --out that training could not publish to, before any input is read."""
     from bpe import storage
-    from bpe.formats.manifest import TOKENIZER_FILES
+    from bpe.formats.manifest_json import TOKENIZER_FILES
 
     storage.check_target(
         out, TOKENIZER_FILES, force=force, shown=f"--out {out}", replace_hint="use --force to replace it"

@@ -155,7 +155,7 @@ class BucketHolder:
         """Use a Parquet file that already holds the bucket's words (the pipeline writes one): link
         it as this bucket's words (a copy within the object store, or on a filesystem without
         symbolic links), replacing whatever an earlier holder linked or wrote there."""
-        from bpe.distributed.counting import read_counts
+        from bpe.distributed.count_tasks import read_counts
 
         counts = read_counts(path)
         if storage.is_remote(self.directory) or storage.is_remote(path):

@@ -34,7 +34,7 @@ import numpy as np
 from bpe import storage
 from bpe.distributed import channel
 from bpe.distributed.client import Log, check_scheduler, dask_client, ready_workers
-from bpe.distributed.counting import count_on_dask
+from bpe.distributed.count_tasks import count_on_dask
 from bpe.engine.compilation import CompileWatch
 from bpe.engine.count import check_pair_counts, release_memory
 from bpe.engine.merge import MergeResult, finish, first_id, stop_reason
@@ -385,16 +385,16 @@ def merge_on_workers(
     finally:
         holders.close()
     merged.tokens_after = sum(s["tokens"] for s in bucket_stats)
-    engine = {  # the manifest's keys keep their names (word_shards, shard_*): they mean the word buckets
+    engine = {
         "engine": "dask",
         "workers": len(client.scheduler_info()["workers"]),
-        "word_shards": len(bucket_stats),
+        "word_buckets": len(bucket_stats),
         "rounds": merged.rounds,
         "merges_per_round": round(len(merged.merges) / merged.rounds, 2) if merged.rounds else None,
         "recoveries": holders.recoveries,
-        "seconds_waiting_for_shards": round(holders.wait_seconds, 3),
-        "shard_peak_mb": [round(s["peak_mb"]) for s in bucket_stats],
-        "shard_threads": [s.get("threads", 1) for s in bucket_stats],
+        "seconds_waiting_for_buckets": round(holders.wait_seconds, 3),
+        "bucket_peak_mb": [round(s["peak_mb"]) for s in bucket_stats],
+        "bucket_threads": [s.get("threads", 1) for s in bucket_stats],
     }
     return DistributedMerge(
         merged, engine, sum(s["words"] for s in bucket_stats), build_seconds, compiles.seconds, loop.seconds("merge")

@@ -23,20 +23,7 @@ from bpe.engine.borrow import borrowed
 from bpe.engine.errors import InputError
 from bpe.engine.hashing import FNV_OFFSET_BASIS, fnv1a_step, hash_buckets
 from bpe.engine.interrupts import holds_interrupts
-from bpe.engine.scanner import (
-    CL100K,
-    GPT2,
-    O200K,
-    SUPERBPE,
-    WHITESPACE,
-    decode_utf8,
-    is_split_space,
-    next_cl100k,
-    next_gpt2,
-    next_o200k,
-    next_superbpe,
-    next_whitespace,
-)
+from bpe.engine.scanner import CL100K, GPT2, O200K, SUPERBPE, WHITESPACE, decode_utf8, is_gap, next_piece_end
 
 # Counts are int64. Every pair count is at most the bytes of all word occurrences (the sum of count
 # x length), and within a round a pair's count plus the occurrences that merges create can reach
@@ -346,15 +333,16 @@ def _count_pieces(data, doc_offsets, scanner_id, classes, folds, table):
         table = _table_make_room(table, longest)
 
 
-# One counting kernel per pattern, each with its scanner compiled into its loop (a call per piece
-# through a switch over the patterns cost half the counting time), over borrowed views of its arrays
-# (reference counts on every scanner call and table insert cost two thirds of the rest). Each counts
-# pieces from code point `position` of document `doc` on, and stops where the table is full: it
-# returns (doc, position, pieces counted), doc == number of documents when all are done.
+# The counting loop, one for every pattern: it counts pieces from code point `position` of document
+# `doc` on, and stops where the table is full, returning (doc, position, pieces counted), doc ==
+# number of documents when all are done. It works on borrowed views of its arrays (reference counts
+# on every scanner call and table insert cost two thirds of the time otherwise). Each pattern has a
+# compiled kernel of its own that inlines the loop with its scanner's id as a constant, so that the
+# scanner is compiled into the loop: a switch over the patterns at every piece cost half the time.
 
 
-@njit(nogil=True, cache=True)
-def _count_gpt2(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
+@njit(inline="always")
+def _count_until_full(scanner_id, table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
     table, data, doc_offsets = _borrowed_table(table), borrowed(data), borrowed(doc_offsets)
     classes, folds, cps, byte_pos = borrowed(classes), borrowed(folds), borrowed(cps), borrowed(byte_pos)
     pieces = 0
@@ -362,59 +350,8 @@ def _count_gpt2(table, data, doc_offsets, doc, position, classes, folds, cps, by
         n = decode_utf8(data, doc_offsets[d], doc_offsets[d + 1], cps, byte_pos)
         p = position if d == doc else 0
         while p < n:
-            e = next_gpt2(cps, n, p, classes)
-            if not _table_insert(table, data, byte_pos[p], byte_pos[e], 1):
-                return d, p, pieces
-            pieces += 1
-            p = e
-    return len(doc_offsets) - 1, 0, pieces
-
-
-@njit(nogil=True, cache=True)
-def _count_cl100k(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
-    table, data, doc_offsets = _borrowed_table(table), borrowed(data), borrowed(doc_offsets)
-    classes, folds, cps, byte_pos = borrowed(classes), borrowed(folds), borrowed(cps), borrowed(byte_pos)
-    pieces = 0
-    for d in range(doc, len(doc_offsets) - 1):
-        n = decode_utf8(data, doc_offsets[d], doc_offsets[d + 1], cps, byte_pos)
-        p = position if d == doc else 0
-        while p < n:
-            e = next_cl100k(cps, n, p, classes, folds)
-            if not _table_insert(table, data, byte_pos[p], byte_pos[e], 1):
-                return d, p, pieces
-            pieces += 1
-            p = e
-    return len(doc_offsets) - 1, 0, pieces
-
-
-@njit(nogil=True, cache=True)
-def _count_o200k(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
-    table, data, doc_offsets = _borrowed_table(table), borrowed(data), borrowed(doc_offsets)
-    classes, folds, cps, byte_pos = borrowed(classes), borrowed(folds), borrowed(cps), borrowed(byte_pos)
-    pieces = 0
-    for d in range(doc, len(doc_offsets) - 1):
-        n = decode_utf8(data, doc_offsets[d], doc_offsets[d + 1], cps, byte_pos)
-        p = position if d == doc else 0
-        while p < n:
-            e = next_o200k(cps, n, p, classes, folds)
-            if not _table_insert(table, data, byte_pos[p], byte_pos[e], 1):
-                return d, p, pieces
-            pieces += 1
-            p = e
-    return len(doc_offsets) - 1, 0, pieces
-
-
-@njit(nogil=True, cache=True)
-def _count_whitespace(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
-    table, data, doc_offsets = _borrowed_table(table), borrowed(data), borrowed(doc_offsets)
-    classes, folds, cps, byte_pos = borrowed(classes), borrowed(folds), borrowed(cps), borrowed(byte_pos)
-    pieces = 0
-    for d in range(doc, len(doc_offsets) - 1):
-        n = decode_utf8(data, doc_offsets[d], doc_offsets[d + 1], cps, byte_pos)
-        p = position if d == doc else 0
-        while p < n:
-            e = next_whitespace(cps, n, p, classes)
-            if is_split_space(cps, p, classes):  # a gap: str.split() drops it
+            e = next_piece_end(cps, n, p, scanner_id, classes, folds)
+            if is_gap(cps, p, scanner_id, classes):  # whitespace that str.split() drops
                 p = e
                 continue
             if not _table_insert(table, data, byte_pos[p], byte_pos[e], 1):
@@ -425,20 +362,28 @@ def _count_whitespace(table, data, doc_offsets, doc, position, classes, folds, c
 
 
 @njit(nogil=True, cache=True)
+def _count_gpt2(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
+    return _count_until_full(GPT2, table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos)
+
+
+@njit(nogil=True, cache=True)
+def _count_cl100k(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
+    return _count_until_full(CL100K, table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos)
+
+
+@njit(nogil=True, cache=True)
+def _count_o200k(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
+    return _count_until_full(O200K, table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos)
+
+
+@njit(nogil=True, cache=True)
+def _count_whitespace(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
+    return _count_until_full(WHITESPACE, table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos)
+
+
+@njit(nogil=True, cache=True)
 def _count_superbpe(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
-    table, data, doc_offsets = _borrowed_table(table), borrowed(data), borrowed(doc_offsets)
-    classes, folds, cps, byte_pos = borrowed(classes), borrowed(folds), borrowed(cps), borrowed(byte_pos)
-    pieces = 0
-    for d in range(doc, len(doc_offsets) - 1):
-        n = decode_utf8(data, doc_offsets[d], doc_offsets[d + 1], cps, byte_pos)
-        p = position if d == doc else 0
-        while p < n:
-            e = next_superbpe(cps, n, p, classes)
-            if not _table_insert(table, data, byte_pos[p], byte_pos[e], 1):
-                return d, p, pieces
-            pieces += 1
-            p = e
-    return len(doc_offsets) - 1, 0, pieces
+    return _count_until_full(SUPERBPE, table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos)
 
 
 PIECE_COUNTERS = {

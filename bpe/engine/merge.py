@@ -157,16 +157,13 @@ def _learn_on_threads(
     them at once and hands back its pair-count deltas, and all the deltas go into the one queue
     before the next round. With no more threads than cores the threads spin between rounds
     (`SpinningSlices`); otherwise they sleep (`ThreadedWordTable`)."""
-    if threads > available_cores():
-        return _learn_on_sleeping_threads(
-            counts, n_merges, threads, queue, min_frequency, one_per_round, progress, base
-        )
     start = time.perf_counter()
     with interrupts_held():
         tables = split_tables(counts, threads, base)
     for table in tables:
         queue.add(*table.take_deltas())
-    with SpinningSlices(tables) as slices:
+    slices = SpinningSlices(tables) if threads <= available_cores() else ThreadedWordTable(None, threads, tables)
+    with slices:
 
         def run_rounds(budget: int) -> tuple[np.ndarray, int]:
             return slices.run_rounds(queue, budget, min_frequency, one_per_round)
@@ -174,46 +171,6 @@ def _learn_on_threads(
         batches, done, rounds = drive(run_rounds, n_merges, progress)
     result = finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), start, first_id(base))
     result.tokens_after = sum(table.token_count() for table in tables)
-    return result
-
-
-def _learn_on_sleeping_threads(
-    counts: WordCounts,
-    n_merges: int,
-    threads: int,
-    queue: PairQueue,
-    min_frequency: int,
-    one_per_round: bool,
-    progress: ProgressCallback | None,
-    base: BaseMerges | None = None,
-) -> MergeResult:
-    """The same loop with threads that sleep between rounds: for more threads than cores."""
-    start = time.perf_counter()
-    with interrupts_held():
-        words = ThreadedWordTable(counts, threads, base=base)
-    with words:
-        queue.add(*words.take_deltas())
-
-        def on_queue(state, budget: int) -> tuple:
-            """Rounds over the queue's state (lent by `run_rounds`), each applied on every thread."""
-            made: list[np.ndarray] = []
-            n = 0
-            while n < budget:
-                state, batch = queue_next_round(state, 1 if one_per_round else budget - n, min_frequency)
-                if not len(batch):
-                    break
-                for keys, deltas in words.apply_and_take(batch[:, :3]):
-                    state = queue_add_deltas(state, keys, deltas)
-                made.append(batch)
-                n += len(batch)
-            return state, (np.concatenate(made) if made else np.zeros((0, 4), np.int64)), len(made)
-
-        def run_rounds(budget: int) -> tuple[np.ndarray, int]:
-            return queue.lend(on_queue, budget)
-
-        batches, done, rounds = drive(run_rounds, n_merges, progress)
-    result = finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), start, first_id(base))
-    result.tokens_after = words.token_count()
     return result
 
 

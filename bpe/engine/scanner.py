@@ -280,9 +280,10 @@ def next_superbpe(cps, n, p, classes):
     return e
 
 
-@njit
+@njit(inline="always")
 def next_piece_end(cps, n, p, scanner_id, classes, folds):
-    """The end of the piece that starts at p, for the pattern kind `scanner_id`."""
+    """The end of the piece that starts at p, for the pattern kind `scanner_id` (a constant where the
+    caller is compiled for one pattern: then only that pattern's scanner is compiled in)."""
     if scanner_id == GPT2:
         return next_gpt2(cps, n, p, classes)
     if scanner_id == CL100K:

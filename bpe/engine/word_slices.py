@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from bpe.engine.count import WordCounts
+from bpe.engine.pair_queue import PairQueue, queue_add_deltas, queue_next_round
 from bpe.engine.replay import BaseMerges
 from bpe.engine.word_table import WordTable
 
@@ -62,6 +63,28 @@ class ThreadedWordTable:
 
     def apply(self, merges: np.ndarray) -> None:
         self._pending += self.apply_and_take(merges)
+
+    def run_rounds(
+        self, queue: PairQueue, budget: int, min_frequency: int, one_per_round: bool
+    ) -> tuple[np.ndarray, int]:
+        """Rounds chosen by `queue` until `budget` merges are made or none is left, each applied on
+        every slice at once, the threads sleeping between rounds (`SpinningSlices.run_rounds` with
+        threads that spin): (merges made as (a, b, new id, count) rows, rounds)."""
+
+        def on_queue(state, budget: int) -> tuple:
+            made: list[np.ndarray] = []
+            n = 0
+            while n < budget:
+                state, batch = queue_next_round(state, 1 if one_per_round else budget - n, min_frequency)
+                if not len(batch):
+                    break
+                for keys, deltas in self.apply_and_take(batch[:, :3]):
+                    state = queue_add_deltas(state, keys, deltas)
+                made.append(batch)
+                n += len(batch)
+            return state, (np.concatenate(made) if made else np.zeros((0, 4), np.int64)), len(made)
+
+        return queue.lend(on_queue, budget)
 
     def take_deltas(self) -> Deltas:
         """(pair keys, count deltas) since the last call, of all slices (a key may come once per slice)."""

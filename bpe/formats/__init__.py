@@ -5,7 +5,7 @@
 - `transformers_config`: `tokenizer_config.json` and `special_tokens_map.json`; `write`,
   `read_roles`, `read_max_length`
 - `tiktoken_ranks`: `tokenizer.tiktoken` (`base64(token) rank` lines); `write`, `read`
-- `manifest`: our `manifest.json` (a `bpe.manifest.Manifest`: how it was trained, each file's
+- `manifest_json`: our `manifest.json` (a `bpe.manifest.Manifest`: how it was trained, each file's
   SHA-256); `write`, `read`, `read_tokenizer_section`
 - `saved`: the whole directory `Tokenizer.save` writes; `write`, `read` (each file checked
   against the others)

@@ -10,7 +10,7 @@ from bpe.formats import gpt2, hf_json, saved, tiktoken_ranks
 from bpe.formats.files import check_regular
 from bpe.formats.gpt2 import MERGES_FILE, VOCAB_FILE
 from bpe.formats.hf_json import HF_FILE
-from bpe.formats.manifest import MANIFEST_FILE
+from bpe.formats.manifest_json import MANIFEST_FILE
 from bpe.formats.record import TokenizerRecord
 
 

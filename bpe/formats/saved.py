@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bpe.errors import ExportError
-from bpe.formats import gpt2, hf_json, manifest, tiktoken_ranks, transformers_config
+from bpe.formats import gpt2, hf_json, manifest_json, tiktoken_ranks, transformers_config
 from bpe.formats.files import MAX_FILE_BYTES, check_unique, limit_text
 from bpe.formats.gpt2 import MERGES_FILE, VOCAB_FILE, merges_with_places, read_vocab_json
 from bpe.formats.hf_json import HF_FILE
-from bpe.formats.manifest import MANIFEST_FILE
+from bpe.formats.manifest_json import MANIFEST_FILE
 from bpe.formats.record import TokenizerRecord
 from bpe.formats.spelling import bytes_to_unicode, merge_ids, spell, unspell
 from bpe.formats.tiktoken_ranks import TIKTOKEN_FILE, read_ranks, tokens_by_rank
@@ -37,7 +37,7 @@ def write(directory: Path, record: TokenizerRecord, description: Manifest | None
         return
     if description.seconds is not None:
         description.seconds.add_export(time.perf_counter() - started)
-    manifest.write(directory, description)
+    manifest_json.write(directory, description)
 
 
 def check_fits(vocab: Sequence[bytes], merges: Sequence[tuple[int, int]]) -> None:
@@ -64,17 +64,17 @@ def read(directory: Path, pattern: str | None = None) -> TokenizerRecord:
     the files' SHA-256 against the manifest's, the files against each other, the manifest's counts
     against the files. `pattern` replaces the recorded one."""
     manifest_path = directory / MANIFEST_FILE
-    described = manifest.read(manifest_path)
-    special_tokens, stored_pattern, roles = manifest.read_tokenizer_section(manifest_path, described)
+    described = manifest_json.read(manifest_path)
+    special_tokens, stored_pattern, roles = manifest_json.read_tokenizer_section(manifest_path, described)
     if described.present("files"):
-        manifest.check_digests(directory, described.files)
+        manifest_json.check_digests(directory, described.files)
     info = described.tokenizer
     kept_ids = None
     if info.ids == "kept":  # a base tokenizer's ids: read as GPT-2's files are
         vocab, pairs, kept_ids = read_kept_ids(directory, special_tokens)
     else:
         vocab, pairs = read_checked(directory, special_tokens)
-    manifest.check_counts(manifest_path, info, vocab, special_tokens, kept_ids)
+    manifest_json.check_counts(manifest_path, info, vocab, special_tokens, kept_ids)
     if pattern is not None:
         Pretokenizer(pattern)  # the caller's pattern: a bad one is a SettingsError naming `pattern`
     return TokenizerRecord(

@@ -1,4 +1,4 @@
-"""A shard's documents as they are trained on: read in its format (`bpe.inputs.formats`), sampled,
+"""A shard's documents as they are trained on: read in its format (`bpe.inputs.readers`), sampled,
 and cut by what `--limit` leaves for it (`bpe.inputs.selection`).
 
 The same `read_batches` serves both engines (the local one on threads, the Dask one on workers), so
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from bpe.inputs.formats import format_batches
+from bpe.inputs.readers import format_batches
 from bpe.inputs.selection import Budget, sampled_file, select_rows
 from bpe.inputs.shard import Shard
 

@@ -3,7 +3,7 @@ is read (its kind, from its suffix, and the reading options), how it is decompre
 fingerprint.
 
 The suffix decides how a file is read: `.parquet`/`.pq`, `.jsonl`/`.ndjson`, `.json`, `.csv`/`.tsv`;
-any other file is UTF-8 text (see `bpe.inputs.formats`). A compression suffix (`.gz`, `.zst`,
+any other file is UTF-8 text (see `bpe.inputs.readers`). A compression suffix (`.gz`, `.zst`,
 `.bz2`, `.xz`) is decompressed on the fly by fsspec's codecs, and the suffix before it decides the
 format.
 """

@@ -32,7 +32,7 @@ from dataclasses import asdict, fields
 
 from bpe import storage
 from bpe.counting import CountStats, counting_code_version
-from bpe.distributed.counting import ShardCount
+from bpe.distributed.count_tasks import ShardCount
 from bpe.pipeline.config import TokenizerConfig
 from bpe.pipeline.security import count_cache_key, entry_signature
 from bpe.settings import Settings

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from bpe import storage
 from bpe.errors import InputError, OutputError, SettingsError, full_disk
-from bpe.formats.manifest import MANIFEST_FILE
+from bpe.formats.manifest_json import MANIFEST_FILE
 from bpe.leftovers import process_is_gone
 from bpe.manifest import Manifest
 from bpe.storage import COMPLETE

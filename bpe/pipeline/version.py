@@ -5,7 +5,7 @@ cache, the held-out evaluation, the tokenizer's description and the Prefect run.
 from __future__ import annotations
 
 from bpe.counting import CountStats
-from bpe.distributed.counting import ShardCount
+from bpe.distributed.count_tasks import ShardCount
 from bpe.errors import InputError
 from bpe.extend import Base
 from bpe.manifest import Manifest, TokenizerSection

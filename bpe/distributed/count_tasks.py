@@ -1,5 +1,6 @@
-"""Counting on a Dask cluster: one task per Parquet row group (or whole .txt/.jsonl file), summed
-on the workers by a tree reduction, and split into word buckets by a stable hash.
+"""Counting on a Dask cluster, in tasks the workers run: one task per Parquet row group (or whole
+.txt/.jsonl file), summed on the workers by a tree reduction, and split into word buckets by a
+stable hash (`bpe.counting` counts the documents each task reads).
 
 Nothing but small statistics comes back to the client: partial counts move between workers, and
 the pipeline's per-shard counts are written by workers straight to Parquet files (on a shared
@@ -17,7 +18,7 @@ from bpe import storage
 from bpe.counting import CountStats, WordCounter, counts_from_arrow, counts_to_arrow, use_system_allocator
 from bpe.engine.count import WordCounts
 from bpe.errors import BpeError, InputError
-from bpe.inputs.formats import check_parquet
+from bpe.inputs.readers import check_parquet
 from bpe.inputs.shard import Shard
 from bpe.pretokenize import Pretokenizer
 from bpe.progress import estimate_text_bytes
