@@ -15,8 +15,6 @@ The package is built in tiers whose imports point one way:
 """
 
 import os
-import sys
-import types
 
 __all__ = ["Tokenizer", "train"]
 __version__ = "0.1.0"
@@ -28,7 +26,7 @@ os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
 
 # `train` and `Tokenizer` are imported when first used: `import bpe` (and so `bpe --help`) loads
 # neither numpy nor numba.
-_LAZY = {"train": "bpe.train", "Tokenizer": "bpe.tokenizer"}
+_LAZY = {"train": "bpe.training", "Tokenizer": "bpe.tokenizer"}
 
 
 def __getattr__(name: str):
@@ -39,16 +37,3 @@ def __getattr__(name: str):
         globals()[name] = value
         return value
     raise AttributeError(f"module 'bpe' has no attribute {name!r}")
-
-
-class _Package(types.ModuleType):
-    """Importing the submodule `bpe.train` binds it as the package's attribute `train`, which would
-    then hide the function: `bpe.train` stays the function, as `from bpe import train` promises."""
-
-    def __setattr__(self, name: str, value) -> None:
-        if name in _LAZY and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -97,3 +97,7 @@ def require_extra(extra: str, feature: str) -> None:
             raise MissingExtra(
                 f"{feature} needs the [{extra}] extra ({module} is not installed): {install_extra(extra)}"
             )
+
+
+class StoppedEarly(UserWarning):
+    """Training stopped below `vocab_size` though no setting asked it to (`min_frequency` does)."""

@@ -3,7 +3,7 @@ data, counts, result, engine, time, library versions, base), what the pipeline a
 configuration, evaluation, Prefect run, channel), what `save` adds (the tokenizer section, each
 file's checksum), and what a cut records (`truncation`).
 
-`bpe.train.build_manifest` writes one, the pipeline and `save` fill in their sections, and every
+`bpe.training.build_manifest` writes one, the pipeline and `save` fill in their sections, and every
 reader reads attributes. `to_json()` is the JSON written to disk, `Manifest.from_json` reads it
 back. A manifest read from disk is written back as it was read: keys this version has no field for
 are kept (in `extra`) in their place, and a key that was absent stays absent.

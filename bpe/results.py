@@ -1,6 +1,6 @@
 """What an engine hands back from training: one typed record for every engine.
 
-`bpe.train.build_manifest` turns it into the tokenizer's `bpe.manifest.Manifest`; the pipeline adds
+`bpe.training.build_manifest` turns it into the tokenizer's `bpe.manifest.Manifest`; the pipeline adds
 what it knows (the version, the evaluation) to that manifest. Merges themselves are
 `bpe.engine.merge.MergeResult`.
 """

@@ -46,7 +46,7 @@ from bpe.superwords import train_in_stages
 from bpe.tasks.artifacts import evaluate_version, export_version, publish_version
 from bpe.tasks.data import combine_counts, count_all, discover_shards
 from bpe.tasks.merges import train_merges
-from bpe.train import data_fingerprint
+from bpe.training import data_fingerprint
 
 
 @flow(name="train-bpe")

@@ -38,7 +38,7 @@ def no_counting(monkeypatch):
     def counting_started(*args, **kwargs):
         raise AssertionError("counting started before the check")
 
-    monkeypatch.setattr(sys.modules["bpe.train"], "count_shards", counting_started)
+    monkeypatch.setattr(sys.modules["bpe.training"], "count_shards", counting_started)
 
 
 def one_error_line(capsys) -> str:

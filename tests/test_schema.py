@@ -30,7 +30,7 @@ from bpe.pipeline.parameters import RunSettings, overrides
 from bpe.pipeline.reference import settings_reference
 from bpe.schema import RESOLVED, SETTINGS, On, Setting
 from bpe.settings import Settings
-from bpe.train import train
+from bpe.training import train
 
 EVERY = {setting.name: setting for setting in (*SETTINGS, *PIPELINE_SETTINGS)}
 NOT_SETTINGS = {"texts", "progress", "engine_options"}  # what train() reads and reports, and engine objects

@@ -269,7 +269,7 @@ def test_the_command_trains_superwords_and_reports_both_stages(tmp_path, capsys,
 
 
 def stopped_early_warnings(run) -> list[str]:
-    """The warnings `run()` gives (each a `bpe.train.StoppedEarly`, which callers can filter)."""
+    """The warnings `run()` gives (each a `bpe.errors.StoppedEarly`, which callers can filter)."""
     import warnings
 
     with warnings.catch_warnings(record=True) as caught:

@@ -28,7 +28,7 @@ UPPER_TIERS = ("bpe.distributed", "bpe.pipeline", "bpe.flows", "bpe.tasks")
 # dispatching to the Dask engine. The `bpe` command finds the pipeline's subcommands through the
 # `bpe.commands` entry point group, without importing the pipeline.
 ALLOWED_UPWARD = {
-    "bpe/train.py": ("bpe.distributed.driver",),
+    "bpe/training.py": ("bpe.distributed.driver",),
 }
 
 

@@ -90,11 +90,12 @@ def given_settings(args: argparse.Namespace) -> dict:
 
 def run_train(args: argparse.Namespace) -> int:
     from bpe.engine.compilation import CompileWatch
+    from bpe.errors import StoppedEarly
     from bpe.inputs.discover import Skipped, discover
     from bpe.inputs.readers import check_parquet
     from bpe.long_tokens import LongTokensWarning, long_tokens
     from bpe.progress import Bars
-    from bpe.train import StoppedEarly, train
+    from bpe.training import train
 
     if args.also_save is not None:
         also_save_path(args.out, 0)  # an --out with no place beside it: refused before anything is read
@@ -300,7 +301,7 @@ def summary_record(manifest: Manifest, out: str | Path, total_seconds: float | N
         from bpe.inputs.discover import describe_inputs
 
         inputs = describe_inputs([f["path"] for f in shards], manifest.settings)
-    from bpe.train import stopped_early
+    from bpe.training import stopped_early
 
     stopped = stopped_early(manifest, IN_FLAGS)
     warned = [stopped] if stopped is not None else []

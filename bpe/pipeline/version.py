@@ -1,4 +1,4 @@
-"""The manifest of a published version: the tokenizer's own manifest (`bpe.train.build_manifest`)
+"""The manifest of a published version: the tokenizer's own manifest (`bpe.training.build_manifest`)
 plus what the pipeline knows: the configuration, which shards were counted or came from the
 cache, the held-out evaluation, the tokenizer's description and the Prefect run."""
 
@@ -13,7 +13,7 @@ from bpe.pipeline.config import TRAINING_KEYS, TokenizerConfig
 from bpe.pipeline.store import MAIN, VersionStore
 from bpe.results import TrainingRun
 from bpe.settings import Settings
-from bpe.train import build_manifest
+from bpe.training import build_manifest
 
 WHY_NO_MERGES = {
     "min_frequency": "no pair of tokens occurs min_frequency times",

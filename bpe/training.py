@@ -23,7 +23,7 @@ from bpe.engine.cores import available_cores
 from bpe.engine.count import WordCounts, release_memory
 from bpe.engine.merge import learn_merges
 from bpe.engine.replay import BaseMerges
-from bpe.errors import InputError, SettingsError, require_extra
+from bpe.errors import InputError, SettingsError, StoppedEarly, require_extra
 from bpe.extend import Base, base_settings, load_base, trained_tokenizer
 from bpe.inputs.discover import Skipped, discover
 from bpe.inputs.documents import iter_texts
@@ -219,10 +219,6 @@ TRAIN_SETTINGS = {setting.name for setting in on(On.TRAIN)}
 MERGE_SETTINGS = tuple(s.name for s in on(On.TRAIN | On.SETTINGS) if s.name not in FROM_BASE)
 CHECKED_WHEN_READ = ("base", "files", "special_token_roles")
 CHECKED_HERE = tuple(s.name for s in on(On.TRAIN) if On.SETTINGS not in s.on and s.name not in CHECKED_WHEN_READ)
-
-
-class StoppedEarly(UserWarning):
-    """Training stopped below `vocab_size` though no setting asked it to (`min_frequency` does)."""
 
 
 def stopped_early(manifest: Manifest, name: Callable[[str], str] = str) -> str | None:
