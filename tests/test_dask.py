@@ -336,6 +336,37 @@ def test_a_bad_shard_on_a_local_cluster_is_one_line_on_stderr(tmp_path):
     assert not out.exists()
 
 
+def time_parts(summary: str) -> tuple[float, dict[str, float]]:
+    """The total a summary's first line gives and the parts of its `time` line (notes in
+    parentheses, such as the merge loop's share of the merge, left out)."""
+    total = float(re.search(r" in ([\d.]+) s$", summary.splitlines()[0])[1])
+    line = next(line for line in summary.splitlines() if line.startswith("  time "))
+    parts = re.sub(r" \([^)]*\)", "", line.removeprefix("  time")).strip().split(", ")
+    named = (re.fullmatch(r"(.+) ([\d.]+) s", part).groups() for part in parts)
+    return total, {name: float(seconds) for name, seconds in named}
+
+
+def test_the_time_line_of_a_run_that_starts_its_cluster_adds_up_to_its_total(texts, tmp_path):
+    """`trained in 18.1 s` was not the sum of the `time` line: starting (and stopping) the cluster
+    `bpe train --engine dask` starts was in no part of it."""
+    import subprocess
+    import sys
+
+    data = write_parquet(tmp_path / "d.parquet", texts)
+    command = [str(Path(sys.executable).parent / "bpe"), "train", str(data), "--engine", "dask", "--workers", "1"]
+    started = time.perf_counter()
+    done = subprocess.run(
+        [*command, "--vocab-size", "400", "--out", str(tmp_path / "tok")], capture_output=True, text=True, timeout=300
+    )
+    wall = time.perf_counter() - started
+    assert done.returncode == 0, done.stderr[-2000:]
+    total, parts = time_parts(done.stdout)
+    assert sum(parts.values()) == pytest.approx(total, abs=0.05 + 0.005 * len(parts)), parts  # each part rounded
+    assert {"cluster start", "count", "merge", "export", "cluster stop"} <= set(parts), parts
+    assert parts["cluster start"] > 0.1  # a scheduler and a worker process started
+    assert total <= wall
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

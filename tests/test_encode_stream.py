@@ -288,6 +288,42 @@ def test_the_command_streams_real_pipes_to_stdout(saved, tmp_path):
     assert b"encoded 1 document(s) from 1 input(s)" in done.stderr
 
 
+PROGRESS = re.compile(
+    r"encoding: (\d+)% of ([\d.,]+) MB read, ([\d.,]+) MB of text, ([\d,]+) tokens, [\d.,]+ MB of text/s"
+)
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".jsonl.gz"])
+def test_progress_and_summary_tell_the_bytes_read_from_the_text_encoded(saved, tmp_path, suffix):
+    """The progress line said `48.0 MB (98% of 30.7 MB read)`: text MB beside a share of the
+    Parquet file's bytes, as if one were a share of the other. Each figure names its own bytes."""
+    import gzip
+
+    from tests.test_progress import documents, on_a_terminal
+
+    _, tok = saved
+    docs = documents(36_000, distinct=300)  # about 8.6 MB of text, stored smaller
+    path = tmp_path / f"d{suffix}"
+    if suffix == ".parquet":
+        write_parquet(path, docs)
+    else:
+        path.write_bytes(gzip.compress("".join(json.dumps({"text": d}) + "\n" for d in docs).encode()))
+    size, text = path.stat().st_size, sum(len(d.encode()) for d in docs)
+    assert size < text / 2  # stored compressed: the two differ
+    command = [sys.executable, "-m", "bpe.cli", "encode", str(tok), str(path), "--out", str(tmp_path / "ids.npy")]
+    code, shown = on_a_terminal(command, 24, 200, cwd=REPO)
+    assert code == 0, shown[-2000:]
+    progress = [m.groups() for m in PROGRESS.finditer(shown)]
+    assert progress, shown[-2000:]  # drawn from the first batch on
+    for share, stored, encoded, _ in progress:
+        assert stored == f"{size / 1e6:,.1f}" and 0 <= int(share) <= 100
+        assert float(encoded) <= text / 1e6 + 0.05
+        assert abs(int(share) - 100 * float(encoded) * 1e6 / text) <= 15  # alike documents: both shares agree
+    final = shown.strip().splitlines()[-1]
+    assert f" from 1 input(s) ({size / 1e6:,.1f} MB read): {text / 1e6:,.1f} MB of text -> " in final, final
+    assert f" -> {len(np.load(tmp_path / 'ids.npy')):,} tokens " in final
+
+
 def test_an_existing_output_is_kept_without_force(saved, tmp_path, capsys):
     _, out = saved
     (tmp_path / "a.txt").write_text("hello")

@@ -24,11 +24,11 @@ from bpe.progress import Bars, LogProgress
 from tests.conftest import REPO, write_parquet
 
 
-def documents(n: int = 2000, seed: int = 0) -> list[str]:
+def documents(n: int = 2000, seed: int = 0, distinct: int = 3000) -> list[str]:
     """Text with many distinct words (so that a vocabulary of 1,500 is reached), compressing well
     in Parquet (so that file bytes and text bytes differ)."""
     rng = random.Random(seed)
-    words = ["".join(rng.choices("abcdefghij", k=rng.randint(2, 8))) for _ in range(3000)]
+    words = ["".join(rng.choices("abcdefghij", k=rng.randint(2, 8))) for _ in range(distinct)]
     return [" ".join(rng.choices(words, k=40)) for _ in range(n)]
 
 
@@ -237,6 +237,61 @@ def test_json_prints_the_summary_as_one_object_matching_the_manifest(tmp_path, c
     assert record["warnings"] == []
 
 
+def test_a_run_from_a_base_says_what_it_replayed_and_rates_only_what_it_learnt(tmp_path, capsys):
+    """`--from` showed `merges 50,100 ... 365,693 merges/s` for 50,000 merges replayed and 100
+    learnt: the rate divided the replayed ones too by the loop's seconds, which only learns."""
+    from bpe import Tokenizer
+
+    data = write_parquet(tmp_path / "d.parquet", documents(10_000, distinct=50_000))  # a loop of milliseconds
+    base, out = tmp_path / "base", tmp_path / "tok"
+    assert main(["train", str(data), "--vocab-size", "1000", "--out", str(base), "--quiet"]) == 0
+    assert main(["train", str(data), "--from", str(base), "--vocab-size", "3000", "--out", str(out), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    replayed, merges = len(Tokenizer.load(base).merges), len(Tokenizer.load(out).merges)
+    learnt, loop = merges - replayed, json.loads((out / "manifest.json").read_text())["seconds"]["merge_loop"]
+    assert (replayed, merges) == (1000 - 256, 3000 - 256)
+    text = summary(Tokenizer.load(out).manifest, out)
+    assert f"loop {loop:.2f} s, {learnt / loop:,.0f} merges/s)" in text, text
+    assert f"merges    {merges:,}: {replayed:,} replayed from the base, {learnt:,} learnt (" in text, text
+    assert record["merges_per_second"] == pytest.approx(learnt / loop, rel=1e-3)
+    assert (record["merges"], record["base_merges"], record["new_merges"]) == (merges, replayed, learnt)
+
+    # The loop's seconds are those of learning alone: its bar starts after the replay, for the merges learnt.
+    manifest, calls = recorded(files=data, base=base, vocab_size=3000)
+    merge = [c for c in calls if c[0] == "merge"]
+    assert merge[0][1:3] == (0, learnt) and merge[-1][1:3] == (learnt, learnt)
+    assert manifest["seconds"]["merge_loop"] == pytest.approx(merge[-1][3] - merge[0][3], abs=2e-3)
+
+
+# GPT-2's split pattern, as its encoder.py spells it: the words a superword run's first stage counts.
+GPT2_REGEX = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def test_a_superword_runs_data_line_counts_words_and_its_second_stage_pieces_apart(tmp_path, capsys):
+    """A superword run's `data` line gave the second stage's pieces as "pre-tokens" and "unique
+    words": the words are what the run's pattern cuts (stage 1), the pieces are said as pieces."""
+    import regex
+
+    texts = documents(400)
+    data = write_parquet(tmp_path / "d.parquet", texts)
+    out = tmp_path / "tok"
+    options = ["--pattern", GPT2_REGEX, "--superwords", "--transition", "600", "--vocab-size", "700"]
+    assert main(["train", str(data), *options, "--out", str(out), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    words = [m.group() for text in texts for m in regex.finditer(GPT2_REGEX, text)]
+    counts = json.loads((out / "manifest.json").read_text())["counts"]  # the tokenizer's split: pieces
+    assert counts["unique_words"] != len(set(words))  # the two stages' figures differ here
+    from bpe import Tokenizer
+
+    lines = summary(Tokenizer.load(out).manifest, out).splitlines()
+    data_line = next(line for line in lines if line.startswith("  data "))
+    assert data_line.endswith(f", {len(words):,} pre-tokens, {len(set(words)):,} unique words"), data_line
+    stages = next(line for line in lines if line.startswith("  stages "))
+    assert stages.endswith(f"over {counts['pretokens']:,} pieces ({counts['unique_words']:,} unique pieces)")
+    assert (record["pretokens"], record["unique_words"]) == (len(words), len(set(words)))
+    assert (record["pieces"], record["unique_pieces"]) == (counts["pretokens"], counts["unique_words"])
+
+
 def test_piped_output_has_no_bars_and_no_escape_sequences(tmp_path):
     data = write_parquet(tmp_path / "d.parquet", documents(300))
     done = bpe("train", data, "--vocab-size", 300, "--out", tmp_path / "tok", cwd=tmp_path)
@@ -245,21 +300,17 @@ def test_piped_output_has_no_bars_and_no_escape_sequences(tmp_path):
     assert "merges/s" in done.stdout
 
 
-@pytest.mark.parametrize("size", [(24, 120), (0, 0)])  # a new pseudo-terminal's size is unknown: 0 x 0
-def test_a_terminal_gets_bars_and_no_stray_escape_sequence(tmp_path, size):
-    """numba colours its error messages with colorama when it is installed, whose exit handler
-    printed ESC[0m to a terminal after the summary."""
+def on_a_terminal(command: list[str], rows: int, columns: int, cwd: Path, env: dict | None = None) -> tuple[int, str]:
+    """Run `command` with a pseudo-terminal of `rows` x `columns` as its stdin, stdout and stderr:
+    its exit code and all it wrote there."""
     import fcntl
     import pty
     import struct
     import termios
 
-    data = write_parquet(tmp_path / "d.parquet", documents(300))
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING"}
     leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", *size, 0, 0))
-    command = [sys.executable, "-m", "bpe.cli", "train", str(data), "--vocab-size", "300", "--out", "tok"]
-    process = subprocess.Popen(command, stdin=follower, stdout=follower, stderr=follower, cwd=tmp_path, env=env)
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+    process = subprocess.Popen(command, stdin=follower, stdout=follower, stderr=follower, cwd=cwd, env=env)
     os.close(follower)
     output = b""
     while True:
@@ -271,7 +322,17 @@ def test_a_terminal_gets_bars_and_no_stray_escape_sequence(tmp_path, size):
             break
         output += chunk
     os.close(leader)
-    assert process.wait(timeout=600) == 0, output.decode(errors="replace")[-2000:]
-    text = output.decode()
+    return process.wait(timeout=600), output.decode(errors="replace")
+
+
+@pytest.mark.parametrize("size", [(24, 120), (0, 0)])  # a new pseudo-terminal's size is unknown: 0 x 0
+def test_a_terminal_gets_bars_and_no_stray_escape_sequence(tmp_path, size):
+    """numba colours its error messages with colorama when it is installed, whose exit handler
+    printed ESC[0m to a terminal after the summary."""
+    data = write_parquet(tmp_path / "d.parquet", documents(300))
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING"}
+    command = [sys.executable, "-m", "bpe.cli", "train", str(data), "--vocab-size", "300", "--out", "tok"]
+    code, text = on_a_terminal(command, *size, cwd=tmp_path, env=env)
+    assert code == 0, text[-2000:]
     assert "\x1b" not in text, repr(text[-300:])
     assert "merges/s]" in text and "B/s]" in text  # the bars (tqdm's), then the summary

@@ -257,20 +257,14 @@ def _check_out(out: str, force: bool) -> None:
 def summary(manifest: Manifest, out: str | Path, record: dict | None = None) -> str:
     """The short report printed after training (`summary_record`, or `record`, as text)."""
     d = summary_record(manifest, out) if record is None else record
-    s = d["seconds"]
-    mb, loop_s = d["bytes"] / 1e6, s.get("merge_loop", s.get("merge", 0))
-    stopped = STOP_REASONS.get(d["stop_reason"], d["stop_reason"])
     lines = [
-        f"trained {str(out).rstrip('/')}/ in {s.get('total', 0):.1f} s",
+        f"trained {str(out).rstrip('/')}/ in {d['seconds'].get('total', 0):.1f} s",
         f"  data      {d['files']} file(s), {d['documents']:,} documents ({d['null_rows']:,} null rows skipped), "
-        f"{mb:,.1f} MB, {d['pretokens']:,} pre-tokens, {d['unique_words']:,} unique words",
-        f"  merges    {d['merges']:,} (vocabulary {d['vocab_size']:,} with {d['special_tokens']} special token(s)); "
-        f"stopped: {stopped}",
+        f"{d['bytes'] / 1e6:,.1f} MB, {_words(d)}",
+        f"  merges    {_merges(d)} (vocabulary {d['vocab_size']:,} with {d['special_tokens']} special token(s)); "
+        f"stopped: {STOP_REASONS.get(d['stop_reason'], d['stop_reason'])}",
         f"  compress  {d['bytes_per_token'] or 0:.3f} bytes per token on the training text",
-        f"  time      count {s.get('count', 0):.2f} s ({(d['bytes_per_second'] or 0) / 1e6:,.0f} MB/s), merge "
-        f"{s.get('merge', 0):.2f} s (loop {loop_s:.2f} s, {d['merges_per_second'] or 0:,.0f} merges/s), "
-        f"export {s.get('export', 0):.2f} s"
-        + (f", compile {s['compile']:.1f} s (first run of this version only)" if s.get("compile", 0) >= 0.5 else ""),
+        f"  time      {_time(d)}",
     ]
     if d["inputs"] is not None:
         lines.insert(2, f"  inputs    {d['inputs']}")
@@ -278,9 +272,9 @@ def summary(manifest: Manifest, out: str | Path, record: dict | None = None) -> 
         first, second = d["superwords"]["stages"]
         lines.insert(
             -2,
-            f"  stages    subwords {first['merges']:,} merges to {d['superwords']['transition']:,} tokens "
-            f"({first['unique_words']:,} unique words), then superwords {second['merges']:,} merges "
-            f"({second['unique_words']:,} unique pieces)",
+            f"  stages    subwords {first['merges']:,} merges to {d['superwords']['transition']:,} tokens, "
+            f"then superwords {second['merges']:,} merges over {d['pieces']:,} pieces "
+            f"({d['unique_pieces']:,} unique pieces)",
         )
     for saved in d.get("also_saved", []):
         where, size = saved["out"].rstrip("/"), saved["vocab_size"]
@@ -289,10 +283,56 @@ def summary(manifest: Manifest, out: str | Path, record: dict | None = None) -> 
     return "\n".join(lines)
 
 
+def _words(d: dict) -> str:
+    """What counting found: pre-tokens and unique words (a superword run's first stage's), or the
+    pieces of a superword run that starts at the transition (no words counted)."""
+    if d["pretokens"] is None:
+        return f"{d['pieces']:,} pieces, {d['unique_pieces']:,} unique pieces (of the superword pattern)"
+    return f"{d['pretokens']:,} pre-tokens, {d['unique_words']:,} unique words"
+
+
+def _merges(d: dict) -> str:
+    """The merges in the tokenizer: with a base, how many were replayed from it and how many learnt."""
+    if not d["base_merges"]:
+        return f"{d['merges']:,}"
+    return f"{d['merges']:,}: {d['base_merges']:,} replayed from the base, {d['new_merges']:,} learnt"
+
+
+def _time(d: dict) -> str:
+    """Where the time went, in parts that add up to the total: a Dask run's start and stop of its
+    cluster and the building of its word buckets among them, and `other` for what no part measures
+    (checking the settings, loading kernels, building the tokenizer). The merge loop's rate is over
+    the merges it learnt; a base's merges are replayed before it, into the word table."""
+    s = d["seconds"]
+    merge, loop = s.get("merge", 0.0), s.get("merge_loop", s.get("merge", 0.0))
+    replay = ""
+    if d["base_merges"] and "build" not in s:  # the Dask engine replays while building its word buckets
+        replay = f"replay and word table {max(merge - loop, 0):.2f} s, "
+    parts = [
+        ("cluster start", s.get("cluster"), ""),
+        ("count", s.get("count", 0.0), f" ({(d['bytes_per_second'] or 0) / 1e6:,.0f} MB/s)"),
+        ("word buckets", s.get("build"), " (base replayed)" if d["base_merges"] else ""),
+        ("merge", merge, f" ({replay}loop {loop:.2f} s, {d['merges_per_second'] or 0:,.0f} merges/s)"),
+        ("export", s.get("export") or 0.0, ""),
+        ("cluster stop", s.get("cluster_stop"), ""),
+    ]
+    if s.get("compile", 0) >= 0.5:
+        parts.append(("compile", s["compile"], " (first run of this version only)"))
+    shown = [(name, seconds, note) for name, seconds, note in parts if seconds is not None]
+    other = s.get("total", 0) - sum(seconds for _, seconds, _ in shown)
+    if other >= 0.005:
+        shown.append(("other", other, ""))
+    return ", ".join(f"{name} {seconds:.2f} s{note}" for name, seconds, note in shown)
+
+
 def summary_record(manifest: Manifest, out: str | Path, total_seconds: float | None = None) -> dict:
     """What the summary shows, as data (`bpe train --json`): rates in the progress bars' units
-    (text bytes per second of counting, merges per second of the merge loop alone). The time in
-    all is `total_seconds` (the command's, saving included) when given, else the manifest's."""
+    (text bytes per second of counting; merges learnt per second of the merge loop alone, which a
+    base's merges, replayed before it, are not part of). `merges` counts the tokenizer's merges:
+    `base_merges` replayed from a base (0 without one), then `new_merges` learnt. A superword
+    run's `pretokens` and `unique_words` are its first stage's (None when it starts at the
+    transition), `pieces` and `unique_pieces` its second stage's (None for other runs). The time
+    in all is `total_seconds` (the command's, saving included) when given, else the manifest's."""
     c, r, phases = manifest.counts, manifest.result, manifest.seconds.phases
     shards = manifest.data.shards
     count_s, loop_s = phases.get("count", 0.0), phases.get("merge_loop", phases.get("merge", 0.0))
@@ -308,10 +348,17 @@ def summary_record(manifest: Manifest, out: str | Path, total_seconds: float | N
     seconds = manifest.seconds.to_json()
     if total_seconds is not None:
         seconds["total"] = round(total_seconds, 3)
+    base_merges = manifest.settings.base_merges or 0
+    words, pieces = (c.pretokens, c.unique_words), (None, None)
+    if manifest.superwords is not None:
+        first = manifest.superwords.stages[0]
+        words, pieces = (first["pretokens"] or None, first["unique_words"] or None), words
     return {
         "out": str(out),
         "vocab_size": r.vocab_size,
         "merges": r.merges,
+        "base_merges": base_merges,
+        "new_merges": r.merges - base_merges,
         "special_tokens": len(manifest.settings.special_tokens),
         "stop_reason": r.stop_reason,
         "bytes_per_token": r.bytes_per_token,
@@ -320,11 +367,13 @@ def summary_record(manifest: Manifest, out: str | Path, total_seconds: float | N
         "documents": c.documents,
         "null_rows": c.null_rows,
         "bytes": c.bytes,
-        "pretokens": c.pretokens,
-        "unique_words": c.unique_words,
+        "pretokens": words[0],
+        "unique_words": words[1],
+        "pieces": pieces[0],
+        "unique_pieces": pieces[1],
         "seconds": seconds,
         "bytes_per_second": c.bytes / count_s if count_s else None,
-        "merges_per_second": r.merges / loop_s if loop_s else None,
+        "merges_per_second": (r.merges - base_merges) / loop_s if loop_s else None,
         "engine": manifest.engine.to_json(),
         "superwords": manifest.superwords.to_json() if manifest.superwords is not None else None,
         "warnings": warned,

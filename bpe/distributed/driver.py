@@ -417,7 +417,9 @@ def train_on_dask(
     base: BaseMerges | None = None,
 ) -> TrainingRun:
     """Count and merge on a Dask cluster (`shards`, or in-memory `texts` counted here first),
-    after replaying `base`'s merges on the workers' words."""
+    after replaying `base`'s merges on the workers' words. Its `seconds`, one after another:
+    `cluster` (connecting or starting it, the workers' kernels loaded), `count`, `build` (the word
+    buckets), `merge` (`merge_loop` within it), `cluster_stop`; `compile` apart from them all."""
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     own_scratch = scratch is None
@@ -447,6 +449,8 @@ def train_on_dask(
                 "cluster_started_here": cluster["started_here"],
                 **on_workers.engine,
             }
+            stopping = time.perf_counter()
+        seconds["cluster_stop"] = time.perf_counter() - stopping  # a cluster started here is stopped here
     except OSError as exc:
         if "scheduler" in str(exc).lower() or (client is None and scheduler):
             raise SchedulerLost(f"lost the Dask scheduler: {exc}") from None
