@@ -292,6 +292,24 @@ def test_a_superword_runs_data_line_counts_words_and_its_second_stage_pieces_apa
     assert (record["pieces"], record["unique_pieces"]) == (counts["pretokens"], counts["unique_words"])
 
 
+def test_a_superword_runs_counting_rate_is_over_each_pass_of_its_text(tmp_path, capsys):
+    """Both stages of a superword run count the text: the rate divided its bytes, counted once, by
+    the two passes' time, and showed about half the speed of counting."""
+    data = write_parquet(tmp_path / "d.parquet", documents(400))
+    out = tmp_path / "tok"
+    options = ["--superwords", "--transition", "600", "--vocab-size", "700", "--out", str(out)]
+    assert main(["train", str(data), *options, "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    stages = json.loads((out / "manifest.json").read_text())["superwords"]["stages"]
+    per_pass = [record["bytes"] / stage["seconds"]["count"] for stage in stages]
+    assert record["count_passes"] == 2
+    assert min(per_pass) * 0.99 <= record["bytes_per_second"] <= max(per_pass) * 1.01, (per_pass, record)
+    from bpe import Tokenizer
+
+    time_line = next(line for line in summary(Tokenizer.load(out).manifest, out).splitlines() if "  time " in line)
+    assert "count " in time_line and "(2 passes, " in time_line, time_line
+
+
 def test_piped_output_has_no_bars_and_no_escape_sequences(tmp_path):
     data = write_parquet(tmp_path / "d.parquet", documents(300))
     done = bpe("train", data, "--vocab-size", 300, "--out", tmp_path / "tok", cwd=tmp_path)

@@ -310,7 +310,7 @@ def _time(d: dict) -> str:
         replay = f"replay and word table {max(merge - loop, 0):.2f} s, "
     parts = [
         ("cluster start", s.get("cluster"), ""),
-        ("count", s.get("count", 0.0), f" ({(d['bytes_per_second'] or 0) / 1e6:,.0f} MB/s)"),
+        ("count", s.get("count", 0.0), f" ({_passes(d)}{(d['bytes_per_second'] or 0) / 1e6:,.0f} MB/s)"),
         ("word buckets", s.get("build"), " (base replayed)" if d["base_merges"] else ""),
         ("merge", merge, f" ({replay}loop {loop:.2f} s, {d['merges_per_second'] or 0:,.0f} merges/s)"),
         ("export", s.get("export") or 0.0, ""),
@@ -325,9 +325,15 @@ def _time(d: dict) -> str:
     return ", ".join(f"{name} {seconds:.2f} s{note}" for name, seconds, note in shown)
 
 
+def _passes(d: dict) -> str:
+    """A superword run reads its text once per stage: say so beside the counting rate."""
+    return f"{d['count_passes']} passes, " if d["count_passes"] > 1 else ""
+
+
 def summary_record(manifest: Manifest, out: str | Path, total_seconds: float | None = None) -> dict:
     """What the summary shows, as data (`bpe train --json`): rates in the progress bars' units
-    (text bytes per second of counting; merges learnt per second of the merge loop alone, which a
+    (text bytes per second of counting, each of a superword run's `count_passes` over the text
+    counted; merges learnt per second of the merge loop alone, which a
     base's merges, replayed before it, are not part of). `merges` counts the tokenizer's merges:
     `base_merges` replayed from a base (0 without one), then `new_merges` learnt. A superword
     run's `pretokens` and `unique_words` are its first stage's (None when it starts at the
@@ -350,7 +356,9 @@ def summary_record(manifest: Manifest, out: str | Path, total_seconds: float | N
         seconds["total"] = round(total_seconds, 3)
     base_merges = manifest.settings.base_merges or 0
     words, pieces = (c.pretokens, c.unique_words), (None, None)
+    passes = 1
     if manifest.superwords is not None:
+        passes = sum(1 for stage in manifest.superwords.stages if stage["seconds"].get("count")) or 1
         first = manifest.superwords.stages[0]
         words, pieces = (first["pretokens"] or None, first["unique_words"] or None), words
     return {
@@ -372,7 +380,8 @@ def summary_record(manifest: Manifest, out: str | Path, total_seconds: float | N
         "pieces": pieces[0],
         "unique_pieces": pieces[1],
         "seconds": seconds,
-        "bytes_per_second": c.bytes / count_s if count_s else None,
+        "count_passes": passes,
+        "bytes_per_second": c.bytes * passes / count_s if count_s else None,
         "merges_per_second": (r.merges - base_merges) / loop_s if loop_s else None,
         "engine": manifest.engine.to_json(),
         "superwords": manifest.superwords.to_json() if manifest.superwords is not None else None,
