@@ -1,6 +1,7 @@
 """Encoding at scale: `Tokenizer.encode_batch_to_numpy` and `bpe encode TOK FILE...` (streamed
-input, txt/jsonl/npy/bin output, --eot, --offsets), checked against `Tokenizer.encode` per document
-and against tiktoken on the same ranks (`to_tiktoken()`)."""
+input, txt/jsonl/npy/bin output, --eot, --offsets; files, arguments or stdin that are not UTF-8
+refused in one line), checked against `Tokenizer.encode` per document and against tiktoken on the
+same ranks (`to_tiktoken()`)."""
 
 from __future__ import annotations
 
@@ -262,16 +263,21 @@ def test_out_and_offsets_naming_one_file_are_refused_before_writing(saved, tmp_p
     no_leftovers(tmp_path)
 
 
+def stdin_of(data: bytes) -> io.TextIOWrapper:
+    """Standard input holding `data`, as Python opens it under a C/UTF-8 locale."""
+    return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="surrogateescape")
+
+
 def test_stdin_streamed_with_dash_or_when_no_argument(saved, monkeypatch, capsys):
     tok, out = saved
-    data = "one line\ntwo line\n"
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data.encode()), encoding="utf-8"))
+    data = "one line, naïve café\ntwo line 中文 🙂\n"
+    monkeypatch.setattr(sys, "stdin", stdin_of(data.encode()))
     assert bpe("encode", out, "-", "--text-format", "lines", "--format", "jsonl") == 0
     printed, err = capsys.readouterr()
-    assert [json.loads(x)["ids"] for x in printed.splitlines()] == expected(tok, ["one line", "two line"])
+    assert [json.loads(x)["ids"] for x in printed.splitlines()] == expected(tok, data.splitlines())
     assert err.startswith("encoded 2 document(s) from 1 input(s)")
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data.encode()), encoding="utf-8"))
-    assert bpe("encode", out) == 0  # as before: one document, one final newline dropped, no summary
+    monkeypatch.setattr(sys, "stdin", stdin_of(data.encode()))
+    assert bpe("encode", out) == 0  # no argument: one document, its final newline dropped, no summary
     printed, err = capsys.readouterr()
     assert [int(i) for i in printed.split()] == tok.encode(data[:-1]) and err == ""
     assert bpe("encode", out, "-", "-") == 1
@@ -311,6 +317,27 @@ def test_invalid_utf8_names_the_file_and_offset_and_writes_nothing(saved, tmp_pa
         assert capsys.readouterr().err == f"bpe: error: {tmp_path / 'b.txt'}: invalid UTF-8 at byte 7\n"
         assert not target.exists()
     no_leftovers(tmp_path)
+
+
+def test_stdin_that_is_not_utf8_is_refused(saved, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", stdin_of(b"caf\xc3\xa9 ab\xffcd\n"))
+    assert bpe("encode", saved[1]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err == "bpe: error: <stdin>: invalid UTF-8 at byte 8\n"
+
+
+def test_arguments_that_are_not_utf8_are_refused(saved, capsys):
+    # Python hands the command invalid UTF-8 in its arguments as lone surrogates (surrogateescape).
+    assert bpe("encode", saved[1], "ab", "c\udcffd") == 1
+    assert capsys.readouterr().err == "bpe: error: arguments: invalid UTF-8 at byte 4\n"
+
+
+def test_invalid_utf8_on_a_real_stdin_is_refused(saved):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "bpe.cli", "encode", str(saved[1])]
+    done = subprocess.run(command, input=b"ab\xed\xa0\x80c", env=env, capture_output=True)
+    assert done.returncode == 1 and done.stdout == b""
+    assert done.stderr == b"bpe: error: <stdin>: invalid UTF-8 at byte 2\n"
 
 
 def test_options_before_the_files_and_format_rules(saved, tmp_path, capsys):

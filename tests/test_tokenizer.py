@@ -1,4 +1,5 @@
-"""Encode/decode, and agreement with Hugging Face `tokenizers` and tiktoken on the exported files."""
+"""Encode and decode, and agreement with Hugging Face `tokenizers` and tiktoken on the exported
+files; text that is not Unicode (a lone surrogate) is refused in one line, or replaced when asked."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers
 
 from bpe import Tokenizer, train
-from bpe.errors import InputError, SettingsError, SpecialTokenError
+from bpe.errors import BpeError, InputError, SettingsError, SpecialTokenError
 from bpe.formats.spelling import bytes_to_unicode, spell, unspell
 from bpe.formats.tiktoken_ranks import TIKTOKEN_FILE
 from bpe.tokenizer.conversions import tiktoken_pattern
@@ -228,3 +229,29 @@ def test_equality_and_repr(trained):
     custom = Tokenizer([], long_regex, [f"<|t{i}|>" for i in range(10)])
     assert custom.pattern == long_regex and long_regex not in repr(custom)  # abridged: a repr is one short line
     assert '..."' in repr(custom) and "(10 in all)" in repr(custom) and len(repr(custom)) < 240
+
+
+# -- text that is not Unicode ---------------------------------------------------------------------
+
+
+def python_encoded() -> Tokenizer:
+    """A tokenizer tiktoken cannot take (two tokens with the same bytes): the Python encoder runs."""
+    tok = Tokenizer([(97, 98), (97, 98)], pattern="gpt2")
+    assert tok._encoder.tiktoken() is None
+    return tok
+
+
+@pytest.mark.parametrize("encoder", ["tiktoken", "python"])
+def test_a_lone_surrogate_is_refused_unless_replaced(encoder):
+    tok = train(SAMPLE_TEXTS * 20, vocab_size=400, pattern="gpt2") if encoder == "tiktoken" else python_encoded()
+    assert (tok._encoder.tiktoken() is None) == (encoder == "python")
+    with pytest.raises(ValueError) as raised:
+        tok.encode("ab\ud800c")
+    assert isinstance(raised.value, BpeError)
+    assert str(raised.value).startswith("text: lone surrogate U+D800 at character 2") and "\n" not in str(raised.value)
+    with pytest.raises(BpeError, match="U\\+DC80"):
+        tok.encode_ordinary("x\udc80")
+    assert tok.encode("ab\ud800c", errors="replace") == tok.encode("ab\ufffdc")
+    # Two lone halves are two errors in the text, not one character: each becomes U+FFFD.
+    assert tok.encode("\ud83d\ude42", errors="replace") == tok.encode("\ufffd\ufffd") != tok.encode("🙂")
+    assert tok.encode_ordinary("x\udc80", errors="replace") == tok.encode_ordinary("x\ufffd")
