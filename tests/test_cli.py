@@ -140,6 +140,16 @@ def test_the_installed_command_runs(shards, tmp_path):
     assert decoded == "the dog\n"
 
 
+def test_train_quiet_prints_nothing(tmp_path):
+    data = write_parquet(tmp_path / "d.parquet", ["the cat sat on the mat"] * 20)
+    command = [str(Path(sys.executable).parent / "bpe"), "train", str(data), "--vocab-size", "262"]
+    done = subprocess.run([*command, "--out", "tok", "--quiet"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0 and (done.stdout, done.stderr) == ("", "")
+    assert Tokenizer.load(tmp_path / "tok").vocab_size == 262
+    loud = subprocess.run([*command, "--out", "tok2"], cwd=tmp_path, capture_output=True, text=True)
+    assert loud.returncode == 0 and "merges" in loud.stdout  # the summary, without --quiet
+
+
 def test_existing_tokenizer_is_never_overwritten_without_force(shards, tmp_path, capsys):
     out = tmp_path / "tok"
     run("train", shards, "--vocab-size", 270, "--out", out, "--quiet")

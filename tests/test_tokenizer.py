@@ -15,7 +15,7 @@ from bpe.errors import BpeError, InputError, SettingsError, SpecialTokenError
 from bpe.formats.spelling import bytes_to_unicode, spell, unspell
 from bpe.formats.tiktoken_ranks import TIKTOKEN_FILE
 from bpe.tokenizer.conversions import tiktoken_pattern
-from tests.conftest import GPT2, WHITESPACE
+from tests.conftest import GPT2, WHITESPACE, stdlib_paragraphs
 from tests.conftest import any_text as any_text_of
 
 any_text = any_text_of("ab1 ")
@@ -229,6 +229,15 @@ def test_equality_and_repr(trained):
     custom = Tokenizer([], long_regex, [f"<|t{i}|>" for i in range(10)])
     assert custom.pattern == long_regex and long_regex not in repr(custom)  # abridged: a repr is one short line
     assert '..."' in repr(custom) and "(10 in all)" in repr(custom) and len(repr(custom)) < 240
+
+
+def test_a_tokenizer_built_from_merges_splits_as_the_trainer_does_by_default():
+    paragraphs = stdlib_paragraphs()[:600]
+    tok = train(paragraphs, vocab_size=600)  # no pattern named
+    rebuilt = Tokenizer(tok.merges[:300])
+    assert rebuilt.pattern == tok.pattern
+    named = Tokenizer(tok.merges[:300], tok.pattern)
+    assert [rebuilt.encode(t) for t in paragraphs[:200]] == [named.encode(t) for t in paragraphs[:200]]
 
 
 # -- text that is not Unicode ---------------------------------------------------------------------
