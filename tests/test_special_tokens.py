@@ -1,7 +1,8 @@
 """Special tokens in text: refused by default, as tiktoken refuses them, naming the token (and the
 text of a batch, the file and document of `bpe encode`); encoded as the special token when allowed
 (`allowed_special`, `--allow-special`) and as ordinary text when asked (`special_as_text`,
-`--special-as-text`), with tiktoken's ids on the same ranks."""
+`--special-as-text`), with tiktoken's ids on the same ranks. A special token spelled like a byte is
+refused before any counting."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 from bpe import Tokenizer, train
+from bpe.cli import main
 from bpe.errors import SpecialTokenError
 from tests.conftest import stdlib_paragraphs, write_parquet
 
@@ -102,3 +104,14 @@ def test_bpe_encode_flags_for_special_tokens_on_stdin(tok, tmp_path):
     assert [int(i) for i in allowed.stdout.split()] == tok.encode(text[:-1], allowed_special="all")
     both = bpe("encode", "tok", "--allow-special", "--special-as-text", cwd=tmp_path, stdin=text)
     assert both.returncode == 2 and "not allowed with" in both.stderr
+
+
+# -- at training -----------------------------------------------------------------------------------
+
+
+def test_a_special_token_spelled_like_a_byte_is_refused_before_counting(tmp_path, capsys, no_counting):
+    data = write_parquet(tmp_path / "data" / "part.parquet", ["the cat sat on the mat"] * 100)
+    assert main(["train", str(data), "--vocab-size", "300", "--special-token", "a", "--out", str(tmp_path / "t")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("bpe: error: --special-token: 'a' is spelled like a byte token"), err
+    assert not (tmp_path / "t").exists()
