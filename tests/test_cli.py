@@ -90,7 +90,7 @@ def test_encode_and_decode_commands(shards, tmp_path, capsys, monkeypatch):
 
 @pytest.mark.services
 def test_encode_and_decode_of_a_tokenizer_url_that_cannot_be_read_is_one_line(tmp_path, capsys, s3_env, monkeypatch):
-    """Without credentials for the store, `bpe encode s3://...` was a 73-line traceback."""
+    """Without credentials for the store, `bpe encode s3://...` and `bpe decode` say so in one line."""
     boto3 = pytest.importorskip("boto3")
     pytest.importorskip("s3fs")
     from bpe import train

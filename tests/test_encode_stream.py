@@ -144,7 +144,7 @@ def test_a_text_file_in_pieces_encodes_as_the_whole_text(saved, tmp_path, monkey
 
 
 def test_a_file_argument_is_encoded_not_its_name(saved, tmp_path, capsys):
-    """The reported defect: `bpe encode tok ten.txt` encoded the string "ten.txt"."""
+    """`bpe encode tok ten.txt` encodes the file's text, never the string "ten.txt"."""
     tok, out = saved
     (tmp_path / "ten.txt").write_text(DOCS[0] + "\n", encoding="utf-8")
     assert bpe("encode", out, tmp_path / "ten.txt") == 0
@@ -231,7 +231,7 @@ def number(pattern: str, line: str) -> int:
 
 
 def test_the_summary_counts_the_ids_written_end_of_text_included(saved, tmp_path, capsys, monkeypatch):
-    """The summary said 9,481 tokens where 9,483 ids were written: it left out the end-of-text ids."""
+    """The summary counts every id written, the end-of-text ids included, and says how many are which."""
     _, out = saved
     docs = [d.replace("<|endoftext|>", "the end") for d in DOCS]  # no special token in the text
     inputs = [write_parquet(tmp_path / f"{i}.parquet", [f"{d} {i}" for d in docs * 4]) for i in range(5)]

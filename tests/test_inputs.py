@@ -1,8 +1,8 @@
 """Inputs at the edges: symbolic links and loops, files that are not regular files, large .txt files
 read in pieces, byte order marks, Arrow string layouts, empty corpora and the threads setting; and
-the inputs users already have (issue 13, point 4): any suffix as text, one document per file or per
-line, compressed files, JSON arrays, CSV, stdin, directory walks that say what they skip, Python
-iterables of str or dicts and `datasets`, --limit and --sample, on both engines."""
+the inputs users already have: any suffix as text, one document per file or per line, compressed
+files, JSON arrays, CSV, stdin, directory walks that say what they skip, Python iterables of str or
+dicts and `datasets`, --limit and --sample, on both engines."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def chunked_counts(texts, pretokenizer: Pretokenizer) -> tuple[dict[bytes, int],
     return counter.result().to_dict(), counter.stats.pretokens, counter.stats.special_tokens
 
 
-# --- 8: symbolic links -------------------------------------------------------------------------
+# --- symbolic links -------------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -103,7 +103,7 @@ def test_training_through_a_symlink_loop_counts_each_file_once(looped):
     assert len(tok.manifest["data"]["shards"]) == 2
 
 
-# --- 15: files that are not regular files ------------------------------------------------------
+# --- files that are not regular files -------------------------------------------------------------
 
 
 def special_files(tmp_path):
@@ -153,7 +153,7 @@ def test_opening_a_fifo_as_a_shard_fails_at_once_rather_than_waiting_for_a_write
     assert isinstance(outcome[0], InputError) and "x.txt: not a regular file (a FIFO)" in str(outcome[0])
 
 
-# --- 15: large .txt files in pieces --------------------------------------------------------------
+# --- large .txt files in pieces -------------------------------------------------------------------
 
 # Characters around the cut rules: ASCII letters, digits, punctuation (' / .), every kind of
 # whitespace the patterns treat differently, non-ASCII letters, a combining mark, and the
@@ -235,7 +235,7 @@ def test_invalid_utf8_in_a_later_piece_is_reported_at_its_byte_in_the_file(tmp_p
         list(read_batches(shard, pretokenizer=Pretokenizer("gpt2"), chunk_bytes=64))
 
 
-# --- 17: byte order marks, Arrow string layouts, empty corpora, threads ------------------------
+# --- byte order marks, Arrow string layouts, empty corpora, threads -------------------------------
 
 
 def test_a_byte_order_mark_is_not_text_in_txt_or_jsonl(tmp_path):
@@ -316,7 +316,7 @@ def test_threads_none_means_one_per_core_and_one_is_allowed():
     assert train(["some text"], vocab_size=260, threads=1).merges
 
 
-# --- issue 13, point 4: the inputs users already have ---------------------------------------------
+# --- the inputs users already have ----------------------------------------------------------------
 # Every format trains the merges of the same documents given as Parquet rows (proven elsewhere
 # against the reference trainer), and lines mode is checked against the reference trainer over the
 # `regex` module's split of each line. Errors are one line naming the file, row or setting.

@@ -165,7 +165,7 @@ def test_a_directory_from_before_roles_loads_with_none(tmp_path):
     tok.save(tmp_path / "tok")
     manifest_path = tmp_path / "tok" / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
-    assert "special_token_roles" not in manifest["tokenizer"]  # none set: the section is as before
+    assert "special_token_roles" not in manifest["tokenizer"]  # none set: no key for them
     for name in (CONFIG_FILE, SPECIAL_MAP_FILE):  # as a directory written before these files existed
         (tmp_path / "tok" / name).unlink()
         del manifest["files"][name]
