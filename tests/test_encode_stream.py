@@ -76,8 +76,6 @@ def test_encode_batch_to_numpy_equals_encode_batch(saved):
     assert again.tolist() == ids.tolist() and again_at.tolist() == offsets.tolist()
     empty, empty_at = tok.encode_batch_to_numpy([])
     assert empty.size == 0 and empty_at.tolist() == [0]
-    with pytest.raises(SpecialTokenError):
-        tok.encode_batch_to_numpy(["a<|endoftext|>"], allowed_special=())
     with pytest.raises(SettingsError, match="^texts: expected a list of strings"):
         tok.encode_batch_to_numpy("one string")
 

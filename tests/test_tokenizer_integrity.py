@@ -205,10 +205,10 @@ def test_the_manifest_records_each_files_checksum(saved):
     assert tok.manifest["files"] == files
 
 
-@pytest.mark.parametrize("checksums", [True, False], ids=["checksums", "no-checksums"])
-def test_untampered_files_load_as_the_same_tokenizer(saved, tmp_path, checksums):
+def test_untampered_files_without_checksums_load_as_the_same_tokenizer(saved, tmp_path):
+    """With the checksums, tests/test_tokenizer.py's test_equality_and_repr loads what was saved."""
     tok, _ = saved
-    loaded = Tokenizer.load(copy_of(saved, tmp_path, checksums))
+    loaded = Tokenizer.load(copy_of(saved, tmp_path, checksums=False))
     assert loaded.merges == tok.merges and loaded.special_tokens == tok.special_tokens
     text = SAMPLE + "<|endoftext|>"
     assert loaded.encode(text, allowed_special="all") == tok.encode(text, allowed_special="all")
