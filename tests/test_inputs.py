@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -26,12 +27,14 @@ from hypothesis import strategies as st
 import bpe.inputs.readers as readers
 from bpe import train
 from bpe.counting import WordCounter, count_shards
+from bpe.engine.cores import available_cores
 from bpe.errors import InputError, InvalidTextError, SettingsError
 from bpe.inputs.discover import discover
 from bpe.inputs.read import read_batches
 from bpe.inputs.shard import Shard, with_options
 from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
 from bpe.schema import check as check_setting
+from bpe.train import THREADED_MERGE_MIN_WORDS
 from tests.reference import train_reference
 
 REPO = Path(__file__).resolve().parent.parent
@@ -314,8 +317,29 @@ def test_threads_must_be_a_positive_integer(tmp_path, threads):
 
 
 def test_threads_none_means_one_per_core_and_one_is_allowed():
+    """threads=None: the merge loop over a word table large enough to share runs one thread per
+    core this process may use (`available_cores()`: its affinity mask and cgroup quota, not the
+    machine's count), as the manifest's engine record says; pinned to one core, one thread.
+    threads=1 is allowed and recorded, and every count learns the same merges."""
     check_setting("threads", None)
-    assert train(["some text"], vocab_size=260, threads=1).merges
+    rng = random.Random(0)
+    words = sorted({"".join(rng.choices("abcdefghij", k=7)) for _ in range(2 * THREADED_MERGE_MIN_WORDS)})
+    assert len(words) > THREADED_MERGE_MIN_WORDS
+    texts = [" ".join(words[i : i + 100]) for i in range(0, len(words), 100)]
+    auto = train(texts, vocab_size=300)
+    assert auto.manifest.engine.threads == "auto" and auto.manifest.engine.merge_threads == available_cores()
+    one = train(texts, vocab_size=300, threads=1)
+    assert (one.manifest.engine.threads, one.manifest.engine.merge_threads) == (1, 1)
+    assert one.merges == auto.merges
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    before = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(before)})
+        pinned = train(texts, vocab_size=300)
+    finally:
+        os.sched_setaffinity(0, before)
+    assert pinned.manifest.engine.merge_threads == 1 and pinned.merges == auto.merges
 
 
 # --- the inputs users already have ----------------------------------------------------------------
