@@ -8,6 +8,7 @@ import contextlib
 import functools
 import json
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,6 +101,16 @@ def publish_as(
     (staged.directory / "manifest.json").write_text(json.dumps(manifest))
     store.commit(staged)
     return staged.version
+
+
+@pytest.fixture
+def no_counting(monkeypatch) -> None:
+    """Counting must not start: the check under test comes first (`bpe.training`'s count_shards raises)."""
+
+    def counting_started(*args, **kwargs):
+        raise AssertionError("counting started before the check")
+
+    monkeypatch.setattr(sys.modules["bpe.training"], "count_shards", counting_started)
 
 
 @pytest.fixture
@@ -221,7 +232,8 @@ SLOWEST_MODULES = (
     "test_tiers",
     "test_dask_faults",
     "test_max_token_length",
-    "test_interrupts_and_outputs",
+    "test_outputs",
+    "test_interrupts",
 )
 
 

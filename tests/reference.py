@@ -25,6 +25,18 @@ def merge_ids(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
     return out
 
 
+def encode_word(word: bytes, ranks: dict[tuple[int, int], int]) -> list[int]:
+    """`word` under the merges in `ranks` (pair -> its merge's index): the lowest-ranked pair
+    present is merged first, everywhere in the word, as replaying the merges in order does."""
+    ids = list(word)
+    while len(ids) > 1:
+        rank, pair = min((ranks.get(pair, len(ranks)), pair) for pair in zip(ids, ids[1:]))
+        if rank == len(ranks):
+            break
+        ids = merge_ids(ids, pair, 256 + rank)
+    return ids
+
+
 def isolated_split(split: str, text: str) -> list[str]:
     """Hugging Face's `Split(split, behavior="isolated")`: the matches and the text between them.
     `\\d+` on "ab12cd" gives ["ab", "12", "cd"]."""

@@ -125,7 +125,7 @@ def test_training_on_real_text_counts_hugging_faces_pieces():
     assert tok.merges == train_reference(dict(pieces), 600 - 256)
 
 
-# -- the cases the issue names ----------------------------------------------------------------
+# -- a user's regex in training, the command, superwords, bases and exports --------------------
 
 
 def bpe(*args: str, cwd: Path) -> subprocess.CompletedProcess:

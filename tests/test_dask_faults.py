@@ -122,8 +122,8 @@ def test_worker_loss_first_noticed_by_a_checkpoint_is_recovered(client, texts, l
     assert tok.manifest["engine"]["recoveries"] >= victims
     assert sum("during a checkpoint" in line for line in log) >= victims, log
     # A guard against hanging, not a speed figure: alone this takes ~3 s, about 10 s on a loaded
-    # machine. A holder placed on the other worker killed in the same moment used to wait out the
-    # actor timeout (120 s) in 1 run of 3 under load; `started_actor` now submits it again at once.
+    # machine. A holder placed on the other worker killed in the same moment would wait out the
+    # actor timeout (120 s) unless `started_actor` submitted it again at once, as it does.
     assert time.monotonic() - started < 90
 
 

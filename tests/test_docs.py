@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.conftest import GPT2, stdlib_paragraphs, write_parquet
@@ -144,6 +145,34 @@ def test_the_blocks_of_each_page_run_as_written(page, inputs, texts, tmp_path, m
             assert done.returncode == 0, f"{block}:\n{block.code}\nstderr: {done.stderr[-3000:]}"
         else:
             exec(compile(block.code, str(block), "exec"), namespace)
+
+
+def block_under(page: str, heading: str) -> Block:
+    """The first block after the line `heading` of `page`."""
+    start = (REPO / page).read_text().splitlines().index(heading) + 1
+    return next(block for block in blocks(page) if block.line > start)
+
+
+def test_the_train_encode_decode_block_runs_as_written_and_does_what_its_comments_say(inputs, tmp_path):
+    """Getting started's block (the README shows the same lines; both are marked not run, as this
+    test runs them) runs line by line in a directory holding the files it names, and each line does
+    what its comment says."""
+    block = block_under("docs/getting-started.md", "## Train, encode, decode")
+    assert block_under("README.md", "## Train, encode, decode").code == block.code
+    lines = [line for line in block.code.splitlines() if line.strip()]
+    assert lines[0].startswith("bpe train ") and lines[-1].startswith("bpe decode ")
+    work = tmp_path / "work"
+    shutil.copytree(inputs, work)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    outputs = []
+    for line in lines:
+        done = subprocess.run(["bash", "-c", line], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, (line, done.stderr[-2000:])
+        outputs.append(done.stdout)
+    piped, argument = outputs[1], outputs[2]
+    assert piped == argument and piped.split()
+    assert outputs[-1] == "Hello world\n"
+    assert np.load(work / "ids.npy").size > 0 and (work / "docs.npy").exists()
 
 
 def test_the_site_builds_without_a_warning(tmp_path):

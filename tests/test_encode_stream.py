@@ -1,6 +1,7 @@
 """Encoding at scale: `Tokenizer.encode_batch_to_numpy` and `bpe encode TOK FILE...` (streamed
-input, txt/jsonl/npy/bin output, --eot, --offsets), checked against `Tokenizer.encode` per document
-and against tiktoken on the same ranks (`to_tiktoken()`)."""
+input, txt/jsonl/npy/bin output, --eot, --offsets; files, arguments or stdin that are not UTF-8
+refused in one line), checked against `Tokenizer.encode` per document and against tiktoken on the
+same ranks (`to_tiktoken()`)."""
 
 from __future__ import annotations
 
@@ -75,8 +76,6 @@ def test_encode_batch_to_numpy_equals_encode_batch(saved):
     assert again.tolist() == ids.tolist() and again_at.tolist() == offsets.tolist()
     empty, empty_at = tok.encode_batch_to_numpy([])
     assert empty.size == 0 and empty_at.tolist() == [0]
-    with pytest.raises(SpecialTokenError):
-        tok.encode_batch_to_numpy(["a<|endoftext|>"], allowed_special=())
     with pytest.raises(SettingsError, match="^texts: expected a list of strings"):
         tok.encode_batch_to_numpy("one string")
 
@@ -143,7 +142,7 @@ def test_a_text_file_in_pieces_encodes_as_the_whole_text(saved, tmp_path, monkey
 
 
 def test_a_file_argument_is_encoded_not_its_name(saved, tmp_path, capsys):
-    """The reported defect: `bpe encode tok ten.txt` encoded the string "ten.txt"."""
+    """`bpe encode tok ten.txt` encodes the file's text, never the string "ten.txt"."""
     tok, out = saved
     (tmp_path / "ten.txt").write_text(DOCS[0] + "\n", encoding="utf-8")
     assert bpe("encode", out, tmp_path / "ten.txt") == 0
@@ -230,7 +229,7 @@ def number(pattern: str, line: str) -> int:
 
 
 def test_the_summary_counts_the_ids_written_end_of_text_included(saved, tmp_path, capsys, monkeypatch):
-    """The summary said 9,481 tokens where 9,483 ids were written: it left out the end-of-text ids."""
+    """The summary counts every id written, the end-of-text ids included, and says how many are which."""
     _, out = saved
     docs = [d.replace("<|endoftext|>", "the end") for d in DOCS]  # no special token in the text
     inputs = [write_parquet(tmp_path / f"{i}.parquet", [f"{d} {i}" for d in docs * 4]) for i in range(5)]
@@ -262,16 +261,21 @@ def test_out_and_offsets_naming_one_file_are_refused_before_writing(saved, tmp_p
     no_leftovers(tmp_path)
 
 
+def stdin_of(data: bytes) -> io.TextIOWrapper:
+    """Standard input holding `data`, as Python opens it under a C/UTF-8 locale."""
+    return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="surrogateescape")
+
+
 def test_stdin_streamed_with_dash_or_when_no_argument(saved, monkeypatch, capsys):
     tok, out = saved
-    data = "one line\ntwo line\n"
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data.encode()), encoding="utf-8"))
+    data = "one line, naïve café\ntwo line 中文 🙂\n"
+    monkeypatch.setattr(sys, "stdin", stdin_of(data.encode()))
     assert bpe("encode", out, "-", "--text-format", "lines", "--format", "jsonl") == 0
     printed, err = capsys.readouterr()
-    assert [json.loads(x)["ids"] for x in printed.splitlines()] == expected(tok, ["one line", "two line"])
+    assert [json.loads(x)["ids"] for x in printed.splitlines()] == expected(tok, data.splitlines())
     assert err.startswith("encoded 2 document(s) from 1 input(s)")
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data.encode()), encoding="utf-8"))
-    assert bpe("encode", out) == 0  # as before: one document, one final newline dropped, no summary
+    monkeypatch.setattr(sys, "stdin", stdin_of(data.encode()))
+    assert bpe("encode", out) == 0  # no argument: one document, its final newline dropped, no summary
     printed, err = capsys.readouterr()
     assert [int(i) for i in printed.split()] == tok.encode(data[:-1]) and err == ""
     assert bpe("encode", out, "-", "-") == 1
@@ -347,6 +351,27 @@ def test_invalid_utf8_names_the_file_and_offset_and_writes_nothing(saved, tmp_pa
         assert capsys.readouterr().err == f"bpe: error: {tmp_path / 'b.txt'}: invalid UTF-8 at byte 7\n"
         assert not target.exists()
     no_leftovers(tmp_path)
+
+
+def test_stdin_that_is_not_utf8_is_refused(saved, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", stdin_of(b"caf\xc3\xa9 ab\xffcd\n"))
+    assert bpe("encode", saved[1]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err == "bpe: error: <stdin>: invalid UTF-8 at byte 8\n"
+
+
+def test_arguments_that_are_not_utf8_are_refused(saved, capsys):
+    # Python hands the command invalid UTF-8 in its arguments as lone surrogates (surrogateescape).
+    assert bpe("encode", saved[1], "ab", "c\udcffd") == 1
+    assert capsys.readouterr().err == "bpe: error: arguments: invalid UTF-8 at byte 4\n"
+
+
+def test_invalid_utf8_on_a_real_stdin_is_refused(saved):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "bpe.cli", "encode", str(saved[1])]
+    done = subprocess.run(command, input=b"ab\xed\xa0\x80c", env=env, capture_output=True)
+    assert done.returncode == 1 and done.stdout == b""
+    assert done.stderr == b"bpe: error: <stdin>: invalid UTF-8 at byte 2\n"
 
 
 def test_options_before_the_files_and_format_rules(saved, tmp_path, capsys):

@@ -186,8 +186,8 @@ def test_the_command_extends_and_refuses_bad_bases_in_one_line(texts, tmp_path, 
 
 
 def test_the_command_reads_a_tiktoken_base_with_its_pattern_and_records_the_base_as_given(texts, tmp_path, capsys):
-    """`--from x.tiktoken --pattern gpt2` once asked for the --pattern it was given, and `--from DIR`
-    recorded `base.source: "a Tokenizer"`: both record the path given, as the library does, and
+    """`--from x.tiktoken --pattern gpt2` reads the ranks with the pattern given, and `--from DIR`
+    and `--from x.tiktoken` both record the path given as the base's source, as the library does;
     the same base in either format continues into the larger size's merges."""
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(texts[:400]), encoding="utf-8")
@@ -220,7 +220,7 @@ def test_the_command_reads_a_tiktoken_base_with_its_pattern_and_records_the_base
 
 @pytest.mark.services
 def test_a_base_url_that_cannot_be_read_is_one_line_naming_it(texts, tmp_path, capsys, s3_env, monkeypatch):
-    """`--from s3://...` without credentials was a 76-line traceback."""
+    """`--from s3://...` without credentials is one line naming the URL."""
     boto3 = pytest.importorskip("boto3")
     pytest.importorskip("s3fs")
     from tests.conftest import drop_s3_credentials, unique_bucket

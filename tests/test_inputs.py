@@ -1,14 +1,15 @@
 """Inputs at the edges: symbolic links and loops, files that are not regular files, large .txt files
 read in pieces, byte order marks, Arrow string layouts, empty corpora and the threads setting; and
-the inputs users already have (issue 13, point 4): any suffix as text, one document per file or per
-line, compressed files, JSON arrays, CSV, stdin, directory walks that say what they skip, Python
-iterables of str or dicts and `datasets`, --limit and --sample, on both engines."""
+the inputs users already have: any suffix as text, one document per file or per line, compressed
+files, JSON arrays, CSV, stdin, directory walks that say what they skip, Python iterables of str or
+dicts and `datasets`, --limit and --sample, on both engines."""
 
 from __future__ import annotations
 
 import io
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -26,12 +27,14 @@ from hypothesis import strategies as st
 import bpe.inputs.readers as readers
 from bpe import train
 from bpe.counting import WordCounter, count_shards
+from bpe.engine.cores import available_cores
 from bpe.errors import InputError, InvalidTextError, SettingsError
 from bpe.inputs.discover import discover
 from bpe.inputs.read import read_batches
 from bpe.inputs.shard import Shard, with_options
 from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
 from bpe.schema import check as check_setting
+from bpe.training import THREADED_MERGE_MIN_WORDS
 from tests.reference import train_reference
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,7 +55,7 @@ def chunked_counts(texts, pretokenizer: Pretokenizer) -> tuple[dict[bytes, int],
     return counter.result().to_dict(), counter.stats.pretokens, counter.stats.special_tokens
 
 
-# --- 8: symbolic links -------------------------------------------------------------------------
+# --- symbolic links -------------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -103,7 +106,7 @@ def test_training_through_a_symlink_loop_counts_each_file_once(looped):
     assert len(tok.manifest["data"]["shards"]) == 2
 
 
-# --- 15: files that are not regular files ------------------------------------------------------
+# --- files that are not regular files -------------------------------------------------------------
 
 
 def special_files(tmp_path):
@@ -126,6 +129,8 @@ def test_inputs_that_are_not_regular_files_are_refused_naming_them(tmp_path):
             discover([str(tmp_path)])  # in a directory walk too
         with pytest.raises(InputError, match="not a regular file"):
             discover([f"{tmp_path}/*.txt"])  # and in a glob
+        with pytest.raises(InputError, match=rf"^{regex.escape(str(found[0][0]))}: not a regular file \(a FIFO\)$"):
+            train(files=[str(found[0][0])], vocab_size=300)  # at once: never opened to wait for a writer
     finally:
         sock.close()
 
@@ -153,7 +158,7 @@ def test_opening_a_fifo_as_a_shard_fails_at_once_rather_than_waiting_for_a_write
     assert isinstance(outcome[0], InputError) and "x.txt: not a regular file (a FIFO)" in str(outcome[0])
 
 
-# --- 15: large .txt files in pieces --------------------------------------------------------------
+# --- large .txt files in pieces -------------------------------------------------------------------
 
 # Characters around the cut rules: ASCII letters, digits, punctuation (' / .), every kind of
 # whitespace the patterns treat differently, non-ASCII letters, a combining mark, and the
@@ -235,7 +240,7 @@ def test_invalid_utf8_in_a_later_piece_is_reported_at_its_byte_in_the_file(tmp_p
         list(read_batches(shard, pretokenizer=Pretokenizer("gpt2"), chunk_bytes=64))
 
 
-# --- 17: byte order marks, Arrow string layouts, empty corpora, threads ------------------------
+# --- byte order marks, Arrow string layouts, empty corpora, threads -------------------------------
 
 
 def test_a_byte_order_mark_is_not_text_in_txt_or_jsonl(tmp_path):
@@ -312,11 +317,32 @@ def test_threads_must_be_a_positive_integer(tmp_path, threads):
 
 
 def test_threads_none_means_one_per_core_and_one_is_allowed():
+    """threads=None: the merge loop over a word table large enough to share runs one thread per
+    core this process may use (`available_cores()`: its affinity mask and cgroup quota, not the
+    machine's count), as the manifest's engine record says; pinned to one core, one thread.
+    threads=1 is allowed and recorded, and every count learns the same merges."""
     check_setting("threads", None)
-    assert train(["some text"], vocab_size=260, threads=1).merges
+    rng = random.Random(0)
+    words = sorted({"".join(rng.choices("abcdefghij", k=7)) for _ in range(2 * THREADED_MERGE_MIN_WORDS)})
+    assert len(words) > THREADED_MERGE_MIN_WORDS
+    texts = [" ".join(words[i : i + 100]) for i in range(0, len(words), 100)]
+    auto = train(texts, vocab_size=300)
+    assert auto.manifest.engine.threads == "auto" and auto.manifest.engine.merge_threads == available_cores()
+    one = train(texts, vocab_size=300, threads=1)
+    assert (one.manifest.engine.threads, one.manifest.engine.merge_threads) == (1, 1)
+    assert one.merges == auto.merges
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    before = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(before)})
+        pinned = train(texts, vocab_size=300)
+    finally:
+        os.sched_setaffinity(0, before)
+    assert pinned.manifest.engine.merge_threads == 1 and pinned.merges == auto.merges
 
 
-# --- issue 13, point 4: the inputs users already have ---------------------------------------------
+# --- the inputs users already have ----------------------------------------------------------------
 # Every format trains the merges of the same documents given as Parquet rows (proven elsewhere
 # against the reference trainer), and lines mode is checked against the reference trainer over the
 # `regex` module's split of each line. Errors are one line naming the file, row or setting.

@@ -1,5 +1,6 @@
-"""Interop with the tools users already have: transformers reads our directories (roles, padding),
-and `Tokenizer.load` reads what Hugging Face `tokenizers`, GPT-2's release and tiktoken make.
+"""Interop with the tools users already have: transformers reads our directories (roles, padding,
+model_max_length), tiktoken's Encoding carries a tokenizer there and back, and `Tokenizer.load`
+reads what Hugging Face `tokenizers`, GPT-2's release and tiktoken make.
 
 Every expected id comes from an independent implementation (Hugging Face `tokenizers`,
 `transformers`, tiktoken), never from our own output.
@@ -76,7 +77,7 @@ def independent_encoding(directory: Path, pattern_regex: str, special_tokens: di
     return tiktoken.Encoding("ref", pat_str=pattern_regex, mergeable_ranks=ranks, special_tokens=special_tokens)
 
 
-# -- point 2: transformers-ready directories -----------------------------------------------------
+# -- transformers-ready directories ----------------------------------------------------------------
 
 
 def auto_tokenizer(directory: Path):
@@ -164,7 +165,7 @@ def test_a_directory_from_before_roles_loads_with_none(tmp_path):
     tok.save(tmp_path / "tok")
     manifest_path = tmp_path / "tok" / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
-    assert "special_token_roles" not in manifest["tokenizer"]  # none set: the section is as before
+    assert "special_token_roles" not in manifest["tokenizer"]  # none set: no key for them
     for name in (CONFIG_FILE, SPECIAL_MAP_FILE):  # as a directory written before these files existed
         (tmp_path / "tok" / name).unlink()
         del manifest["files"][name]
@@ -215,7 +216,60 @@ def test_the_train_command_takes_role_flags(tmp_path, capsys):
     assert err == ["bpe: error: --eos-token: expected a non-empty token, got ''"]
 
 
-# -- point 3: loading what others make -----------------------------------------------------------
+def test_model_max_length_makes_transformers_truncate(tmp_path, capsys):
+    data = tmp_path / "data.txt"
+    data.write_text("\n\n".join(BUILTIN[:400]), encoding="utf-8")
+    args = [
+        "train",
+        str(data),
+        "--vocab-size",
+        "600",
+        "--eos-token",
+        "<|endoftext|>",
+        "--model-max-length",
+        "32",
+        "--out",
+        str(tmp_path / "tok"),
+        "--quiet",
+    ]
+    assert main(args) == 0
+    hf = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "tok"))
+    assert hf.model_max_length == 32
+    long_text = " ".join(BUILTIN[:20])
+    assert len(hf(long_text, truncation=True)["input_ids"]) == 32
+    assert len(hf(long_text)["input_ids"]) > 32
+    loaded = Tokenizer.load(tmp_path / "tok")
+    assert loaded.model_max_length == 32
+    assert Tokenizer.load(tmp_path / "tok" / "tokenizer.json").model_max_length == 32  # read from tokenizer_config
+    with pytest.raises(SystemExit):
+        main(["train", str(data), "--vocab-size", "300", "--model-max-length", "x", "--out", str(tmp_path / "t2")])
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "train",
+                str(data),
+                "--vocab-size",
+                "300",
+                "--model-max-length",
+                "0",
+                "--out",
+                str(tmp_path / "t2"),
+                "--quiet",
+            ]
+        )
+        == 1
+    )
+    assert capsys.readouterr().err.startswith("bpe: error: --model-max-length: expected a positive integer")
+    assert not (tmp_path / "t2").exists()
+
+
+def test_without_model_max_length_the_config_has_none(tmp_path):
+    Tokenizer([(104, 105)]).save(tmp_path / "tok")
+    assert "model_max_length" not in json.loads((tmp_path / "tok" / "tokenizer_config.json").read_text())
+
+
+# -- loading what others make ----------------------------------------------------------------------
 
 
 def hf_trained(texts: list[str], pre_tokenizer, vocab_size: int = 700) -> HFTokenizer:
@@ -624,6 +678,27 @@ def test_to_and_from_tiktoken_round_trip(ours_trained):
     texts = BUILTIN[::3] + TRICKY
     assert encoding.encode_batch(texts, allowed_special="all") == reference.encode_batch(texts, allowed_special="all")
     assert back.encode_batch(texts, allowed_special="all") == reference.encode_batch(texts, allowed_special="all")
+
+
+def test_from_tiktoken_keeps_the_roles_and_length_that_to_tiktoken_carried():
+    eot = "<|endoftext|>"
+    roles = {"eos": eot, "pad": "<|pad|>"}
+    tok = train(
+        BUILTIN[:300], vocab_size=500, special_tokens=[eot, "<|pad|>"], special_token_roles=roles, model_max_length=64
+    )
+    encoding = tok.to_tiktoken()
+    back = Tokenizer.from_tiktoken(encoding)
+    assert back == tok
+    assert back.special_token_roles == roles and back.model_max_length == 64
+    plain = Tokenizer.from_tiktoken(encoding, special_token_roles={}, model_max_length=None)
+    assert plain.special_token_roles == {} and plain.model_max_length == 64  # None: keep what it carries
+    bare = tiktoken.Encoding(
+        "bare",
+        pat_str=encoding._pat_str,
+        mergeable_ranks=encoding._mergeable_ranks,
+        special_tokens=encoding._special_tokens,
+    )
+    assert Tokenizer.from_tiktoken(bare, special_token_roles=roles, model_max_length=64) == tok
 
 
 @settings(max_examples=200, deadline=None)

@@ -231,7 +231,7 @@ if limit:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 from bpe.engine import word_table
 if long_word == "never":
-    word_table.LONG_WORD = 2**31  # every word rewritten whole (and replayed a rank at a time), as before
+    word_table.LONG_WORD = 2**31  # no word indexed by position: each rewritten whole, replayed a rank at a time
 from bpe.cli import main
 code = main(sys.argv[3:])
 peak = re.search(r"VmPeak:\\s+(\\d+)", open("/proc/self/status").read()).group(1)

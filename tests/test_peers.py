@@ -24,7 +24,7 @@ from bpe import train
 from bpe.formats.spelling import unspell
 from bpe.pretokenize import Pretokenizer
 from tests.conftest import any_text
-from tests.reference import merge_ids
+from tests.reference import encode_word
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("rustbpe")
@@ -45,18 +45,6 @@ def rustbpe_tokens(texts: list[str], vocab_size: int, pattern: str) -> list[byte
 
 
 PEERS = {"Hugging Face": hf_tokens, "rustbpe": rustbpe_tokens}
-
-
-def encode_word(word: bytes, ranks: dict[tuple[int, int], int]) -> list[int]:
-    """`word` under the merges in `ranks` (pair -> its merge's index): the lowest-ranked pair
-    present is merged first, everywhere in the word, as replaying the merges in order does."""
-    ids = list(word)
-    while len(ids) > 1:
-        rank, pair = min((ranks.get(pair, len(ranks)), pair) for pair in zip(ids, ids[1:]))
-        if rank == len(ranks):
-            break
-        ids = merge_ids(ids, pair, 256 + rank)
-    return ids
 
 
 def agreed_merges(

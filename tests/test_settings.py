@@ -18,7 +18,7 @@ BAD = [
     ({"min_frequency": 0}, "min_frequency", "--min-frequency"),
     ({"tie_break": "max"}, "tie_break", "--tie-break"),
     ({"engine": "spark"}, "engine", "--engine"),
-    # past what the kernels hold (ids are u32, counts i64): once a numba TypingError or an OverflowError
+    # past what the kernels hold (ids are u32, counts i64): refused as settings, before any kernel runs
     ({"vocab_size": 10**30}, "vocab_size", "--vocab-size"),
     ({"vocab_size": 2**32 + 1}, "vocab_size", "--vocab-size"),
     ({"min_frequency": 2**63}, "min_frequency", "--min-frequency"),
@@ -86,7 +86,7 @@ BAD_FLAGS = [
     (["--min-frequency", str(10**20)], "--min-frequency: expected at most"),
     (["--also-save", "²"], "--also-save: expected vocabulary sizes from 256"),
     (["--also-save", "300,٢٨٠"], "--also-save: expected vocabulary sizes from 256"),
-    # a local cluster of no, minus one or 10**20 worker processes waited 60 s for workers, then a traceback
+    # a local cluster of no, minus one or 10**20 worker processes: refused before any cluster starts
     (["--engine", "dask", "--workers", "0"], "--workers: expected an integer >= 1"),
     (["--engine", "dask", "--workers", "-1"], "--workers: expected an integer >= 1"),
     (["--engine", "dask", "--workers", str(10**20)], "--workers: expected at most 256 processes"),

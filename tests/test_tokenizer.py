@@ -1,4 +1,5 @@
-"""Encode/decode, and agreement with Hugging Face `tokenizers` and tiktoken on the exported files."""
+"""Encode and decode, and agreement with Hugging Face `tokenizers` and tiktoken on the exported
+files; text that is not Unicode (a lone surrogate) is refused in one line, or replaced when asked."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers
 
 from bpe import Tokenizer, train
-from bpe.errors import InputError, SettingsError, SpecialTokenError
+from bpe.errors import BpeError, InputError, SettingsError, SpecialTokenError
 from bpe.formats.spelling import bytes_to_unicode, spell, unspell
 from bpe.formats.tiktoken_ranks import TIKTOKEN_FILE
 from bpe.tokenizer.conversions import tiktoken_pattern
-from tests.conftest import GPT2, WHITESPACE
+from tests.conftest import GPT2, WHITESPACE, stdlib_paragraphs
 from tests.conftest import any_text as any_text_of
 
 any_text = any_text_of("ab1 ")
@@ -91,8 +92,6 @@ def test_special_tokens(trained):
     assert (eot, pad) == (998, 999) and tok.vocab_size == 1000
     ids = tok.encode("a<|endoftext|>b", allowed_special="all")
     assert ids[1] == eot and tok.decode(ids) == "a<|endoftext|>b"
-    with pytest.raises(SpecialTokenError, match="endoftext"):  # by default, as tiktoken
-        tok.encode("a<|endoftext|>b")
     assert hf(out).encode("a<|endoftext|>b").ids == ids
     with pytest.raises(SpecialTokenError, match="<\\|pad\\|>"):
         tok.encode("x<|pad|>", allowed_special={"<|endoftext|>"})
@@ -228,3 +227,38 @@ def test_equality_and_repr(trained):
     custom = Tokenizer([], long_regex, [f"<|t{i}|>" for i in range(10)])
     assert custom.pattern == long_regex and long_regex not in repr(custom)  # abridged: a repr is one short line
     assert '..."' in repr(custom) and "(10 in all)" in repr(custom) and len(repr(custom)) < 240
+
+
+def test_a_tokenizer_built_from_merges_splits_as_the_trainer_does_by_default():
+    paragraphs = stdlib_paragraphs()[:600]
+    tok = train(paragraphs, vocab_size=600)  # no pattern named
+    rebuilt = Tokenizer(tok.merges[:300])
+    assert rebuilt.pattern == tok.pattern
+    named = Tokenizer(tok.merges[:300], tok.pattern)
+    assert [rebuilt.encode(t) for t in paragraphs[:200]] == [named.encode(t) for t in paragraphs[:200]]
+
+
+# -- text that is not Unicode ---------------------------------------------------------------------
+
+
+def python_encoded() -> Tokenizer:
+    """A tokenizer tiktoken cannot take (two tokens with the same bytes): the Python encoder runs."""
+    tok = Tokenizer([(97, 98), (97, 98)], pattern="gpt2")
+    assert tok._encoder.tiktoken() is None
+    return tok
+
+
+@pytest.mark.parametrize("encoder", ["tiktoken", "python"])
+def test_a_lone_surrogate_is_refused_unless_replaced(encoder):
+    tok = train(SAMPLE_TEXTS * 20, vocab_size=400, pattern="gpt2") if encoder == "tiktoken" else python_encoded()
+    assert (tok._encoder.tiktoken() is None) == (encoder == "python")
+    with pytest.raises(ValueError) as raised:
+        tok.encode("ab\ud800c")
+    assert isinstance(raised.value, BpeError)
+    assert str(raised.value).startswith("text: lone surrogate U+D800 at character 2") and "\n" not in str(raised.value)
+    with pytest.raises(BpeError, match="U\\+DC80"):
+        tok.encode_ordinary("x\udc80")
+    assert tok.encode("ab\ud800c", errors="replace") == tok.encode("ab\ufffdc")
+    # Two lone halves are two errors in the text, not one character: each becomes U+FFFD.
+    assert tok.encode("\ud83d\ude42", errors="replace") == tok.encode("\ufffd\ufffd") != tok.encode("🙂")
+    assert tok.encode_ordinary("x\udc80", errors="replace") == tok.encode_ordinary("x\ufffd")

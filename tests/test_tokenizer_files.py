@@ -1,8 +1,9 @@
 """Reading tokenizer files that are not what they claim: a link to a device, a FIFO, a directory, a
-file larger than any tokenizer, a merges.txt bad from its second line, an empty special token.
-Each is refused in one line naming the file, without waiting or filling memory: the runs that could
-hang or fill memory are in processes of their own, under a time limit and an address-space limit,
-so that a regression fails the test rather than the machine."""
+file larger than any tokenizer, a merges.txt bad from its second line, a tokenizer.json whose model
+lacks its merges or its vocab, an empty special token. Each is refused in one line naming the file,
+without waiting or filling memory: the runs that could hang or fill memory are in processes of their
+own, under a time limit and an address-space limit, so that a regression fails the test rather than
+the machine."""
 
 from __future__ import annotations
 
@@ -176,6 +177,35 @@ def test_a_file_that_is_read_normally_still_loads(saved, tmp_path):
     for name in ("vocab.json", "merges.txt"):
         (directory / name).symlink_to(saved / name)
     assert Tokenizer.load(directory).merges == Tokenizer.load(saved).merges
+
+
+# -- a tokenizer.json whose model lacks its merges or its vocab ----------------------------------------
+
+
+@pytest.mark.parametrize("missing", ["merges", "vocab"])
+@pytest.mark.parametrize("typed", [True, False], ids=["typed", "untyped"])
+def test_a_tokenizer_json_without_merges_or_vocab_says_which(saved, tmp_path, missing, typed):
+    """Alone (a file made elsewhere) and in a saved directory (read as `save` writes it)."""
+    doc = json.loads((saved / "tokenizer.json").read_text(encoding="utf-8"))
+    del doc["model"][missing]
+    if not typed:
+        del doc["model"]["type"]  # older tokenizer.json files carry no model type
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    with pytest.raises(ExportError) as raised:
+        Tokenizer.load(path)
+    assert str(raised.value) == f"{path}: model has no '{missing}'"
+    if not typed:
+        return
+    directory = tmp_path / "tok"
+    shutil.copytree(saved, directory)
+    manifest = json.loads((directory / "manifest.json").read_text())
+    del manifest["files"]  # an old manifest: no checksum tells first that tokenizer.json changed
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    shutil.copy(path, directory / "tokenizer.json")
+    with pytest.raises(ExportError) as raised:
+        Tokenizer.load(directory)
+    assert str(raised.value) == f"{directory / 'tokenizer.json'}: model has no '{missing}'"
 
 
 # -- an empty special token, named in the file that holds it -------------------------------------------
