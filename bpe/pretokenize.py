@@ -96,23 +96,27 @@ WHITESPACE_RUN = f"[{WHITESPACE_CHARS}]+"
 WHITESPACE_WORD = f"[^{WHITESPACE_CHARS}]+"
 
 
-def superword_regex(pattern: str, setting: str = "superword_pattern") -> str:
+def superword_regex(pattern: str, setting: str = "superword_pattern", given: bool = False) -> str:
     """The split of a superword stage: a pattern's name as it stands (`superbpe`, the paper's), or a
     regex, as `isolated(regex)`: Hugging Face's `Split` (and so `split_isolated`) cuts it as it cuts
     the regex itself, and earlier runs recorded it in this form. A bad regex raises SettingsError
-    naming `setting`."""
+    naming `setting` (`given`: as `resolve_pattern`)."""
     if pattern in NAMED_PATTERNS:
         return NAMED_PATTERNS[pattern]
-    resolve_pattern(pattern, setting)  # a bad regex
+    resolve_pattern(pattern, setting, given)  # a bad regex
     return isolated(pattern)
 
 
-def resolve_pattern(pattern: str, setting: str = "pattern") -> tuple[str, str]:
+def resolve_pattern(pattern: str, setting: str = "pattern", given: bool = False) -> tuple[str, str]:
     """(name, regex) for a pattern name or a user regex; a regex that does not compile raises
-    SettingsError (a ValueError) naming `setting`."""
+    SettingsError (a ValueError) naming `setting`. A regex a user `given` is a tokenizer.json's, so
+    an inline flag Oniguruma refuses (`(?s)`) is refused too; one read from a tiktoken encoding is
+    in the `regex` module's spelling, which `to_tiktoken` writes with `(?s)`."""
     if pattern in NAMED_PATTERNS:
         return pattern, NAMED_PATTERNS[pattern]
     try:
+        if given:
+            oniguruma_regex(pattern, ruby_flags=True)
         compile_split(pattern)
     except regex.error as exc:
         why = str(exc)  # `exc` is unbound after the except clause, where a message may be composed again
@@ -121,11 +125,11 @@ def resolve_pattern(pattern: str, setting: str = "pattern") -> tuple[str, str]:
             parameter=setting,
         ) from None
     except ReadOtherwise as exc:
-        held = str(exc)
+        held, instead = str(exc), exc.instead
         raise SettingsError(
             lambda s: (
-                f"{s(setting)}: {pattern!r} holds {held}, which Hugging Face's regex engine (Oniguruma) reads "
-                "otherwise than the `regex` module; name the characters instead"
+                f"{s(setting)}: {pattern!r} holds {held}, which Hugging Face's regex engine (Oniguruma) does not "
+                f"read as the `regex` module does; {instead}"
             ),
             parameter=setting,
         ) from None
@@ -174,19 +178,27 @@ _UNSPELLED = ("[:punct:]", "[:^punct:]", "[:^alnum:]", "[:^word:]")
 
 
 class ReadOtherwise(ValueError):
-    """A part of a regex that Oniguruma reads otherwise and that `oniguruma_regex` cannot rewrite."""
+    """A part of a regex that Oniguruma reads otherwise and that `oniguruma_regex` cannot rewrite;
+    `instead` says what to write."""
+
+    def __init__(self, held: str, instead: str = "name the characters instead") -> None:
+        super().__init__(held)
+        self.instead = instead
 
 
 # An inline flag group, `(?i)`, `(?i-x:`: Oniguruma's (Ruby's) `m` is the `regex` module's `s`.
 _FLAGS = regex.compile(r"\(\?[a-zA-Z]*(?:-[a-zA-Z]*)?[:)]")
+# The inline flags Oniguruma's Ruby syntax reads; any other (`s`, `a`, `L`, `V1`, ...) it refuses.
+_RUBY_FLAGS = set("imx")
 
 
-def oniguruma_regex(pattern: str) -> str:
+def oniguruma_regex(pattern: str, ruby_flags: bool = False) -> str:
     r"""`pattern` spelled for the `regex` module (and tiktoken's engine) so that it matches as
     Oniguruma, Hugging Face's regex engine, matches it: \w, \W, \b, \B, \h, \Z and POSIX classes as
     Oniguruma defines them, `^` and `$` at every line's start and end, inline flag `m` as
     Oniguruma's (`s` here). A rewritten pattern, rewritten again, matches the same. ReadOtherwise
-    for what cannot be rewritten (see `_UNSPELLED`).
+    for what cannot be rewritten (see `_UNSPELLED`), and with `ruby_flags` for an inline flag
+    Oniguruma refuses (`(?s)`: its dot-matches-newline is `(?m)`).
 
     >>> oniguruma_regex(r"[\w-]+|(?m:.)$")
     '[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}-]+|(?s:.)(?=\\n|\\z)'
@@ -221,6 +233,9 @@ def oniguruma_regex(pattern: str) -> str:
             out.append(pattern[i:start])
             class_from, i = start, start
         elif (flags := _FLAGS.match(pattern, i)) is not None:
+            if ruby_flags and (unread := sorted(set(flags.group()[2:-1]) - _RUBY_FLAGS - {"-"})):
+                advice = "use (?m) for a dot that matches newlines" if "s" in unread else "use only i, m and x"
+                raise ReadOtherwise(f"the inline flag {''.join(unread)} in {flags.group()}", advice)
             out.append(flags.group().replace("m", "s"))
             i = flags.end()
         elif char in _ANCHORS:

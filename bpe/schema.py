@@ -210,11 +210,11 @@ def _special_tokens(name: str, value: Any) -> None:
 
 
 def _pattern(name: str, value: Any) -> None:
-    resolve_pattern(value, name)
+    resolve_pattern(value, name, given=True)
 
 
 def _superword_pattern(name: str, value: Any) -> None:
-    superword_regex(value, name)
+    superword_regex(value, name, given=True)
 
 
 def _paths(value: Any) -> bool:

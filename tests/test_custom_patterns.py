@@ -207,16 +207,31 @@ def test_a_tiktoken_encoding_whose_pattern_drops_text_is_refused_in_one_line():
     assert "\n" not in message
 
 
-@pytest.mark.parametrize("pattern", ["[[:punct:]]+", r"\w+|[[:^word:]]", r"[\H\s]+"])
+@pytest.mark.parametrize("pattern", ["[[:punct:]]+", r"\w+|[[:^word:]]", r"[\H\s]+", "(?s).", r"(?a:\w)+|\s"])
 def test_a_regex_oniguruma_reads_otherwise_is_refused_in_one_line_before_counting(tmp_path, capsys, pattern):
     (tmp_path / "a.txt").write_text("some text, to count!\n" * 20)
     argv = ["train", str(tmp_path / "a.txt"), "--vocab-size", "300", "--pattern", pattern, "--out", str(tmp_path / "t")]
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"bpe: error: --pattern: {pattern!r} holds ") and err.count("\n") == 1, err
-    assert "reads otherwise" in err and not (tmp_path / "t").exists()
-    with pytest.raises(SettingsError, match=r"^superword_pattern: .* reads otherwise"):
+    assert "does not read as the `regex` module does" in err and not (tmp_path / "t").exists()
+    with pytest.raises(SettingsError, match=r"^superword_pattern: .* does not read as"):
         train(["a b"], vocab_size=300, superwords=True, transition=280, superword_pattern=pattern)
+
+
+@pytest.mark.parametrize("flags", ["(?s)", "(?a:", "(?u)", "(?d)", "(?is)"])
+def test_inline_flags_are_refused_exactly_where_hugging_face_refuses_them(flags):
+    """Oniguruma reads Ruby's inline flags (i, m, x) and refuses the `regex` module's others: a
+    tokenizer.json holding one could never be loaded by Hugging Face."""
+    pattern = flags + r"\w+)" if flags.endswith(":") else flags + r"\w+"
+    with pytest.raises(Exception, match="undefined group option"):
+        pre_tokenizers.Split(Regex(pattern), behavior="isolated")
+    with pytest.raises(SettingsError, match=r"^pattern: .* holds the inline flag"):
+        train(["a b"], vocab_size=300, pattern=pattern)
+    kept = flags.replace("s", "m").replace("a", "i").replace("u", "x").replace("d", "i")
+    pattern = kept + r"\w+)" if kept.endswith(":") else kept + r"\w+"
+    pre_tokenizers.Split(Regex(pattern), behavior="isolated")
+    train(["a b"], vocab_size=300, pattern=pattern)
 
 
 def test_the_whitespace_pattern_drops_whitespace_as_str_split_and_hugging_face_do():

@@ -160,16 +160,11 @@ def documents() -> list[str]:
     return stdlib_paragraphs()[:150] + ["".join(TRICKY), "It's 2024... naïve café 中文 🙂\n\n  x\ty  "]
 
 
-# Oniguruma knows no `(?s)` (its dot-matches-newline flag is Ruby's `(?m)`): a tokenizer trained with
-# `(?s).` writes a tokenizer.json that Hugging Face cannot load, and it has no Hugging Face pieces to
-# be compared with. Strict: once the pattern is refused or rewritten, this case must be revisited.
-DOTALL = pytest.param(
-    "(?s).",
-    marks=pytest.mark.xfail(strict=True, reason="Oniguruma cannot read (?s): Hugging Face refuses the regex"),
-)
+# `(?m)` is Oniguruma's (Ruby's) dot-matches-newline, the `regex` module's `(?s)`.
+REGEXES = [r"\w+|[^\w\s]+", r"\S+", "(?m).", r"(?m:a.)|\S"]
 
 
-@pytest.mark.parametrize("pattern", [*NAMED_PATTERNS, *NAMED_PATTERNS.values(), r"\w+|[^\w\s]+", r"\S+", DOTALL])
+@pytest.mark.parametrize("pattern", [*NAMED_PATTERNS, *NAMED_PATTERNS.values(), *REGEXES])
 def test_patterns_named_or_regexes_train_and_encode_as_the_regex_splits(pattern, documents):
     """Each pattern that never matches the empty string is taken, and means its regex: training
     learns the reference trainer's merges over the regex's pieces, encoding gives the ids of those
