@@ -10,10 +10,13 @@ from bpe.engine.errors import BpeError, Spelling
 from bpe.schema import SETTING, SETTINGS, On
 
 # The library names settings by parameter; the command by flag: the schema's, then the options of
-# `bpe train` that are not settings.
+# `bpe train` and `bpe cluster up` that are not settings.
 FLAGS = {
     **{dest: flag for setting in SETTINGS if On.CLI in setting.on for dest, flag in setting.flags.items()},
     "also_save": "--also-save",
+    "prefect_port": "--prefect-port",  # bpe cluster up's
+    "dask_port": "--dask-port",
+    "dashboard_port": "--dashboard-port",
 }
 
 

@@ -61,7 +61,10 @@ def up(
     ):
         if port_in_use(port):
             raise SettingsError(
-                f"port {port} on 127.0.0.1 is in use ({what}); choose another with {parameter}", parameter=parameter
+                lambda s, port=port, what=what, parameter=parameter: (
+                    f"port {port} on 127.0.0.1 is in use ({what}); choose another with {s(parameter)}"
+                ),
+                parameter=parameter,
             )
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     state_dir.chmod(0o700)  # made by an earlier version, or by hand, with the default umask
