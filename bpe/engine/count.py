@@ -23,7 +23,7 @@ from bpe.engine.borrow import borrowed
 from bpe.engine.errors import InputError
 from bpe.engine.hashing import FNV_OFFSET_BASIS, fnv1a_step, hash_buckets
 from bpe.engine.interrupts import holds_interrupts
-from bpe.engine.scanner import CL100K, GPT2, O200K, SUPERBPE, WHITESPACE, decode_utf8, is_gap, next_piece_end
+from bpe.engine.scanner import SCANNER_IDS, decode_utf8, is_gap, next_piece_end
 
 # Counts are int64. Every pair count is at most the bytes of all word occurrences (the sum of count
 # x length), and within a round a pair's count plus the occurrences that merges create can reach
@@ -361,38 +361,19 @@ def _count_until_full(scanner_id, table, data, doc_offsets, doc, position, class
     return len(doc_offsets) - 1, 0, pieces
 
 
-@njit(nogil=True, cache=True)
-def _count_gpt2(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
-    return _count_until_full(GPT2, table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos)
+def _piece_counter(scanner_id: int, name: str):
+    """`_count_until_full` compiled as a kernel of its own for one scanner, whose id is then a
+    constant that numba compiles into the loop. Named `_count_<pattern>`: the kernel cache keeps a
+    file per kernel by its name."""
+
+    def count(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
+        return _count_until_full(scanner_id, table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos)
+
+    count.__name__ = count.__qualname__ = f"_count_{name}"
+    return njit(nogil=True, cache=True)(count)
 
 
-@njit(nogil=True, cache=True)
-def _count_cl100k(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
-    return _count_until_full(CL100K, table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos)
-
-
-@njit(nogil=True, cache=True)
-def _count_o200k(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
-    return _count_until_full(O200K, table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos)
-
-
-@njit(nogil=True, cache=True)
-def _count_whitespace(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
-    return _count_until_full(WHITESPACE, table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos)
-
-
-@njit(nogil=True, cache=True)
-def _count_superbpe(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
-    return _count_until_full(SUPERBPE, table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos)
-
-
-PIECE_COUNTERS = {
-    GPT2: _count_gpt2,
-    CL100K: _count_cl100k,
-    O200K: _count_o200k,
-    WHITESPACE: _count_whitespace,
-    SUPERBPE: _count_superbpe,
-}
+PIECE_COUNTERS = {scanner_id: _piece_counter(scanner_id, name) for name, scanner_id in SCANNER_IDS.items()}
 
 
 @njit(cache=True)
