@@ -29,3 +29,4 @@ class TrainingRun:
     seconds: dict[str, float] = field(default_factory=dict)
     engine: dict = field(default_factory=dict)
     stages: list[dict] | None = None  # a superword run's two stages (bpe.superwords.stage_record)
+    languages: list | None = None  # a multilingual run's bpe.languages.LanguageStats, in code order
