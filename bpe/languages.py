@@ -9,10 +9,14 @@ per language).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 from bpe.engine.count import WordCounts
+from bpe.engine.errors import SettingsError, Spelling
 from bpe.engine.parity import ParityRule
 
 
@@ -41,7 +45,47 @@ class LanguagePlan:
     parity: ParityRule | None = None
     dev: Sequence[WordCounts] | None = None
     stats: list[LanguageStats] = field(default_factory=list)  # filled by the engine that counted
+    dev_record: dict | None = None  # the dev set's directory and files (path, size, sha256), for the manifest
 
     def __post_init__(self) -> None:
         if list(self.codes) != sorted(self.codes):
             raise ValueError(f"language codes must be sorted, got {list(self.codes)}")
+
+
+# A language code: ISO 639-3 (`eng`, `hin`) or any other lower-case name of letters, digits, _ and -.
+CODE = re.compile(r"[a-z][a-z0-9_-]*")
+
+
+def check_code(code: object, name: str) -> str:
+    """`code` if it is a language code; SettingsError naming the setting (`name`, spelt by the
+    surface that shows it) otherwise."""
+    if not isinstance(code, str) or CODE.fullmatch(code) is None:
+        raise language_error(
+            name,
+            f"{code!r} is not a language code (lower-case letters, digits, _ or -, starting with a letter: eng, hin)",
+        )
+    return code
+
+
+def parse_by_language(text: str, name: str, value: Callable[[str, str], Any]) -> list[tuple[str, Any]]:
+    """`eng=1,hin=2.5` as [(code, value(code, "1")), ...] in the order given, each code checked and
+    given once; errors name the setting `name`."""
+    found: list[tuple[str, Any]] = []
+    for part in text.split(","):
+        code, equals, given = part.partition("=")
+        if not equals:
+            raise language_error(name, f"expected code=value pairs separated by commas (eng=1,hin=2), got {part!r}")
+        code = check_code(code.strip(), name)
+        if code in dict(found):
+            raise language_error(name, f"{code} is given twice")
+        found.append((code, value(code, given)))
+    return found
+
+
+def language_error(name: str, message: str) -> SettingsError:
+    """`<setting>: <message>`, the setting spelt as the surface that shows it spells it."""
+    return SettingsError(partial(_named, name, message), parameter=name)
+
+
+def _named(name: str, message: str, spelling: Spelling) -> str:
+    return f"{spelling(name)}: {message}"  # a module's function: it pickles (to a Dask client)
