@@ -47,6 +47,7 @@ from bpe.engine.word_table import WordTable
 
 HELLO_BYTES = 4096  # what a peer may send before it has shown it knows the secret
 HELLO_SECONDS = 10.0  # how long it has to show it
+ACCEPT_POLL_SECONDS = 0.005  # how often the holder looks for a driver heard while it waits for peers
 
 logger = logging.getLogger(__name__)
 
@@ -275,7 +276,9 @@ class BucketHolder:
             conn.close()
 
         try:
-            self.server.settimeout(0.1)
+            # Short: the driver, once heard on its own thread, is taken up at the next poll (a run
+            # starts every holder and connects to each in turn, so each poll's wait adds up).
+            self.server.settimeout(ACCEPT_POLL_SECONDS)
         except OSError:  # closed before this thread got here (the holder was stopped)
             return None
         deadline = time.monotonic() + wait
