@@ -44,6 +44,7 @@ from bpe.engine.cores import available_cores
 from bpe.engine.count import WordCounts
 from bpe.engine.merge import first_id
 from bpe.engine.replay import BaseMerges
+from bpe.engine.table_group import TableGroup
 from bpe.engine.word_slices import ThreadedWordTable, word_table
 from bpe.engine.word_table import WordTable
 
@@ -253,6 +254,9 @@ class BucketHolder:
                 part.restore(merge_log)
             self.merges_applied = len(merge_log)
             self.initial = [np.zeros(0, np.int64) for _ in range(2 * len(self.parts))]
+        # Several buckets on one thread each take a round in one compiled call (`TableGroup`).
+        tables = [part.table for part in self.parts]
+        self.group = TableGroup(tables) if len(tables) > 1 and all(type(t) is WordTable for t in tables) else None
         self.build_seconds = time.perf_counter() - started
         self.server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.server.bind((self._host(), 0))
@@ -287,8 +291,26 @@ class BucketHolder:
 
     def _checkpoint(self) -> None:
         """Checkpoint every bucket held, after `merges_applied` merges."""
+        self._sync()
         for part in self.parts:
             part.checkpoint(self.merges_applied)
+
+    def _round(self, merges: np.ndarray) -> list[np.ndarray]:
+        """Apply a round's merges to every bucket held; their deltas, two arrays per bucket."""
+        if self.group is not None:
+            deltas = [array for pair in self.group.apply_and_take(merges) for array in pair]
+        else:
+            deltas = []
+            for part in self.parts:
+                part.table.apply(merges)
+                deltas += part.table.take_deltas()
+        self.merges_applied += len(merges)
+        return deltas
+
+    def _sync(self) -> None:
+        """Bring the tables a `TableGroup` applies rounds to up to date, before reading them."""
+        if self.group is not None:
+            self.group.sync()
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -357,17 +379,12 @@ class BucketHolder:
             while True:
                 kind, arrays = channel.receive(conn)
                 if kind == b"MRGE":
-                    merges = arrays[0].reshape(-1, 3)
-                    deltas = []
-                    for part in self.parts:
-                        part.table.apply(merges)
-                        deltas += part.table.take_deltas()
-                    self.merges_applied += len(merges)
-                    channel.send(conn, b"DLTA", *deltas)
+                    channel.send(conn, b"DLTA", *self._round(arrays[0].reshape(-1, 3)))
                 elif kind == b"CHKP":
                     self._checkpoint()
                     channel.send(conn, b"DONE")
                 elif kind == b"STAT":
+                    self._sync()
                     tables = [part.table for part in self.parts]
                     stats = {
                         "bucket": self.bucket,
