@@ -30,7 +30,7 @@ class LanguageStats:
     documents: int = 0
     bytes: int = 0
     words: int = 0
-    unique_words: int = 0
+    unique_words: int | None = 0  # None: not known apart (the pipeline sums the languages' words on the workers)
     multiplier: int = 1
 
 

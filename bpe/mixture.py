@@ -149,14 +149,21 @@ def check_weighted_limit(counts: Sequence[WordCounts], multipliers: Sequence[int
     for c, m in zip(counts, multipliers, strict=True):
         lengths = np.diff(c.offsets).tolist()
         exact += m * sum(count * length for count, length in zip(c.counts.tolist(), lengths))
-    if exact >= COUNT_LIMIT:
-        raise SettingsError(
-            lambda s: (
-                f"{s.mix}: the multipliers {', '.join(map(str, multipliers))} make the bytes of all word occurrences "
-                f"come to {exact:,}, past the {COUNT_LIMIT:,} (2**62, half of what int64 holds) that the merge "
-                "loop's pair counts can take; use weights closer to each other, or less text"
-            ),
-            parameter="mix",
+    _refuse_past_limit(exact, multipliers)
+
+
+def check_weighted_bytes(bytes_by_language: Sequence[int], multipliers: Sequence[int]) -> None:
+    """`check_weighted_limit` from each language's bytes of text (which its words' bytes never
+    exceed), before its counts are read: for an engine that weighs counts where they are."""
+    _refuse_past_limit(sum(n * m for n, m in zip(bytes_by_language, multipliers, strict=True)), multipliers)
+
+
+def _refuse_past_limit(weighted_bytes: int, multipliers: Sequence[int]) -> None:
+    if weighted_bytes >= COUNT_LIMIT:
+        raise _error(
+            f"the multipliers {', '.join(map(str, multipliers))} make the bytes of all word occurrences come to "
+            f"{weighted_bytes:,}, past the {COUNT_LIMIT:,} (2**62, half of what int64 holds) that the merge loop's "
+            "pair counts can take; use weights closer to each other, or less text"
         )
 
 

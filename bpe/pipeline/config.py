@@ -262,6 +262,11 @@ class _TokenizerConfig:
         """The mixture and parity settings, as `train()` and `bpe.language_plan.make_plan` take them."""
         return {s.name: config_value(self, s) for s in CONFIG_SETTINGS if s.name in LANGUAGE_SETTINGS}
 
+    def input_paths(self) -> list[str]:
+        """Every path, glob or URL a run reads: the data (or each language's inputs) and the parity dev set."""
+        paths = list(self.data or []) + [p for paths in (self.language_inputs() or {}).values() for p in paths]
+        return paths + ([self.parity.dev] if self.parity is not None and self.parity.dev else [])
+
     def language_inputs(self) -> dict[str, list[str]] | None:
         """The inputs of each language (`languages:`), sorted by code; None for one text (`data:`)."""
         return {code: self.languages[code] for code in sorted(self.languages)} if self.languages else None
