@@ -554,9 +554,9 @@ SETTINGS = (
         "mix",
         str | dict[str, float],
         None,
-        "how much each language's text counts: temperature=A (a language weighs as its bytes to the power A, "
-        "0 <= A <= 1, as mT5's sampling; 0.3 is usual) or weights such as eng=1,hin=4 (hin's words count four "
-        "times; a language left out weighs 1); applied exactly, by multiplying word counts by integers",
+        "how much each language's text counts: temperature=A (each language's text weighs as its bytes to the "
+        "power A, 0 <= A <= 1, as mT5's sampling; 0.3 is usual) or weights such as eng=1,hin=4 (hin's words "
+        "count four times; a language left out weighs 1); applied exactly, by multiplying word counts by integers",
         "languages",
         Check("temperature=A or weights such as eng=1,hin=4", _text_or_numbers, _mix),
         on=On.TRAIN | On.CLI | On.YAML | On.FLOW,

@@ -69,7 +69,8 @@ def test_languages_are_counted_apart_weighted_and_a_new_shard_is_counted_alone(
         published = Tokenizer.load(result["location"])
         assert published.merges == local.merges
         record = published.manifest.languages
-        assert record.codes == ["eng", "hin"] and record.mix == {"given": "eng=1,hin=3", "weights": {"eng": 1, "hin": 3}}
+        assert record.codes == ["eng", "hin"]
+        assert record.mix == {"given": "eng=1,hin=3", "weights": {"eng": 1, "hin": 3}}
         for code in ("eng", "hin"):
             counted, expected = record.by_language[code], local.manifest.languages.by_language[code]
             assert {k: counted[k] for k in ("documents", "bytes", "words", "multiplier", "share")} == {
