@@ -156,7 +156,7 @@ def test_the_command_trains_on_text_by_language_as_train_does(corpus, tmp_path, 
     args = ["--lang", f"hin={corpus['hin']}/*.parquet", "--lang", f"eng={corpus['eng']}", "--lang"]
     assert run("train", *args, f"ell={corpus['ell']}", "--mix", "hin=3", "--vocab-size", 320, "--out", out) == 0
     printed = capsys.readouterr().out
-    assert "  languages ell " in printed and "hin " in printed and " x3" in printed and "mix hin=3" in printed
+    assert "  languages ell " in printed and "hin " in printed and " (x3)" in printed and "mix hin=3" in printed
     files = {code: str(path) for code, path in corpus.items()}
     assert Tokenizer.load(out).merges == train(files=files, mix="hin=3", vocab_size=320).merges
     assert run("train", *args, f"ell={corpus['ell']}", "--vocab-size", 300, "--out", tmp_path / "j", "--json") == 0

@@ -310,15 +310,13 @@ def summary(manifest: Manifest, out: str | Path, record: dict | None = None) -> 
 
 def _languages(record: dict) -> str:
     """Each language's share of the text (and its multiplier, with a mixture; the merges that
-    served it, with parity), then the parity rule: `eng 84.0%, hin 16.0% x4; parity base, dev ntrex/`."""
+    served it, with parity), then the mixture and the parity rule:
+    `eng 84.0% (1,020 merges), hin 16.0% (x4, 890 merges); mix hin=4; parity base by dev ntrex/`."""
     parts = []
     for code, entry in record["by_language"].items():
-        part = f"{code} {100 * entry['share']:.1f}%"
-        if entry["multiplier"] != 1:
-            part += f" x{entry['multiplier']:,}"
-        if "merges" in entry:
-            part += f" ({entry['merges']:,} merges)"
-        parts.append(part)
+        notes = [f"x{entry['multiplier']:,}"] if entry["multiplier"] != 1 else []
+        notes += [f"{entry['merges']:,} merges"] if "merges" in entry else []
+        parts.append(f"{code} {100 * entry['share']:.1f}%" + (f" ({', '.join(notes)})" if notes else ""))
     line = ", ".join(parts)
     if record.get("mix"):
         line += f"; mix {record['mix']['given']}"
