@@ -70,10 +70,10 @@ def test_temperature_multipliers_are_the_weights_to_a_thousandth(sizes, alpha):
     multipliers = Mix.parse(f"temperature={alpha!r}").multipliers(sizes, codes)
     assert all(isinstance(m, int) and m >= 1 for m in multipliers)
     assert math.gcd(*multipliers) == 1
-    weights = [n ** (alpha - 1) for n in sizes]
+    weights = [Fraction(n ** (alpha - 1)) for n in sizes]
     smallest = min(multipliers)
     for m, w in zip(multipliers, weights, strict=True):
-        assert abs(m / smallest - w / min(weights)) <= 0.0005 * (1 + 1e-9)
+        assert abs(Fraction(m, smallest) - w / min(weights)) <= Fraction(1, 2000)
     reversed_codes = Mix.parse(f"temperature={alpha!r}").multipliers(sizes[::-1], codes)
     assert reversed_codes == multipliers[::-1]
 
