@@ -89,6 +89,10 @@ def parity_rule(
     )
 
 
+def _no_superwords(s: Spelling) -> str:
+    return f"{s.parity}: parity-aware merges cannot make superwords ({s.on('superwords')})"
+
+
 def _parity_only(name: str, s: Spelling) -> str:
     return f"{s(name)}: only parity-aware merges use it (turned on by {s.parity}, {s.parity_dev} or {s.parity_ratio})"
 
@@ -157,6 +161,7 @@ def make_plan(
     codes: Sequence[str],
     pretokenizer: Pretokenizer,
     text_column: str = "text",
+    superwords: bool = False,
     mix: object | None = None,
     parity: bool = False,
     parity_dev: str | None = None,
@@ -166,7 +171,8 @@ def make_plan(
     parity_window: int = 100,
     parity_alpha: float = 2.0,
 ) -> LanguagePlan:
-    """The plan of a run on `codes` (sorted): its mixture, its parity rule and dev set read."""
+    """The plan of a run on `codes` (sorted): its mixture, its parity rule and dev set read (as
+    `pretokenizer` splits text). Parity cannot make superwords (`superwords`: a superword run)."""
     from bpe.mixture import Mix
 
     mixture = Mix.of(mix) if mix is not None else None
@@ -175,6 +181,8 @@ def make_plan(
     rule = parity_rule(
         codes, parity, parity_dev, parity_ratio, global_merges, parity_variant, parity_window, parity_alpha
     )
+    if rule is not None and superwords:
+        raise SettingsError(_no_superwords, parameter="parity")
     plan = LanguagePlan(codes=tuple(codes), mix=mixture, parity=rule)
     if rule is not None and parity_dev is not None:
         plan.dev, plan.dev_record = read_dev_set(parity_dev, codes, pretokenizer, text_column)

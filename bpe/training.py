@@ -177,11 +177,7 @@ def train(
         refuse_without_languages(languages)
     plan = None
     if multilingual:
-        plan, shards, texts, rows = _by_language(files, texts, settings, languages, text_format, sample, seed, limited)
-        if plan.parity is not None and settings.superwords:
-            raise SettingsError(
-                lambda s: f"{s.parity}: parity-aware merges cannot make superwords ({s.superwords})", parameter="parity"
-            )
+        plan, shards, texts = _by_language(files, texts, settings, languages, text_format, sample, seed, limited)
     elif files is not None:
         specs = [files] if isinstance(files, (str, Path, Shard)) else list(files)
         skipped = Skipped()
@@ -308,14 +304,14 @@ def _by_language(
     sample: float | None,
     seed: int,
     limited: tuple[str, int] | None,
-) -> tuple[LanguagePlan, list[list[Shard]] | None, list | None, None]:
+) -> tuple[LanguagePlan, list[list[Shard]] | None, list | None]:
     """A multilingual run's plan, and its shards (a list per language) or texts (an iterable per
     language), in the order of the codes. Limits apply to each language."""
     given = by_language(files if files is not None else texts, "files" if files is not None else "texts")
-    plan = make_plan(list(given), settings.pretokenizer, settings.text_column, **languages)
-    if files is None:
+    plan = make_plan(list(given), settings.pretokenizer, settings.text_column, settings.superwords, **languages)
+    if files is None:  # a superword run reads its text once per stage: a generator is kept for the second
         texts = [list(t) if settings.superwords and iter(t) is t else t for t in given.values()]
-        return plan, None, texts, None
+        return plan, None, texts
     skipped = Skipped()
     shards = []
     for code, specs in given.items():
@@ -329,7 +325,7 @@ def _by_language(
         shards.append(found)
     if skipped:
         warnings.warn(skipped.summary(), stacklevel=3)
-    return plan, shards, None, None
+    return plan, shards, None
 
 
 def _flat(shards: list, plan: LanguagePlan | None) -> list[Shard]:

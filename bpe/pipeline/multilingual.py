@@ -37,14 +37,11 @@ def language_plan(cfg: TokenizerConfig, settings: Settings) -> LanguagePlan | No
     if inputs is None:
         return None
     try:
-        plan = make_plan(list(inputs), settings.pretokenizer, cfg.text_column, **cfg.language_settings())
-        if plan.parity is not None and settings.superwords:
-            raise SettingsError(
-                lambda s: f"{s.parity}: parity-aware merges cannot make superwords ({s.superwords})", parameter="parity"
-            )
+        return make_plan(
+            list(inputs), settings.pretokenizer, cfg.text_column, settings.superwords, **cfg.language_settings()
+        )
     except SettingsError as exc:
         raise in_file(exc, cfg.source) from None
-    return plan
 
 
 def by_language(counted: Sequence[ShardCount], codes: Sequence[str]) -> list[list[ShardCount]]:
