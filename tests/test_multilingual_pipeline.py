@@ -1,8 +1,8 @@
-"""The train-bpe flow on a multilingual configuration (`languages:`, `mix:`), run in this process
-against the session's Prefect server and Dask cluster: each language's shards are counted apart
-and weighted by the mixture as the word buckets are built, the version's merges are those of
-`train(texts={...}, mix=...)` on the same rows, and a new shard of one language is the only one
-counted on the next run."""
+"""The train-bpe flow on a multilingual configuration (`languages:`, `mix:`, `parity:`), run in this
+process against the session's Prefect server and Dask cluster: each language's shards are counted
+apart and weighted by the mixture as the word buckets are built, the version's merges are those of
+`train(texts={...}, mix=...)` on the same rows, a new shard of one language is the only one counted
+on the next run, and a run given parity settings learns `train(..., parity_dev=...)`'s merges."""
 
 from __future__ import annotations
 
@@ -56,16 +56,23 @@ def test_languages_are_counted_apart_weighted_and_a_new_shard_is_counted_alone(
     config = tmp_path / "multilingual.yaml"
     config.write_text(yaml.safe_dump(cfg))
     settings = {PREFECT_API_URL: prefect_server["api"], PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    (dev / "eng.txt").write_text("\n".join(paragraphs[900:920]), encoding="utf-8")
+    (dev / "hin.txt").write_text("\n".join(p.lower().translate(DEVANAGARI) for p in paragraphs[900:920]), "utf-8")
     with temporary_settings(settings):
         first = train_bpe(config=str(config))
         hin.append(write_parquet(tmp_path / "hi" / "part-1.parquet", hindi[150:]))
-        second = train_bpe(config=str(config))
+        # the next run, with parity against the dev set (a parameter: an experiment)
+        second = train_bpe(config=str(config), parity={"dev": str(dev), "global_merges": 20})
 
     assert (first["counted_shards"], first["cached_shards"]) == (3, 0)
     assert (second["counted_shards"], second["cached_shards"]) == (1, 3)  # the new hin shard alone
-    for result, hin_shards in ((first, hin[:1]), (second, hin)):
+    assert second["channel"] == "experiment"
+    parity = {"parity_dev": str(dev), "global_merges": 20}
+    for result, hin_shards, options in ((first, hin[:1], {}), (second, hin, parity)):
         texts = {"eng": kept_rows(eng), "hin": kept_rows(hin_shards)}
-        local = train(texts=texts, mix="eng=1,hin=3", vocab_size=VOCAB, pattern="cl100k")
+        local = train(texts=texts, mix="eng=1,hin=3", vocab_size=VOCAB, pattern="cl100k", **options)
         published = Tokenizer.load(result["location"])
         assert published.merges == local.merges
         record = published.manifest.languages
@@ -77,3 +84,6 @@ def test_languages_are_counted_apart_weighted_and_a_new_shard_is_counted_alone(
                 k: expected[k] for k in ("documents", "bytes", "words", "multiplier", "share")
             }
     assert {s["language"] for s in published.manifest.data.shards} == {"eng", "hin"}
+    served = {code: entry["merges"] for code, entry in published.manifest.languages.by_language.items()}
+    assert served == {code: entry["merges"] for code, entry in local.manifest.languages.by_language.items()}
+    assert published.manifest.languages.parity["global_merges_made"] == 20

@@ -207,3 +207,6 @@ def test_a_setting_given_on_its_own_wins_over_the_same_field_of_the_settings():
     }
     # a section replaces the configuration's: the keys it leaves out take their defaults
     assert overrides({"superwords": {"transition": 600}}, {}) == {"superwords": {"transition": 600}}
+    # a section given on its own, as the flow receives it once Prefect has checked it (its model)
+    section = RunSettings(parity={"dev": "ntrex/", "window": 50}).parity
+    assert overrides(None, {"parity": section}) == {"parity": {"dev": "ntrex/", "window": 50}}
