@@ -9,8 +9,9 @@ per language).
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -29,7 +30,7 @@ class LanguageStats:
     documents: int = 0
     bytes: int = 0
     words: int = 0
-    unique_words: int = 0
+    unique_words: int | None = 0  # None: not known apart (the pipeline sums the languages' words on the workers)
     multiplier: int = 1
 
 
@@ -80,6 +81,28 @@ def parse_by_language(text: str, name: str, value: Callable[[str, str], Any]) ->
             raise language_error(name, f"{code} is given twice")
         found.append((code, value(code, given)))
     return found
+
+
+def parity_ratios(value: str | Mapping) -> dict[str, float]:
+    """`eng=1,hin=2.5` (or the mapping) as {code: ratio}: each a positive finite number."""
+
+    def ratio(code: str, text: str) -> float:
+        try:
+            number = float(text)
+        except ValueError:
+            number = math.nan
+        if not (math.isfinite(number) and number > 0):
+            raise language_error("parity_ratio", f"expected a positive number as {code}'s ratio, got {code}={text}")
+        return number
+
+    if isinstance(value, Mapping):
+        for v in value.values():
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise language_error("parity_ratio", f"expected a number per language, got {dict(value)!r}")
+        value = ",".join(f"{code}={number!r}" for code, number in value.items())
+    if not isinstance(value, str) or not value.strip():
+        raise language_error("parity_ratio", f"expected a ratio per language such as eng=1,hin=2.5, got {value!r}")
+    return dict(parse_by_language(value, "parity_ratio", ratio))
 
 
 def language_error(name: str, message: str) -> SettingsError:

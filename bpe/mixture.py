@@ -11,13 +11,14 @@ Two forms (`--mix`, `train(mix=...)`, `mix:` in a configuration):
 - `eng=1,hin=4`: explicit weights; hin's words count four times as much as they would next to
   eng's. Decimals are allowed (`eng=1,hin=2.5`); a language left out weighs 1.
 
-Either way the weights are made exact: each is divided by the smallest (which becomes 1) and
-rounded to thousandths (`round(1000 * w / w_min) / 1000`, exact for weights such as 2.5 or 4),
-and the resulting fractions, whose denominators all divide 1,000, are scaled by the least common
-multiple of their denominators and divided by the greatest common divisor of the results: the
-smallest integers in those proportions. Counts stay int64 integers, so the merges are
-deterministic, the same on every engine, and the reference trainer run on the multiplied counts
-gives them. `min_frequency` applies to the multiplied counts.
+The multipliers are the smallest integers in the weights' proportions, so that the counts stay
+int64 integers and the merges are deterministic, the same on every engine, and those the reference
+trainer gives on the multiplied counts. Explicit weights are kept exactly as written (at most three
+decimals each): they are scaled by the least common multiple of their denominators and divided by
+the greatest common divisor of the results (`eng=1,hin=2.5` gives 2 and 5). Temperature weights,
+which are irrational, are first taken relative to the smallest (which becomes 1) and rounded to
+thousandths (`round(1000 * w / w_min) / 1000`), then made integers the same way.
+`min_frequency` applies to the multiplied counts.
 
 >>> Mix.parse("eng=1,hin=2.5").multipliers([1000, 10], ["eng", "hin"])
 (2, 5)
@@ -39,7 +40,7 @@ from bpe.engine.count import COUNT_LIMIT, WordCounts
 from bpe.engine.errors import SettingsError
 from bpe.languages import language_error, parse_by_language
 
-DENOMINATOR = 1000  # weights relative to the smallest are rounded to thousandths
+DENOMINATOR = 1000  # explicit weights are thousandths; temperature weights, relative to the smallest, rounded to them
 _NUMBER = re.compile(r"\s*[0-9]+(?:\.[0-9]*)?\s*|\s*\.[0-9]+\s*")
 
 
@@ -98,13 +99,16 @@ class Mix:
 
     def multipliers(self, bytes_by_language: Sequence[int], codes: Sequence[str]) -> tuple[int, ...]:
         """The integer each language's word counts are multiplied by, in `codes` order (the run's
-        languages, sorted): the weights relative to the smallest, rounded to thousandths, as the
-        smallest integers in those proportions (see the module's doc)."""
+        languages, sorted): the smallest integers in the weights' proportions, explicit weights as
+        written, temperature weights to a thousandth of the smallest (see the module's doc)."""
         if len(bytes_by_language) != len(codes):
             raise ValueError(f"{len(bytes_by_language)} byte counts for {len(codes)} languages")
         weights = self.weights_for(bytes_by_language, codes)
-        smallest = min(weights)
-        relative = [Fraction(round(Fraction(w) / Fraction(smallest) * DENOMINATOR), DENOMINATOR) for w in weights]
+        if self.temperature is None:
+            relative = [Fraction(w) for w in weights]  # exactly as written
+        else:
+            smallest = Fraction(min(weights))
+            relative = [Fraction(round(Fraction(w) / smallest * DENOMINATOR), DENOMINATOR) for w in weights]
         scale = math.lcm(*(r.denominator for r in relative))
         whole = [int(r * scale) for r in relative]
         divisor = math.gcd(*whole)
@@ -149,21 +153,31 @@ def check_weighted_limit(counts: Sequence[WordCounts], multipliers: Sequence[int
     for c, m in zip(counts, multipliers, strict=True):
         lengths = np.diff(c.offsets).tolist()
         exact += m * sum(count * length for count, length in zip(c.counts.tolist(), lengths))
-    if exact >= COUNT_LIMIT:
-        raise SettingsError(
-            lambda s: (
-                f"{s.mix}: the multipliers {', '.join(map(str, multipliers))} make the bytes of all word occurrences "
-                f"come to {exact:,}, past the {COUNT_LIMIT:,} (2**62, half of what int64 holds) that the merge "
-                "loop's pair counts can take; use weights closer to each other, or less text"
-            ),
-            parameter="mix",
+    _refuse_past_limit(exact, multipliers)
+
+
+def check_weighted_bytes(bytes_by_language: Sequence[int], multipliers: Sequence[int]) -> None:
+    """`check_weighted_limit` from each language's bytes of text (which its words' bytes never
+    exceed), before its counts are read: for an engine that weighs counts where they are."""
+    _refuse_past_limit(sum(n * m for n, m in zip(bytes_by_language, multipliers, strict=True)), multipliers)
+
+
+def _refuse_past_limit(weighted_bytes: int, multipliers: Sequence[int]) -> None:
+    if weighted_bytes >= COUNT_LIMIT:
+        raise _error(
+            f"the multipliers {', '.join(map(str, multipliers))} make the bytes of all word occurrences come to "
+            f"{weighted_bytes:,}, past the {COUNT_LIMIT:,} (2**62, half of what int64 holds) that the merge loop's "
+            "pair counts can take; use weights closer to each other, or less text"
         )
 
 
 def _temperature(value: str) -> float:
-    if not _NUMBER.fullmatch(value):
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if math.isnan(number):
         raise _error(f"expected temperature=A, A a number from 0 to 1 (mT5 uses 0.3), got temperature={value}")
-    number = float(value)
     if not 0 <= number <= 1:
         raise _error(
             f"expected temperature=A with A from 0 to 1 (the exponent of n ** A; for a temperature T, A = 1/T), "
@@ -173,10 +187,13 @@ def _temperature(value: str) -> float:
 
 
 def _weight(code: str, value: str) -> Fraction:
-    """An explicit weight: a positive decimal number, exactly as written."""
+    """An explicit weight: a positive decimal number of at most three decimals, exactly as written."""
     if not _NUMBER.fullmatch(value) or Fraction(value.strip()) <= 0:
         raise _error(f"expected a positive number as {code}'s weight, got {code}={value.strip()}")
-    return Fraction(value.strip())
+    weight = Fraction(value.strip())
+    if DENOMINATOR % weight.denominator:
+        raise _error(f"a weight has at most three decimals, got {code}={value.strip()}")
+    return weight
 
 
 def _plain(weight: Fraction) -> int | float:
