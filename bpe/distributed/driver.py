@@ -557,7 +557,8 @@ def count_languages(
     fingerprints = None
     if found is not None:
         fingerprints = [{**fp, "language": code} for code, files in zip(plan.codes, found, strict=True) for fp in files]
-    made = language_buckets(client, by_language, counted, plan)
+    paths = [[shard.path for shard in found] for found in shards] if shards is not None else None
+    made = language_buckets(client, by_language, counted, plan, paths)
     if plan.parity is None:
         return made.buckets, stats, fingerprints, None
     from bpe.distributed.parity_loop import ParityBuckets
