@@ -50,6 +50,7 @@ from bpe.engine.merge import MergeResult, finish, first_id, stop_reason
 from bpe.engine.pair_queue import PairQueue
 from bpe.engine.replay import BaseMerges
 from bpe.engine.rules import SuperwordRules
+from bpe.engine.table_group import split
 from bpe.errors import SchedulerLost, WorkersLost
 from bpe.inputs.shard import Shard
 from bpe.languages import LanguagePlan
@@ -146,13 +147,14 @@ class Holders:
         return self.groups[h][0] if len(self.groups[h]) == 1 else list(self.groups[h])
 
     def _by_bucket(self, replies: list[list[np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Each bucket's (keys, deltas), in bucket order, from the holders' replies (two arrays per
-        bucket of its group)."""
-        found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        """Each bucket's (keys, deltas), in bucket order, from the holders' replies (a holder of a
+        group of buckets joins theirs: `table_group.split`)."""
+        found: list = [None] * sum(len(group) for group in self.groups)
         for group, arrays in zip(self.groups, replies, strict=True):
-            for i, b in enumerate(group):
-                found[b] = (arrays[2 * i], arrays[2 * i + 1])
-        return [found[b] for b in range(len(found))]
+            parts = split(*arrays) if len(group) > 1 else [(arrays[0], arrays[1])]
+            for b, part in zip(group, parts, strict=True):
+                found[b] = part
+        return found
 
     def _connect(self, h: int) -> list[np.ndarray]:
         actor = started_actor(self.client, self.futures[h], self.chosen[h], max(self.call_timeout, ACTOR_START_SECONDS))
