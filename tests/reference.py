@@ -206,8 +206,10 @@ def reference_parity_run(
         merges.append(pair)
         vocab[new_id] = vocab[pair[0]] + vocab[pair[1]]
         for lists in (words, dev_words):
-            for i, word_list in enumerate(lists):
-                lists[i] = [(merge_ids(ids, pair, new_id), count) for ids, count in word_list]
+            for i, word_list in enumerate(lists):  # a word without the pair's first token keeps its ids
+                lists[i] = [
+                    (merge_ids(ids, pair, new_id) if pair[0] in ids else ids, count) for ids, count in word_list
+                ]
 
     for pair in base:
         merge(pair)
