@@ -229,7 +229,9 @@ def reference_parity_run(
     initial = [float(_tokens(w)) for w in words]
     threshold = alpha / n_languages if n_languages else 0.0
     selected: list[int] = []  # the window: the last `window` choices
-    exhausted: set[int] = set()
+    # Ratio targets serve by compression, which a language without training text has none of: it
+    # is exhausted from the start (Hugging Face compares its NaN, which never wins, and may loop).
+    exhausted = {i for i in range(n_languages) if ratio is not None and not initial[i]}
     served: list[int] = []
     stalled = False
     made = 0
