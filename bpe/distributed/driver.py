@@ -34,7 +34,6 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,6 +43,7 @@ from bpe.distributed import channel
 from bpe.distributed.client import Log, check_scheduler, dask_client, ready_workers
 from bpe.distributed.count_tasks import count_languages_on_dask, count_on_dask
 from bpe.distributed.language_buckets import language_buckets
+from bpe.distributed.parity_loop import ParityBuckets, merge_parity_on_dask
 from bpe.engine.compilation import CompileWatch
 from bpe.engine.count import check_pair_counts, release_memory
 from bpe.engine.merge import MergeResult, finish, first_id, stop_reason
@@ -58,9 +58,6 @@ from bpe.leftovers import sweep, temporary_prefix
 from bpe.progress import PhaseClock, ProgressFn
 from bpe.results import TrainingRun
 from bpe.settings import Settings
-
-if TYPE_CHECKING:
-    from bpe.distributed.parity_loop import ParityBuckets
 
 REBUILD_ATTEMPTS = 3  # workers tried for one rebuild before giving up
 LOSSES_PER_CALL = 5  # rebuilds of one bucket's holder within one request before giving up
@@ -411,8 +408,6 @@ def merge_on_workers(
         with CompileWatch() as compiles:  # a first run of this version compiles the pair queue here
             loop = PhaseClock(progress, compiling=lambda: compiles.seconds)
             if parity is not None:
-                from bpe.distributed.parity_loop import merge_parity_on_dask
-
                 merged = merge_parity_on_dask(
                     holders,
                     initial,
@@ -563,7 +558,5 @@ def count_languages(
     made = language_buckets(client, by_language, counted, plan, paths)
     if plan.parity is None:
         return made.buckets, stats, fingerprints, None
-    from bpe.distributed.parity_loop import ParityBuckets
-
     parity = ParityBuckets(plan.parity, made.languages, made.groups, made.occurrences, plan.dev)
     return made.buckets, stats, fingerprints, parity
