@@ -32,8 +32,9 @@ def our_command(ud: Path, vocab_size: int, out: Path, pattern: str, *extra: str)
     languages = [f"{p.stem}={p}" for p in sorted(ud.glob("*.parquet"))]
     flags = [arg for code in languages for arg in ("--lang", code)]
     return python(
-        "-m", "bpe", "train", *flags, "--vocab-size", str(vocab_size), "--pattern", pattern, "-o", str(out), *extra
-    )
+        "-m", "bpe.cli", "train", *flags, "--vocab-size", str(vocab_size), "--pattern", pattern,
+        "--out", str(out), "--force", "--quiet", *extra,
+    )  # fmt: skip
 
 
 def peer_command(trainer: str, ud: Path, dev: Path, vocab_size: int, pattern: str, out: Path, *extra: str) -> list[str]:
