@@ -25,6 +25,7 @@ from bpe.engine.replay import BaseMerges
 from bpe.extend import load_base
 from bpe.pipeline.config import TRAINING_KEYS, load_config
 from bpe.pipeline.demo import write_demo_corpus
+from bpe.pipeline.multilingual import count_languages, language_plan, shard_multipliers
 from bpe.pipeline.parameters import RunSettings, overrides, with_single_settings
 from bpe.pipeline.report import one_line
 from bpe.pipeline.retention import apply_retention, record_counts_in_use
@@ -45,7 +46,7 @@ from bpe.settings import Settings
 from bpe.superwords import train_in_stages
 from bpe.tasks.artifacts import evaluate_version, export_version, publish_version
 from bpe.tasks.data import combine_counts, count_all, discover_shards
-from bpe.tasks.merges import train_merges
+from bpe.tasks.merges import train_merges, train_parity_merges
 from bpe.training import data_fingerprint
 
 
@@ -81,7 +82,12 @@ def train_bpe(
     started = time.perf_counter()
     if cfg.demo_corpus:
         write_demo_corpus(cfg.data[0])  # kept if already there
-    shards = discover_shards(cfg.data)
+    plan = language_plan(cfg, training)  # text by language (`languages:`), its mixture and parity; or None
+    if plan is None:
+        shards = discover_shards(cfg.data)
+    else:  # each shard knows its language; its counts are cached by its content alone
+        inputs = cfg.language_inputs()
+        shards = [{**shard, "language": code} for code in plan.codes for shard in discover_shards(inputs[code])]
     fingerprint = data_fingerprint(shards)
     store = VersionStore(cfg.artifact_root, cfg.name)
     record_counts_in_use(cfg, shards, training, logger.warning)
@@ -119,9 +125,16 @@ def train_bpe(
                 counted, cached = count_all(shards, cfg, stage, address)
                 seconds = {"count": time.perf_counter() - t1}
                 t2 = time.perf_counter()
-                word_buckets = combine_counts(counted, ready.workers, storage.join(scratch, stage.stage), address)
-                seconds["combine"] = time.perf_counter() - t2
-                on_workers = train_merges(word_buckets, stage, scratch, address, replayed)
+                multipliers = count_languages(plan, counted) if plan is not None else None
+                if plan is not None and plan.parity is not None:  # one merge at a time against the dev set
+                    seconds["combine"] = 0.0
+                    on_workers = train_parity_merges(plan, counted, multipliers, stage, replayed)
+                else:  # the languages' counts, each weighted by its multiplier, summed into word buckets
+                    weights = shard_multipliers(plan, counted, multipliers) if plan is not None else None
+                    where = storage.join(scratch, stage.stage)
+                    word_buckets = combine_counts(counted, ready.workers, where, address, weights)
+                    seconds["combine"] = time.perf_counter() - t2
+                    on_workers = train_merges(word_buckets, stage, scratch, address, replayed)
                 seconds["build"], seconds["merge"] = on_workers.build_seconds, on_workers.merges.seconds
                 seconds["merge_loop"], seconds["compile"] = on_workers.loop_seconds, on_workers.compile_seconds
                 stage_counts.append((counted, cached))
@@ -136,6 +149,7 @@ def train_bpe(
                         "cluster_started_here": cluster["started_here"],
                         **on_workers.engine,
                     },
+                    languages=plan.stats if plan is not None else None,
                 )
 
             run = train_in_stages(training, run_stage, base.merges if base else None)
@@ -170,6 +184,7 @@ def train_bpe(
             run_ids(),
             started,
             base,
+            plan,
         )
         manifest.channel, manifest.promoted = channel, promoted  # `latest` moves to it only if promoted
         published = publish_version(staged, manifest, cfg.artifact_root, cfg.name)

@@ -333,7 +333,8 @@ def test_train_help_starts_with_a_short_usage_naming_what_is_required():
     from bpe.cli import build_parser, commands
 
     help = dict(commands(build_parser()))["bpe train"].format_help()
-    assert help.splitlines()[0] == "usage: bpe train INPUT... --vocab-size N --out DIR [options]"
+    usage = "usage: bpe train (INPUT... | --lang CODE=INPUT...) --vocab-size N --out DIR [options]"
+    assert help.splitlines()[0] == usage
 
 
 def test_versions_help_explains_every_column_it_prints(tmp_path, capsys):

@@ -122,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
         group="tokenizers",
         help="train a tokenizer on text, Parquet, JSON lines, JSON or CSV files (compressed too), "
         "directories, globs, URLs or - (stdin)",
-        usage="%(prog)s INPUT... --vocab-size N --out DIR [options]",
+        usage="%(prog)s (INPUT... | --lang CODE=INPUT...) --vocab-size N --out DIR [options]",
         description="""
             Train a byte-level BPE tokenizer and write it to --out: tokenizer.json (Hugging Face),
             vocab.json + merges.txt (GPT-2), tokenizer.tiktoken, transformers' configuration and a
@@ -130,12 +130,20 @@ def build_parser() -> argparse.ArgumentParser:
 
             INPUT is a file (.parquet, .jsonl, .json, .csv/.tsv, or text: any other suffix; compressed
             .gz/.zst/.bz2/.xz too), a directory, a glob, an fsspec URL, or - for stdin. --vocab-size
-            counts every token: the 256 bytes, the merges and the special tokens.""",
+            counts every token: the 256 bytes, the merges and the special tokens.
+
+            --lang CODE=INPUT (once per language) gives text by language instead: each language is
+            counted apart, --mix weighs them, and --parity-dev (or --parity, --parity-ratio) makes
+            each merge serve the language whose text is the longest in tokens.""",
         examples=[
             "bpe train data/ --vocab-size 32768 --out tok/",
             "bpe train corpus.txt.gz --vocab-size 8192 --special-token '<|endoftext|>' --out tok/",
             "bpe train data/*.parquet --vocab-size 32768 --limit 10MB --out quick/",
             "bpe train corpus/ --from gpt2/ --vocab-size 50357 --out gpt2-plus/",
+            "bpe train --lang eng=data/en/ --lang hin='data/hi/*.parquet' --mix temperature=0.3 --vocab-size 32768 "
+            "--out mixed/",
+            "bpe train --lang eng=ud/eng.parquet --lang tel=ud/tel.parquet --parity-dev ntrex/ --vocab-size 8192 "
+            "--out parity/",
         ],
     )
     groups = add_training_options(t)  # the settings, from the schema, grouped as it groups them

@@ -137,8 +137,14 @@ def verified_bytes(path: str, digest: str, size: int) -> bytes:
     return data
 
 
-def read_split(path: str, n_buckets: int, expected: tuple[str, int] | None = None) -> list[WordCounts]:
-    return split_by_bucket(read_counts(path, expected), n_buckets)
+def read_split(
+    path: str, n_buckets: int, expected: tuple[str, int] | None = None, multiplier: int = 1
+) -> list[WordCounts]:
+    """The counts in a file split into buckets, each count multiplied by `multiplier` (a mixture's)."""
+    counts = read_counts(path, expected)
+    if multiplier != 1:
+        counts = WordCounts(counts.data, counts.offsets, counts.counts * multiplier)
+    return split_by_bucket(counts, n_buckets)
 
 
 def _stats_or_error(result: dict) -> dict | BpeError:
@@ -319,13 +325,18 @@ def bucket_files(
     n_buckets: int,
     directory: str,
     expected: Sequence[tuple[str, int] | None] | None = None,
+    multipliers: Sequence[int] | None = None,
 ) -> list[str]:
     """Sum per-shard counts files into `n_buckets` word buckets by stable hash, on the workers, and
     write each bucket to `directory`/bucket-NNNN.parquet; returns their paths. `expected`: each
-    file's (digest, size), checked by the worker that reads it."""
+    file's (digest, size), checked by the worker that reads it; `multipliers`: each file's counts
+    are multiplied by its own first (a mixture's weight of the file's language; the caller checks
+    that the weighted counts fit)."""
     expected = expected or [None] * len(counts_paths)
+    multipliers = multipliers or [1] * len(counts_paths)
     split = [
-        client.submit(read_split, p, n_buckets, e, pure=False) for p, e in zip(counts_paths, expected, strict=True)
+        client.submit(read_split, p, n_buckets, e, m, pure=False)
+        for p, e, m in zip(counts_paths, expected, multipliers, strict=True)
     ]
     paths = []
     writes = []
