@@ -39,6 +39,12 @@ class TokenizerEvaluation:
         values["languages"] = {code: figures.to_json() for code, figures in self.languages.items()}
         return values
 
+    @classmethod
+    def from_json(cls, values: dict) -> TokenizerEvaluation:
+        """The evaluation `to_json` gave (as a manifest records it)."""
+        languages = {code: LanguageFigures(**figures) for code, figures in values["languages"].items()}
+        return cls(**{**values, "languages": languages})
+
 
 @dataclass
 class Evaluation:
@@ -198,30 +204,34 @@ def plot(evaluation: Evaluation, path: Path) -> Path:
 
     from bpe import storage
 
-    codes = evaluation.codes
-    tokenizers = evaluation.tokenizers
-    fig, axes = plt.subplots(2, 1, figsize=(max(7.0, 0.55 * len(codes) * max(1, len(tokenizers)) ** 0.5 + 2), 7))
-    width = 0.8 / len(tokenizers)
-    panels = (
-        ("tokens_per_sentence", "tokens per sentence (lower is better)"),
-        ("bytes_per_token", "bytes per token (higher is better)"),
-    )
-    for ax, (figure, ylabel) in zip(axes, panels):
-        for i, t in enumerate(tokenizers):
-            xs = [k + (i - (len(tokenizers) - 1) / 2) * width for k in range(len(codes))]
-            ys = [getattr(t.languages[code], figure) or 0.0 for code in codes]
-            label = t.name + (f" (Gini {t.gini:.3f})" if t.gini is not None else "")
-            ax.bar(xs, ys, width, label=label, color=f"C{i % 10}")
-        ax.set_xticks(range(len(codes)), codes, fontsize=8)
-        ax.set_ylabel(ylabel, fontsize=9)
-        ax.grid(True, axis="y", alpha=0.3)
+    width = max(7.0, 0.55 * len(evaluation.codes) * max(1, len(evaluation.tokenizers)) ** 0.5 + 2)
+    fig, axes = plt.subplots(2, 1, figsize=(width, 7))
+    bars(axes[0], evaluation, "tokens_per_sentence", "tokens per sentence (lower is better)")
+    bars(axes[1], evaluation, "bytes_per_token", "bytes per token (higher is better)")
     axes[0].legend(fontsize=8)
-    dev = evaluation.dev
     pivot = f"; parity against {evaluation.pivot}" if evaluation.pivot else ""
-    axes[0].set_title(f"{len(codes)} languages, {dev['sentences']:,} parallel sentences each{pivot}", fontsize=10)
+    axes[0].set_title(
+        f"{len(evaluation.codes)} languages, {evaluation.dev['sentences']:,} parallel sentences each{pivot}",
+        fontsize=10,
+    )
     fig.tight_layout()
     try:
         storage.write_file(str(path), lambda tmp: fig.savefig(tmp, format="png"))
     finally:
         plt.close(fig)
     return path
+
+
+def bars(ax, evaluation: Evaluation, figure: str, ylabel: str) -> None:
+    """On matplotlib axes `ax`: a group of bars per language (in code order) of one per-language
+    `figure` (a field of `LanguageFigures`), a colour per tokenizer, labelled with its Gini."""
+    codes, tokenizers = evaluation.codes, evaluation.tokenizers
+    width = 0.8 / len(tokenizers)
+    for i, t in enumerate(tokenizers):
+        xs = [k + (i - (len(tokenizers) - 1) / 2) * width for k in range(len(codes))]
+        ys = [getattr(t.languages[code], figure) or 0.0 for code in codes]
+        label = t.name + (f" (Gini {t.gini:.3f})" if t.gini is not None else "")
+        ax.bar(xs, ys, width, label=label, color=f"C{i % 10}")
+    ax.set_xticks(range(len(codes)), codes, fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=9)
+    ax.grid(True, axis="y", alpha=0.3)

@@ -67,6 +67,8 @@ def nested(setting: Setting, value) -> dict:
     if head == "superwords":  # the section a superword run needs, with its transition
         section = {"transition": EVERY["transition"].example}
         return {head: section if not tail else {**section, tail: value}}
+    if head == "evaluation":  # the section holds its dev set whenever it is given
+        return {head: {"dev": EVERY["evaluation_dev"].example, tail: value}}
     return {head: {tail: value}} if tail else {head: value}
 
 
