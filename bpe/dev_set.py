@@ -122,7 +122,8 @@ def read_dev_set(
 ) -> DevSet:
     """The dev set in `directory` (a local path or an object store URL): one `<code>.txt` file
     (UTF-8, a sentence per line) or `<code>.parquet` file (a sentence per row of `text_column`)
-    per language. With `languages`, only those files are read."""
+    per language; a file not named by a language code (`README.txt`) is not part of it. With
+    `languages`, only those files are read."""
     location = str(directory)
     files = _language_files(location)
     wanted = _wanted(languages, files, location)
@@ -150,19 +151,16 @@ def _language_files(location: str) -> dict[str, str]:
     files: dict[str, str] = {}
     for name in names:
         stem, suffix = os.path.splitext(name)
-        if suffix not in SUFFIXES or stem.startswith("."):
+        if suffix not in SUFFIXES or not CODE.fullmatch(stem):  # README.txt, .hidden.txt: not a language's
             continue
         path = storage.join(location, name) if remote else str(Path(storage.local_path(location)) / name)
-        if not CODE.fullmatch(stem):
-            raise InputError(
-                f"{path}: {stem!r} is not a language code (lowercase letters, digits, '_' or '-', starting with a "
-                f"letter: eng{suffix})"
-            )
         if stem in files:
             raise InputError(f"{location}: both {stem}.txt and {stem}.parquet: keep one file per language")
         files[stem] = path
     if not files:
-        raise InputError(f"{location}: holds no <code>.txt or <code>.parquet file (one per language: eng.txt, ...)")
+        raise InputError(
+            f"{location}: holds no <code>.txt or <code>.parquet file (one per language, named by its code: eng.txt)"
+        )
     return dict(sorted(files.items()))
 
 

@@ -21,6 +21,7 @@ def test_a_directory_of_text_and_parquet_files_is_read_in_code_order(tmp_path):
     write_dev(tmp_path, hin_txt="नमस्ते\nदुनिया\n", eng_txt="hello\r\nworld")  # CRLF; no final newline
     write_parquet(tmp_path / "arb.parquet", ["مرحبا", "عالم"])
     (tmp_path / "README.md").write_text("not a language")
+    (tmp_path / "NOTES.txt").write_text("not named by a language code, so not part of the set\n")
     dev = read_dev_set(tmp_path)
     assert dev.codes == ("arb", "eng", "hin") and dev.sentences == 2
     assert dev.texts["eng"] == ["hello", "world"] and dev.texts["hin"] == ["नमस्ते", "दुनिया"]
@@ -49,9 +50,8 @@ def test_the_fingerprint_changes_with_any_sentence_or_language(tmp_path):
     "files, message",
     [
         ({"eng_txt": "a\nb\n", "hin_txt": "a\n"}, "{d}/hin.txt has 1 line but {d}/eng.txt has 2: a parallel dev set"),
-        ({"eng_txt": "a\n", "Eng_txt": "a\n"}, "{d}/Eng.txt: 'Eng' is not a language code"),
         ({"eng_txt": "a\n", "eng_parquet": ""}, "{d}: both eng.txt and eng.parquet: keep one file per language"),
-        ({"notes_md": "x"}, "{d}: holds no <code>.txt or <code>.parquet file"),
+        ({"notes_md": "x", "Eng_txt": "a\n"}, "{d}: holds no <code>.txt or <code>.parquet file"),
         ({"eng_txt": "a\n", "tel_txt": "\udcff"}, "{d}/tel.txt: not UTF-8 text (invalid byte 0xff at offset 0)"),
     ],
 )
