@@ -273,6 +273,24 @@ class SuperwordsRecord(Section):
     stages: list[dict[str, Any]]
 
 
+@dataclass
+class LanguagesRecord(Section):
+    """`languages`: a multilingual run's languages in the order of their codes, and for each
+    (`by_language`) its documents, bytes, words (pre-tokens) and unique words counted, its share
+    of the bytes, the integer its word counts were multiplied by and its share of the bytes so
+    weighted (`weighted_share`), and, for a parity-aware run, the merges that served it; the
+    mixture as given (`mix`, `bpe.mixture.Mix.record`) and the parity settings (`parity`: variant,
+    global merges, window, alpha, ratios, the dev set's files with their SHA-256, and the global
+    merges made). The merges served are the whole run's, in a tokenizer cut from it too."""
+
+    OPTIONAL = ("mix", "parity")
+
+    codes: list[str]
+    by_language: dict[str, dict[str, Any]]
+    mix: dict[str, Any] | None = None
+    parity: dict[str, Any] | None = None
+
+
 SECTIONS: dict[str, type[Section]] = {
     "settings": SettingsRecord,
     "data": DataRecord,
@@ -284,6 +302,7 @@ SECTIONS: dict[str, type[Section]] = {
     "truncation": Truncation,
     "tokenizer": TokenizerSection,
     "superwords": SuperwordsRecord,
+    "languages": LanguagesRecord,
 }
 
 
@@ -311,6 +330,7 @@ class Manifest(Section, Mapping):
         "versions",
         "base",
         "superwords",
+        "languages",
         "truncation",
         "config",
         "evaluation",
@@ -334,6 +354,7 @@ class Manifest(Section, Mapping):
     versions: dict[str, str] | None = None
     base: BaseRecord | None = None
     superwords: SuperwordsRecord | None = None
+    languages: LanguagesRecord | None = None  # a multilingual run's (bpe.language_plan.languages_record)
     truncation: Truncation | None = None
     config: dict[str, Any] | None = None  # the pipeline's: its configuration (`TokenizerConfig.as_dict`)
     evaluation: dict[str, Any] | None = None  # `bpe.pipeline.evaluate.evaluate_version_on_set`

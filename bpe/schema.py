@@ -41,6 +41,7 @@ ROLES = ("bos", "eos", "pad", "unk")
 # A superword run's settings describe the whole run ("whole"), or one of its two stages: ordinary
 # BPE up to the transition ("subwords"), then merges across words ("superwords"). See bpe.superwords.
 STAGES = ("whole", "subwords", "superwords")
+PARITY_VARIANTS = ("base", "window")  # bpe.engine.parity.VARIANTS, here so that `bpe --help` stays light
 TEXT_FORMATS = ("doc", "lines")  # a text file is one document, or one document per line (bpe.inputs.readers)
 # `limit`: decimal and binary byte units, or rows (documents).
 LIMIT_UNITS = {
@@ -86,6 +87,7 @@ GROUPS = {
     "splitting": "how text is cut into words before merging",
     "merges": "which pairs merge, and when training stops",
     "superwords": "superword tokenizers (SuperBPE): merges across words after the transition",
+    "languages": "multilingual runs: text by language, mixture weights and parity-aware merges",
     "inputs": "what is read, and how much of it",
     "engine": "where training runs (the merges are the same on every engine)",
     "pipeline": "the Prefect pipeline's own keys (configurations and flow runs)",
@@ -223,6 +225,44 @@ def _paths(value: Any) -> bool:
     if isinstance(value, str):
         return bool(value)
     return isinstance(value, list) and bool(value) and all(isinstance(v, str) and v for v in value)
+
+
+def _by_language(value: Any) -> bool:
+    """A mapping of language code -> a path, glob or URL, or a list of them (`languages:`)."""
+    return (
+        isinstance(value, Mapping) and bool(value) and all(isinstance(k, str) and _paths(v) for k, v in value.items())
+    )
+
+
+def _codes(name: str, value: Any) -> None:
+    from bpe.languages import check_code
+
+    for code in value:
+        check_code(code, name)
+
+
+def _text_or_numbers(value: Any) -> bool:
+    """`eng=1,hin=4` as text, or as a mapping of keys to numbers."""
+    if isinstance(value, str):
+        return bool(value.strip())
+    numbers = (
+        all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values())
+        if isinstance(value, Mapping)
+        else False
+    )
+    return isinstance(value, Mapping) and bool(value) and numbers
+
+
+def _mix(name: str, value: Any) -> None:
+    from bpe.mixture import Mix
+
+    Mix.of(value)
+
+
+def _ratio(name: str, value: Any) -> None:
+    from bpe.languages import parity_ratios
+
+    parity_ratios(value)
 
 
 _LIMIT = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*")
@@ -496,6 +536,124 @@ SETTINGS = (
         example=True,
     ),
     Setting(
+        "languages",
+        dict[str, list[str]],
+        None,
+        "training text by language, instead of {files}: a language code (ISO 639-3 such as eng, hin) and its "
+        "inputs (files, directories, globs or URLs); each language is counted apart, languages are held in the "
+        "order of their codes",
+        "languages",
+        Check("a mapping of language code -> a path, glob or URL, or a list of them", _by_language, _codes),
+        on=On.CLI | On.YAML | On.FLOW,
+        none="one text, not by language",
+        flag="--lang",
+        metavar="CODE=INPUT",
+        example={"eng": ["en/"], "hin": ["hi/"]},
+    ),
+    Setting(
+        "mix",
+        str | dict[str, float],
+        None,
+        "how much each language's text counts: temperature=A (each language's text weighs as its bytes to the "
+        "power A, 0 <= A <= 1, as mT5's sampling; 0.3 is usual) or weights such as eng=1,hin=4 (hin's words "
+        "count four times; a language left out weighs 1); applied exactly, by multiplying word counts by integers",
+        "languages",
+        Check("temperature=A or weights such as eng=1,hin=4", _text_or_numbers, _mix),
+        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
+        none="each language's text as it is",
+        metavar="temperature=A|CODE=W,...",
+        example="temperature=0.3",
+    ),
+    Setting(
+        "parity",
+        bool,
+        False,
+        "parity-aware merges (Foroutan et al. 2025): each merge serves one language, the one whose {parity_dev} "
+        "is the longest in tokens (without a dev set or {parity_ratio}: whose training text is), merging that "
+        "language's most frequent pair everywhere; {parity_dev} and {parity_ratio} turn it on too",
+        "languages",
+        YES_NO,
+        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
+        example=True,
+    ),
+    Setting(
+        "parity_dev",
+        str,
+        None,
+        "a directory of parallel dev text, a file per language: <code>.txt (a sentence per line, line i "
+        "parallel across the files) or <code>.parquet (its {text_column}); each merge serves the language whose "
+        "dev text is the longest in tokens",
+        "languages",
+        text("a directory holding <code>.txt or <code>.parquet per language"),
+        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
+        none="no dev set",
+        key="parity.dev",
+        metavar="DIR",
+        example="ntrex/",
+    ),
+    Setting(
+        "parity_ratio",
+        str | dict[str, float],
+        None,
+        "target compression ratios instead of {parity_dev}, one per language (eng=1,hin=2.5): each merge serves "
+        "the language whose training text's compression divided by its ratio is the lowest",
+        "languages",
+        Check("a positive ratio per language, such as eng=1,hin=2.5", _text_or_numbers, _ratio),
+        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
+        none="no ratios",
+        key="parity.ratio",
+        metavar="CODE=R,...",
+        example="eng=1,hin=2.5",
+    ),
+    Setting(
+        "global_merges",
+        int,
+        0,
+        "ordinary merges (counts summed over the languages) made before the parity-aware ones",
+        "languages",
+        integer(0, MAX_LENGTH, "merges"),
+        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
+        key="parity.global_merges",
+        metavar="N",
+        example=800,
+    ),
+    Setting(
+        "parity_variant",
+        str,
+        "base",
+        "base serves the longest language; window skips a language that served more than {parity_alpha} / "
+        "languages of the last {parity_window} merges",
+        "languages",
+        choice(PARITY_VARIANTS),
+        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
+        key="parity.variant",
+        example="window",
+    ),
+    Setting(
+        "parity_window",
+        int,
+        100,
+        "the merges the window variant looks back over",
+        "languages",
+        integer(1, MAX_LENGTH, "merges"),
+        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
+        key="parity.window",
+        metavar="N",
+        example=50,
+    ),
+    Setting(
+        "parity_alpha",
+        float,
+        2.0,
+        "the window variant's share: a language may serve alpha / languages of the window's merges",
+        "languages",
+        Number("a number above 0", above=0),
+        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
+        key="parity.alpha",
+        metavar="ALPHA",
+        example=1.5,
+    ),
+    Setting(
         "base",
         str,
         None,
@@ -642,6 +800,8 @@ SETTING = {setting.name: setting for setting in (*SETTINGS, *RESOLVED)}
 FROM_BASE = tuple(s.name for s in SETTINGS if s.from_base)
 # The settings that only a superword run reads (the manifest records them for such a run only).
 SUPERWORD_KEYS = tuple(s.name for s in SETTINGS if s.group == "superwords" and s.name != "superwords")
+# The settings of parity-aware merges, as `train()` takes them (bpe.language_plan reads them).
+PARITY_KEYS = tuple(s.name for s in SETTINGS if s.key.startswith("parity"))
 
 
 def on(where: On, settings: Sequence[Setting] = SETTINGS) -> tuple[Setting, ...]:

@@ -12,7 +12,7 @@ import hashlib
 import platform
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
@@ -29,20 +29,32 @@ from bpe.inputs.discover import Skipped, discover
 from bpe.inputs.documents import iter_texts
 from bpe.inputs.read import apply_limit
 from bpe.inputs.shard import Shard, with_options
+from bpe.language_plan import by_language, check_counted, languages_record, make_plan
+from bpe.languages import LanguagePlan, LanguageStats, language_error
 from bpe.long_tokens import LongTokensWarning, long_tokens
-from bpe.manifest import Counts, DataRecord, EngineRecord, Manifest, Result, Seconds, SettingsRecord, SuperwordsRecord
+from bpe.manifest import (
+    Counts,
+    DataRecord,
+    EngineRecord,
+    Manifest,
+    Result,
+    Seconds,
+    SettingsRecord,
+    SuperwordsRecord,
+)
+from bpe.mixture import weighted, weighted_sum
 from bpe.pretokenize import SUPERWORD_PATTERN
 from bpe.progress import Bars, PhaseClock, ProgressFn, at_most
 from bpe.results import TrainingRun
 from bpe.roles import with_role_tokens
-from bpe.schema import FROM_BASE, On, check, check_all, on, parse_limit
+from bpe.schema import FROM_BASE, PARITY_KEYS, SETTING, On, check, check_all, on, parse_limit
 from bpe.settings import Settings
 from bpe.superwords import stage_progress, train_in_stages
 from bpe.tokenizer import Tokenizer
 
 
 def train(
-    texts: Iterable[str] | None = None,
+    texts: Iterable[str] | Mapping[str, Iterable[str]] | None = None,
     vocab_size: int = 32768,
     pattern: str | None = None,
     special_tokens: Sequence[str] = (),
@@ -50,7 +62,7 @@ def train(
     base: Tokenizer | str | Path | Base | None = None,
     special_token_roles: dict[str, str] | None = None,
     model_max_length: int | None = None,
-    files: str | Path | Sequence[str | Path] | None = None,
+    files: str | Path | Sequence[str | Path] | Mapping[str, str | Path | Sequence[str | Path]] | None = None,
     min_frequency: int = 1,
     tie_break: str = "bytes",
     max_token_length: int | None = None,
@@ -64,6 +76,14 @@ def train(
     superword_pattern: str = SUPERWORD_PATTERN,
     max_words: int | None = 4,
     colon_space: bool = False,
+    mix: str | dict[str, float] | None = None,
+    parity: bool = False,
+    parity_dev: str | None = None,
+    parity_ratio: str | dict[str, float] | None = None,
+    global_merges: int = 0,
+    parity_variant: str = "base",
+    parity_window: int = 100,
+    parity_alpha: float = 2.0,
     engine: str = "local",
     threads: int | None = None,
     scheduler: str | None = None,
@@ -99,6 +119,18 @@ def train(
     makes a longer token; a pair that would is skipped and the next best one merged. None: no limit.
     A run that makes tokens over 1,024 bytes (text with no break for the pattern) warns
     (`bpe.long_tokens.LongTokensWarning`): a cap is then usually wanted.
+
+    Text by language (see `bpe.language_plan`): `files={"eng": "data/en/", "hin": [...]}` or
+    `texts={"eng": [...], "hin": [...]}`, keyed by language codes (`eng`, `hin`: ISO 639-3, or any
+    lower-case code), each language counted apart and held in the order of the codes. `mix` weighs
+    the languages (`"temperature=0.3"`: each as its bytes to the power 0.3; `"eng=1,hin=4"`: hin's
+    words count four times), exactly, by multiplying word counts by integers (see `bpe.mixture`).
+    `parity=True` (or a `parity_dev` directory of parallel text, `<code>.txt` or `<code>.parquet`,
+    or `parity_ratio` targets such as `"eng=1,hin=2.5"`) makes each merge serve one language, the
+    one whose dev text is the longest in tokens (Foroutan et al. 2025, as Hugging Face's
+    `ParityBpeTrainer`), after `global_merges` ordinary ones; `parity_variant="window"` skips a
+    language that served more than `parity_alpha / languages` of the last `parity_window` merges.
+    Limits (`limit`, `sample`) apply to each language. Parity cannot make superwords.
 
     `superwords=True` trains a superword tokenizer (SuperBPE, see `bpe.superwords`): ordinary BPE
     until the vocabulary holds `transition` tokens (special tokens aside), then merges across words
@@ -139,7 +171,14 @@ def train(
     if progress is not None and limited is not None and limited[0] == "bytes":
         progress = at_most(progress, "count", limited[1])  # the text counted cannot be more
     rows = None  # documents in `texts`, when known: the count bar's total is estimated from them
-    if files is not None:
+    multilingual = isinstance(files, Mapping) or (files is None and isinstance(texts, Mapping))
+    languages = {name: given[name] for name in LANGUAGE_SETTINGS}
+    if not multilingual:
+        refuse_without_languages(languages)
+    plan = None
+    if multilingual:
+        plan, shards, texts = _by_language(files, texts, settings, languages, text_format, sample, seed, limited)
+    elif files is not None:
         specs = [files] if isinstance(files, (str, Path, Shard)) else list(files)
         skipped = Skipped()
         shards: list[Shard] | None = discover([s if isinstance(s, Shard) else str(s) for s in specs], skipped)
@@ -155,7 +194,7 @@ def train(
         if sample is None and limited is None:
             with contextlib.suppress(TypeError):  # a generator or an IterableDataset: not known
                 rows = len(texts)
-    if settings.superwords and texts is not None and iter(texts) is texts:
+    if settings.superwords and texts is not None and plan is None and iter(texts) is texts:
         texts = list(texts)  # read once per stage: a generator is kept for the second
 
     def run_stage(stage: Settings, replayed: BaseMerges | None) -> TrainingRun:
@@ -175,14 +214,21 @@ def train(
                 scheduler=scheduler,
                 workers=workers,
                 scratch=scratch,
+                **({"languages": plan} if plan is not None else {}),
                 **engine_options,
             )
         if engine_options:
             raise TypeError(f"unknown options for the local engine: {', '.join(engine_options)}")
-        return train_locally(stage, shards, documents(), threads=threads, progress=reported, rows=rows, base=replayed)
+        return train_locally(
+            stage, shards, documents(), threads=threads, progress=reported, rows=rows, base=replayed, languages=plan
+        )
 
-    def documents() -> Iterable | None:
-        return None if texts is None else iter_texts(texts, text_column, sample, seed, limited)
+    def documents() -> Iterable | list[Iterable] | None:
+        if texts is None:
+            return None
+        if plan is not None:  # one iterable of documents per language, in the order of the codes
+            return [iter_texts(t, text_column, sample, seed, limited) for t in texts]
+        return iter_texts(texts, text_column, sample, seed, limited)
 
     try:
         run = train_in_stages(settings, run_stage, start.merges if start is not None else None)
@@ -190,7 +236,7 @@ def train(
         if bars is not None:
             bars.finish()
     if run.stats.pretokens == 0:  # nothing was learnt: a 256-token tokenizer would hide a wrong input
-        paths = [s.path for s in shards] if shards is not None else ["texts"]
+        paths = [s.path for s in _flat(shards, plan)] if shards is not None else ["texts"]
         named = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
         raise InputError(
             f"{named}: no text to train on (no pre-token in {run.stats.documents:,} document(s); "
@@ -203,7 +249,7 @@ def train(
         special_token_roles=special_token_roles,
         model_max_length=model_max_length,
     )
-    tokenizer.manifest = build_manifest(settings, run, started, start)
+    tokenizer.manifest = build_manifest(settings, run, started, start, plan)
     if (why := stopped_early(tokenizer.manifest)) is not None:
         warnings.warn(why, StoppedEarly, stacklevel=2)
     made = long_tokens(tokenizer.vocab[256 + settings.base_merges :])
@@ -218,6 +264,8 @@ def train(
 TRAIN_SETTINGS = {setting.name for setting in on(On.TRAIN)}
 MERGE_SETTINGS = tuple(s.name for s in on(On.TRAIN | On.SETTINGS) if s.name not in FROM_BASE)
 CHECKED_WHEN_READ = ("base", "files", "special_token_roles")
+# What a multilingual run takes beyond its text by language: the mixture and the parity settings.
+LANGUAGE_SETTINGS = ("mix", *PARITY_KEYS)
 CHECKED_HERE = tuple(s.name for s in on(On.TRAIN) if On.SETTINGS not in s.on and s.name not in CHECKED_WHEN_READ)
 
 
@@ -239,47 +287,125 @@ def stopped_early(manifest: Manifest, name: Callable[[str], str] = str) -> str |
     return f"{why} after {result.merges:,} merges; the vocabulary is smaller than asked"
 
 
+def refuse_without_languages(given: Mapping[str, object], how: str = "files={code: ...} or texts={code: ...}") -> None:
+    """A mixture or parity needs text by language: refuse either on one text, naming the setting
+    and `how` the caller gives text by language."""
+    for name, value in given.items():
+        if value != SETTING[name].default:
+            raise language_error(name, f"needs text by language ({how})")
+
+
+def _by_language(
+    files: Mapping | None,
+    texts: Mapping | None,
+    settings: Settings,
+    languages: dict[str, object],
+    text_format: str,
+    sample: float | None,
+    seed: int,
+    limited: tuple[str, int] | None,
+) -> tuple[LanguagePlan, list[list[Shard]] | None, list | None]:
+    """A multilingual run's plan, and its shards (a list per language) or texts (an iterable per
+    language), in the order of the codes. Limits apply to each language."""
+    given = by_language(files if files is not None else texts, "files" if files is not None else "texts")
+    plan = make_plan(list(given), settings.pretokenizer, settings.text_column, settings.superwords, **languages)
+    if files is None:  # a superword run reads its text once per stage: a generator is kept for the second
+        texts = [list(t) if settings.superwords and iter(t) is t else t for t in given.values()]
+        return plan, None, texts
+    skipped = Skipped()
+    shards = []
+    for code, specs in given.items():
+        specs = [specs] if isinstance(specs, (str, Path, Shard)) else list(specs)
+        if not specs:
+            raise language_error("files", f"{code}: no inputs given")
+        found = discover([s if isinstance(s, Shard) else str(s) for s in specs], skipped)
+        found = with_options(found, text_format, sample, seed)
+        if limited is not None:
+            found = apply_limit(found, limited, settings.text_column, settings.pretokenizer)
+        shards.append(found)
+    if skipped:
+        warnings.warn(skipped.summary(), stacklevel=3)
+    return plan, shards, None
+
+
+def _flat(shards: list, plan: LanguagePlan | None) -> list[Shard]:
+    """The run's shards in one list (a multilingual run's, language after language)."""
+    return [s for found in shards for s in found] if plan is not None else list(shards)
+
+
 def train_locally(
     settings: Settings,
-    shards: Sequence[Shard] | None,
-    texts: Iterable[str] | None,
+    shards: Sequence[Shard] | Sequence[Sequence[Shard]] | None,
+    texts: Iterable[str] | Sequence[Iterable[str]] | None,
     threads: int | None = None,
     progress: ProgressFn | None = None,
     rows: int | None = None,
     base: BaseMerges | None = None,
+    languages: LanguagePlan | None = None,
 ) -> TrainingRun:
     """The local engine: count on threads, then learn the merges in this process (after replaying
     `base`'s). `seconds` holds `merge_loop`, the merge loop's own time (as its progress bar
-    measures it), within `merge`."""
+    measures it), within `merge`.
+
+    With `languages`, `shards` (or `texts`) holds a list per language in the order of its codes:
+    each language is counted apart and `languages.stats` filled; then the merges are parity-aware
+    (`languages.parity`), or plain over the languages' counts summed, each multiplied by its
+    mixture multiplier (`languages.mix`; 1 without)."""
     t0 = time.perf_counter()
     with CompileWatch() as counting_compiles:
-        if shards is not None:
+        if languages is not None:
+            per_language, stats, fingerprints = _count_languages(settings, shards, texts, threads, progress, languages)
+        elif shards is not None:
             pretokenizer, column = settings.pretokenizer, settings.text_column
             counts, stats, fingerprints = count_shards(shards, pretokenizer, column, threads, progress)
         else:
             counts, stats = _count_texts(texts or (), settings, progress, rows)
             fingerprints = None
+        if languages is not None:
+            multipliers = _multipliers(languages)
+            if languages.parity is None:
+                counts = weighted_sum(per_language, multipliers)
+                del per_language
+            else:
+                per_language = weighted(per_language, multipliers)
     release_memory()
     t1 = time.perf_counter()
     with CompileWatch() as merging_compiles:
-        merge_threads = threads or merge_threads_for(len(counts))
+        words = len(counts) if languages is None or languages.parity is None else sum(map(len, per_language))
+        merge_threads = threads or merge_threads_for(words)
         loop = PhaseClock(progress, compiling=lambda: merging_compiles.seconds)
-        merged = learn_merges(
-            counts,
-            settings.n_merges(),
-            tie_break=settings.tie_break,
-            min_frequency=settings.min_frequency,
-            progress=_merge_progress(loop, settings.n_merges()),
-            threads=merge_threads,
-            max_token_length=settings.max_token_length,
-            superwords=settings.superword_rules,
-            base=base,
-        )
+        if languages is not None and languages.parity is not None:
+            from bpe.engine.parity import learn_parity_merges
+
+            merged = learn_parity_merges(
+                per_language,
+                settings.n_merges(),
+                languages.parity,
+                dev=languages.dev,
+                tie_break=settings.tie_break,
+                min_frequency=settings.min_frequency,
+                max_token_length=settings.max_token_length,
+                threads=merge_threads,
+                base=base,
+                progress=_merge_progress(loop, settings.n_merges()),
+            )
+        else:
+            merged = learn_merges(
+                counts,
+                settings.n_merges(),
+                tie_break=settings.tie_break,
+                min_frequency=settings.min_frequency,
+                progress=_merge_progress(loop, settings.n_merges()),
+                threads=merge_threads,
+                max_token_length=settings.max_token_length,
+                superwords=settings.superword_rules,
+                base=base,
+            )
     merging = time.perf_counter() - t1  # the queue is made before learn_merges starts its clock: time it all here
     compiling = counting_compiles.seconds + merging_compiles.seconds  # the first run of a version only
     return TrainingRun(
         stats=stats,
-        unique_words=len(counts),
+        unique_words=words,
         merges=merged,
         fingerprints=fingerprints,
         seconds={
@@ -294,7 +420,60 @@ def train_locally(
             "merge_threads": merge_threads,
             "rounds": merged.rounds,
         },
+        languages=languages.stats if languages is not None else None,
     )
+
+
+def _count_languages(
+    settings: Settings,
+    shards: Sequence[Sequence[Shard]] | None,
+    texts: Sequence[Iterable[str]] | None,
+    threads: int | None,
+    progress: ProgressFn | None,
+    plan: LanguagePlan,
+) -> tuple[list[WordCounts], CountStats, list[dict] | None]:
+    """Count each language apart (its words never mixed with another's), filling `plan.stats`;
+    returns the counts per language, what was seen in all, and each file's fingerprint (with its
+    language), or None for texts."""
+    per_language, total, fingerprints = [], CountStats(), [] if shards is not None else None
+    sizes = [sum(s.size for s in found) for found in shards] if shards is not None else None
+    plan.stats = []
+    for i, code in enumerate(plan.codes):
+        reported = _after(progress, total.bytes, sum(sizes[i + 1 :]) if sizes is not None else None)
+        if shards is not None:
+            counts, stats, found = count_shards(
+                shards[i], settings.pretokenizer, settings.text_column, threads, reported
+            )
+            fingerprints += [{**fp, "language": code} for fp in found]
+        else:
+            counts, stats = _count_texts(texts[i] if texts is not None else (), settings, reported)
+        total.add(stats)
+        per_language.append(counts)
+        plan.stats.append(LanguageStats(code, stats.documents, stats.bytes, stats.pretokens, unique_words=len(counts)))
+    check_counted(plan, [[s.path for s in found] for found in shards] if shards is not None else None)
+    return per_language, total, fingerprints
+
+
+def _multipliers(plan: LanguagePlan) -> tuple[int, ...]:
+    """Each language's mixture multiplier (1 without a mixture), recorded in `plan.stats`."""
+    if plan.mix is None:
+        return (1,) * len(plan.codes)
+    multipliers = plan.mix.multipliers([s.bytes for s in plan.stats], plan.codes)
+    for stats, multiplier in zip(plan.stats, multipliers, strict=True):
+        stats.multiplier = multiplier
+    return multipliers
+
+
+def _after(progress: ProgressFn | None, start: int, rest: int | None) -> ProgressFn | None:
+    """One language's count progress as part of the whole run's: after the `start` bytes counted
+    of the languages before it, with `rest` bytes (files' sizes; None: not known) still to come."""
+    if progress is None:
+        return None
+
+    def report(phase: str, done: int, total: int | None) -> None:
+        progress(phase, start + done, None if total is None or rest is None else start + total + rest)
+
+    return report
 
 
 # Below this many unique words a round's work is too small to share: handing it to another thread
@@ -357,10 +536,12 @@ def _merge_progress(progress: ProgressFn, total: int):
 
 
 def data_fingerprint(fingerprints: Sequence[dict]) -> str:
-    """One hash for the whole input: SHA-256 over the sorted shard hashes and sizes."""
+    """One hash for the whole input: SHA-256 over the sorted shard hashes and sizes (and languages,
+    in a multilingual run)."""
     digest = hashlib.sha256()
-    for fp in sorted(fingerprints, key=lambda f: f["sha256"]):
-        digest.update(f"{fp['sha256']} {fp['size']}\n".encode())
+    for fp in sorted(fingerprints, key=lambda f: (f["sha256"], f.get("language", ""))):
+        language = f" {fp['language']}" if "language" in fp else ""  # a file moved to another language is new data
+        digest.update(f"{fp['sha256']} {fp['size']}{language}\n".encode())
     return digest.hexdigest()
 
 
@@ -376,10 +557,17 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-def build_manifest(settings: Settings, run: TrainingRun, started: float, base: Base | None = None) -> Manifest:
-    """The manifest of a trained tokenizer: settings, base, data, counts, result, engine, time and
-    library versions. Its `seconds.total` is the run's, from `started` (`time.perf_counter()` when
-    it began) to now: the one place it is set (`save` adds the export time to it)."""
+def build_manifest(
+    settings: Settings,
+    run: TrainingRun,
+    started: float,
+    base: Base | None = None,
+    languages: LanguagePlan | None = None,
+) -> Manifest:
+    """The manifest of a trained tokenizer: settings, base, data, counts, result, engine, time,
+    library versions and, for a multilingual run (`languages`), each language's record. Its
+    `seconds.total` is the run's, from `started` (`time.perf_counter()` when it began) to now: the
+    one place it is set (`save` adds the export time to it)."""
     merged, stats = run.merges, run.stats
     versions = library_versions()
     tokens = merged.tokens_after + sum(stats.special_tokens.values())
@@ -414,4 +602,5 @@ def build_manifest(settings: Settings, run: TrainingRun, started: float, base: B
         versions=versions,
         base=base.record() if base is not None else None,
         superwords=SuperwordsRecord(settings.transition, run.stages) if run.stages is not None else None,
+        languages=languages_record(languages, getattr(merged, "languages", None)) if languages is not None else None,
     )

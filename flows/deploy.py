@@ -83,7 +83,7 @@ def deploy_all(
     lines = []
     with get_client(sync_client=True) as client:
         for path, cfg in configs:
-            missing = [] if cfg.demo_corpus else missing_data(cfg.data, source)  # a demo run writes its data
+            missing = [] if cfg.demo_corpus else missing_data(cfg.input_paths(), source)  # a demo run writes its data
             # to_deployment + apply rather than flow.deploy(): the same registration without the
             # console output flow.deploy() prints for every deployment (a "use .serve" notice for
             # process work pools, a success banner and a table); this command reports instead.

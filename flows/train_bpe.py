@@ -23,8 +23,11 @@ from bpe import storage
 from bpe.distributed.client import dask_client, ready_workers, share_client
 from bpe.engine.replay import BaseMerges
 from bpe.extend import load_base
+from bpe.pipeline.alerts import send_gini_alert
 from bpe.pipeline.config import TRAINING_KEYS, load_config
 from bpe.pipeline.demo import write_demo_corpus
+from bpe.pipeline.language_evaluation import alert_message, configured_dev_set
+from bpe.pipeline.multilingual import count_languages, language_plan, shard_multipliers
 from bpe.pipeline.parameters import RunSettings, overrides, with_single_settings
 from bpe.pipeline.report import one_line
 from bpe.pipeline.retention import apply_retention, record_counts_in_use
@@ -45,7 +48,7 @@ from bpe.settings import Settings
 from bpe.superwords import train_in_stages
 from bpe.tasks.artifacts import evaluate_version, export_version, publish_version
 from bpe.tasks.data import combine_counts, count_all, discover_shards
-from bpe.tasks.merges import train_merges
+from bpe.tasks.merges import train_merges, train_parity_merges
 from bpe.training import data_fingerprint
 
 
@@ -76,12 +79,18 @@ def train_bpe(
     # a bad base fails the run before any counting
     base = load_base(cfg.base, cfg.pattern) if cfg.base else None
     training = cfg.settings(base)
+    dev = configured_dev_set(cfg)  # the dev set by language, if any: unreadable, it fails the run here
     count_cache_key()  # the key that signs the count cache's entries: a bad one fails the run here
     logger = get_run_logger()
     started = time.perf_counter()
     if cfg.demo_corpus:
         write_demo_corpus(cfg.data[0])  # kept if already there
-    shards = discover_shards(cfg.data)
+    plan = language_plan(cfg, training)  # text by language (`languages:`), its mixture and parity; or None
+    if plan is None:
+        shards = discover_shards(cfg.data)
+    else:  # each shard knows its language; its counts are cached by its content alone
+        inputs = cfg.language_inputs()
+        shards = [{**shard, "language": code} for code in plan.codes for shard in discover_shards(inputs[code])]
     fingerprint = data_fingerprint(shards)
     store = VersionStore(cfg.artifact_root, cfg.name)
     record_counts_in_use(cfg, shards, training, logger.warning)
@@ -119,9 +128,16 @@ def train_bpe(
                 counted, cached = count_all(shards, cfg, stage, address)
                 seconds = {"count": time.perf_counter() - t1}
                 t2 = time.perf_counter()
-                word_buckets = combine_counts(counted, ready.workers, storage.join(scratch, stage.stage), address)
-                seconds["combine"] = time.perf_counter() - t2
-                on_workers = train_merges(word_buckets, stage, scratch, address, replayed)
+                multipliers = count_languages(plan, counted) if plan is not None else None
+                if plan is not None and plan.parity is not None:  # one merge at a time against the dev set
+                    seconds["combine"] = 0.0
+                    on_workers = train_parity_merges(plan, counted, multipliers, stage, replayed)
+                else:  # the languages' counts, each weighted by its multiplier, summed into word buckets
+                    weights = shard_multipliers(plan, counted, multipliers) if plan is not None else None
+                    where = storage.join(scratch, stage.stage)
+                    word_buckets = combine_counts(counted, ready.workers, where, address, weights)
+                    seconds["combine"] = time.perf_counter() - t2
+                    on_workers = train_merges(word_buckets, stage, scratch, address, replayed)
                 seconds["build"], seconds["merge"] = on_workers.build_seconds, on_workers.merges.seconds
                 seconds["merge_loop"], seconds["compile"] = on_workers.loop_seconds, on_workers.compile_seconds
                 stage_counts.append((counted, cached))
@@ -136,6 +152,7 @@ def train_bpe(
                         "cluster_started_here": cluster["started_here"],
                         **on_workers.engine,
                     },
+                    languages=plan.stats if plan is not None else None,
                 )
 
             run = train_in_stages(training, run_stage, base.merges if base else None)
@@ -158,6 +175,9 @@ def train_bpe(
             cfg.eval_sizes,
             holdout_fraction=cfg.holdout_fraction,
             base=base,
+            dev=dev,
+            pivot=cfg.evaluation.pivot,
+            gini_margin=cfg.evaluation.gini_margin,
         )
         manifest = version_manifest(
             cfg,
@@ -170,6 +190,7 @@ def train_bpe(
             run_ids(),
             started,
             base,
+            plan,
         )
         manifest.channel, manifest.promoted = channel, promoted  # `latest` moves to it only if promoted
         published = publish_version(staged, manifest, cfg.artifact_root, cfg.name)
@@ -186,6 +207,7 @@ def train_bpe(
         f"{published['version']} is {'on the main line' if channel == MAIN else 'an experiment'}; latest is {latest}"
     )
     if published["published"]:
+        alert_gini(cfg.name, published["version"], evaluation, latest)
         apply_retention(cfg, logger.info, logger.warning, by=f"{by} (retention)")
     label_run("published" if published["published"] else "identical")
     return {
@@ -200,6 +222,25 @@ def train_bpe(
         "counted_shards": len(counted) - cached,
         "cached_shards": cached,
     }
+
+
+def alert_gini(name: str, version: str, evaluation: dict, latest: str | None) -> None:
+    """Warn, and alert the deployment's webhook, when the version's Gini coefficient on the dev set
+    rose above the promoted version's by more than evaluation.gini_margin. The version stays
+    published: whether it serves is the team's call (bpe promote, bpe rollback)."""
+    message = alert_message(name, version, evaluation.get("languages") or {})
+    if message is None:
+        return
+    get_run_logger().warning(message)
+    ids = run_ids()
+    send_gini_alert(
+        name,
+        version,
+        message,
+        flow_run_id=ids.get("flow_run_id", ""),
+        flow_run_name=ids.get("flow_run_name", ""),
+        latest=latest or "",
+    )
 
 
 def label_run(label: str) -> None:

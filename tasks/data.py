@@ -117,10 +117,14 @@ def count_all(
 
 
 @task(name="combine-counts", cache_policy=NONE, retries=1, retry_condition_fn=retry_if_transient)
-def combine_counts(counted: list[ShardCount], n_buckets: int, scratch: str, scheduler: str) -> list[str]:
+def combine_counts(
+    counted: list[ShardCount], n_buckets: int, scratch: str, scheduler: str, multipliers: list[int] | None = None
+) -> list[str]:
     """Sum the shards' counts into `n_buckets` word buckets by a stable hash of each word, on the
-    workers; returns the Parquet files that hold them (the persisted word table)."""
+    workers, each shard's counts multiplied by its own of `multipliers` first (a mixture's weight
+    of its language); returns the Parquet files that hold them (the persisted word table)."""
     expected = [c.expected("counts") for c in counted]  # each file read only if it holds the bytes checked
-    paths = bucket_files(client_for(scheduler), [c.counts for c in counted], n_buckets, scratch, expected)
+    counts = [c.counts for c in counted]
+    paths = bucket_files(client_for(scheduler), counts, n_buckets, scratch, expected, multipliers)
     get_run_logger().info(f"combined {len(counted)} shard count(s) into {n_buckets} word bucket(s)")
     return paths

@@ -6,8 +6,11 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
 from bpe.distributed.client import client_for
+from bpe.distributed.count_tasks import ShardCount
 from bpe.distributed.driver import DistributedMerge, merge_on_workers
 from bpe.engine.replay import BaseMerges
+from bpe.languages import LanguagePlan
+from bpe.pipeline.multilingual import parity_merges
 from bpe.progress import LogProgress
 from bpe.settings import Settings
 
@@ -37,3 +40,23 @@ def train_merges(
         f"stopped: {merged.stop_reason}"
     )
     return on_workers
+
+
+@task(name="train-parity-merges", cache_policy=NONE)
+def train_parity_merges(
+    plan: LanguagePlan,
+    counted: list[ShardCount],
+    multipliers: tuple[int, ...],
+    settings: Settings,
+    base: BaseMerges | None = None,
+) -> DistributedMerge:
+    """Learn parity-aware merges in this process over each language's counts (read from the count
+    cache), one merge at a time against the dev set."""
+    logger = get_run_logger()
+    learnt = parity_merges(plan, counted, multipliers, settings, base, LogProgress(logger.info, every=5.0))
+    merged = learnt.merges
+    logger.info(
+        f"{len(merged.merges):,} parity-aware merges over {len(plan.codes)} languages in {learnt.loop_seconds:.1f} s; "
+        f"stopped: {merged.stop_reason}"
+    )
+    return learnt

@@ -16,7 +16,7 @@ def test_every_configuration_in_the_repository_loads():
     configs = find_configs(REPO / "conf")
     assert {c.name for c in configs} >= {"demo", "en"}
     for c in configs:
-        assert c.vocab_size >= 256 and c.schedule and c.data
+        assert c.vocab_size >= 256 and c.schedule and (c.data or c.languages)
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -139,3 +139,85 @@ def test_settings_that_only_fail_together_are_refused_on_load_naming_the_file_an
         f"{path}: superwords.transition: expected a vocabulary size from 256 (the bytes and the base's merges) "
         "to 999 (vocab_size less the special tokens), got 2,000"
     )
+
+
+# -- text by language, the mixture and parity ----------------------------------------------------
+
+LANGUAGES = "name: tok\nvocab_size: 1000\nlanguages: {hin: [hi/a.parquet, hi/b.parquet], eng: en/}\n"
+
+
+def test_languages_give_the_text_by_language_in_the_order_of_their_codes(tmp_path):
+    text = LANGUAGES + "mix: temperature=0.3\nparity: {dev: ntrex/, variant: window, window: 50}\n"
+    cfg = load_config(write(tmp_path, text))
+    assert cfg.data is None and cfg.language_inputs() == {"eng": ["en/"], "hin": ["hi/a.parquet", "hi/b.parquet"]}
+    assert cfg.language_settings() == {
+        "mix": "temperature=0.3",
+        "parity": True,
+        "parity_dev": "ntrex/",
+        "parity_ratio": None,
+        "global_merges": 0,
+        "parity_variant": "window",
+        "parity_window": 50,
+        "parity_alpha": 2.0,
+    }
+    assert cfg.input_paths() == ["en/", "hi/a.parquet", "hi/b.parquet", "ntrex/"]
+    # the mixture and parity decide the merges (a change retrains); the inputs are compared by content
+    trained = cfg.training_settings()
+    assert trained["mix"] == "temperature=0.3" and trained["parity"]["variant"] == "window"
+    assert "languages" not in trained and "data" not in trained
+    assert load_config(write(tmp_path, LANGUAGES + "parity: true\n")).language_settings()["parity"] is True
+    assert load_config(write(tmp_path, LANGUAGES + "parity: false\n")).parity is None
+
+
+def test_a_runs_inputs_replace_the_configurations_of_either_kind(tmp_path):
+    by_language = load_config(write(tmp_path, BASE), {"languages": {"eng": ["en/"]}})
+    assert by_language.data is None and by_language.language_inputs() == {"eng": ["en/"]}
+    one_text = load_config(write(tmp_path, LANGUAGES), {"data": ["all/"]})
+    assert one_text.data == ["all/"] and one_text.languages is None
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (BASE + "languages: {eng: en/}\n", "languages: replaces data (the text by language); give one of them"),
+        ("name: tok\nvocab_size: 1000\n", "data: required (or languages: the text by language)"),
+        ("name: tok\nvocab_size: 1000\nlanguages: {Eng: en/}\n", "languages: 'Eng' is not a language code"),
+        ("name: tok\nvocab_size: 1000\nlanguages: {eng: []}\n", "languages: expected a mapping of language code"),
+        ("name: tok\nvocab_size: 1000\nlanguages: [en/]\n", "languages: expected a mapping of language code"),
+        (BASE + "mix: temperature=0.3\n", "mix: needs text by language (languages:)"),
+        (BASE + "parity: {dev: ntrex/}\n", "parity: needs text by language (languages:)"),
+        (LANGUAGES + "mix: temperature=3\n", "mix: expected temperature=A with A from 0 to 1"),
+        (LANGUAGES + "mix: {eng: 1, hin: zero}\n", "mix: expected temperature=A or weights such as eng=1,hin=4"),
+        (LANGUAGES + "parity: {variant: best}\n", "parity.variant: expected one of base, window, got 'best'"),
+        (LANGUAGES + "parity: {ratio: {eng: 1, hin: -2}}\n", "parity.ratio: expected a positive number as hin's"),
+        (LANGUAGES + "parity: {alpha: 0}\n", "parity.alpha: expected a number above 0"),
+        (LANGUAGES + "parity: {windows: 5}\n", "parity: unknown key 'windows'"),
+    ],
+)
+def test_bad_language_settings_name_the_file_and_the_key(tmp_path, text, message):
+    path = write(tmp_path, text)
+    with pytest.raises(SettingsError) as raised:
+        load_config(path)
+    assert str(raised.value).startswith(f"{path}: ") and message in str(raised.value), str(raised.value)
+
+
+def test_the_multilingual_deployment_trains_on_the_shared_corpora_with_their_dev_set():
+    """conf/multilingual.yaml names a UD treebank per language and the NTREX dev set, beside the
+    checkout (`../shared`): every input is there, and the dev set holds exactly its languages."""
+    from bpe.pipeline.multilingual import language_plan
+    from tests.conftest import SHARED
+
+    ud, ntrex = SHARED / "corpora" / "ud", SHARED / "corpora" / "ntrex"
+    if not (ud / "eng.parquet").exists() or not (ntrex / "eng.txt").exists():
+        pytest.skip(f"shared UD corpora or NTREX dev set not found under {SHARED / 'corpora'}")
+    cfg = load_config(REPO / "conf" / "multilingual.yaml")
+    assert cfg.vocab_size == 8192 and cfg.parity is not None and cfg.parity.variant == "base"
+    here = {  # its paths, relative to the repository's parent, where the shared resources may be elsewhere
+        code: [str(SHARED / path.removeprefix("../shared/")) for path in paths]
+        for code, paths in cfg.language_inputs().items()
+    }
+    assert all(Path(path).is_file() for paths in here.values() for path in paths)
+    cfg = load_config(REPO / "conf" / "multilingual.yaml", {"languages": here, "parity": {"dev": str(ntrex)}})
+    plan = language_plan(cfg, cfg.settings())
+    assert len(plan.codes) == 18 and plan.codes == tuple(sorted(plan.codes)) and len(plan.dev) == 18
+    assert [f["sentences"] for f in plan.dev_record["files"].values()] == [1997] * 18

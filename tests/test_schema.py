@@ -52,6 +52,8 @@ def argv(setting: Setting) -> list[str]:
     value = setting.example
     if setting.keys:
         return [a for key, token in value.items() for a in (setting.flag.format(key), token)]
+    if isinstance(value, dict):  # --lang eng=en/: the flag once per key
+        return [a for key, (path,) in value.items() for a in (setting.flag, f"{key}={path}")]
     if not setting.flag.startswith("-"):
         return list(value)
     if setting.type is bool:
@@ -67,7 +69,20 @@ def nested(setting: Setting, value) -> dict:
     if head == "superwords":  # the section a superword run needs, with its transition
         section = {"transition": EVERY["transition"].example}
         return {head: section if not tail else {**section, tail: value}}
+    if head == "parity":  # the section, present, turns parity on
+        return {head: {} if not tail else {tail: value}}
+    if head == "evaluation":  # the section holds its dev set whenever it is given
+        return {head: {"dev": EVERY["evaluation_dev"].example, tail: value}}
     return {head: {tail: value}} if tail else {head: value}
+
+
+def base_config(setting: Setting) -> dict:
+    """A configuration `setting` can be given in: a multilingual run's settings need text by
+    language (`languages:`, which replaces `data:`)."""
+    if setting.group != "languages":
+        return dict(BASE_CONFIG)
+    config = {key: value for key, value in BASE_CONFIG.items() if key != "data"}
+    return config if setting.name == "languages" else {**config, "languages": EVERY["languages"].example}
 
 
 def missing_from(setting: Setting, tmp_path) -> list[str]:
@@ -96,14 +111,14 @@ def missing_from(setting: Setting, tmp_path) -> list[str]:
             missing.append("bpe train")
     if On.YAML in setting.on:
         path = tmp_path / f"{setting.name}.yaml"
-        path.write_text(yaml.safe_dump({**BASE_CONFIG, **nested(setting, setting.example)}))
+        path.write_text(yaml.safe_dump({**base_config(setting), **nested(setting, setting.example)}))
         if not same(config_value(load_config(path), setting), setting.example):
             missing.append("configuration")
     if On.FLOW in setting.on:
         head = setting.key.split(".")[0]
         value = nested(setting, setting.example)[head]
         path = tmp_path / f"flow-{setting.name}.yaml"
-        path.write_text(yaml.safe_dump(BASE_CONFIG))
+        path.write_text(yaml.safe_dump(base_config(setting)))
         if head not in RunSettings.model_fields:
             missing.append("flow")
         else:
@@ -194,3 +209,6 @@ def test_a_setting_given_on_its_own_wins_over_the_same_field_of_the_settings():
     }
     # a section replaces the configuration's: the keys it leaves out take their defaults
     assert overrides({"superwords": {"transition": 600}}, {}) == {"superwords": {"transition": 600}}
+    # a section given on its own, as the flow receives it once Prefect has checked it (its model)
+    section = RunSettings(parity={"dev": "ntrex/", "window": 50}).parity
+    assert overrides(None, {"parity": section}) == {"parity": {"dev": "ntrex/", "window": 50}}

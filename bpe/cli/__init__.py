@@ -1,4 +1,4 @@
-"""The `bpe` command: train, encode, decode and warm here; the pipeline's commands (demo, deploy,
+"""The `bpe` command: train, encode, decode, eval and warm here; the pipeline's commands (demo, deploy,
 versions, promote, rollback, history, prune, prune-cache, cluster) are registered by the pipeline
 tier (`bpe.pipeline.commands`) and the flows (`bpe.flows.commands`) through the `bpe.commands` entry
 point group.
@@ -16,6 +16,7 @@ import sys
 import threading
 
 from bpe.cli.encode import run_decode, run_encode
+from bpe.cli.eval import add_eval_command
 from bpe.cli.flags import in_flags
 from bpe.cli.train import add_training_options, run_train
 from bpe.cli.warm import run_warm
@@ -122,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
         group="tokenizers",
         help="train a tokenizer on text, Parquet, JSON lines, JSON or CSV files (compressed too), "
         "directories, globs, URLs or - (stdin)",
-        usage="%(prog)s INPUT... --vocab-size N --out DIR [options]",
+        usage="%(prog)s (INPUT... | --lang CODE=INPUT...) --vocab-size N --out DIR [options]",
         description="""
             Train a byte-level BPE tokenizer and write it to --out: tokenizer.json (Hugging Face),
             vocab.json + merges.txt (GPT-2), tokenizer.tiktoken, transformers' configuration and a
@@ -130,12 +131,20 @@ def build_parser() -> argparse.ArgumentParser:
 
             INPUT is a file (.parquet, .jsonl, .json, .csv/.tsv, or text: any other suffix; compressed
             .gz/.zst/.bz2/.xz too), a directory, a glob, an fsspec URL, or - for stdin. --vocab-size
-            counts every token: the 256 bytes, the merges and the special tokens.""",
+            counts every token: the 256 bytes, the merges and the special tokens.
+
+            --lang CODE=INPUT (once per language) gives text by language instead: each language is
+            counted apart, --mix weighs them, and --parity-dev (or --parity, --parity-ratio) makes
+            each merge serve the language whose text is the longest in tokens.""",
         examples=[
             "bpe train data/ --vocab-size 32768 --out tok/",
             "bpe train corpus.txt.gz --vocab-size 8192 --special-token '<|endoftext|>' --out tok/",
             "bpe train data/*.parquet --vocab-size 32768 --limit 10MB --out quick/",
             "bpe train corpus/ --from gpt2/ --vocab-size 50357 --out gpt2-plus/",
+            "bpe train --lang eng=data/en/ --lang hin='data/hi/*.parquet' --mix temperature=0.3 --vocab-size 32768 "
+            "--out mixed/",
+            "bpe train --lang eng=ud/eng.parquet --lang tel=ud/tel.parquet --parity-dev ntrex/ --vocab-size 8192 "
+            "--out parity/",
         ],
     )
     groups = add_training_options(t)  # the settings, from the schema, grouped as it groups them
@@ -230,6 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("tokenizer", help="a tokenizer directory or URL")
     d.add_argument("ids", nargs="*", type=int, help="token ids; read from stdin when absent")
     d.set_defaults(run=run_decode)
+
+    add_eval_command(sub)
 
     w = sub.add_parser(
         "warm",

@@ -42,8 +42,9 @@ def _add_option(group: argparse._ArgumentGroup, setting: Setting) -> None:
         for key, flag in zip(setting.keys, setting.flags.values(), strict=True):
             group.add_argument(flag, metavar=setting.metavar, help=setting.doc_spelt(IN_FLAGS, key))
         return
-    if not setting.flag.startswith("-"):  # the inputs
-        group.add_argument(setting.flag, nargs="+", metavar="INPUT", help=f"{doc}; - reads stdin (once)")
+    if not setting.flag.startswith("-"):  # the inputs (or --lang: text by language)
+        help = f"{doc}; - reads stdin (once); or give text by language with {IN_FLAGS.languages}"
+        group.add_argument(setting.flag, nargs="*", metavar="INPUT", help=help)
         return
     options: dict = {"dest": setting.name, "help": doc + _default_note(setting)}
     if setting.type is bool:
@@ -55,6 +56,8 @@ def _add_option(group: argparse._ArgumentGroup, setting: Setting) -> None:
         options["type"] = setting.type
     if setting.type == list[str]:
         options.update(action="append", default=[], help=doc + " (repeat the flag for several)")
+    elif setting.type == dict[str, list[str]]:  # --lang eng=data/en/, a flag per language
+        options.update(action="append", default=setting.default, help=doc + " (repeat the flag for each language)")
     elif setting.required:
         options["required"] = True
     else:
@@ -84,13 +87,17 @@ def given_settings(args: argparse.Namespace) -> dict:
         value = getattr(args, setting.name if setting.flag.startswith("-") else setting.flag)
         if setting.cli_none is not None and str(value) == setting.cli_none:
             value = None
+        if setting.type == dict[str, list[str]] and value is not None:
+            from bpe.language_plan import parse_languages
+
+            value = parse_languages(value, setting.name)
         values[setting.name] = value
     return values
 
 
 def run_train(args: argparse.Namespace) -> int:
     from bpe.engine.compilation import CompileWatch
-    from bpe.errors import StoppedEarly
+    from bpe.errors import SettingsError, StoppedEarly
     from bpe.inputs.discover import Skipped, discover
     from bpe.inputs.readers import check_parquet
     from bpe.long_tokens import LongTokensWarning, long_tokens
@@ -112,11 +119,27 @@ def run_train(args: argparse.Namespace) -> int:
     )
     for size in also_save:
         _check_out(also_save_path(args.out, size), args.force)
+    inputs, languages = given.pop("files"), given.pop("languages")
+    if inputs and languages:
+        raise SettingsError(
+            f"{IN_FLAGS.languages}: give the text by language or as INPUT, not both (got INPUT {inputs[0]})",
+            parameter="languages",
+        )
+    if not inputs and not languages:
+        raise SettingsError(f"give INPUT (files, directories, globs, URLs or -) or {IN_FLAGS.languages} CODE=INPUT")
+    if not languages:
+        from bpe.training import LANGUAGE_SETTINGS, refuse_without_languages
+
+        refuse_without_languages({name: given[name] for name in LANGUAGE_SETTINGS}, f"{IN_FLAGS.languages} CODE=INPUT")
     skipped = Skipped()
-    shards = discover(given.pop("files"), skipped)
+    if languages:  # the shards of each language, found before anything is counted
+        shards = {code: discover(specs, skipped) for code, specs in languages.items()}
+        found = [shard for each in shards.values() for shard in each]
+    else:
+        shards = found = discover(inputs, skipped)
     if skipped:
         print(f"bpe: {skipped.summary()}", file=sys.stderr)
-    for shard in shards:
+    for shard in found:
         if shard.kind == "parquet":
             check_parquet(shard, args.text_column)
     progress = None if args.quiet or args.json else Bars()  # bars on a terminal only
@@ -268,6 +291,8 @@ def summary(manifest: Manifest, out: str | Path, record: dict | None = None) -> 
     ]
     if d["inputs"] is not None:
         lines.insert(2, f"  inputs    {d['inputs']}")
+    if d.get("languages"):
+        lines.insert(2, f"  languages {_languages(d['languages'])}")
     if d.get("superwords"):
         first, second = d["superwords"]["stages"]
         lines.insert(
@@ -281,6 +306,27 @@ def summary(manifest: Manifest, out: str | Path, record: dict | None = None) -> 
         lines.append(f"  also      {where}/ (vocabulary {size:,}: the same run's first merges)")
     lines += [f"warning: {w}" for w in d["warnings"]]
     return "\n".join(lines)
+
+
+def _languages(record: dict) -> str:
+    """Each language's share of the text (and its multiplier, with a mixture; the merges that
+    served it, with parity), then the mixture and the parity rule:
+    `eng 84.0% (1,020 merges), hin 16.0% (x4, 890 merges); mix hin=4; parity base by dev ntrex/`."""
+    parts = []
+    for code, entry in record["by_language"].items():
+        notes = [f"x{entry['multiplier']:,}"] if entry["multiplier"] != 1 else []
+        notes += [f"{entry['merges']:,} merges"] if "merges" in entry else []
+        parts.append(f"{code} {100 * entry['share']:.1f}%" + (f" ({', '.join(notes)})" if notes else ""))
+    line = ", ".join(parts)
+    if record.get("mix"):
+        line += f"; mix {record['mix']['given']}"
+    parity = record.get("parity")
+    if parity:
+        driven = {"dev": f"dev {parity['dev']['path']}" if parity.get("dev") else "dev", "ratio": "ratios"}
+        line += f"; parity {parity['variant']} by {driven.get(parity['lengths'], 'training lengths')}"
+        if parity.get("global_merges"):
+            line += f", {parity.get('global_merges_made', parity['global_merges']):,} global merges first"
+    return line
 
 
 def _words(d: dict) -> str:
@@ -385,5 +431,6 @@ def summary_record(manifest: Manifest, out: str | Path, total_seconds: float | N
         "merges_per_second": (r.merges - base_merges) / loop_s if loop_s else None,
         "engine": manifest.engine.to_json(),
         "superwords": manifest.superwords.to_json() if manifest.superwords is not None else None,
+        "languages": manifest.languages.to_json() if manifest.languages is not None else None,
         "warnings": warned,
     }

@@ -1,12 +1,13 @@
 """The worker side of the distributed merge loop: one word bucket (the words of one hash bucket),
-served over a socket.
+or several (a multilingual run's hash bucket of each language), served over a socket.
 
 A `BucketHolder` is a Dask actor. Dask places it (next to its words) and keeps it alive; the merge
 loop itself runs over a plain TCP connection from the driver (`bpe.distributed.channel`):
 
     driver -> holder   HELO  the run's secret; the reply is DLTA with the bucket's initial counts
     driver -> holder   MRGE  merges of the round as (a, b, new id) triples
-    holder -> driver   DLTA  pair keys and count deltas, only for pairs that changed
+    holder -> driver   DLTA  pair keys and count deltas, only for pairs that changed (a holder of
+                             several buckets: two arrays per bucket, in the order it was given)
     driver -> holder   CHKP  write a checkpoint of the words after `n` merges (reply DONE)
     driver -> holder   STAT  reply with sizes and peak memory (JSON)
     driver -> holder   STOP  close
@@ -32,6 +33,7 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -47,6 +49,7 @@ from bpe.engine.word_table import WordTable
 
 HELLO_BYTES = 4096  # what a peer may send before it has shown it knows the secret
 HELLO_SECONDS = 10.0  # how long it has to show it
+ACCEPT_POLL_SECONDS = 0.005  # how often the holder looks for a driver heard while it waits for peers
 
 logger = logging.getLogger(__name__)
 
@@ -88,68 +91,33 @@ def peak_memory_mb() -> float:
     return 0.0
 
 
-class BucketHolder:
-    """Holds word bucket `bucket` on a Dask worker and serves the merge loop."""
+class HeldBucket:
+    """One word bucket's words on this worker: its table, and its files in the scratch directory
+    (the words, and the latest checkpoint) that a holder rebuilt elsewhere starts from."""
 
-    def __init__(
-        self,
-        counts: WordCounts | str | None,
-        scratch: str,
-        bucket: int,
-        secret: str,
-        merge_log: np.ndarray | None = None,
-        base: BaseMerges | None = None,
-    ) -> None:
-        """`counts` is the bucket's words (written to the scratch directory), the path of a Parquet
-        file that already holds them, or None to rebuild from the scratch directory + `merge_log`.
-        `base`: a tokenizer's merges, replayed on the words before the loop's (`merge_log` holds
-        only the loop's)."""
-        started = time.perf_counter()
+    def __init__(self, scratch: str, bucket: int, threads: int, base: BaseMerges | None) -> None:
         self.bucket = bucket
+        self.threads = threads
         self.base = base
-        self.secret = secret
         self.directory = bucket_dir(scratch, bucket)
         self.words_path = storage.join(self.directory, "words.parquet")
         self.checkpoint_path = storage.join(self.directory, "checkpoint.npz")
         if not storage.is_remote(self.directory):
             os.makedirs(storage.local_path(self.directory), exist_ok=True)
-        self.merges_applied = 0
-        self.worker = _worker_address()
-        self.threads = _worker_threads()
         self.restored_from = "its words"
+        self.table: WordTable | ThreadedWordTable | None = None
+
+    def start(self, counts: WordCounts | str) -> tuple[np.ndarray, np.ndarray]:
+        """Hold `counts` (or the words of the Parquet file at that path), persisted first; returns
+        the initial pair counts."""
         if isinstance(counts, str):
             counts = self._link_words(counts)
-        elif counts is not None:
-            self._write_words(counts)
-        if counts is not None:
-            # A fresh start: whatever an earlier holder left here is not this bucket's state.
-            storage.remove(self.checkpoint_path)
-            self.table = word_table(counts, self.threads, base)
-            self.initial = self.table.take_deltas()
         else:
-            self.table = self._restore(merge_log if merge_log is not None else np.zeros((0, 3), np.int64))
-            self.initial = (np.zeros(0, np.int64), np.zeros(0, np.int64))
-        self.build_seconds = time.perf_counter() - started
-        self.server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.server.bind((self._host(), 0))
-        self.server.listen(16)
-        self.thread = threading.Thread(target=self._serve, name=f"bpe-bucket-{bucket}", daemon=True)
-        self.thread.start()
-
-    # -- called through Dask -----------------------------------------------------------------
-
-    def address(self) -> dict:
-        host, port = self.server.getsockname()
-        return {
-            "host": host,
-            "port": port,
-            "pid": os.getpid(),
-            "worker": self.worker,
-            "restored_from": self.restored_from,
-            "build_seconds": self.build_seconds,
-        }
-
-    # -- persistence -------------------------------------------------------------------------
+            self._write_words(counts)
+        # A fresh start: whatever an earlier holder left here is not this bucket's state.
+        storage.remove(self.checkpoint_path)
+        self.table = word_table(counts, self.threads, self.base)
+        return self.table.take_deltas()
 
     def _link_words(self, path: str) -> WordCounts:
         """Use a Parquet file that already holds the bucket's words (the pipeline writes one): link
@@ -176,14 +144,14 @@ class BucketHolder:
 
         storage.write_file(self.words_path, lambda tmp: pq.write_table(counts_to_arrow(counts), tmp))
 
-    def _checkpoint(self) -> None:
+    def checkpoint(self, merges_applied: int) -> None:
         """Write the words as they stand after `merges_applied` merges, whole or not at all (see
         `bpe.storage.write_file`)."""
         tokens, lengths, freqs = self.table.to_words()
 
         def write(tmp: str) -> None:
             with open(tmp, "wb") as f:
-                np.savez(f, tokens=tokens, lengths=lengths, freqs=freqs, merges=np.array([self.merges_applied]))
+                np.savez(f, tokens=tokens, lengths=lengths, freqs=freqs, merges=np.array([merges_applied]))
 
         storage.write_file(self.checkpoint_path, write)
 
@@ -219,9 +187,9 @@ class BucketHolder:
         self.restored_from = f"its checkpoint after {done:,} merges"
         return table, done
 
-    def _restore(self, merge_log: np.ndarray) -> WordTable | ThreadedWordTable:
-        """The bucket's table after `merge_log`: the latest checkpoint, or the bucket's words when it
-        has none or it is unreadable, then the rest of the log replayed."""
+    def restore(self, merge_log: np.ndarray) -> None:
+        """Hold the bucket's words after `merge_log`: the latest checkpoint, or the bucket's words
+        when it has none or it is unreadable, then the rest of the log replayed."""
         loaded = self._load_checkpoint(len(merge_log))
         if loaded is not None:
             table, done = loaded
@@ -239,8 +207,88 @@ class BucketHolder:
             done = 0
         table.apply(merge_log[done:])
         table.take_deltas()  # the driver counted these already
-        self.merges_applied = len(merge_log)
-        return table
+        self.table = table
+
+    def close(self) -> None:
+        if isinstance(self.table, ThreadedWordTable):
+            self.table.close()
+
+
+class BucketHolder:
+    """Holds one word bucket, or several (a multilingual run's hash bucket of each language), on a
+    Dask worker and serves the merge loop: every round is applied to each of its buckets, and the
+    reply holds each bucket's deltas in turn (two arrays per bucket, in the order given)."""
+
+    def __init__(
+        self,
+        counts: WordCounts | str | Sequence[WordCounts | str] | None,
+        scratch: str,
+        bucket: int | Sequence[int],
+        secret: str,
+        merge_log: np.ndarray | None = None,
+        base: BaseMerges | None = None,
+    ) -> None:
+        """`counts` is the bucket's words (written to the scratch directory), the path of a Parquet
+        file that already holds them, or None to rebuild from the scratch directory + `merge_log`;
+        for several buckets (`bucket` a list), one such per bucket. `base`: a tokenizer's merges,
+        replayed on the words before the loop's (`merge_log` holds only the loop's)."""
+        started = time.perf_counter()
+        buckets = [bucket] if isinstance(bucket, int) else list(bucket)
+        if counts is not None and isinstance(bucket, int):
+            counts = [counts]
+        self.bucket = bucket
+        self.base = base
+        self.secret = secret
+        self.merges_applied = 0
+        self.worker = _worker_address()
+        self.threads = _worker_threads()
+        self.parts = [HeldBucket(scratch, b, self.threads, base) for b in buckets]
+        if counts is not None:
+            self.initial = [
+                array for part, words in zip(self.parts, counts, strict=True) for array in part.start(words)
+            ]
+        else:
+            merge_log = merge_log if merge_log is not None else np.zeros((0, 3), np.int64)
+            for part in self.parts:
+                part.restore(merge_log)
+            self.merges_applied = len(merge_log)
+            self.initial = [np.zeros(0, np.int64) for _ in range(2 * len(self.parts))]
+        self.build_seconds = time.perf_counter() - started
+        self.server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.server.bind((self._host(), 0))
+        self.server.listen(16)
+        self.thread = threading.Thread(target=self._serve, name=f"bpe-bucket-{buckets[0]}", daemon=True)
+        self.thread.start()
+
+    @property
+    def table(self) -> WordTable | ThreadedWordTable:
+        """The table of the (first) bucket held."""
+        return self.parts[0].table
+
+    @property
+    def restored_from(self) -> str:
+        """Where the buckets' words came from: their words, or a checkpoint (see `HeldBucket`)."""
+        if len(self.parts) == 1:
+            return self.parts[0].restored_from
+        return "; ".join(f"bucket {part.bucket} from {part.restored_from}" for part in self.parts)
+
+    # -- called through Dask -----------------------------------------------------------------
+
+    def address(self) -> dict:
+        host, port = self.server.getsockname()
+        return {
+            "host": host,
+            "port": port,
+            "pid": os.getpid(),
+            "worker": self.worker,
+            "restored_from": self.restored_from,
+            "build_seconds": self.build_seconds,
+        }
+
+    def _checkpoint(self) -> None:
+        """Checkpoint every bucket held, after `merges_applied` merges."""
+        for part in self.parts:
+            part.checkpoint(self.merges_applied)
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -275,7 +323,9 @@ class BucketHolder:
             conn.close()
 
         try:
-            self.server.settimeout(0.1)
+            # Short: the driver, once heard on its own thread, is taken up at the next poll (a run
+            # starts every holder and connects to each in turn, so each poll's wait adds up).
+            self.server.settimeout(ACCEPT_POLL_SECONDS)
         except OSError:  # closed before this thread got here (the holder was stopped)
             return None
         deadline = time.monotonic() + wait
@@ -291,7 +341,9 @@ class BucketHolder:
             except OSError:
                 return None
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(target=hear, args=(conn,), name=f"bpe-bucket-{self.bucket}-hello", daemon=True).start()
+            threading.Thread(
+                target=hear, args=(conn,), name=f"bpe-bucket-{self.parts[0].bucket}-hello", daemon=True
+            ).start()
         return None
 
     def _serve(self) -> None:
@@ -306,18 +358,22 @@ class BucketHolder:
                 kind, arrays = channel.receive(conn)
                 if kind == b"MRGE":
                     merges = arrays[0].reshape(-1, 3)
-                    self.table.apply(merges)
+                    deltas = []
+                    for part in self.parts:
+                        part.table.apply(merges)
+                        deltas += part.table.take_deltas()
                     self.merges_applied += len(merges)
-                    channel.send(conn, b"DLTA", *self.table.take_deltas())
+                    channel.send(conn, b"DLTA", *deltas)
                 elif kind == b"CHKP":
                     self._checkpoint()
                     channel.send(conn, b"DONE")
                 elif kind == b"STAT":
+                    tables = [part.table for part in self.parts]
                     stats = {
                         "bucket": self.bucket,
-                        "words": self.table.n_words,
-                        "tokens": self.table.token_count(),
-                        "table_mb": self.table.nbytes / 1e6,
+                        "words": sum(table.n_words for table in tables),
+                        "tokens": sum(table.token_count() for table in tables),
+                        "table_mb": sum(table.nbytes for table in tables) / 1e6,
                         "threads": self.threads,
                         "peak_mb": peak_memory_mb(),
                         "merges_applied": self.merges_applied,
@@ -330,5 +386,5 @@ class BucketHolder:
         finally:
             conn.close()
             self.server.close()
-            if isinstance(self.table, ThreadedWordTable):
-                self.table.close()
+            for part in self.parts:
+                part.close()

@@ -137,8 +137,14 @@ def verified_bytes(path: str, digest: str, size: int) -> bytes:
     return data
 
 
-def read_split(path: str, n_buckets: int, expected: tuple[str, int] | None = None) -> list[WordCounts]:
-    return split_by_bucket(read_counts(path, expected), n_buckets)
+def read_split(
+    path: str, n_buckets: int, expected: tuple[str, int] | None = None, multiplier: int = 1
+) -> list[WordCounts]:
+    """The counts in a file split into buckets, each count multiplied by `multiplier` (a mixture's)."""
+    counts = read_counts(path, expected)
+    if multiplier != 1:
+        counts = WordCounts(counts.data, counts.offsets, counts.counts * multiplier)
+    return split_by_bucket(counts, n_buckets)
 
 
 def _stats_or_error(result: dict) -> dict | BpeError:
@@ -174,16 +180,25 @@ def partitions(shards: Sequence[Shard], text_column: str) -> list[tuple[Shard, i
 def submit_counts(client, shards, pretokenizer, text_column, n_buckets, holdout, progress=None):
     """Count every partition of `shards` on the workers; wait for all (failing fast on bad input).
     Returns the partition futures and the summed statistics."""
+    tasks, stats = submit_counts_by_group(client, [shards], pretokenizer, text_column, n_buckets, holdout, progress)
+    return tasks[0], stats[0]
+
+
+def submit_counts_by_group(client, groups, pretokenizer, text_column, n_buckets, holdout, progress=None):
+    """`submit_counts` for several groups of shards at once (a multilingual run's languages): every
+    partition of every group is counted in one pass over the cluster, so a small group never waits
+    for a large one's tail. Returns the partition futures and the summed statistics of each group."""
     from distributed import as_completed
 
-    parts = partitions(shards, text_column)
-    total = sum(p[2] for p in parts)
+    parts = [(g, *part) for g, shards in enumerate(groups) for part in partitions(shards, text_column)]
+    parts.sort(key=lambda p: -p[3])  # largest first over all groups balances the workers' load
+    total = sum(p[3] for p in parts)
     tasks = [
         client.submit(count_partition, shard, rg, pretokenizer, text_column, n_buckets, holdout, pure=False)
-        for shard, rg, _ in parts
+        for _, shard, rg, _ in parts
     ]
     stats_of = [client.submit(_stats_or_error, t) for t in tasks]  # picked as each count ends
-    weight = {s.key: p[2] for s, p in zip(stats_of, parts)}
+    weight = {s.key: p[3] for s, p in zip(stats_of, parts)}
     counted: dict = {}  # each partition's statistics, summed in partition order at the end
     done = text_done = 0  # progress: partition bytes (the weights) and bytes of text counted
     if progress is not None:
@@ -200,12 +215,14 @@ def submit_counts(client, shards, pretokenizer, text_column, n_buckets, holdout,
         text_done += part["bytes"]
         if progress is not None:  # in bytes of text, as the summary counts
             progress("count", text_done, estimate_text_bytes(text_done, done, total))
-    stats = CountStats()
-    for future in stats_of:
-        stats.add(CountStats(**counted[future.key]))
+    stats = [CountStats() for _ in groups]
+    by_group: list[list] = [[] for _ in groups]
+    for future, task, part in zip(stats_of, tasks, parts):
+        stats[part[0]].add(CountStats(**counted[future.key]))
+        by_group[part[0]].append(task)
     if progress is not None:
-        progress("count", stats.bytes, stats.bytes)
-    return tasks, stats
+        progress("count", sum(s.bytes for s in stats), sum(s.bytes for s in stats))
+    return by_group, stats
 
 
 def _failure(future) -> BaseException:
@@ -241,6 +258,39 @@ def count_on_dask(
     del tasks
     reduced = [tree_reduce(client, futures) for futures in per_bucket]
     return reduced, stats, client.gather(fingerprints)
+
+
+def count_languages_on_dask(
+    client,
+    shards: Sequence[Sequence[Shard]] | None,
+    texts: Sequence[Iterable[str]] | None,
+    pretokenizer: Pretokenizer,
+    text_column: str,
+    n_buckets: int,
+    progress=None,
+) -> tuple[list[list], list[CountStats], list[list[dict]] | None]:
+    """Count each language of a multilingual run apart (`shards`, one list per language, or
+    in-memory `texts`, one iterable per language, counted here then placed on the workers): per
+    language, the futures of its counts per word bucket (summed over its partitions only, never
+    with another language's), its statistics, and its files' fingerprints (None for texts). All
+    languages' partitions are counted in one pass over the cluster."""
+    if shards is None:
+        buckets, stats = [], []
+        for documents in texts or ():
+            counter = WordCounter(pretokenizer)
+            counter.add_stream(documents)
+            buckets.append(client.scatter(split_by_bucket(counter.result(), n_buckets)))
+            stats.append(counter.stats)
+        return buckets, stats, None
+    fingerprints = [[client.submit(fingerprint_shard, s, pure=False, priority=-10) for s in found] for found in shards]
+    tasks, stats = submit_counts_by_group(client, shards, pretokenizer, text_column, n_buckets, 0.0, progress)
+    buckets = [
+        [tree_reduce(client, [client.submit(_item, t, "buckets", b) for t in language]) for b in range(n_buckets)]
+        if language
+        else client.scatter([WordCounts.empty() for _ in range(n_buckets)])  # a language with no partition
+        for language in tasks
+    ]
+    return buckets, stats, [client.gather(found) for found in fingerprints]
 
 
 def tree_reduce(client, futures: list, fan_in: int = 4):
@@ -319,13 +369,18 @@ def bucket_files(
     n_buckets: int,
     directory: str,
     expected: Sequence[tuple[str, int] | None] | None = None,
+    multipliers: Sequence[int] | None = None,
 ) -> list[str]:
     """Sum per-shard counts files into `n_buckets` word buckets by stable hash, on the workers, and
     write each bucket to `directory`/bucket-NNNN.parquet; returns their paths. `expected`: each
-    file's (digest, size), checked by the worker that reads it."""
+    file's (digest, size), checked by the worker that reads it; `multipliers`: each file's counts
+    are multiplied by its own first (a mixture's weight of the file's language; the caller checks
+    that the weighted counts fit)."""
     expected = expected or [None] * len(counts_paths)
+    multipliers = multipliers or [1] * len(counts_paths)
     split = [
-        client.submit(read_split, p, n_buckets, e, pure=False) for p, e in zip(counts_paths, expected, strict=True)
+        client.submit(read_split, p, n_buckets, e, m, pure=False)
+        for p, e, m in zip(counts_paths, expected, multipliers, strict=True)
     ]
     paths = []
     writes = []

@@ -15,6 +15,12 @@
    bucket files live in a directory of this run's own, so a reused scratch directory holds nothing
    a run could mistake for its own.
 
+5. Multilingual runs (`languages`): each language is counted apart into word buckets of its own.
+   Plain and mixture runs merge over bucket b of every language, each multiplied by its mixture
+   multiplier, summed on the workers (`language_buckets`); parity-aware runs keep the languages
+   apart, a holder holding hash bucket b of every language, and the driver's loop takes one merge
+   per round from a pair queue per language (`parity_loop`).
+
 The merges are exactly those of the local engine: the counts are the same, and the pair queue and
 word tables are the same code.
 """
@@ -28,13 +34,16 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bpe import storage
+from bpe.counting import CountStats
 from bpe.distributed import channel
 from bpe.distributed.client import Log, check_scheduler, dask_client, ready_workers
-from bpe.distributed.count_tasks import count_on_dask
+from bpe.distributed.count_tasks import count_languages_on_dask, count_on_dask
+from bpe.distributed.language_buckets import language_buckets
 from bpe.engine.compilation import CompileWatch
 from bpe.engine.count import check_pair_counts, release_memory
 from bpe.engine.merge import MergeResult, finish, first_id, stop_reason
@@ -43,10 +52,14 @@ from bpe.engine.replay import BaseMerges
 from bpe.engine.rules import SuperwordRules
 from bpe.errors import SchedulerLost, WorkersLost
 from bpe.inputs.shard import Shard
+from bpe.languages import LanguagePlan
 from bpe.leftovers import sweep, temporary_prefix
 from bpe.progress import PhaseClock, ProgressFn
 from bpe.results import TrainingRun
 from bpe.settings import Settings
+
+if TYPE_CHECKING:
+    from bpe.distributed.parity_loop import ParityBuckets
 
 REBUILD_ATTEMPTS = 3  # workers tried for one rebuild before giving up
 LOSSES_PER_CALL = 5  # rebuilds of one bucket's holder within one request before giving up
@@ -81,7 +94,9 @@ def started_actor(client, future, workers: Sequence[str], timeout: float):
 
 
 class Holders:
-    """The driver's view of the bucket holders: their actors, sockets, and how to rebuild one."""
+    """The driver's view of the bucket holders: their actors, sockets, and how to rebuild one. A
+    holder holds one word bucket, or a group of them (a multilingual parity run's hash bucket of
+    each language, so that a round costs one round trip per worker, not one per language)."""
 
     def __init__(self, client, scratch: str, call_timeout: float, log: Log | None) -> None:
         self.client = client
@@ -92,6 +107,7 @@ class Holders:
         self.call_timeout = call_timeout
         self.log = log
         self.futures: list = []
+        self.groups: list[list[int]] = []  # the buckets each holder holds
         self.chosen: list[list[str]] = []  # the workers each holder's task was submitted to
         self.sockets: list = []
         self.info: list[dict] = []
@@ -101,16 +117,19 @@ class Holders:
         self.wait_seconds = 0.0  # time the driver spent sending rounds and waiting for deltas
         self.base: BaseMerges | None = None  # a base tokenizer's merges, replayed by every holder first
 
-    def start(self, bucket_futures: list) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Start a holder per bucket, each on its own worker where possible; returns initial counts."""
+    def start(self, bucket_futures: list, groups: list[list[int]] | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Start a holder per group of buckets (`groups`, bucket indices; one per bucket without),
+        each on its own worker where possible; returns each bucket's initial counts."""
+        self.groups = groups if groups is not None else [[b] for b in range(len(bucket_futures))]
         workers = self._live_workers()  # the scheduler may list none for a moment (a worker restarting)
-        for b, counts in enumerate(bucket_futures):
-            chosen = [workers[b % len(workers)]]
+        for h, group in enumerate(self.groups):
+            chosen = [workers[h % len(workers)]]
+            counts = [bucket_futures[b] for b in group] if len(group) > 1 else bucket_futures[group[0]]
             future = self.client.submit(
                 _new_holder,
                 counts,
                 self.scratch,
-                b,
+                self._buckets(h),
                 self.secret,
                 None,
                 self.base,
@@ -120,28 +139,39 @@ class Holders:
             )
             self.futures.append(future)
             self.chosen.append(chosen)
-        initial = []
-        for b in range(len(bucket_futures)):
-            initial.append(self._connect(b))
-        return initial
+        return self._by_bucket([self._connect(h) for h in range(len(self.groups))])
 
-    def _connect(self, b: int) -> tuple[np.ndarray, np.ndarray]:
-        actor = started_actor(self.client, self.futures[b], self.chosen[b], max(self.call_timeout, ACTOR_START_SECONDS))
+    def _buckets(self, h: int) -> int | list[int]:
+        """What holder h is given as its bucket: the index, or the list of its group's."""
+        return self.groups[h][0] if len(self.groups[h]) == 1 else list(self.groups[h])
+
+    def _by_bucket(self, replies: list[list[np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each bucket's (keys, deltas), in bucket order, from the holders' replies (two arrays per
+        bucket of its group)."""
+        found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for group, arrays in zip(self.groups, replies, strict=True):
+            for i, b in enumerate(group):
+                found[b] = (arrays[2 * i], arrays[2 * i + 1])
+        return [found[b] for b in range(len(found))]
+
+    def _connect(self, h: int) -> list[np.ndarray]:
+        actor = started_actor(self.client, self.futures[h], self.chosen[h], max(self.call_timeout, ACTOR_START_SECONDS))
         info = actor.address().result(timeout=self.call_timeout)
         sock = channel.connect(info["host"], info["port"], self.call_timeout)
         channel.send(sock, b"HELO", np.frombuffer(self.secret.encode(), np.uint8))
         kind, arrays = channel.receive(sock)
-        if b < len(self.sockets):
-            self.sockets[b], self.info[b] = sock, info
+        if h < len(self.sockets):
+            self.sockets[h], self.info[h] = sock, info
         else:
             self.sockets.append(sock)
             self.info.append(info)
-        return arrays[0], arrays[1]
+        return arrays
 
     def round(self, merges: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Send a round to every holder and collect their deltas, rebuilding holders that are lost."""
+        """Send a round to every holder and collect each bucket's deltas (in bucket order),
+        rebuilding holders that are lost."""
         flat = np.ascontiguousarray(merges[:, :3], dtype=np.int64).ravel()
-        return [(arrays[0], arrays[1]) for arrays in self._ask_all(b"MRGE", "a round", flat)]
+        return self._by_bucket(self._ask_all(b"MRGE", "a round", flat))
 
     def checkpoint(self) -> None:
         """Have every holder write a checkpoint; a holder found lost is rebuilt and asked again."""
@@ -160,70 +190,75 @@ class Holders:
         pending = list(range(len(self.sockets)))
         while pending:
             lost = []
-            for b in pending:
+            for h in pending:
                 try:
-                    channel.send(self.sockets[b], kind, *arrays)
+                    channel.send(self.sockets[h], kind, *arrays)
                 except OSError:  # ChannelClosed included
-                    lost.append(b)
-            for b in pending:
-                if b in lost:
+                    lost.append(h)
+            for h in pending:
+                if h in lost:
                     continue
                 try:
-                    replies[b] = channel.receive(self.sockets[b])[1]
+                    replies[h] = channel.receive(self.sockets[h])[1]
                 except (TimeoutError, OSError):  # ChannelClosed and ProtocolError included
-                    lost.append(b)
-            for b in lost:
-                losses[b] += 1
-                if losses[b] > LOSSES_PER_CALL:
-                    raise WorkersLost(f"word bucket {b} was lost {losses[b]} times during {during}; giving up")
-                self.rebuild(b, during)
+                    lost.append(h)
+            for h in lost:
+                losses[h] += 1
+                if losses[h] > LOSSES_PER_CALL:
+                    raise WorkersLost(f"{self.named(h)} was lost {losses[h]} times during {during}; giving up")
+                self.rebuild(h, during)
             pending = lost
         return replies
 
-    def rebuild(self, b: int, during: str = "a round") -> None:
-        """Start bucket b's holder again from its checkpoint and the merge log, on a live worker other than
-        the one that lost it (a hung worker still looks alive to the scheduler)."""
+    def named(self, h: int) -> str:
+        """Holder h as a log line names it: by its word bucket, or buckets."""
+        group = self.groups[h] if h < len(self.groups) else [h]
+        return f"word bucket {group[0]}" if len(group) == 1 else f"word buckets {', '.join(map(str, group))}"
+
+    def rebuild(self, h: int, during: str = "a round") -> None:
+        """Start holder h again from its buckets' checkpoints and the merge log, on a live worker other
+        than the one that lost it (a hung worker still looks alive to the scheduler)."""
         started = time.perf_counter()
         merge_log = self.merge_log()
         try:
-            self.sockets[b].close()
+            self.sockets[h].close()
         except OSError:
             pass
-        lost_on = self.info[b].get("worker")
+        lost_on = self.info[h].get("worker")
         if lost_on:
             self.dead.add(lost_on)
         for attempt in range(1, REBUILD_ATTEMPTS + 1):
             check_scheduler(self.client)
             # Loose restrictions: should the chosen workers die too, Dask may use one started since
             # (or, where none was running at the time, `started_actor` notices and this submits again).
-            self.chosen[b] = self._live_workers()
-            self.futures[b] = self.client.submit(
+            self.chosen[h] = self._live_workers()
+            self.futures[h] = self.client.submit(
                 _new_holder,
                 None,
                 self.scratch,
-                b,
+                self._buckets(h),
                 self.secret,
                 merge_log,
                 self.base,
                 actor=True,
-                workers=self.chosen[b],
+                workers=self.chosen[h],
                 allow_other_workers=True,
                 pure=False,
             )
             try:
-                self._connect(b)
+                self._connect(h)
                 break
             except Exception:  # the new worker died or hung too: try another one
                 if attempt == REBUILD_ATTEMPTS:
                     raise
-                worker = placed_on(self.client, self.futures[b])
+                worker = placed_on(self.client, self.futures[h])
                 if worker:
                     self.dead.add(worker)
         self.recoveries += 1
         if self.log:
-            info = self.info[b]
+            info = self.info[h]
             self.log(
-                f"word bucket {b}: worker {lost_on} lost; rebuilt on {info.get('worker')} from "
+                f"{self.named(h)}: worker {lost_on} lost; rebuilt on {info.get('worker')} from "
                 f"{info.get('restored_from', 'its checkpoint')}, replayed up to merge {len(merge_log):,}, "
                 f"in {time.perf_counter() - started:.1f} s (noticed during {during})"
             )
@@ -356,30 +391,49 @@ def merge_on_workers(
     call_timeout: float = 60.0,
     checkpoint_seconds: float = 30.0,
     base: BaseMerges | None = None,
+    parity: ParityBuckets | None = None,
 ) -> DistributedMerge:
     """Start a holder per word bucket (`buckets`: futures of WordCounts, or Parquet paths), each
-    replaying `base`'s merges on its words first, run the merge loop, and stop the holders."""
+    replaying `base`'s merges on its words first, run the merge loop, and stop the holders.
+    `parity`: the buckets' languages and the rule of a parity-aware run (its loop, one merge per
+    round, in `bpe.distributed.parity_loop`), whose holders each hold a hash bucket of every language."""
     started = time.perf_counter()
     holders = Holders(client, scratch, call_timeout, log)
     holders.base = base
+    n_buckets = len(buckets)
     try:
-        initial = holders.start(buckets)
+        initial = holders.start(buckets, parity.groups if parity is not None else None)
         del buckets
         release_memory()
         build_seconds = time.perf_counter() - started
         with CompileWatch() as compiles:  # a first run of this version compiles the pair queue here
             loop = PhaseClock(progress, compiling=lambda: compiles.seconds)
-            merged = merge_on_dask(
-                holders,
-                initial,
-                settings.n_merges(),
-                settings.tie_break,
-                settings.min_frequency,
-                loop,
-                checkpoint_seconds,
-                settings.max_token_length,
-                settings.superword_rules,
-            )
+            if parity is not None:
+                from bpe.distributed.parity_loop import merge_parity_on_dask
+
+                merged = merge_parity_on_dask(
+                    holders,
+                    initial,
+                    parity,
+                    settings.n_merges(),
+                    settings.tie_break,
+                    settings.min_frequency,
+                    loop,
+                    checkpoint_seconds,
+                    settings.max_token_length,
+                )
+            else:
+                merged = merge_on_dask(
+                    holders,
+                    initial,
+                    settings.n_merges(),
+                    settings.tie_break,
+                    settings.min_frequency,
+                    loop,
+                    checkpoint_seconds,
+                    settings.max_token_length,
+                    settings.superword_rules,
+                )
         merged.seconds -= compiles.seconds
         bucket_stats = holders.stats()
     finally:
@@ -388,7 +442,7 @@ def merge_on_workers(
     engine = {
         "engine": "dask",
         "workers": len(client.scheduler_info()["workers"]),
-        "word_buckets": len(bucket_stats),
+        "word_buckets": n_buckets,
         "rounds": merged.rounds,
         "merges_per_round": round(len(merged.merges) / merged.rounds, 2) if merged.rounds else None,
         "recoveries": holders.recoveries,
@@ -403,8 +457,8 @@ def merge_on_workers(
 
 def train_on_dask(
     settings: Settings,
-    shards: Sequence[Shard] | None,
-    texts: Iterable[str] | None = None,
+    shards: Sequence[Shard] | Sequence[Sequence[Shard]] | None,
+    texts: Iterable[str] | Sequence[Iterable[str]] | None = None,
     progress: ProgressFn | None = None,
     threads: int | None = None,
     scheduler: str | None = None,
@@ -415,11 +469,18 @@ def train_on_dask(
     call_timeout: float = 60.0,
     checkpoint_seconds: float = 30.0,
     base: BaseMerges | None = None,
+    languages: LanguagePlan | None = None,
 ) -> TrainingRun:
     """Count and merge on a Dask cluster (`shards`, or in-memory `texts` counted here first),
     after replaying `base`'s merges on the workers' words. Its `seconds`, one after another:
     `cluster` (connecting or starting it, the workers' kernels loaded), `count`, `build` (the word
-    buckets), `merge` (`merge_loop` within it), `cluster_stop`; `compile` apart from them all."""
+    buckets), `merge` (`merge_loop` within it), `cluster_stop`; `compile` apart from them all.
+
+    With `languages`, `shards` (or `texts`) holds a list per language in the order of its codes:
+    each language is counted apart into word buckets of its own and `languages.stats` filled; the
+    merges are then parity-aware (`languages.parity`: the languages' buckets kept apart), or plain
+    over the languages' buckets summed by hash bucket, each multiplied by its mixture multiplier
+    (`languages.mix`; 1 without)."""
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     own_scratch = scratch is None
@@ -433,12 +494,17 @@ def train_on_dask(
             seconds["compile"] = ready.compile_seconds  # on the workers: their first run of this version
             seconds["cluster"] = time.perf_counter() - t0 - ready.compile_seconds
             t1 = time.perf_counter()
-            buckets, stats, fingerprints = count_on_dask(
-                c, shards, texts, settings.pretokenizer, settings.text_column, n, progress
-            )
+            parity = None
+            if languages is None:
+                buckets, stats, fingerprints = count_on_dask(
+                    c, shards, texts, settings.pretokenizer, settings.text_column, n, progress
+                )
+            else:
+                counted = count_languages(c, shards, texts, settings, n, progress, languages)
+                buckets, stats, fingerprints, parity = counted
             seconds["count"] = time.perf_counter() - t1
             on_workers = merge_on_workers(
-                c, buckets, settings, scratch, progress, log, call_timeout, checkpoint_seconds, base
+                c, buckets, settings, scratch, progress, log, call_timeout, checkpoint_seconds, base, parity
             )
             del buckets
             seconds["build"], seconds["merge"] = on_workers.build_seconds, on_workers.merges.seconds
@@ -458,4 +524,43 @@ def train_on_dask(
     finally:
         if own_scratch:
             shutil.rmtree(scratch, ignore_errors=True)
-    return TrainingRun(stats, on_workers.unique_words, on_workers.merges, fingerprints, seconds, engine)
+    return TrainingRun(
+        stats,
+        on_workers.unique_words,
+        on_workers.merges,
+        fingerprints,
+        seconds,
+        engine,
+        languages=languages.stats if languages is not None else None,
+    )
+
+
+def count_languages(
+    client,
+    shards: Sequence[Sequence[Shard]] | None,
+    texts: Sequence[Iterable[str]] | None,
+    settings: Settings,
+    n_buckets: int,
+    progress: ProgressFn | None,
+    plan: LanguagePlan,
+) -> tuple[list, CountStats, list[dict] | None, ParityBuckets | None]:
+    """Count each language of `plan` apart on the workers and make the merge loop's word buckets
+    (`bpe.distributed.language_buckets`), filling `plan.stats`. Returns the buckets, what was
+    counted in all, each file's fingerprint with its language (None for texts), and, for a parity
+    run, the buckets' languages."""
+    by_language, counted, found = count_languages_on_dask(
+        client, shards, texts, settings.pretokenizer, settings.text_column, n_buckets, progress
+    )
+    stats = CountStats()
+    for language in counted:
+        stats.add(language)
+    fingerprints = None
+    if found is not None:
+        fingerprints = [{**fp, "language": code} for code, files in zip(plan.codes, found, strict=True) for fp in files]
+    made = language_buckets(client, by_language, counted, plan)
+    if plan.parity is None:
+        return made.buckets, stats, fingerprints, None
+    from bpe.distributed.parity_loop import ParityBuckets
+
+    parity = ParityBuckets(plan.parity, made.languages, made.groups, made.occurrences, plan.dev)
+    return made.buckets, stats, fingerprints, parity

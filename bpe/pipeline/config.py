@@ -22,7 +22,7 @@ import yaml
 from bpe.engine.errors import Spelling
 from bpe.errors import SettingsError
 from bpe.pretokenize import DEFAULT_PATTERN
-from bpe.schema import SETTINGS, YES_NO, Check, Number, On, Setting, check, integer, on, text
+from bpe.schema import PARITY_KEYS, SETTING, SETTINGS, YES_NO, Check, Number, On, Setting, check, integer, on, text
 from bpe.settings import Settings
 
 if TYPE_CHECKING:
@@ -45,6 +45,12 @@ def _sizes(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 256 for v in value)
 
 
+def _language_code(value: Any) -> bool:
+    from bpe.dev_set import CODE
+
+    return isinstance(value, str) and CODE.fullmatch(value) is not None
+
+
 def _webhook(value: Any) -> bool:
     """An http:// or https:// URL with a host (and a port that is a number in range, if any)."""
     from urllib.parse import urlsplit
@@ -60,7 +66,7 @@ def _webhook(value: Any) -> bool:
 
 
 # The pipeline's own keys, in the schema's form (group "pipeline"): a configuration's and, for some,
-# a flow run's. `retention.*` and `alerts.*` are sections (`retention: {keep_versions: 10}`).
+# a flow run's. `retention.*`, `alerts.*` and `evaluation.*` are sections (`retention: {keep_versions: 10}`).
 PIPELINE_SETTINGS = (
     Setting(
         "name",
@@ -161,6 +167,46 @@ PIPELINE_SETTINGS = (
         example="https://hooks.example.com/T0/B0/x",
     ),
     Setting(
+        "evaluation_dev",
+        str,
+        None,
+        "a parallel dev set (a directory or URL of <code>.txt or <code>.parquet files, line i the same sentence in "
+        "every language) that every version is measured on language by language, with its Gini coefficient",
+        "pipeline",
+        text("the path or URL of a directory"),
+        on=On.YAML,
+        merges=False,
+        none="no per-language evaluation",
+        key="evaluation.dev",
+        example="dev/ntrex",
+    ),
+    Setting(
+        "evaluation_pivot",
+        str,
+        None,
+        "the language of {evaluation_dev} that parity is measured against",
+        "pipeline",
+        Check("a language code such as eng", _language_code),
+        on=On.YAML,
+        merges=False,
+        none="eng when the dev set has it, else no parity",
+        key="evaluation.pivot",
+        example="hin",
+    ),
+    Setting(
+        "gini_margin",
+        float,
+        0.01,
+        "alert (on {webhook}) when a version's Gini coefficient on {evaluation_dev} is above the promoted version's by "
+        "more than this",
+        "pipeline",
+        Number("a number >= 0", least=0),
+        on=On.YAML,
+        merges=False,
+        key="evaluation.gini_margin",
+        example=0.05,
+    ),
+    Setting(
         "demo_corpus",
         bool,
         False,
@@ -206,8 +252,9 @@ def _sections() -> dict[str, list[Setting]]:
 SECTIONS = _sections()
 
 
-# The keys a section cannot be without: a superword tokenizer needs its transition.
-SECTION_REQUIRES = ("superwords.transition",)
+# The keys a section cannot be without, when it is given: a superword tokenizer needs its transition,
+# a per-language evaluation its dev set.
+SECTION_REQUIRES = ("superwords.transition", "evaluation.dev")
 
 
 def _section_class(section: str) -> type:
@@ -215,7 +262,7 @@ def _section_class(section: str) -> type:
     keys = []
     for setting in SECTIONS[section]:
         name = setting.key.split(".", 1)[1]
-        if setting.key in SECTION_REQUIRES:
+        if setting.key in SECTION_REQUIRES and section in BY_KEY:  # a section that turns something on
             keys.insert(0, (name, setting.type))
         else:
             keys.append(
@@ -226,9 +273,17 @@ def _section_class(section: str) -> type:
 
 
 Superwords = _section_class("superwords")  # a superword tokenizer's stages; absent: plain BPE
+Parity = _section_class("parity")  # parity-aware merges between the languages; absent: plain BPE
 Retention = _section_class("retention")  # what the flow removes after it publishes; absent: nothing
 Alerts = _section_class("alerts")  # where a failed run is reported (set up by `bpe deploy`); absent: nowhere
-SECTION_CLASSES = {"superwords": Superwords, "retention": Retention, "alerts": Alerts}
+EvaluationKeys = _section_class("evaluation")  # the per-language evaluation's dev set; absent: none
+SECTION_CLASSES = {
+    "superwords": Superwords,
+    "parity": Parity,
+    "retention": Retention,
+    "alerts": Alerts,
+    "evaluation": EvaluationKeys,
+}
 
 
 class _TokenizerConfig:
@@ -254,7 +309,21 @@ class _TokenizerConfig:
         settings = {key: getattr(self, key) for key in TRAINING_KEYS}
         settings["special_tokens"] = list(self.special_tokens)
         settings["superwords"] = asdict(self.superwords) if self.superwords is not None else None
+        settings["parity"] = asdict(self.parity) if self.parity is not None else None
         return settings
+
+    def language_settings(self) -> dict:
+        """The mixture and parity settings, as `train()` and `bpe.language_plan.make_plan` take them."""
+        return {s.name: config_value(self, s) for s in CONFIG_SETTINGS if s.name in LANGUAGE_SETTINGS}
+
+    def input_paths(self) -> list[str]:
+        """Every path, glob or URL a run reads: the data (or each language's inputs) and the parity dev set."""
+        paths = list(self.data or []) + [p for paths in (self.language_inputs() or {}).values() for p in paths]
+        return paths + ([self.parity.dev] if self.parity is not None and self.parity.dev else [])
+
+    def language_inputs(self) -> dict[str, list[str]] | None:
+        """The inputs of each language (`languages:`), sorted by code; None for one text (`data:`)."""
+        return {code: self.languages[code] for code in sorted(self.languages)} if self.languages else None
 
     @property
     def counts_cache(self) -> str:
@@ -304,7 +373,11 @@ TokenizerConfig = make_dataclass(
 )
 # The keys that decide a version's merges: the same data with the same values trains the same (the
 # data itself is compared by its fingerprint).
-TRAINING_KEYS = tuple(dict.fromkeys(s.key.split(".")[0] for s in CONFIG_SETTINGS if s.merges and s.name != "files"))
+# The inputs (`data`, `languages`) are compared by their content's fingerprint instead.
+TRAINING_KEYS = tuple(
+    dict.fromkeys(s.key.split(".")[0] for s in CONFIG_SETTINGS if s.merges and s.name not in ("files", "languages"))
+)
+LANGUAGE_SETTINGS = ("mix", *PARITY_KEYS)
 _KEYS = tuple(f.name for f in fields(TokenizerConfig) if f.name != "source")
 
 
@@ -352,16 +425,25 @@ def load_config(path: str | Path, overrides: dict | None = None, environ: dict |
             if key not in _KEYS:
                 raise SettingsError(f"{where}: unknown parameter {key!r}")
             values[key] = value
+            if key in ("data", "languages"):  # a run's inputs replace the configuration's, either kind
+                values.pop("languages" if key == "data" else "data", None)
+    if values.get("languages") not in (None, {}):  # text by language instead of `data`
+        if values.get("data") not in (None, "", []):
+            raise SettingsError(f"{where}: languages: replaces data (the text by language); give one of them")
+        values["data"] = None
     for setting in CONFIG_SETTINGS:
-        if setting.required and values.get(setting.key) in (None, "", []):
-            raise SettingsError(f"{where}: {setting.key}: required")
+        if setting.required and values.get(setting.key) in (None, "", []) and not values.get("languages"):
+            raise SettingsError(f"{where}: {setting.key}: required (or languages: the text by language)")
     if values.get("base") and "pattern" not in values:
         values["pattern"] = None  # the base's
     elif "pattern" not in values:
         values["pattern"] = DEFAULT_PATTERN
     checked = {key: _checked(where, key, value) for key, value in values.items()}
     cfg = TokenizerConfig(**checked, source=where)
-    if cfg.demo_corpus and (len(cfg.data) != 1 or "://" in cfg.data[0]):
+    if cfg.languages is None and any(value != SETTING[name].default for name, value in cfg.language_settings().items()):
+        name = next(n for n, v in cfg.language_settings().items() if v != SETTING[n].default)
+        raise SettingsError(f"{where}: {IN_KEYS(name)}: needs text by language (languages:)")
+    if cfg.demo_corpus and (cfg.data is None or len(cfg.data) != 1 or "://" in cfg.data[0]):
         raise SettingsError(f"{where}: demo_corpus: true needs `data` to be one local directory, got {cfg.data}")
     if cfg.base is None:
         cfg.settings()  # what no key can say alone (a transition within the vocabulary); with a base, once loaded
@@ -388,16 +470,21 @@ def _value(where: str, setting: Setting, value: Any) -> Any:
         raise in_file(exc, where) from None
     if isinstance(value, str) and setting.type == list[str]:
         return [value]  # `data: corpus/`: one path (a check refuses one string for any other list)
+    if setting.type == dict[str, list[str]] and value is not None:  # `languages:`: code -> path(s), sorted
+        return {code: [value[code]] if isinstance(value[code], str) else list(value[code]) for code in sorted(value)}
     if setting.type is float and value is not None:
         return float(value)
     return list(value) if isinstance(value, list) else value
 
 
 def _section(where: str, key: str, value: Any):
-    """A section (`superwords:`, `retention:`, `alerts:`): null is its default (None for one that
-    turns something on, the section's defaults otherwise), a mapping is checked key by key."""
+    """A section (`superwords:`, `parity:`, `retention:`, `alerts:`): null is its default (None for
+    one that turns something on, the section's defaults otherwise), a mapping is checked key by
+    key; `true` turns a section on with its defaults, `false` leaves it off."""
     cls = SECTION_CLASSES[key]
     switch = key in BY_KEY
+    if switch and isinstance(value, bool):
+        value = {} if value else None
     if value is None:
         return None if switch else cls()
     if isinstance(value, cls):

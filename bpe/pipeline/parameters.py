@@ -73,6 +73,8 @@ def overrides(settings: BaseModel | dict | None, single: dict[str, Any]) -> dict
         settings = RunSettings(**settings)
     given = settings.model_dump(exclude_unset=True) if settings is not None else {}
     given = {key: value for key, value in given.items() if value is not None}
+    # a section given on its own (`parity`, `superwords`) arrives as its model once Prefect has checked it
+    single = {k: v.model_dump(exclude_unset=True) if isinstance(v, BaseModel) else v for k, v in single.items()}
     return {**given, **{key: value for key, value in single.items() if value is not None}}
 
 

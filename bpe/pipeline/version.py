@@ -8,6 +8,7 @@ from bpe.counting import CountStats
 from bpe.distributed.count_tasks import ShardCount
 from bpe.errors import InputError
 from bpe.extend import Base
+from bpe.languages import LanguagePlan
 from bpe.manifest import Manifest, TokenizerSection
 from bpe.pipeline.config import TRAINING_KEYS, TokenizerConfig
 from bpe.pipeline.store import MAIN, VersionStore
@@ -42,11 +43,13 @@ def version_manifest(
     prefect: dict,
     started: float,
     base: Base | None = None,
+    languages: LanguagePlan | None = None,
 ) -> Manifest:
     """Everything `bpe versions`, the reports and the next run need to know about a version (with
     the `base` it was trained from: where it came from and its digest). `started`: when the flow
-    run began (`time.perf_counter()`), its total time is from then."""
-    manifest = build_manifest(cfg.settings(base), run, started, base)
+    run began (`time.perf_counter()`), its total time is from then. `languages`: a multilingual
+    run's plan, its stats filled (the manifest's `languages` section)."""
+    manifest = build_manifest(cfg.settings(base), run, started, base, languages)
     manifest.name = cfg.name
     manifest.version = version
     manifest.settings.holdout_fraction = cfg.holdout_fraction

@@ -1,0 +1,107 @@
+"""A multilingual run's word buckets on the Dask workers, from each language's own buckets (counted
+apart, `count_tasks.count_languages_on_dask`): what each language holds, its mixture multiplier
+applied on the workers, and the buckets the merge loop is given.
+
+- Plain BPE (with or without a mixture): bucket b is the sum over languages of each language's
+  bucket b times its multiplier, exactly the local engine's weighted sum split by the same stable
+  hash, so the plain merge loop runs unchanged on it.
+- Parity-aware BPE: the languages' buckets stay apart (each multiplied by its multiplier), and the
+  driver knows each bucket's language, to add its deltas to that language's pair counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from bpe.counting import CountStats
+from bpe.engine.count import COUNT_LIMIT, WordCounts
+from bpe.languages import LanguagePlan, LanguageStats, language_error
+from bpe.mixture import weighted, weighted_sum
+
+# ---------------------------------------------------------------------------------------------
+# Tasks that run on workers.
+
+
+def bucket_summary(counts: WordCounts) -> tuple[int, int, int]:
+    """A bucket's unique words, its word occurrences (counts summed) and the bytes of all of them
+    (count x length, summed; within int64: the bytes of the text that was counted)."""
+    return len(counts), counts.total, int(counts.counts @ np.diff(counts.offsets))
+
+
+def multiply_counts(counts: WordCounts, multiplier: int) -> WordCounts:
+    """One language's bucket with its counts multiplied by the language's mixture multiplier."""
+    return weighted([counts], [multiplier])[0]
+
+
+def sum_languages(multipliers: Sequence[int], *parts: WordCounts) -> WordCounts:
+    """One hash bucket of every language (in code order), each multiplied by its language's
+    multiplier, summed into one (a word in several languages sums its weighted counts)."""
+    return weighted_sum(parts, multipliers)
+
+
+# ---------------------------------------------------------------------------------------------
+# The client side.
+
+
+@dataclass
+class LanguageBuckets:
+    """The word buckets the merge loop is given (futures of WordCounts), each language's word
+    occurrences in them (its counts summed, times its multiplier) and, for a parity run, each
+    bucket's language index and the groups of buckets a holder holds together, hash bucket b of
+    every language (None: the languages are summed)."""
+
+    buckets: list
+    occurrences: list[int]
+    languages: list[int] | None = None
+    groups: list[list[int]] | None = None
+
+
+def language_buckets(
+    client, buckets: Sequence[Sequence], stats: Sequence[CountStats], plan: LanguagePlan
+) -> LanguageBuckets:
+    """From each language's buckets (`buckets[i][b]`, futures) and statistics, fill `plan.stats`
+    (documents, bytes, words, unique words, multiplier), check the mixture's weighted counts
+    against what the merge loop counts exactly, and make the merge loop's buckets on the workers."""
+    summaries = client.gather([[client.submit(bucket_summary, f) for f in language] for language in buckets])
+    plan.stats = [
+        LanguageStats(code, s.documents, s.bytes, s.pretokens, unique_words=sum(words for words, _, _ in summary))
+        for code, s, summary in zip(plan.codes, stats, summaries, strict=True)
+    ]
+    multipliers = (1,) * len(plan.codes)
+    if plan.mix is not None:
+        multipliers = tuple(plan.mix.multipliers([s.bytes for s in plan.stats], plan.codes))
+        check_weighted_occurrences([sum(n for _, _, n in summary) for summary in summaries], multipliers)
+    for language, multiplier in zip(plan.stats, multipliers, strict=True):
+        language.multiplier = multiplier
+    occurrences = [m * sum(n for _, n, _ in summary) for m, summary in zip(multipliers, summaries, strict=True)]
+    if plan.parity is not None:
+        made, languages = [], []
+        for i, (language, multiplier) in enumerate(zip(buckets, multipliers, strict=True)):
+            made += language if multiplier == 1 else [client.submit(multiply_counts, f, multiplier) for f in language]
+            languages += [i] * len(language)
+        n_buckets = len(buckets[0])
+        groups = [[i * n_buckets + b for i in range(len(buckets))] for b in range(n_buckets)]
+        return LanguageBuckets(made, occurrences, languages, groups)
+    n_buckets = len(buckets[0]) if buckets else 0
+    summed = [
+        client.submit(sum_languages, multipliers, *[language[b] for language in buckets], pure=False)
+        for b in range(n_buckets)
+    ]
+    return LanguageBuckets(summed, occurrences)
+
+
+def check_weighted_occurrences(occurrences: Sequence[int], multipliers: Sequence[int]) -> None:
+    """Refuse, in one line naming the mixture, multipliers that take the bytes of all word
+    occurrences (`occurrences`: each language's, unweighted), each counted `multiplier` times, to
+    COUNT_LIMIT or past it: `bpe.mixture.check_weighted_limit` over counts held on the workers."""
+    exact = sum(m * n for m, n in zip(multipliers, occurrences, strict=True))
+    if exact >= COUNT_LIMIT:
+        raise language_error(
+            "mix",
+            f"the multipliers {', '.join(map(str, multipliers))} make the bytes of all word occurrences "
+            f"come to {exact:,}, past the {COUNT_LIMIT:,} (2**62, half of what int64 holds) that the merge "
+            "loop's pair counts can take; use weights closer to each other, or less text",
+        )

@@ -1,0 +1,124 @@
+"""A multilingual configuration in the pipeline (`languages:`, `mix:`, `parity:`): each language's
+shards found and counted apart (a shard's counts are cached by its content, so a new shard of one
+language is the only one counted on the next run), what was counted of each language, and the
+mixture multipliers that weigh each shard's counts as its word buckets are built on the workers.
+
+Parity-aware merges are chosen one at a time against the dev set: the flow learns them in its own
+process (`learn_parity_merges`) over each language's counts, read from the count cache.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from bpe.counting import CountStats
+from bpe.distributed.count_tasks import ShardCount, read_counts
+from bpe.distributed.driver import DistributedMerge
+from bpe.engine.compilation import CompileWatch
+from bpe.engine.count import WordCounts, release_memory
+from bpe.engine.replay import BaseMerges
+from bpe.language_plan import check_counted, make_plan
+from bpe.languages import LanguagePlan, LanguageStats
+from bpe.mixture import check_weighted_bytes, weighted
+from bpe.pipeline.config import TokenizerConfig
+from bpe.progress import ProgressFn
+from bpe.settings import Settings
+from bpe.training import merge_threads_for
+
+
+def language_plan(cfg: TokenizerConfig, settings: Settings) -> LanguagePlan | None:
+    """The plan of a configuration with `languages:` (None without): its mixture, its parity rule
+    and its dev set, read as `settings` split text. Errors name the file and the key."""
+    from bpe.errors import SettingsError
+    from bpe.pipeline.config import in_file
+
+    inputs = cfg.language_inputs()
+    if inputs is None:
+        return None
+    try:
+        return make_plan(
+            list(inputs), settings.pretokenizer, cfg.text_column, settings.superwords, **cfg.language_settings()
+        )
+    except SettingsError as exc:
+        raise in_file(exc, cfg.source) from None
+
+
+def by_language(counted: Sequence[ShardCount], codes: Sequence[str]) -> list[list[ShardCount]]:
+    """The counted shards of each language, in the order of `codes` (each shard knows its language)."""
+    return [[c for c in counted if c.shard.get("language") == code] for code in codes]
+
+
+def count_languages(plan: LanguagePlan, counted: Sequence[ShardCount]) -> tuple[int, ...]:
+    """Fill `plan.stats` from the shards' counts (unique words per language are not known until
+    the languages' words are summed: None) and return each language's mixture multiplier."""
+    plan.stats = []
+    for code, shards in zip(plan.codes, by_language(counted, plan.codes), strict=True):
+        total = CountStats()
+        for shard in shards:
+            total.add(shard.stats)
+        plan.stats.append(LanguageStats(code, total.documents, total.bytes, total.pretokens, unique_words=None))
+    check_counted(plan, [[c.shard["path"] for c in shards] for shards in by_language(counted, plan.codes)])
+    if plan.mix is None:
+        return (1,) * len(plan.codes)
+    multipliers = plan.mix.multipliers([s.bytes for s in plan.stats], plan.codes)
+    check_weighted_bytes([s.bytes for s in plan.stats], multipliers)
+    for stats, multiplier in zip(plan.stats, multipliers, strict=True):
+        stats.multiplier = multiplier
+    return multipliers
+
+
+def shard_multipliers(plan: LanguagePlan, counted: Sequence[ShardCount], multipliers: Sequence[int]) -> list[int]:
+    """Each counted shard's multiplier: its language's."""
+    of = dict(zip(plan.codes, multipliers, strict=True))
+    return [of[c.shard["language"]] for c in counted]
+
+
+def parity_merges(
+    plan: LanguagePlan,
+    counted: Sequence[ShardCount],
+    multipliers: Sequence[int],
+    settings: Settings,
+    base: BaseMerges | None = None,
+    progress: ProgressFn | None = None,
+) -> DistributedMerge:
+    """Parity-aware merges in this process over each language's counts, summed from its shards'
+    cached counts (each file read only if it holds the bytes checked) and weighted by `multipliers`;
+    fills each language's unique words."""
+    from bpe.engine.parity import learn_parity_merges
+
+    started = time.perf_counter()
+    per_language = []
+    for stats, shards in zip(plan.stats, by_language(counted, plan.codes), strict=True):
+        counts = WordCounts.combine([read_counts(c.counts, c.expected("counts")) for c in shards])
+        stats.unique_words = len(counts)
+        per_language.append(counts)
+    per_language = weighted(per_language, multipliers)
+    release_memory()
+    words = sum(len(c) for c in per_language)
+    threads = merge_threads_for(words)
+    built = time.perf_counter() - started
+    with CompileWatch() as compiles:
+        done = [0]
+
+        def report(n: int) -> None:
+            done[0] += n
+            if progress is not None:
+                progress("merge", done[0], settings.n_merges())
+
+        t0 = time.perf_counter()
+        merged = learn_parity_merges(
+            per_language,
+            settings.n_merges(),
+            plan.parity,
+            dev=plan.dev,
+            tie_break=settings.tie_break,
+            min_frequency=settings.min_frequency,
+            max_token_length=settings.max_token_length,
+            threads=threads,
+            base=base,
+            progress=report,
+        )
+        loop = time.perf_counter() - t0
+    engine = {"engine": "local", "threads": threads, "merge_threads": threads, "rounds": merged.rounds}
+    return DistributedMerge(merged, engine, words, built, compiles.seconds, max(loop - compiles.seconds, 0.0))
