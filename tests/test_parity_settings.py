@@ -138,3 +138,17 @@ def test_the_command_trains_with_parity_and_also_saves_the_first_merges(dev, tmp
     assert small.merges == train(texts=TEXTS, parity_dev=str(dev), vocab_size=300, pattern=PATTERN).merges
     record = json.loads((out / "manifest.json").read_text())["languages"]
     assert record["parity"]["dev"]["path"] == str(dev) and record["codes"] == CODES
+
+
+def test_the_dev_set_is_part_of_the_datas_fingerprint(dev, tmp_path):
+    """Parity's merges depend on the dev set: another dev set is other data to the pipeline's
+    "no new data" check, which compares fingerprints."""
+    files = {}
+    for code, texts in TEXTS.items():
+        (tmp_path / f"{code}.txt").write_text("\n".join(texts), encoding="utf-8")
+        files[code] = str(tmp_path / f"{code}.txt")
+    options = {"files": files, "text_format": "lines", "parity_dev": str(dev), "vocab_size": 300}
+    before = train(**options).manifest.data.fingerprint
+    assert train(**options).manifest.data.fingerprint == before
+    (dev / "hin.txt").write_text("किताब मेज़ पर है।\n", encoding="utf-8")
+    assert train(**options).manifest.data.fingerprint != before
