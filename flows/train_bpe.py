@@ -23,6 +23,7 @@ from bpe import storage
 from bpe.distributed.client import dask_client, ready_workers, share_client
 from bpe.engine.replay import BaseMerges
 from bpe.extend import load_base
+from bpe.language_plan import dev_fingerprints
 from bpe.pipeline.alerts import send_gini_alert
 from bpe.pipeline.config import TRAINING_KEYS, load_config
 from bpe.pipeline.demo import write_demo_corpus
@@ -91,7 +92,7 @@ def train_bpe(
     else:  # each shard knows its language; its counts are cached by its content alone
         inputs = cfg.language_inputs()
         shards = [{**shard, "language": code} for code in plan.codes for shard in discover_shards(inputs[code])]
-    fingerprint = data_fingerprint(shards)
+    fingerprint = data_fingerprint(shards + dev_fingerprints(plan))  # a changed dev set is new data too
     store = VersionStore(cfg.artifact_root, cfg.name)
     record_counts_in_use(cfg, shards, training, logger.warning)
     unchanged = unchanged_since(store, fingerprint, cfg, base)

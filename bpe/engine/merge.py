@@ -46,6 +46,7 @@ class MergeResult:
     stop_reason: str  # "vocab_size", "min_frequency", "max_token_length", "superword_rules" or "no_pairs"
     seconds: float
     tokens_after: int = 0  # pre-token occurrences encode to this many tokens with all merges
+    languages: np.ndarray | None = None  # parity-aware merges: the language each served (-1: global); else None
 
     def __len__(self) -> int:
         return len(self.merges)

@@ -410,6 +410,21 @@ def _append_token(state, a, b):
 
 
 @njit(cache=True)
+def queue_add_token(state, a, b):
+    """(state, the id of a new token made of the bytes of a then b): a merge another queue chose
+    (parity-aware merges keep a queue per language, and every queue knows every token)."""
+    state = _grow(state, 0, 0, 1, state.tok_len[a] + state.tok_len[b])
+    return state, _append_token(state, a, b)
+
+
+@njit(cache=True)
+def queue_best_count(state):
+    """(state, the count of the pair that would be merged next: 0 when no pair is left)."""
+    state = _grow(state, 0, 1, 0, 0)
+    return state, _peek(state)
+
+
+@njit(cache=True)
 def _add_tokens(state, merges):
     for k in range(len(merges)):
         a, b = merges[k, 0], merges[k, 1]

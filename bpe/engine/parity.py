@@ -6,11 +6,45 @@ the deltas of that language's word tables (slices on threads, buckets on Dask wo
 
 Languages are always held in the order of their codes (`arb` before `eng`); a tie between
 languages goes to the first. A tie between pairs follows the run's `tie_break`.
+
+The choice is Hugging Face's `ParityBpeTrainer` (tokenizers 0.23.3, `do_train`) exactly: the first
+`global_merges` merges take the best pair of the counts summed over languages; a language with no
+pair left that may be merged (none at all, none `max_token_length` allows, or none of
+`min_frequency`) is exhausted and never served again, and the run ends when all are. The window
+variant counts every choice in its window, even one whose language then proves exhausted. Where
+Hugging Face's window loop would never end (the greatest language left is one it already passed
+over: every language it may still serve is exhausted), the language of index 0 is served, as its
+loop's first candidate; it is exhausted, so that choice only moves the window on.
+
+Two languages, one merge each in turn (their dev sets tie, so the first goes first):
+
+>>> from bpe.engine.count import WordCounts
+>>> words = [WordCounts.from_dict({b"aabb": 10}), WordCounts.from_dict({b"ccdd": 10})]
+>>> result = learn_parity_merges(words, 4, ParityRule(), dev=words)
+>>> result.merges.tolist(), result.languages.tolist()
+([[98, 98], [100, 100], [97, 256], [99, 257]], [0, 1, 0, 1])
 """
 
 from __future__ import annotations
 
+import math
+import time
+from collections import namedtuple
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+from numba.typed import List
+
+from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below are cached)
+from bpe.engine.count import WordCounts
+from bpe.engine.errors import SettingsError
+from bpe.engine.interrupts import holds_interrupts
+from bpe.engine.merge import MergeResult, ProgressCallback, drive, finish, first_id
+from bpe.engine.pair_queue import PairQueue, queue_add_deltas, queue_add_token, queue_best_count, queue_next_round
+from bpe.engine.replay import BaseMerges
+from bpe.engine.word_table import WordTable, words_apply_merges, words_take_deltas
 
 VARIANTS = ("base", "window")
 
@@ -30,3 +64,425 @@ class ParityRule:
     window: int = 100
     alpha: float = 2.0
     ratio: tuple[float, ...] | None = None
+
+
+def check_rule(rule: ParityRule, n_languages: int, dev: Sequence[WordCounts] | None = None) -> None:
+    """Refuse, in one line naming the setting, a rule the engine cannot follow."""
+    if n_languages < 1:
+        raise SettingsError("parity-aware merges need at least one language", parameter="languages")
+    if rule.variant not in VARIANTS:
+        raise SettingsError(lambda s: s.expected("parity_variant", f"one of {', '.join(VARIANTS)}", rule.variant),
+                            parameter="parity_variant")  # fmt: skip
+    if type(rule.global_merges) is not int or rule.global_merges < 0:
+        raise SettingsError(lambda s: s.expected("global_merges", "an integer >= 0", rule.global_merges),
+                            parameter="global_merges")  # fmt: skip
+    if type(rule.window) is not int or rule.window < 1:
+        raise SettingsError(lambda s: s.expected("parity_window", "an integer >= 1 (merges)", rule.window),
+                            parameter="parity_window")  # fmt: skip
+    if not (isinstance(rule.alpha, (int, float)) and math.isfinite(rule.alpha) and rule.alpha > 0):
+        raise SettingsError(lambda s: s.expected("parity_alpha", "a number above 0", rule.alpha),
+                            parameter="parity_alpha")  # fmt: skip
+    if rule.ratio is not None:
+        ratio = tuple(rule.ratio)
+        if len(ratio) != n_languages or not all(
+            isinstance(r, (int, float)) and math.isfinite(r) and r > 0 for r in ratio
+        ):
+            raise SettingsError(lambda s: s.expected("parity_ratio", f"{n_languages} positive ratios, one per "
+                                                     "language", ratio), parameter="parity_ratio")  # fmt: skip
+    if dev is not None and len(dev) != n_languages:
+        raise SettingsError(lambda s: f"{s.parity_dev}: expected dev text for each of the {n_languages} languages, "
+                            f"got {len(dev)}", parameter="parity_dev")  # fmt: skip
+
+
+def refuse_superwords() -> None:
+    """Parity-aware merges and superwords do not go together: a superword run's second stage
+    counts other words than its first, and the parity rule would need both per language."""
+    raise SettingsError(lambda s: f"{s.on('superwords')}: a superword tokenizer cannot be trained with parity-aware "
+                        f"merges ({s.on('parity')}); drop one of them", parameter="superwords")  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# The choice, compiled: a ParityState is what the choice reads and keeps.
+# lengths: each language's dev tokens (or training tokens, without a dev set). tokens: each
+# language's training tokens now; initial: at the first choice (ratio targets). ratio: the targets
+# (ones without). closed: 0 open, 1 exhausted, 2 exhausted with a pair below min_frequency left.
+# recent: the window's choices, a ring; recent_count: each language's choices in it.
+# meta: the counters below; threshold: [alpha / languages].
+ParityState = namedtuple(
+    "ParityState", ["lengths", "tokens", "initial", "ratio", "closed", "recent", "recent_count", "meta", "threshold"]
+)
+
+# Entries of meta: merges made, the variant (0 base, 1 window), global merges, the window, the ring's
+# next slot, choices in the ring, what drives the choice (below), exhausted languages, whether the
+# initial tokens are taken, whether a global queue follows the languages' queues, and why the run
+# stopped early (0: it has not; 1: the global phase found no pair; 2: only pairs below min_frequency).
+_MADE, _VARIANT, _GLOBAL, _WINDOW, _HEAD, _FILLED, _MODE, _N_CLOSED, _STARTED, _HAS_GLOBAL, _STOPPED = range(11)
+_META_SIZE = _STOPPED + 1
+_DEV, _TRAINING, _RATIO = 0, 1, 2  # modes: dev tokens, training tokens, training compression / ratio
+GLOBAL = -1  # the language a global merge serves
+_NONE = -2  # no merge left: every language exhausted
+_INT64_MIN = np.iinfo(np.int64).min
+
+
+@njit(cache=True)
+def _window_pick(values, lowest, recent_count, window, threshold):
+    """Hugging Face's `select_language_window`: the greatest value (ties to the lower index) whose
+    language made at most `threshold` of the window's choices; else the next greatest; with every
+    language over, the last tried. Exhausted languages hold `lowest`, so the first candidate left
+    once only they remain is 0; where that one was passed over already (Hugging Face's loop would
+    never end), it is returned."""
+    n = len(values)
+    masked = np.zeros(n, dtype=np.bool_)
+    left = n
+    while True:
+        best = 0
+        best_value = lowest
+        for i in range(n):
+            if not masked[i] and values[i] > best_value:
+                best = i
+                best_value = values[i]
+        if masked[best]:
+            return best
+        if recent_count[best] / window <= threshold:
+            return best
+        masked[best] = True
+        left -= 1
+        if left == 0:
+            return best
+
+
+@njit(cache=True)
+def _choose(ps):
+    """The language the next merge serves: GLOBAL in the global phase, _NONE when all are exhausted.
+    A window choice joins the window here, whether or not its language proves exhausted."""
+    meta, closed = ps.meta, ps.closed
+    n = len(closed)
+    if meta[_STOPPED] != 0 or meta[_N_CLOSED] >= n:
+        return _NONE
+    if meta[_MADE] < meta[_GLOBAL]:
+        return GLOBAL
+    window = meta[_VARIANT] == 1
+    language = -1
+    if meta[_MODE] == _RATIO:
+        adjusted = np.empty(n, dtype=np.float64)
+        for i in range(n):  # Hugging Face: compression = initial / current; adjusted = compression / ratio
+            adjusted[i] = (ps.initial[i] / ps.tokens[i]) / ps.ratio[i] if ps.tokens[i] > 0 else np.nan
+        if window:
+            values = np.empty(n, dtype=np.float64)
+            for i in range(n):
+                values[i] = -np.inf if closed[i] else -adjusted[i]
+            language = _window_pick(values, -np.inf, ps.recent_count, meta[_WINDOW], ps.threshold[0])
+        else:
+            best = np.inf
+            for i in range(n):
+                if not closed[i] and adjusted[i] < best:
+                    language = i
+                    best = adjusted[i]
+            for i in range(n):  # no language has a compression (no text): the first open one
+                if language < 0 and not closed[i]:
+                    language = i
+    else:
+        if window:
+            values = np.empty(n, dtype=np.int64)
+            for i in range(n):
+                values[i] = _INT64_MIN if closed[i] else ps.lengths[i]
+            language = _window_pick(values, _INT64_MIN, ps.recent_count, meta[_WINDOW], ps.threshold[0])
+        else:
+            longest = _INT64_MIN
+            for i in range(n):
+                if not closed[i] and ps.lengths[i] > longest:
+                    language = i
+                    longest = ps.lengths[i]
+    if window:
+        ring = ps.recent
+        if meta[_FILLED] == meta[_WINDOW]:
+            ps.recent_count[ring[meta[_HEAD]]] -= 1
+        else:
+            meta[_FILLED] += 1
+        ring[meta[_HEAD]] = language
+        ps.recent_count[language] += 1
+        meta[_HEAD] = (meta[_HEAD] + 1) % meta[_WINDOW]
+    return language
+
+
+@njit(cache=True)
+def parity_next_merge(queues, dev, ps, min_frequency):
+    """The next merge as a row (a, b, new id, count) and the language it serves (GLOBAL for a
+    global merge; _NONE, with a row of zeros, when every language is exhausted). The new token is
+    made in every queue, and the merge is applied to the dev words, whose token counts follow.
+    `queues`: one queue state per language, then the global queue's; `dev`: one word state per
+    language (or none)."""
+    meta = ps.meta
+    n = len(ps.closed)
+    if meta[_STARTED] == 0:
+        meta[_STARTED] = 1
+        ps.initial[:] = ps.tokens
+        for i in range(n):  # ratio targets serve by compression, which a language without text has none of
+            if meta[_MODE] == _RATIO and ps.tokens[i] == 0:
+                ps.closed[i] = 1
+                meta[_N_CLOSED] += 1
+    while True:
+        language = _choose(ps)
+        if language == _NONE:
+            return np.zeros(4, dtype=np.int64), _NONE
+        q = n if language == GLOBAL else language
+        state, batch = queue_next_round(queues[q], 1, min_frequency)
+        if len(batch) == 0:
+            state, best = queue_best_count(state)
+            queues[q] = state
+            if language == GLOBAL:  # as Hugging Face: no global pair, no merge at all
+                meta[_STOPPED] = 2 if best > 0 else 1
+            elif ps.closed[language] == 0:  # the window variant may choose an exhausted language again
+                ps.closed[language] = 2 if best > 0 else 1
+                meta[_N_CLOSED] += 1
+            continue
+        queues[q] = state
+        a, b = batch[0, 0], batch[0, 1]
+        global_next = meta[_HAS_GLOBAL] != 0 and meta[_MADE] + 1 < meta[_GLOBAL]
+        for other in range(len(queues)):
+            if other != q and (other < n or global_next):
+                state, _ = queue_add_token(queues[other], a, b)
+                queues[other] = state
+        merge = batch[:, :3].copy()
+        for i in range(len(dev)):
+            state = words_apply_merges(dev[i], merge)
+            keys, deltas = words_take_deltas(state)
+            dev[i] = state
+            ps.lengths[i] += deltas.sum()  # a merge takes one pair from its word per token it saves
+        meta[_MADE] += 1
+        return batch[0].copy(), language
+
+
+@njit(cache=True)
+def parity_add(queues, ps, language, keys, deltas):
+    """Add pair-count deltas of `language`'s words to its queue (and to the global queue while a
+    global merge is to come). After the first merge they also move the language's training tokens:
+    a merge saves as many tokens as it takes pairs (deltas summed)."""
+    if len(keys) == 0:
+        return
+    meta = ps.meta
+    queues[language] = queue_add_deltas(queues[language], keys, deltas)
+    if meta[_HAS_GLOBAL] != 0 and meta[_MADE] < meta[_GLOBAL]:
+        g = len(ps.closed)
+        queues[g] = queue_add_deltas(queues[g], keys, deltas)
+    if meta[_MADE] > 0:
+        change = deltas.sum()
+        ps.tokens[language] += change
+        if meta[_MODE] == _TRAINING:
+            ps.lengths[language] += change
+
+
+@njit(cache=True)
+def _empty_list(like):
+    """An empty typed list for items of the type of `like` (made in a cached kernel: numba's own
+    list methods, called from Python, compile in every process)."""
+    out = List()
+    out.append(like)
+    out.pop()
+    return out
+
+
+@njit(cache=True)
+def _append(items, item):
+    items.append(item)
+
+
+def _states(states: list, like) -> List:
+    """The kernel states `states` (each of the type of `like`) as a typed list, for a kernel to loop over."""
+    items = _empty_list(like)
+    for state in states:
+        _append(items, state)
+    return items
+
+
+class ParityQueues:
+    """The count side of parity-aware merges, for a driver that holds the words elsewhere (word
+    slices on threads, buckets on Dask workers): a pair queue per language (and a global one while
+    `rule.global_merges` are to come), the language choice, and the dev set's words, on which each
+    merge is replayed. Languages are indices 0, 1, ... in the order of their codes.
+
+    A driver: `add` each language's initial pair counts (each bucket's `take_deltas()`, to its
+    language), and `set_training_tokens` for each language (needed with ratio targets or without a
+    dev set); then repeat: `next_merge(min_frequency)` gives a merge row (a, b, new id, count) and
+    the language served (GLOBAL = -1 for a global merge), or None when every language is exhausted;
+    broadcast (a, b, new id) to every bucket of every language; `add` each bucket's deltas to its
+    bucket's language. The deltas of every bucket must be in before the next `next_merge`.
+    """
+
+    @holds_interrupts
+    def __init__(
+        self,
+        n_languages: int,
+        rule: ParityRule,
+        *,
+        dev: Sequence[WordCounts] | None = None,
+        tie_break: str = "bytes",
+        max_token_length: int | None = None,
+        base: BaseMerges | None = None,
+    ) -> None:
+        """`dev`: the dev set's words, one `WordCounts` per language (ignored with ratio targets:
+        they replace it, as in Hugging Face's trainer); None: choose by training tokens."""
+        check_rule(rule, n_languages, dev)
+        self.rule = rule
+        self.n_languages = n_languages
+        has_global = rule.global_merges > 0
+        queues = [PairQueue(tie_break, max_token_length) for _ in range(n_languages + has_global)]
+        if base is not None:
+            for queue in queues:
+                queue.add_tokens(base.merges)
+        self._queues = _states([queue._state for queue in queues], queues[0]._state)
+        mode = _RATIO if rule.ratio is not None else _DEV if dev is not None else _TRAINING
+        dev_tables = [WordTable(words, base) for words in dev] if mode == _DEV else []
+        for table in dev_tables:
+            table.take_deltas()  # the initial counts: the dev words' pairs are never chosen from
+        self._dev = _states([table._state for table in dev_tables], WordTable(WordCounts.empty())._state)
+        meta = np.zeros(_META_SIZE, dtype=np.int64)
+        meta[_VARIANT] = VARIANTS.index(rule.variant)
+        meta[_GLOBAL] = rule.global_merges
+        meta[_WINDOW] = rule.window
+        meta[_MODE] = mode
+        meta[_HAS_GLOBAL] = has_global
+        lengths = np.array([table.token_count() for table in dev_tables] or [0] * n_languages, dtype=np.int64)
+        ratio = np.array(rule.ratio if rule.ratio is not None else [1.0] * n_languages, dtype=np.float64)
+        self._state = ParityState(
+            lengths,
+            np.zeros(n_languages, dtype=np.int64),
+            np.zeros(n_languages, dtype=np.int64),
+            ratio,
+            np.zeros(n_languages, dtype=np.int64),
+            np.zeros(rule.window if rule.variant == "window" else 1, dtype=np.int64),
+            np.zeros(n_languages, dtype=np.int64),
+            meta,
+            np.array([rule.alpha / n_languages], dtype=np.float64),
+        )
+        self._tokens_set = np.zeros(n_languages, dtype=bool)
+
+    @holds_interrupts
+    def add(self, language: int, keys: np.ndarray, deltas: np.ndarray) -> None:
+        """Pair-count deltas (`WordTable.take_deltas()`) of words of `language`."""
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        deltas = np.ascontiguousarray(deltas, dtype=np.int64)
+        parity_add(self._queues, self._state, int(language), keys, deltas)
+
+    def set_training_tokens(self, language: int, tokens: int) -> None:
+        """The training tokens of `language` as they stand (count x length over its words, all
+        buckets): needed with ratio targets and without a dev set. The deltas added after each merge
+        keep it current, so it is set once, before the first merge (or again at any time)."""
+        self._state.tokens[language] = tokens
+        if self._state.meta[_MODE] == _TRAINING:
+            self._state.lengths[language] = tokens
+        self._tokens_set[language] = True
+
+    @holds_interrupts
+    def next_merge(self, min_frequency: int = 1) -> tuple[np.ndarray, int] | None:
+        """The next merge (a, b, new id, count) and the language it serves (GLOBAL: a global merge),
+        made in every queue and replayed on the dev set; None when no language has a merge left."""
+        state = self._state
+        if state.meta[_MODE] != _DEV and state.meta[_STARTED] == 0 and not self._tokens_set.all():
+            missing = int(np.flatnonzero(~self._tokens_set)[0])
+            raise ValueError(f"set_training_tokens was not called for language {missing}: the choice needs it")
+        row, language = parity_next_merge(self._queues, self._dev, state, max(int(min_frequency), 1))
+        return None if language == _NONE else (row, int(language))
+
+    def lend(self, loop, *args) -> tuple:
+        """Run `loop(queues, dev, state, *args)`, a compiled loop of merges over this object's
+        kernel states (the local engine's)."""
+        return loop(self._queues, self._dev, self._state, *args)
+
+    @property
+    def merges_made(self) -> int:
+        return int(self._state.meta[_MADE])
+
+    def training_tokens(self) -> np.ndarray:
+        """Each language's training tokens as they stand (as set, then moved by the deltas)."""
+        return self._state.tokens.copy()
+
+    def dev_tokens(self) -> np.ndarray | None:
+        """Each language's dev tokens as they stand (None without a dev set)."""
+        return self._state.lengths.copy() if self._state.meta[_MODE] == _DEV else None
+
+    def stop_reason(self, done: int, wanted: int) -> str:
+        """Why the merges stopped after `done` of `wanted`, as `merge.stop_reason` says it: a pair
+        below min_frequency was left in an exhausted language ("min_frequency"), only pairs too long
+        to merge were ("max_token_length"), or none ("no_pairs")."""
+        if done >= wanted:
+            return "vocab_size"
+        if self._state.meta[_STOPPED] == 2 or (self._state.closed == 2).any():
+            return "min_frequency"
+        if any((queue.counts[:, 1] > 0).any() for queue in self._queues):
+            return "max_token_length"
+        return "no_pairs"
+
+
+def learn_parity_merges(
+    counts: Sequence[WordCounts],
+    n_merges: int,
+    rule: ParityRule,
+    *,
+    dev: Sequence[WordCounts] | None = None,
+    tie_break: str = "bytes",
+    min_frequency: int = 1,
+    max_token_length: int | None = None,
+    threads: int = 1,
+    base: BaseMerges | None = None,
+    progress: ProgressCallback | None = None,
+) -> MergeResult:
+    """Up to `n_merges` parity-aware merges over the languages' word counts (`counts`, one per
+    language in the order of their codes), in one process. `dev`: the dev set's words, one per
+    language (None: ratio targets, or training tokens, choose). The result's `languages` holds the
+    language each merge served (GLOBAL = -1 for a global merge). `threads`: each language's words
+    are split into that many slices by their stable hash (the Dask engine's buckets), the same
+    merges for any number. The other settings mean what they mean to `learn_merges`."""
+    for words in counts:
+        words.check_limit()
+    queues = ParityQueues(len(counts), rule, dev=dev, tie_break=tie_break, max_token_length=max_token_length, base=base)
+    start = time.perf_counter()
+    slices = max(int(threads), 1)
+    states: list = []
+    table_language: list[int] = []
+    for language, words in enumerate(counts):
+        tokens = 0
+        for part in words.split_by_hash(slices) if slices > 1 and len(words) >= slices else [words]:
+            table = WordTable(part, base)
+            queues.add(language, *table.take_deltas())
+            tokens += table.token_count()
+            states.append(table._state)
+            table_language.append(language)
+        queues.set_training_tokens(language, tokens)
+    states = _states(states, states[0])
+    languages_of = np.array(table_language, dtype=np.int64)
+    served: list[np.ndarray] = []
+
+    def run_rounds(budget: int) -> tuple[np.ndarray, int]:
+        made = queues.lend(_parity_rounds, states, languages_of, budget, max(int(min_frequency), 1))
+        served.append(made[:, 4])
+        return made[:, :4], len(made)
+
+    batches, done, rounds = drive(run_rounds, n_merges, progress)
+    result = finish(batches, rounds, queues.stop_reason(done, n_merges), start, first_id(base))
+    result.languages = np.concatenate(served) if served else np.zeros(0, dtype=np.int64)
+    result.tokens_after = int(queues.training_tokens().sum())
+    return result
+
+
+@njit(cache=True)
+def _parity_rounds(queues, dev, ps, tables, languages_of, budget, min_frequency):
+    """Up to `budget` parity-aware merges, each applied to every word table (`tables[t]` holds words
+    of language `languages_of[t]`) and counted: rows (a, b, new id, count, language)."""
+    made = np.empty((budget, 5), dtype=np.int64)
+    merge = np.empty((1, 3), dtype=np.int64)
+    n = 0
+    while n < budget:
+        row, language = parity_next_merge(queues, dev, ps, min_frequency)
+        if language == _NONE:
+            break
+        merge[0, :] = row[:3]
+        for t in range(len(tables)):
+            state = words_apply_merges(tables[t], merge)
+            keys, deltas = words_take_deltas(state)
+            tables[t] = state
+            parity_add(queues, ps, languages_of[t], keys, deltas)
+        made[n, :4] = row
+        made[n, 4] = language
+        n += 1
+    return made[:n].copy()
