@@ -37,6 +37,7 @@ def warm_kernels(on_compile: Callable[[], None] | None = None, merge_loop: bool 
     from bpe.engine.hashing import hash_buckets
     from bpe.engine.merge import learn_merges
     from bpe.engine.pair_queue import PairQueue
+    from bpe.engine.table_group import TableGroup
     from bpe.engine.word_table import WordTable
     from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
 
@@ -54,6 +55,10 @@ def warm_kernels(on_compile: Callable[[], None] | None = None, merge_loop: bool 
         table.apply(np.array([[ord("a"), ord("r"), 256]], dtype=np.int64))
         table.take_deltas()
         table.to_words()
+        group = TableGroup([table, WordTable(counts)])  # a Dask holder of several buckets (languages)
+        group.take_deltas()
+        group.apply_and_take(np.array([[ord("a"), ord("r"), 256]], dtype=np.int64))
+        group.sync()
         for tie_break in ("bytes", "ids") if merge_loop else ():
             learn_merges(counts, 8, tie_break=tie_break)
             learn_merges(counts, 10_000, tie_break=tie_break)  # until no pair is left: asks the best count

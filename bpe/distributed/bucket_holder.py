@@ -7,7 +7,8 @@ loop itself runs over a plain TCP connection from the driver (`bpe.distributed.c
     driver -> holder   HELO  the run's secret; the reply is DLTA with the bucket's initial counts
     driver -> holder   MRGE  merges of the round as (a, b, new id) triples
     holder -> driver   DLTA  pair keys and count deltas, only for pairs that changed (a holder of
-                             several buckets: two arrays per bucket, in the order it was given)
+                             several buckets: all of theirs one after the other, in the order it
+                             was given, and a third array, where each bucket's end)
     driver -> holder   CHKP  write a checkpoint of the words after `n` merges (reply DONE)
     driver -> holder   STAT  reply with sizes and peak memory (JSON)
     driver -> holder   STOP  close
@@ -44,6 +45,7 @@ from bpe.engine.cores import available_cores
 from bpe.engine.count import WordCounts
 from bpe.engine.merge import first_id
 from bpe.engine.replay import BaseMerges
+from bpe.engine.table_group import TableGroup, join
 from bpe.engine.word_slices import ThreadedWordTable, word_table
 from bpe.engine.word_table import WordTable
 
@@ -244,15 +246,17 @@ class BucketHolder:
         self.threads = _worker_threads()
         self.parts = [HeldBucket(scratch, b, self.threads, base) for b in buckets]
         if counts is not None:
-            self.initial = [
-                array for part, words in zip(self.parts, counts, strict=True) for array in part.start(words)
-            ]
+            initial = [part.start(words) for part, words in zip(self.parts, counts, strict=True)]
         else:
             merge_log = merge_log if merge_log is not None else np.zeros((0, 3), np.int64)
             for part in self.parts:
                 part.restore(merge_log)
             self.merges_applied = len(merge_log)
-            self.initial = [np.zeros(0, np.int64) for _ in range(2 * len(self.parts))]
+            initial = [(np.zeros(0, np.int64), np.zeros(0, np.int64)) for _ in self.parts]
+        self.initial = self._reply(initial)
+        # Several buckets on one thread each take a round in one compiled call (`TableGroup`).
+        tables = [part.table for part in self.parts]
+        self.group = TableGroup(tables) if len(tables) > 1 and all(type(t) is WordTable for t in tables) else None
         self.build_seconds = time.perf_counter() - started
         self.server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.server.bind((self._host(), 0))
@@ -287,8 +291,31 @@ class BucketHolder:
 
     def _checkpoint(self) -> None:
         """Checkpoint every bucket held, after `merges_applied` merges."""
+        self._sync()
         for part in self.parts:
             part.checkpoint(self.merges_applied)
+
+    def _round(self, merges: np.ndarray) -> list[np.ndarray]:
+        """Apply a round's merges to every bucket held; their deltas as the reply holds them."""
+        if self.group is not None:
+            self.merges_applied += len(merges)
+            return list(self.group.apply_and_take(merges))
+        deltas = []
+        for part in self.parts:
+            part.table.apply(merges)
+            deltas.append(part.table.take_deltas())
+        self.merges_applied += len(merges)
+        return self._reply(deltas)
+
+    def _reply(self, deltas: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
+        """The arrays of a DLTA reply: one bucket's keys and deltas; several buckets' joined, with
+        where each ends (`table_group.join`: three arrays, however many buckets)."""
+        return list(deltas[0]) if len(deltas) == 1 and isinstance(self.bucket, int) else list(join(deltas))
+
+    def _sync(self) -> None:
+        """Bring the tables a `TableGroup` applies rounds to up to date, before reading them."""
+        if self.group is not None:
+            self.group.sync()
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -357,17 +384,12 @@ class BucketHolder:
             while True:
                 kind, arrays = channel.receive(conn)
                 if kind == b"MRGE":
-                    merges = arrays[0].reshape(-1, 3)
-                    deltas = []
-                    for part in self.parts:
-                        part.table.apply(merges)
-                        deltas += part.table.take_deltas()
-                    self.merges_applied += len(merges)
-                    channel.send(conn, b"DLTA", *deltas)
+                    channel.send(conn, b"DLTA", *self._round(arrays[0].reshape(-1, 3)))
                 elif kind == b"CHKP":
                     self._checkpoint()
                     channel.send(conn, b"DONE")
                 elif kind == b"STAT":
+                    self._sync()
                     tables = [part.table for part in self.parts]
                     stats = {
                         "bucket": self.bucket,

@@ -34,7 +34,6 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,12 +43,14 @@ from bpe.distributed import channel
 from bpe.distributed.client import Log, check_scheduler, dask_client, ready_workers
 from bpe.distributed.count_tasks import count_languages_on_dask, count_on_dask
 from bpe.distributed.language_buckets import language_buckets
+from bpe.distributed.parity_loop import ParityBuckets, merge_parity_on_dask
 from bpe.engine.compilation import CompileWatch
 from bpe.engine.count import check_pair_counts, release_memory
 from bpe.engine.merge import MergeResult, finish, first_id, stop_reason
 from bpe.engine.pair_queue import PairQueue
 from bpe.engine.replay import BaseMerges
 from bpe.engine.rules import SuperwordRules
+from bpe.engine.table_group import split
 from bpe.errors import SchedulerLost, WorkersLost
 from bpe.inputs.shard import Shard
 from bpe.languages import LanguagePlan
@@ -57,9 +58,6 @@ from bpe.leftovers import sweep, temporary_prefix
 from bpe.progress import PhaseClock, ProgressFn
 from bpe.results import TrainingRun
 from bpe.settings import Settings
-
-if TYPE_CHECKING:
-    from bpe.distributed.parity_loop import ParityBuckets
 
 REBUILD_ATTEMPTS = 3  # workers tried for one rebuild before giving up
 LOSSES_PER_CALL = 5  # rebuilds of one bucket's holder within one request before giving up
@@ -146,13 +144,14 @@ class Holders:
         return self.groups[h][0] if len(self.groups[h]) == 1 else list(self.groups[h])
 
     def _by_bucket(self, replies: list[list[np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Each bucket's (keys, deltas), in bucket order, from the holders' replies (two arrays per
-        bucket of its group)."""
-        found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        """Each bucket's (keys, deltas), in bucket order, from the holders' replies (a holder of a
+        group of buckets joins theirs: `table_group.split`)."""
+        found: list = [None] * sum(len(group) for group in self.groups)
         for group, arrays in zip(self.groups, replies, strict=True):
-            for i, b in enumerate(group):
-                found[b] = (arrays[2 * i], arrays[2 * i + 1])
-        return [found[b] for b in range(len(found))]
+            parts = split(*arrays) if len(group) > 1 else [(arrays[0], arrays[1])]
+            for b, part in zip(group, parts, strict=True):
+                found[b] = part
+        return found
 
     def _connect(self, h: int) -> list[np.ndarray]:
         actor = started_actor(self.client, self.futures[h], self.chosen[h], max(self.call_timeout, ACTOR_START_SECONDS))
@@ -409,8 +408,6 @@ def merge_on_workers(
         with CompileWatch() as compiles:  # a first run of this version compiles the pair queue here
             loop = PhaseClock(progress, compiling=lambda: compiles.seconds)
             if parity is not None:
-                from bpe.distributed.parity_loop import merge_parity_on_dask
-
                 merged = merge_parity_on_dask(
                     holders,
                     initial,
@@ -557,10 +554,9 @@ def count_languages(
     fingerprints = None
     if found is not None:
         fingerprints = [{**fp, "language": code} for code, files in zip(plan.codes, found, strict=True) for fp in files]
-    made = language_buckets(client, by_language, counted, plan)
+    paths = [[shard.path for shard in found] for found in shards] if shards is not None else None
+    made = language_buckets(client, by_language, counted, plan, paths)
     if plan.parity is None:
         return made.buckets, stats, fingerprints, None
-    from bpe.distributed.parity_loop import ParityBuckets
-
     parity = ParityBuckets(plan.parity, made.languages, made.groups, made.occurrences, plan.dev)
     return made.buckets, stats, fingerprints, parity

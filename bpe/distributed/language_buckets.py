@@ -17,9 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from bpe.counting import CountStats
-from bpe.engine.count import COUNT_LIMIT, WordCounts
-from bpe.languages import LanguagePlan, LanguageStats, language_error
-from bpe.mixture import weighted, weighted_sum
+from bpe.engine.count import WordCounts
+from bpe.language_plan import check_counted
+from bpe.languages import LanguagePlan, LanguageStats
+from bpe.mixture import check_weighted_bytes, weighted, weighted_sum
 
 # ---------------------------------------------------------------------------------------------
 # Tasks that run on workers.
@@ -60,20 +61,27 @@ class LanguageBuckets:
 
 
 def language_buckets(
-    client, buckets: Sequence[Sequence], stats: Sequence[CountStats], plan: LanguagePlan
+    client,
+    buckets: Sequence[Sequence],
+    stats: Sequence[CountStats],
+    plan: LanguagePlan,
+    paths: Sequence[Sequence[str]] | None = None,
 ) -> LanguageBuckets:
     """From each language's buckets (`buckets[i][b]`, futures) and statistics, fill `plan.stats`
-    (documents, bytes, words, unique words, multiplier), check the mixture's weighted counts
-    against what the merge loop counts exactly, and make the merge loop's buckets on the workers."""
+    (documents, bytes, words, unique words, multiplier), refuse a language without a word (naming
+    its input `paths`, as the local engine does), check the mixture's weighted counts against what
+    the merge loop counts exactly, and make the merge loop's buckets on the workers."""
     summaries = client.gather([[client.submit(bucket_summary, f) for f in language] for language in buckets])
     plan.stats = [
         LanguageStats(code, s.documents, s.bytes, s.pretokens, unique_words=sum(words for words, _, _ in summary))
         for code, s, summary in zip(plan.codes, stats, summaries, strict=True)
     ]
+    check_counted(plan, paths)
     multipliers = (1,) * len(plan.codes)
     if plan.mix is not None:
         multipliers = tuple(plan.mix.multipliers([s.bytes for s in plan.stats], plan.codes))
-        check_weighted_occurrences([sum(n for _, _, n in summary) for summary in summaries], multipliers)
+        # The local engine's check (`check_weighted_limit`), from each language's exact bytes of words.
+        check_weighted_bytes([sum(n for _, _, n in summary) for summary in summaries], multipliers)
     for language, multiplier in zip(plan.stats, multipliers, strict=True):
         language.multiplier = multiplier
     occurrences = [m * sum(n for _, n, _ in summary) for m, summary in zip(multipliers, summaries, strict=True)]
@@ -91,17 +99,3 @@ def language_buckets(
         for b in range(n_buckets)
     ]
     return LanguageBuckets(summed, occurrences)
-
-
-def check_weighted_occurrences(occurrences: Sequence[int], multipliers: Sequence[int]) -> None:
-    """Refuse, in one line naming the mixture, multipliers that take the bytes of all word
-    occurrences (`occurrences`: each language's, unweighted), each counted `multiplier` times, to
-    COUNT_LIMIT or past it: `bpe.mixture.check_weighted_limit` over counts held on the workers."""
-    exact = sum(m * n for m, n in zip(multipliers, occurrences, strict=True))
-    if exact >= COUNT_LIMIT:
-        raise language_error(
-            "mix",
-            f"the multipliers {', '.join(map(str, multipliers))} make the bytes of all word occurrences "
-            f"come to {exact:,}, past the {COUNT_LIMIT:,} (2**62, half of what int64 holds) that the merge "
-            "loop's pair counts can take; use weights closer to each other, or less text",
-        )

@@ -56,10 +56,10 @@ def merge_parity_on_dask(
     checkpoint_seconds: float,
     max_token_length: int | None = None,
 ) -> MergeResult:
-    """The driver's parity loop over `holders` (a `driver.Holders`, started with one holder per
-    bucket of `parity.languages`): choose a merge and its language, send it, add each bucket's
-    deltas to its language. The result's `languages` holds the language each merge served (-1
-    for a global merge)."""
+    """The driver's parity loop over `holders` (a `driver.Holders` holding `parity`'s buckets, a
+    group of them per holder): choose a merge and its language, send it, add each bucket's deltas
+    to its language. The result's `languages` holds the language each merge served (-1 for a
+    global merge)."""
     started = time.perf_counter()
     check_pair_counts([d for _, d in initial])
     queues = ParityQueues(
