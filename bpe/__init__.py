@@ -5,6 +5,8 @@
 >>> tok.decode(tok.encode("hello world"))
 'hello world'
 
+`evaluate` measures tokenizers language by language on a parallel dev set (`bpe.evaluation`).
+
 The package is built in tiers whose imports point one way:
 
 - `bpe` (this package's top-level modules) and `bpe.engine` (the compiled kernels): the library,
@@ -16,7 +18,7 @@ The package is built in tiers whose imports point one way:
 
 import os
 
-__all__ = ["Tokenizer", "train"]
+__all__ = ["Tokenizer", "evaluate", "train"]
 __version__ = "0.1.0"
 
 # numba colours its error messages with colorama when that is installed (Prefect brings it), and
@@ -24,9 +26,9 @@ __version__ = "0.1.0"
 # after the summary of `bpe train`. Plain messages; set the variable to 0 for coloured ones.
 os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
 
-# `train` and `Tokenizer` are imported when first used: `import bpe` (and so `bpe --help`) loads
-# neither numpy nor numba.
-_LAZY = {"train": "bpe.training", "Tokenizer": "bpe.tokenizer"}
+# `train`, `Tokenizer` and `evaluate` are imported when first used: `import bpe` (and so `bpe --help`)
+# loads neither numpy nor numba.
+_LAZY = {"train": "bpe.training", "Tokenizer": "bpe.tokenizer", "evaluate": "bpe.evaluation"}
 
 
 def __getattr__(name: str):

@@ -77,6 +77,7 @@ EXTRAS = {
     "dask": ("dask", "distributed"),
     "pipeline": ("prefect", "yaml", "matplotlib", "dask", "distributed"),
     "s3": ("s3fs",),
+    "plot": ("matplotlib",),
 }
 
 

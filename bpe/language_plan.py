@@ -189,6 +189,13 @@ def make_plan(
     return plan
 
 
+def dev_fingerprints(plan: LanguagePlan | None) -> list[dict]:
+    """The parity dev set's files as the data's fingerprint counts them (the merges depend on
+    them): each with its size, SHA-256 and `<code> dev` as its language; none without a dev set."""
+    files = (plan.dev_record or {}).get("files", {}) if plan is not None else {}
+    return [{"sha256": f["sha256"], "size": f["size"], "language": f"{code} dev"} for code, f in files.items()]
+
+
 def check_counted(plan: LanguagePlan, paths: Sequence[Sequence[str]] | None = None) -> None:
     """Refuse (InputError, naming the language and its inputs) a language in which counting found
     no word: a language with no text cannot be weighed or served."""

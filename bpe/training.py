@@ -29,7 +29,7 @@ from bpe.inputs.discover import Skipped, discover
 from bpe.inputs.documents import iter_texts
 from bpe.inputs.read import apply_limit
 from bpe.inputs.shard import Shard, with_options
-from bpe.language_plan import by_language, check_counted, languages_record, make_plan
+from bpe.language_plan import by_language, check_counted, dev_fingerprints, languages_record, make_plan
 from bpe.languages import LanguagePlan, LanguageStats, language_error
 from bpe.long_tokens import LongTokensWarning, long_tokens
 from bpe.manifest import (
@@ -537,7 +537,7 @@ def _merge_progress(progress: ProgressFn, total: int):
 
 def data_fingerprint(fingerprints: Sequence[dict]) -> str:
     """One hash for the whole input: SHA-256 over the sorted shard hashes and sizes (and languages,
-    in a multilingual run)."""
+    in a multilingual run, whose parity dev set's files count too: `dev_fingerprints`)."""
     digest = hashlib.sha256()
     for fp in sorted(fingerprints, key=lambda f: (f["sha256"], f.get("language", ""))):
         language = f" {fp['language']}" if "language" in fp else ""  # a file moved to another language is new data
@@ -577,7 +577,9 @@ def build_manifest(
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         settings=SettingsRecord(**settings.record()),
         data=DataRecord(
-            fingerprint=data_fingerprint(run.fingerprints) if run.fingerprints is not None else None,
+            fingerprint=data_fingerprint(run.fingerprints + dev_fingerprints(languages))
+            if run.fingerprints is not None
+            else None,
             shards=run.fingerprints if run.fingerprints is not None else "in-memory texts",
         ),
         counts=Counts(

@@ -23,8 +23,11 @@ from bpe import storage
 from bpe.distributed.client import dask_client, ready_workers, share_client
 from bpe.engine.replay import BaseMerges
 from bpe.extend import load_base
+from bpe.language_plan import dev_fingerprints
+from bpe.pipeline.alerts import send_gini_alert
 from bpe.pipeline.config import TRAINING_KEYS, load_config
 from bpe.pipeline.demo import write_demo_corpus
+from bpe.pipeline.language_evaluation import alert_message, configured_dev_set
 from bpe.pipeline.multilingual import count_languages, language_plan, shard_multipliers
 from bpe.pipeline.parameters import RunSettings, overrides, with_single_settings
 from bpe.pipeline.report import one_line
@@ -77,6 +80,7 @@ def train_bpe(
     # a bad base fails the run before any counting
     base = load_base(cfg.base, cfg.pattern) if cfg.base else None
     training = cfg.settings(base)
+    dev = configured_dev_set(cfg)  # the dev set by language, if any: unreadable, it fails the run here
     count_cache_key()  # the key that signs the count cache's entries: a bad one fails the run here
     logger = get_run_logger()
     started = time.perf_counter()
@@ -88,7 +92,7 @@ def train_bpe(
     else:  # each shard knows its language; its counts are cached by its content alone
         inputs = cfg.language_inputs()
         shards = [{**shard, "language": code} for code in plan.codes for shard in discover_shards(inputs[code])]
-    fingerprint = data_fingerprint(shards)
+    fingerprint = data_fingerprint(shards + dev_fingerprints(plan))  # a changed dev set is new data too
     store = VersionStore(cfg.artifact_root, cfg.name)
     record_counts_in_use(cfg, shards, training, logger.warning)
     unchanged = unchanged_since(store, fingerprint, cfg, base)
@@ -172,6 +176,9 @@ def train_bpe(
             cfg.eval_sizes,
             holdout_fraction=cfg.holdout_fraction,
             base=base,
+            dev=dev,
+            pivot=cfg.evaluation.pivot,
+            gini_margin=cfg.evaluation.gini_margin,
         )
         manifest = version_manifest(
             cfg,
@@ -201,6 +208,7 @@ def train_bpe(
         f"{published['version']} is {'on the main line' if channel == MAIN else 'an experiment'}; latest is {latest}"
     )
     if published["published"]:
+        alert_gini(cfg.name, published["version"], evaluation, latest)
         apply_retention(cfg, logger.info, logger.warning, by=f"{by} (retention)")
     label_run("published" if published["published"] else "identical")
     return {
@@ -215,6 +223,25 @@ def train_bpe(
         "counted_shards": len(counted) - cached,
         "cached_shards": cached,
     }
+
+
+def alert_gini(name: str, version: str, evaluation: dict, latest: str | None) -> None:
+    """Warn, and alert the deployment's webhook, when the version's Gini coefficient on the dev set
+    rose above the promoted version's by more than evaluation.gini_margin. The version stays
+    published: whether it serves is the team's call (bpe promote, bpe rollback)."""
+    message = alert_message(name, version, evaluation.get("languages") or {})
+    if message is None:
+        return
+    get_run_logger().warning(message)
+    ids = run_ids()
+    send_gini_alert(
+        name,
+        version,
+        message,
+        flow_run_id=ids.get("flow_run_id", ""),
+        flow_run_name=ids.get("flow_run_name", ""),
+        latest=latest or "",
+    )
 
 
 def label_run(label: str) -> None:

@@ -8,13 +8,15 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
 from bpe import storage
+from bpe.dev_set import DevSet
 from bpe.distributed.count_tasks import ShardCount, read_held_out
 from bpe.extend import Base, trained_tokenizer
 from bpe.formats.manifest_json import write as write_manifest
 from bpe.long_tokens import long_tokens
 from bpe.manifest import Manifest
 from bpe.pipeline.evaluate import compared_with_previous, evaluate_version_on_set
-from bpe.pipeline.report import metrics_table, summary_markdown
+from bpe.pipeline.language_evaluation import LANGUAGES_PLOT, evaluate_languages
+from bpe.pipeline.report import languages_table, metrics_table, summary_markdown
 from bpe.pipeline.store import Staged, VersionStore
 from bpe.pipeline.version import identical_version
 from bpe.settings import Settings
@@ -71,13 +73,17 @@ def evaluate_version(
     *,
     holdout_fraction: float,
     base: Base | None = None,
+    dev: DevSet | None = None,
+    pivot: str | None = None,
+    gini_margin: float = 0.01,
 ) -> dict:
     """Bytes per token on the tokenizer's fixed evaluation set (frozen from the first version's
     held-out rows, see `bpe.pipeline.evaluate`) at every vocabulary size up to the trained one, for
     this version and the previous promoted one, with the trend of earlier versions on the same rows;
     also, under `run_held_out`, on this run's own held-out rows. The curve and the trend are drawn
     to compression.png in the version. `holdout_fraction` is the one the counts were made with: only
-    evaluation rows it holds out (never trained on) are used."""
+    evaluation rows it holds out (never trained on) are used. With a parallel `dev` set, the figures
+    per language too, under `languages` (`bpe.pipeline.language_evaluation`), drawn to languages.png."""
     logger = get_run_logger()
     tokenizer = trained_tokenizer(merges, settings, base)
     store = VersionStore(root, name)
@@ -104,13 +110,28 @@ def evaluate_version(
     own = result["run_held_out"]
     if own["bytes_per_token"] is not None and own["fingerprint"] != eval_set.get("fingerprint"):
         logger.info(f"on this run's own {own['rows']:,} held-out rows: {own['bytes_per_token']} bytes per token")
+    if dev is not None:
+        with store.writing(staged.version, "while evaluating it by language"):  # its plot
+            result["languages"] = evaluate_languages(
+                tokenizer,
+                dev,
+                store,
+                staged.version,
+                pivot,
+                gini_margin,
+                staged.directory / LANGUAGES_PLOT,
+                log=logger.info,
+                warn=logger.warning,
+            )
     return result
 
 
-def plot_png(staged: Staged, location: str, manifest: Manifest) -> bytes | None:
-    """The version's compression plot as PNG bytes (from its staging directory, or from its place
-    once moved there), or None when it has none or it cannot be read: the report then links it."""
-    plot = (manifest.evaluation or {}).get("plot")
+def plot_png(staged: Staged, location: str, manifest: Manifest, section: str | None = None) -> bytes | None:
+    """The version's compression plot (or, with `section` "languages", its plot by language) as PNG
+    bytes (from its staging directory, or from its place once moved there), or None when it has
+    none or it cannot be read: the report then links it."""
+    evaluation = manifest.evaluation or {}
+    plot = ((evaluation.get(section) or {}) if section else evaluation).get("plot")
     if not plot:
         return None
     try:
@@ -132,8 +153,11 @@ def publish_version(staged: Staged, manifest: Manifest, root: str, name: str) ->
     store = VersionStore(root, name)
     location = store.location(staged.version)
     # Rendered first: a report that cannot be made fails the run before its version is in place.
-    markdown = summary_markdown(manifest, location, plot_png(staged, location, manifest))
+    markdown = summary_markdown(
+        manifest, location, plot_png(staged, location, manifest), plot_png(staged, location, manifest, "languages")
+    )
     table = metrics_table(manifest)
+    by_language = languages_table(manifest)
     if staged.directory.exists():  # not yet moved into place (a retry after the move skips this)
         twin = identical_version(store, manifest)
         if twin:
@@ -146,5 +170,7 @@ def publish_version(staged: Staged, manifest: Manifest, root: str, name: str) ->
     key = "bpe-" + "".join(ch if ch.isalnum() else "-" for ch in name.lower())
     create_markdown_artifact(key=key, markdown=markdown, description=f"{name} {staged.version}")
     create_table_artifact(key=f"{key}-metrics", table=table, description=f"{name} {staged.version}")
+    if by_language:
+        create_table_artifact(key=f"{key}-languages", table=by_language, description=f"{name} {staged.version}")
     logger.info(f"published {name} {staged.version} at {location}")
     return {"version": staged.version, "location": location, "published": True}

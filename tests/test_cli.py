@@ -305,7 +305,7 @@ def test_bpe_help_lists_the_commands_in_groups_tokenizers_first_and_ends_with_ex
             sections[title].append(line.split()[0])
     titles = [t for t in sections if t.endswith(":")]
     groups = {t.split()[0].rstrip(":"): sections[t] for t in titles}
-    assert titles[0] == "tokenizers:" and groups["tokenizers"] == ["train", "encode", "decode"]
+    assert titles[0] == "tokenizers:" and groups["tokenizers"] == ["train", "encode", "decode", "eval"]
     pipeline = ["demo", "deploy", "versions", "promote", "rollback", "history", "prune", "prune-cache"]
     assert groups["pipeline"] == pipeline and groups["cluster"] == ["cluster"] and groups["other"] == ["warm"]
     top = [prog.split()[1] for prog, _ in commands(build_parser()) if prog.count(" ") == 1]

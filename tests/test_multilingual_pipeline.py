@@ -65,10 +65,12 @@ def test_languages_are_counted_apart_weighted_and_a_new_shard_is_counted_alone(
         hin.append(write_parquet(tmp_path / "hi" / "part-1.parquet", hindi[150:]))
         # the next run, with parity against the dev set (a parameter: an experiment)
         second = train_bpe(config=str(config), parity={"dev": str(dev), "global_merges": 20})
+        again = train_bpe(config=str(config), parity={"dev": str(dev), "global_merges": 20})
 
     assert (first["counted_shards"], first["cached_shards"]) == (3, 0)
     assert (second["counted_shards"], second["cached_shards"]) == (1, 3)  # the new hin shard alone
     assert second["channel"] == "experiment"
+    assert (again["trained"], again["version"]) == (False, second["version"])  # the data, dev set included, as then
     parity = {"parity_dev": str(dev), "global_merges": 20}
     for result, hin_shards, options in ((first, hin[:1], {}), (second, hin, parity)):
         texts = {"eng": kept_rows(eng), "hin": kept_rows(hin_shards)}

@@ -71,6 +71,8 @@ def nested(setting: Setting, value) -> dict:
         return {head: section if not tail else {**section, tail: value}}
     if head == "parity":  # the section, present, turns parity on
         return {head: {} if not tail else {tail: value}}
+    if head == "evaluation":  # the section holds its dev set whenever it is given
+        return {head: {"dev": EVERY["evaluation_dev"].example, tail: value}}
     return {head: {tail: value}} if tail else {head: value}
 
 

@@ -1,4 +1,4 @@
-"""The `bpe` command: train, encode, decode and warm here; the pipeline's commands (demo, deploy,
+"""The `bpe` command: train, encode, decode, eval and warm here; the pipeline's commands (demo, deploy,
 versions, promote, rollback, history, prune, prune-cache, cluster) are registered by the pipeline
 tier (`bpe.pipeline.commands`) and the flows (`bpe.flows.commands`) through the `bpe.commands` entry
 point group.
@@ -16,6 +16,7 @@ import sys
 import threading
 
 from bpe.cli.encode import run_decode, run_encode
+from bpe.cli.eval import add_eval_command
 from bpe.cli.flags import in_flags
 from bpe.cli.train import add_training_options, run_train
 from bpe.cli.warm import run_warm
@@ -238,6 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("tokenizer", help="a tokenizer directory or URL")
     d.add_argument("ids", nargs="*", type=int, help="token ids; read from stdin when absent")
     d.set_defaults(run=run_decode)
+
+    add_eval_command(sub)
 
     w = sub.add_parser(
         "warm",

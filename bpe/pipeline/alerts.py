@@ -1,5 +1,7 @@
-"""Alerts: a Prefect automation per `train-bpe` deployment that POSTs a message to a webhook when one
-of its flow runs fails or crashes. `bpe deploy` sets it up (flows/deploy.py).
+"""Alerts: Prefect automations per `train-bpe` deployment that POST a message to a webhook when one
+of its flow runs fails or crashes, and when a version it publishes treats languages less equally
+than the promoted one did (its Gini coefficient on the configured dev set rose by more than
+`evaluation.gini_margin`). `bpe deploy` sets them up (flows/deploy.py).
 
 What is created, for deployment `train-bpe/<name>`, both found again by name, so that deploying
 again updates them in place rather than adding a second automation:
@@ -19,7 +21,12 @@ name its own webhook (the team that owns a tokenizer hears of its failures), an 
 with its configuration's `alerts` key, and the trigger matches the deployment by id, so a run of the
 flow outside the deployments (`bpe demo`, a test) alerts nobody.
 
-The automation is evaluated by the Prefect server (its triggers and actions services, on by default
+A Gini rise is not a failure (the version is published as usual, and a team may promote it on
+purpose): the run emits an event, `bpe.evaluation.gini-rose`, related to its flow run and deployment,
+with the message in its payload, and a second automation, `train-bpe/<name>: Gini rose`, sends that
+message to the same webhook.
+
+The automations are evaluated by the Prefect server (its triggers and actions services, on by default
 in `prefect server start`): the server sends the POST, so the webhook must be reachable from it.
 """
 
@@ -36,6 +43,7 @@ from bpe.pipeline.config import TokenizerConfig, check_webhook_url, redact_url
 
 ENV = "BPE_ALERT_WEBHOOK"  # a webhook for every configuration that names none
 EVENTS = ("prefect.flow-run.Failed", "prefect.flow-run.Crashed")
+GINI_EVENT = "bpe.evaluation.gini-rose"  # emitted by a run whose version's Gini rose past the margin
 
 # Rendered by the server (Jinja, with the flow run read back from the API when the event arrives);
 # <deployment> is filled in here, when the automation is made.
@@ -62,9 +70,23 @@ def webhook_for(cfg: TokenizerConfig, environ: Mapping[str, str] | None = None) 
         raise SettingsError(f"{ENV}: {exc}") from None
 
 
+# The Gini alert's message is the run's own (the event's payload); <deployment> as above.
+GINI_SUBJECT = "<deployment>: Gini rose in {{ event.payload.version }}"
+GINI_BODY = (
+    "Deployment <deployment>: {{ event.payload.message }}\n"
+    "Flow run {{ event.payload.flow_run_name }} ({{ event.payload.flow_run_id }}); the version is published "
+    "(latest: {{ event.payload.latest }}): bpe rollback or bpe promote decide which one serves."
+)
+
+
 def automation_name(deployment: str) -> str:
     """The automation's name, by which deploying again finds it: `train-bpe/en: failed or crashed run`."""
     return f"{deployment}: failed or crashed run"
+
+
+def gini_automation_name(deployment: str) -> str:
+    """The Gini alert's automation: `train-bpe/en: Gini rose`."""
+    return f"{deployment}: Gini rose"
 
 
 def block_name(name: str) -> str:
@@ -73,8 +95,9 @@ def block_name(name: str) -> str:
 
 
 def ensure_alert(client: Any, deployment_id: UUID, deployment: str, name: str, webhook: str) -> str:
-    """Create or update the webhook block and the automation for one deployment (`client`: Prefect's
-    sync client). Returns "created" or "updated"; never leaves two automations of the same name."""
+    """Create or update the webhook block and the automations for one deployment (`client`: Prefect's
+    sync client): its failed or crashed runs, and its versions whose Gini rose. Returns "created" or
+    "updated" (the failure automation's); never leaves two automations of the same name."""
     from prefect.blocks.notifications import CustomWebhookNotificationBlock
     from prefect.events.actions import SendNotification
     from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
@@ -107,7 +130,36 @@ def ensure_alert(client: Any, deployment_id: UUID, deployment: str, name: str, w
             )
         ],
     )
-    existing = client.read_automations_by_name(automation_name(deployment))
+    gini = AutomationCore(
+        name=gini_automation_name(deployment),
+        description=(
+            f"Notify {redact_url(webhook)} when a version {deployment} publishes has a Gini coefficient above the "
+            "promoted version's by more than evaluation.gini_margin (set up by bpe deploy)."
+        ),
+        tags=["bpe"],
+        trigger=EventTrigger(
+            expect={GINI_EVENT},
+            match={"prefect.resource.id": "bpe.tokenizer.*"},
+            match_related={"prefect.resource.id": f"prefect.deployment.{deployment_id}"},
+            posture=Posture.Reactive,
+            threshold=1,
+            within=0,
+        ),
+        actions=[
+            SendNotification(
+                block_document_id=block_id,
+                subject=GINI_SUBJECT.replace("<deployment>", deployment),
+                body=GINI_BODY.replace("<deployment>", deployment),
+            )
+        ],
+    )
+    put_automation(client, gini_automation_name(deployment), gini)
+    return put_automation(client, automation_name(deployment), automation)
+
+
+def put_automation(client: Any, name: str, automation: Any) -> str:
+    """Create the automation `name`, or update the one of that name in place: "created" or "updated"."""
+    existing = client.read_automations_by_name(name)
     for extra in existing[1:]:  # newest first; only a race of two deploys could have made more
         client.delete_automation(extra.id)
     if existing:
@@ -117,14 +169,27 @@ def ensure_alert(client: Any, deployment_id: UUID, deployment: str, name: str, w
     return "created"
 
 
+def send_gini_alert(name: str, version: str, message: str, **details: str) -> None:
+    """Emit the event the Gini automation of this run's deployment sends on (`details`: the flow
+    run's name and id, which version is latest). Inside a flow run, Prefect relates the event to
+    the run and its deployment; a run outside a deployment alerts nobody."""
+    from prefect.events import emit_event
+
+    emit_event(
+        event=GINI_EVENT,
+        resource={"prefect.resource.id": f"bpe.tokenizer.{name}", "prefect.resource.name": name},
+        payload={"version": version, "message": message, **details},
+    )
+
+
 def remove_alert(client: Any, deployment: str, name: str) -> bool:
-    """Delete the automation and block of a deployment whose configuration no longer asks for
+    """Delete the automations and block of a deployment whose configuration no longer asks for
     alerts (so that removing the key stops the messages); True if there was one."""
     from prefect.blocks.notifications import CustomWebhookNotificationBlock
     from prefect.exceptions import ObjectNotFound
 
     existing = client.read_automations_by_name(automation_name(deployment))
-    for automation in existing:
+    for automation in [*existing, *client.read_automations_by_name(gini_automation_name(deployment))]:
         client.delete_automation(automation.id)
     try:
         slug = CustomWebhookNotificationBlock.get_block_type_slug()

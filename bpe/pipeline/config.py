@@ -45,6 +45,12 @@ def _sizes(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 256 for v in value)
 
 
+def _language_code(value: Any) -> bool:
+    from bpe.dev_set import CODE
+
+    return isinstance(value, str) and CODE.fullmatch(value) is not None
+
+
 def _webhook(value: Any) -> bool:
     """An http:// or https:// URL with a host (and a port that is a number in range, if any)."""
     from urllib.parse import urlsplit
@@ -60,7 +66,7 @@ def _webhook(value: Any) -> bool:
 
 
 # The pipeline's own keys, in the schema's form (group "pipeline"): a configuration's and, for some,
-# a flow run's. `retention.*` and `alerts.*` are sections (`retention: {keep_versions: 10}`).
+# a flow run's. `retention.*`, `alerts.*` and `evaluation.*` are sections (`retention: {keep_versions: 10}`).
 PIPELINE_SETTINGS = (
     Setting(
         "name",
@@ -161,6 +167,46 @@ PIPELINE_SETTINGS = (
         example="https://hooks.example.com/T0/B0/x",
     ),
     Setting(
+        "evaluation_dev",
+        str,
+        None,
+        "a parallel dev set (a directory or URL of <code>.txt or <code>.parquet files, line i the same sentence in "
+        "every language) that every version is measured on language by language, with its Gini coefficient",
+        "pipeline",
+        text("the path or URL of a directory"),
+        on=On.YAML,
+        merges=False,
+        none="no per-language evaluation",
+        key="evaluation.dev",
+        example="dev/ntrex",
+    ),
+    Setting(
+        "evaluation_pivot",
+        str,
+        None,
+        "the language of {evaluation_dev} that parity is measured against",
+        "pipeline",
+        Check("a language code such as eng", _language_code),
+        on=On.YAML,
+        merges=False,
+        none="eng when the dev set has it, else no parity",
+        key="evaluation.pivot",
+        example="hin",
+    ),
+    Setting(
+        "gini_margin",
+        float,
+        0.01,
+        "alert (on {webhook}) when a version's Gini coefficient on {evaluation_dev} is above the promoted version's by "
+        "more than this",
+        "pipeline",
+        Number("a number >= 0", least=0),
+        on=On.YAML,
+        merges=False,
+        key="evaluation.gini_margin",
+        example=0.05,
+    ),
+    Setting(
         "demo_corpus",
         bool,
         False,
@@ -206,8 +252,9 @@ def _sections() -> dict[str, list[Setting]]:
 SECTIONS = _sections()
 
 
-# The keys a section cannot be without: a superword tokenizer needs its transition.
-SECTION_REQUIRES = ("superwords.transition",)
+# The keys a section cannot be without, when it is given: a superword tokenizer needs its transition,
+# a per-language evaluation its dev set.
+SECTION_REQUIRES = ("superwords.transition", "evaluation.dev")
 
 
 def _section_class(section: str) -> type:
@@ -215,7 +262,7 @@ def _section_class(section: str) -> type:
     keys = []
     for setting in SECTIONS[section]:
         name = setting.key.split(".", 1)[1]
-        if setting.key in SECTION_REQUIRES:
+        if setting.key in SECTION_REQUIRES and section in BY_KEY:  # a section that turns something on
             keys.insert(0, (name, setting.type))
         else:
             keys.append(
@@ -229,7 +276,14 @@ Superwords = _section_class("superwords")  # a superword tokenizer's stages; abs
 Parity = _section_class("parity")  # parity-aware merges between the languages; absent: plain BPE
 Retention = _section_class("retention")  # what the flow removes after it publishes; absent: nothing
 Alerts = _section_class("alerts")  # where a failed run is reported (set up by `bpe deploy`); absent: nowhere
-SECTION_CLASSES = {"superwords": Superwords, "parity": Parity, "retention": Retention, "alerts": Alerts}
+EvaluationKeys = _section_class("evaluation")  # the per-language evaluation's dev set; absent: none
+SECTION_CLASSES = {
+    "superwords": Superwords,
+    "parity": Parity,
+    "retention": Retention,
+    "alerts": Alerts,
+    "evaluation": EvaluationKeys,
+}
 
 
 class _TokenizerConfig:

@@ -110,10 +110,124 @@ def trend_section(manifest: Manifest) -> list[str]:
     return lines
 
 
-def summary_markdown(manifest: Manifest, location: str, plot_png: bytes | None = None) -> str:
+def languages_table(manifest: Manifest) -> list[dict]:
+    """One row per language of the configured dev set (none without one): this version's figures
+    and the promoted version's tokens per sentence on the same sentences."""
+    languages = (manifest.evaluation or {}).get("languages") or {}
+    if not languages:
+        return []
+    previous = (languages.get("previous") or {}).get("languages") or {}
+    return [
+        {
+            "language": code,
+            "tokens_per_sentence": figures["tokens_per_sentence"],
+            "previous_version": (previous.get(code) or {}).get("tokens_per_sentence"),
+            "bytes_per_token": figures["bytes_per_token"],
+            "fertility": figures["fertility"],
+            "parity": figures["parity"],
+        }
+        for code, figures in languages["figures"]["languages"].items()
+    ]
+
+
+def _figure(value: float | None, form: str) -> str:
+    return "" if value is None else form.format(value)
+
+
+def languages_section(manifest: Manifest, location: str, plot_png: bytes | None = None) -> list[str]:
+    """The markdown of a version's per-language evaluation (empty without a dev set): a row per
+    language beside the promoted version, the figures across languages, the alert when the Gini
+    coefficient rose by more than the margin, the Gini across versions, and the plot."""
+    languages = (manifest.evaluation or {}).get("languages") or {}
+    if not languages:
+        return []
+    dev, figures, previous = languages["dev"], languages["figures"], languages.get("previous")
+    before = languages.get("previous_version")
+    pivot = f"; parity: tokens over {languages['pivot']}'s on the same sentences" if languages.get("pivot") else ""
+    lines = [
+        "",
+        "## Languages",
+        "",
+        f"On the dev set `{text_cell(dev['location'])}`: {len(dev['languages'])} languages, {dev['sentences']:,} "
+        f"parallel sentences each (fingerprint `{dev['fingerprint'][:16]}`){pivot}. Fertility is tokens per "
+        "whitespace-separated word, for scripts written with spaces.",
+        "",
+        f"| language | tokens per sentence | {text_cell(before) if before else 'promoted version'} | bytes per token "
+        "| fertility | parity |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in languages_table(manifest):
+        lines.append(
+            f"| {row['language']} | {row['tokens_per_sentence']:.1f} | {_figure(row['previous_version'], '{:.1f}')} "
+            f"| {_figure(row['bytes_per_token'], '{:.3f}')} | {_figure(row['fertility'], '{:.2f}')} "
+            f"| {_figure(row['parity'], '{:.2f}')} |"
+        )
+    across = [
+        ("Gini of tokens per language", "gini", "{:.4f}"),
+        (f"Rényi efficiency (alpha {languages['renyi_alpha']:g})", "renyi_efficiency", "{:.4f}"),
+        ("vocabulary used", "vocabulary_use", "{:.1%}"),
+        ("bytes per token, all languages", "bytes_per_token", "{:.3f}"),
+    ]
+    lines += [
+        "",
+        f"| | {manifest.version} | {text_cell(before) if before else 'promoted version'} |",
+        "| --- | ---: | ---: |",
+    ]
+    for label, key, form in across:
+        lines.append(f"| {label} | {_figure(figures[key], form)} | {_figure((previous or {}).get(key), form)} |")
+    if languages.get("gini_rose") is not None:
+        lines += [
+            "",
+            f"**Alert: the Gini coefficient rose by {languages['gini_rose']:.4f}**, more than the margin of "
+            f"{languages['gini_margin']:g} (evaluation.gini_margin) above {before}'s.",
+        ]
+    trend = languages.get("trend") or []
+    if trend:
+        lines += [
+            "",
+            "Across versions, on the same dev set (oldest first):",
+            "",
+            "| version | Gini | change | bytes per token | most tokens in |",
+            "| --- | ---: | ---: | ---: | --- |",
+        ]
+        this = {
+            "version": manifest.version,
+            "channel": manifest.channel,
+            "gini": figures["gini"],
+            "bytes_per_token": figures["bytes_per_token"],
+            "most_tokens": figures["most_tokens"],
+        }
+        last = None
+        for row in [*trend, this]:
+            channel = row.get("channel")
+            name = row["version"] + (f" ({text_cell(channel)})" if channel and channel != "main" else "")
+            name = f"**{name}** (this version)" if row is this else name
+            gini = row.get("gini")
+            change = f"{gini - last:+.4f}" if gini is not None and last is not None else ""
+            lines.append(
+                f"| {name} | {_figure(gini, '{:.4f}')} | {change} | {_figure(row.get('bytes_per_token'), '{:.3f}')} "
+                f"| {row.get('most_tokens') or ''} |"
+            )
+            last = gini if gini is not None else last
+    if languages.get("plot"):
+        plot = f"{location.rstrip('/')}/{languages['plot']}"
+        lines.append("")
+        if plot_png:
+            lines += [
+                f"![tokens per sentence by language, and the Gini coefficient across versions]({data_uri(plot_png)})",
+                "",
+            ]
+        lines.append(f"Plot file: [{plot}]({link_target(plot)})")
+    return lines
+
+
+def summary_markdown(
+    manifest: Manifest, location: str, plot_png: bytes | None = None, languages_png: bytes | None = None
+) -> str:
     """The markdown summary of a version: data, settings, timing, compression on the evaluation set
     and its trend across versions, with a link to the version and, given `plot_png`, the plot
-    embedded as a data: URI (a link to the file otherwise)."""
+    embedded as a data: URI (a link to the file otherwise); with a dev set by language, the figures
+    per language (`languages_section`, its plot `languages_png`)."""
     s, c, r, data = manifest.settings, manifest.counts, manifest.result, manifest.data
     evaluation = manifest.evaluation or {}
     eval_set = evaluation.get("eval_set") or {}
@@ -172,6 +286,7 @@ def summary_markdown(manifest: Manifest, location: str, plot_png: bytes | None =
             if plot_png:
                 lines += [f"![bytes per token by vocabulary size, and across versions]({data_uri(plot_png)})", ""]
             lines.append(f"Plot file: [{plot}]({link_target(plot)})")
+    lines += languages_section(manifest, location, languages_png)
     return "\n".join(lines) + "\n"
 
 

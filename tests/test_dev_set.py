@@ -1,0 +1,85 @@
+"""A parallel dev set read from a directory: `<code>.txt` (a sentence per line) or `<code>.parquet`
+(a sentence per row), languages in code order, line i the same sentence in every file; what is not
+such a set is one line naming the file."""
+
+from __future__ import annotations
+
+import pytest
+
+from bpe.dev_set import dev_set, read_dev_set
+from bpe.errors import InputError, SettingsError
+from tests.conftest import write_parquet
+
+
+def write_dev(tmp_path, **files: str):
+    for name, text in files.items():
+        (tmp_path / name.replace("_", ".")).write_bytes(text.encode("utf-8"))
+    return tmp_path
+
+
+def test_a_directory_of_text_and_parquet_files_is_read_in_code_order(tmp_path):
+    write_dev(tmp_path, hin_txt="नमस्ते\nदुनिया\n", eng_txt="hello\r\nworld")  # CRLF; no final newline
+    write_parquet(tmp_path / "arb.parquet", ["مرحبا", "عالم"])
+    (tmp_path / "README.md").write_text("not a language")
+    (tmp_path / "NOTES.txt").write_text("not named by a language code, so not part of the set\n")
+    dev = read_dev_set(tmp_path)
+    assert dev.codes == ("arb", "eng", "hin") and dev.sentences == 2
+    assert dev.texts["eng"] == ["hello", "world"] and dev.texts["hin"] == ["नमस्ते", "दुनिया"]
+    assert dev.sources["arb"] == str(tmp_path / "arb.parquet") and dev.location == str(tmp_path)
+    assert read_dev_set(tmp_path, ["hin", "eng"]).codes == ("eng", "hin")
+
+
+def test_blank_lines_are_sentences_so_the_lines_stay_parallel(tmp_path):
+    write_dev(tmp_path, eng_txt="\ufeffa\n\nc\n", deu_txt="a\nb\nc\n")
+    dev = read_dev_set(tmp_path)
+    assert dev.texts["eng"] == ["a", "", "c"]  # the byte-order mark is not text
+
+
+def test_the_fingerprint_changes_with_any_sentence_or_language(tmp_path):
+    base = dev_set({"eng": ["a", "b"], "fra": ["c", "d"]})
+    assert base.fingerprint() == dev_set({"fra": ["c", "d"], "eng": ["a", "b"]}).fingerprint()
+    others = [
+        {"eng": ["a", "b"], "fra": ["c", "e"]},
+        {"eng": ["a", "b"], "frb": ["c", "d"]},
+        {"eng": ["ab", ""], "fra": ["c", "d"]},
+    ]
+    assert len({base.fingerprint(), *(dev_set(o).fingerprint() for o in others)}) == 4
+
+
+@pytest.mark.parametrize(
+    "files, message",
+    [
+        ({"eng_txt": "a\nb\n", "hin_txt": "a\n"}, "{d}/hin.txt has 1 line but {d}/eng.txt has 2: a parallel dev set"),
+        ({"eng_txt": "a\n", "eng_parquet": ""}, "{d}: both eng.txt and eng.parquet: keep one file per language"),
+        ({"notes_md": "x", "Eng_txt": "a\n"}, "{d}: holds no <code>.txt or <code>.parquet file"),
+        ({"eng_txt": "a\n", "tel_txt": "\udcff"}, "{d}/tel.txt: not UTF-8 text (invalid byte 0xff at offset 0)"),
+    ],
+)
+def test_what_is_not_a_parallel_dev_set_is_one_line_naming_the_file(tmp_path, files, message):
+    for name, text in files.items():
+        (tmp_path / name.replace("_", ".")).write_bytes(text.encode("utf-8", "surrogateescape"))
+    with pytest.raises(InputError) as raised:
+        read_dev_set(tmp_path)
+    assert str(raised.value).startswith(message.format(d=tmp_path)) and "\n" not in str(raised.value)
+
+
+def test_a_parquet_file_needs_its_text_column_and_text_in_every_row(tmp_path):
+    write_parquet(tmp_path / "eng.parquet", ["a"], column="body")
+    with pytest.raises(InputError, match=r"eng.parquet: no column 'text' \(it has body\)$"):
+        read_dev_set(tmp_path)
+    assert read_dev_set(tmp_path, text_column="body").texts == {"eng": ["a"]}
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": ["a", None]}), tmp_path / "eng.parquet")
+    with pytest.raises(InputError, match=r"eng.parquet: row 1: expected a sentence \(text\), got None$"):
+        read_dev_set(tmp_path)
+
+
+def test_a_missing_directory_or_language_is_named(tmp_path):
+    with pytest.raises(InputError, match=r"nowhere: no such directory"):
+        read_dev_set(tmp_path / "nowhere")
+    write_dev(tmp_path, eng_txt="a\n")
+    with pytest.raises(SettingsError) as raised:
+        read_dev_set(tmp_path, ["eng", "hin"])
+    assert str(raised.value) == f"languages: 'hin' is not in the dev set {tmp_path} (it has eng)"
