@@ -557,6 +557,14 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
+def trained_bytes(run: TrainingRun) -> int:
+    """The bytes of text the merges were learnt on: with a mixture, each language's bytes times its
+    multiplier, as its words were counted (the engines' token counts are of the same weighted text)."""
+    if not run.languages:
+        return run.stats.bytes
+    return sum(language.bytes * language.multiplier for language in run.languages)
+
+
 def build_manifest(
     settings: Settings,
     run: TrainingRun,
@@ -596,7 +604,7 @@ def build_manifest(
             vocab_size=settings.byte_tokens + merges + len(settings.special_tokens),
             stop_reason=merged.stop_reason,
             tokens=tokens,
-            bytes_per_token=round(stats.bytes / tokens, 4) if tokens else None,
+            bytes_per_token=round(trained_bytes(run) / tokens, 4) if tokens else None,
             new_merges=len(merged.merges) if base is not None else None,
         ),
         engine=EngineRecord.from_json(run.engine),

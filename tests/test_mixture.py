@@ -110,6 +110,18 @@ def test_merges_are_the_reference_trainers_on_counts_multiplied_as_documented(mi
     assert len(tok.merges) > 40
 
 
+def test_bytes_per_token_of_a_mixture_are_those_of_the_weighted_text():
+    """The manifest's figure weighs each language's bytes and tokens alike: its text encoded by the
+    tokenizer, times its multiplier (not weighted tokens over unweighted bytes)."""
+    texts = {"eng": ENG, "hin": HIN}
+    tok = train(texts=texts, mix="eng=1,hin=3", vocab_size=320, pattern="gpt2")
+    multiplier = {"eng": 1, "hin": 3}
+    weighted_bytes = sum(multiplier[c] * len(t.encode()) for c in texts for t in texts[c])
+    weighted_tokens = sum(multiplier[c] * len(tok.encode(t)) for c in texts for t in texts[c])
+    assert tok.manifest.result.tokens == weighted_tokens
+    assert tok.manifest.result.bytes_per_token == round(weighted_bytes / weighted_tokens, 4)
+
+
 @pytest.mark.parametrize(
     ("text", "why"),
     [
