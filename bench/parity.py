@@ -107,6 +107,7 @@ def main() -> None:
                 out = work / f"{trainer}-{size}.json"
                 measured = run(peer_command(trainer, args.ud, args.dev, size, args.pattern, out, *extra))
                 results.append({"size": size, "trainer": name, **keep(measured), **figures(out, args.dev)})
+                print(json.dumps(results[-1]), file=sys.stderr, flush=True)
         report(args, results)
         if args.json:
             args.json.write_text(json.dumps(results, indent=1))

@@ -107,14 +107,18 @@ def hf_parity_trained(
     """A Hugging Face byte-level BPE trained by its `ParityBpeTrainer` on one language per file of
     `data`, balanced on the parallel `dev` files (the same codes), split by `pattern`; the
     vocabulary is the 256 bytes and `vocab_size - 256` merges, as `bpe train`'s."""
-    from tokenizers import Tokenizer, models
+    from tokenizers import Tokenizer, models, pre_tokenizers
     from tokenizers.trainers import ParityBpeTrainer
 
     languages = by_language(data)
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = split_by(pattern)
     trainer = ParityBpeTrainer(
-        num_merges=vocab_size - 256, variant=variant, global_merges=global_merges, show_progress=False
+        num_merges=vocab_size - 256,
+        variant=variant,
+        global_merges=global_merges,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # every byte, as ours: text never loses one
+        show_progress=False,
     )
     dev_files = by_language(dev) if dev else {}
     trainer.train_from_iterator(
