@@ -102,20 +102,35 @@ def refuse_superwords() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The choice, compiled: a ParityState is what the choice reads and keeps.
-# lengths: each language's dev tokens (or training tokens, without a dev set). tokens: each
-# language's training tokens now; initial: at the first choice (ratio targets). ratio: the targets
-# (ones without). closed: 0 open, 1 exhausted, 2 exhausted with a pair below min_frequency left.
-# recent: the window's choices, a ring; recent_count: each language's choices in it.
-# meta: the counters below; threshold: [alpha / languages].
+# The choice, compiled. A ParityState is what it reads and keeps:
+# lengths: each language's dev tokens (training tokens without a dev set), as of the merges its
+# words have seen; tokens: each language's training tokens, likewise; initial: the training tokens
+# at the first choice (ratio targets); ratio: the targets (ones without); closed: 0 open,
+# 1 exhausted, 2 exhausted with a pair below min_frequency left; recent: the window's choices, a
+# ring, and recent_count each language's choices in it; dev_seen, seen: how many merges each
+# language's dev words and training words have seen (see below); log: the merges made, rows
+# (a, b, new id); meta: the counters below; threshold: [alpha / languages].
+#
+# Words are brought up to date only when the choice needs them. A merge only ever shortens words,
+# so a language's length as of fewer merges is at least its length now (and its compression at
+# most its compression now): a language that does not win on that bound cannot win on its length
+# now, and the one that wins is brought up to date and compared again, until the winner is up to
+# date. That gives the choice the exact lengths would give, while each word table takes its
+# merges in batches (the merges of other languages mostly hold pairs its words lack), and its
+# language's queue the net deltas of the batch. The local engine's training words are brought up
+# to date the same way before their language's queue is asked for its best pair; a driver that
+# adds every merge's deltas itself (the Dask engine) keeps them up to date.
 ParityState = namedtuple(
-    "ParityState", ["lengths", "tokens", "initial", "ratio", "closed", "recent", "recent_count", "meta", "threshold"]
-)
+    "ParityState",
+    ["lengths", "tokens", "initial", "ratio", "closed", "recent", "recent_count", "dev_seen", "seen", "log", "meta",
+     "threshold"],
+)  # fmt: skip
 
-# Entries of meta: merges made, the variant (0 base, 1 window), global merges, the window, the ring's
-# next slot, choices in the ring, what drives the choice (below), exhausted languages, whether the
-# initial tokens are taken, whether a global queue follows the languages' queues, and why the run
-# stopped early (0: it has not; 1: the global phase found no pair; 2: only pairs below min_frequency).
+# Entries of meta: merges made, the variant (0 base, 1 window), global merges, the window, the
+# ring's next slot, choices in the ring, what drives the choice (below), exhausted languages,
+# whether the first choice was made, whether a global queue follows the languages' queues, and
+# why the run stopped early (0: it has not; 1: the global phase found no pair; 2: only pairs below
+# min_frequency).
 _MADE, _VARIANT, _GLOBAL, _WINDOW, _HEAD, _FILLED, _MODE, _N_CLOSED, _STARTED, _HAS_GLOBAL, _STOPPED = range(11)
 _META_SIZE = _STOPPED + 1
 _DEV, _TRAINING, _RATIO = 0, 1, 2  # modes: dev tokens, training tokens, training compression / ratio
@@ -125,15 +140,97 @@ _INT64_MIN = np.iinfo(np.int64).min
 
 
 @njit(cache=True)
-def _window_pick(values, lowest, recent_count, window, threshold):
+def _add(queues, ps, language, keys, deltas):
+    """Deltas of `language`'s training words: to its queue, to the global queue while a global
+    merge is to come, and (after the first merge) to its tokens: a merge saves as many tokens as
+    it takes pairs, so the deltas sum to minus the tokens saved."""
+    if len(keys) == 0:
+        return
+    meta = ps.meta
+    queues[language] = queue_add_deltas(queues[language], keys, deltas)
+    if meta[_HAS_GLOBAL] != 0 and meta[_MADE] < meta[_GLOBAL]:
+        g = len(ps.closed)
+        queues[g] = queue_add_deltas(queues[g], keys, deltas)
+    if meta[_MADE] > 0:
+        change = deltas.sum()
+        ps.tokens[language] += change
+        if meta[_MODE] == _TRAINING:
+            ps.lengths[language] += change
+
+
+@njit(cache=True)
+def _bring_dev(ps, dev, language):
+    """Apply to `language`'s dev words the merges they have not seen; their tokens follow."""
+    first, made = ps.dev_seen[language], ps.meta[_MADE]
+    if first < made:
+        state = words_apply_merges(dev[language], ps.log[first:made])
+        keys, deltas = words_take_deltas(state)
+        dev[language] = state
+        ps.lengths[language] += deltas.sum()
+        ps.dev_seen[language] = made
+
+
+@njit(cache=True)
+def _bring_words(ps, queues, tables, first_table, language):
+    """Apply to `language`'s training words (tables first_table[language]:first_table[language + 1])
+    the merges they have not seen, adding the deltas to its queue and its tokens."""
+    first, made = ps.seen[language], ps.meta[_MADE]
+    if first < made:
+        merges = ps.log[first:made]
+        for t in range(first_table[language], first_table[language + 1]):
+            state = words_apply_merges(tables[t], merges)
+            keys, deltas = words_take_deltas(state)
+            tables[t] = state
+            _add(queues, ps, language, keys, deltas)
+        ps.seen[language] = made
+
+
+@njit(cache=True)
+def _behind(ps, tables, language):
+    """Whether the length the choice reads for `language` is as of fewer merges than made."""
+    made = ps.meta[_MADE]
+    if ps.meta[_MODE] == _DEV:
+        return ps.dev_seen[language] < made
+    return len(tables) > 0 and ps.seen[language] < made
+
+
+@njit(cache=True)
+def _bring(ps, queues, dev, tables, first_table, language):
+    if ps.meta[_MODE] == _DEV:
+        _bring_dev(ps, dev, language)
+    else:
+        _bring_words(ps, queues, tables, first_table, language)
+
+
+@njit(cache=True)
+def _adjusted(ps, i):
+    """Hugging Face's adjusted compression: (initial tokens / tokens now) / ratio, in float64."""
+    return (ps.initial[i] / ps.tokens[i]) / ps.ratio[i] if ps.tokens[i] > 0 else np.nan
+
+
+@njit(cache=True)
+def _fill(ps, values):
+    """The values the window variant ranks: lengths, or minus the adjusted compression; an exhausted
+    language holds the lowest value (Hugging Face's i64::MIN, or minus infinity)."""
+    for i in range(len(values)):
+        if ps.meta[_MODE] == _RATIO:
+            values[i] = -np.inf if ps.closed[i] else -_adjusted(ps, i)
+        else:
+            values[i] = _INT64_MIN if ps.closed[i] else ps.lengths[i]
+
+
+@njit(cache=True)
+def _window_choice(ps, queues, dev, tables, first_table, values, lowest):
     """Hugging Face's `select_language_window`: the greatest value (ties to the lower index) whose
-    language made at most `threshold` of the window's choices; else the next greatest; with every
-    language over, the last tried. Exhausted languages hold `lowest`, so the first candidate left
-    once only they remain is 0; where that one was passed over already (Hugging Face's loop would
-    never end), it is returned."""
+    language made at most alpha / languages of the window's choices; else the next greatest; with
+    every language over, the last tried. Exhausted languages hold `lowest`, so once only they are
+    left the first candidate is 0; where that one was passed over already (Hugging Face's loop would
+    never end), it is chosen. A candidate behind is brought up to date and the ranking made again."""
     n = len(values)
     masked = np.zeros(n, dtype=np.bool_)
     left = n
+    window, threshold, recent_count = ps.meta[_WINDOW], ps.threshold[0], ps.recent_count
+    _fill(ps, values)
     while True:
         best = 0
         best_value = lowest
@@ -143,6 +240,10 @@ def _window_pick(values, lowest, recent_count, window, threshold):
                 best_value = values[i]
         if masked[best]:
             return best
+        if not ps.closed[best] and _behind(ps, tables, best):
+            _bring(ps, queues, dev, tables, first_table, best)
+            _fill(ps, values)
+            continue
         if recent_count[best] / window <= threshold:
             return best
         masked[best] = True
@@ -152,7 +253,7 @@ def _window_pick(values, lowest, recent_count, window, threshold):
 
 
 @njit(cache=True)
-def _choose(ps):
+def _choose(ps, queues, dev, tables, first_table):
     """The language the next merge serves: GLOBAL in the global phase, _NONE when all are exhausted.
     A window choice joins the window here, whether or not its language proves exhausted."""
     meta, closed = ps.meta, ps.closed
@@ -161,39 +262,12 @@ def _choose(ps):
         return _NONE
     if meta[_MADE] < meta[_GLOBAL]:
         return GLOBAL
-    window = meta[_VARIANT] == 1
     language = -1
-    if meta[_MODE] == _RATIO:
-        adjusted = np.empty(n, dtype=np.float64)
-        for i in range(n):  # Hugging Face: compression = initial / current; adjusted = compression / ratio
-            adjusted[i] = (ps.initial[i] / ps.tokens[i]) / ps.ratio[i] if ps.tokens[i] > 0 else np.nan
-        if window:
-            values = np.empty(n, dtype=np.float64)
-            for i in range(n):
-                values[i] = -np.inf if closed[i] else -adjusted[i]
-            language = _window_pick(values, -np.inf, ps.recent_count, meta[_WINDOW], ps.threshold[0])
+    if meta[_VARIANT] == 1:
+        if meta[_MODE] == _RATIO:
+            language = _window_choice(ps, queues, dev, tables, first_table, np.empty(n, np.float64), -np.inf)
         else:
-            best = np.inf
-            for i in range(n):
-                if not closed[i] and adjusted[i] < best:
-                    language = i
-                    best = adjusted[i]
-            for i in range(n):  # no language has a compression (no text): the first open one
-                if language < 0 and not closed[i]:
-                    language = i
-    else:
-        if window:
-            values = np.empty(n, dtype=np.int64)
-            for i in range(n):
-                values[i] = _INT64_MIN if closed[i] else ps.lengths[i]
-            language = _window_pick(values, _INT64_MIN, ps.recent_count, meta[_WINDOW], ps.threshold[0])
-        else:
-            longest = _INT64_MIN
-            for i in range(n):
-                if not closed[i] and ps.lengths[i] > longest:
-                    language = i
-                    longest = ps.lengths[i]
-    if window:
+            language = _window_choice(ps, queues, dev, tables, first_table, np.empty(n, np.int64), _INT64_MIN)
         ring = ps.recent
         if meta[_FILLED] == meta[_WINDOW]:
             ps.recent_count[ring[meta[_HEAD]]] -= 1
@@ -202,16 +276,37 @@ def _choose(ps):
         ring[meta[_HEAD]] = language
         ps.recent_count[language] += 1
         meta[_HEAD] = (meta[_HEAD] + 1) % meta[_WINDOW]
-    return language
+        return language
+    while True:
+        language = -1
+        if meta[_MODE] == _RATIO:  # the lowest adjusted compression
+            lowest = np.inf
+            for i in range(n):
+                if not closed[i] and _adjusted(ps, i) < lowest:
+                    language = i
+                    lowest = _adjusted(ps, i)
+            for i in range(n):  # no language has a compression (no text): the first open one
+                if language < 0 and not closed[i]:
+                    language = i
+        else:  # the longest
+            longest = _INT64_MIN
+            for i in range(n):
+                if not closed[i] and ps.lengths[i] > longest:
+                    language = i
+                    longest = ps.lengths[i]
+        if not _behind(ps, tables, language):
+            return language
+        _bring(ps, queues, dev, tables, first_table, language)
 
 
 @njit(cache=True)
-def parity_next_merge(queues, dev, ps, min_frequency):
+def parity_next_merge(queues, dev, ps, tables, first_table, min_frequency):
     """The next merge as a row (a, b, new id, count) and the language it serves (GLOBAL for a
-    global merge; _NONE, with a row of zeros, when every language is exhausted). The new token is
-    made in every queue, and the merge is applied to the dev words, whose token counts follow.
-    `queues`: one queue state per language, then the global queue's; `dev`: one word state per
-    language (or none)."""
+    global merge; _NONE, with a row of zeros, when every language is exhausted); the new token is
+    made in every queue. `queues`: a queue state per language, then the global queue's; `dev`: a
+    word state per language (or none); `tables`: the training words' states, language by language
+    (`first_table`), brought up to date here as the choice needs them; none when the driver adds
+    every merge's deltas itself. The caller leaves room in `ps.log` for the merge."""
     meta = ps.meta
     n = len(ps.closed)
     if meta[_STARTED] == 0:
@@ -222,10 +317,16 @@ def parity_next_merge(queues, dev, ps, min_frequency):
                 ps.closed[i] = 1
                 meta[_N_CLOSED] += 1
     while True:
-        language = _choose(ps)
+        language = _choose(ps, queues, dev, tables, first_table)
         if language == _NONE:
             return np.zeros(4, dtype=np.int64), _NONE
-        q = n if language == GLOBAL else language
+        if language == GLOBAL:
+            q = n
+            for i in range(n):  # the global queue holds every language's counts
+                _bring_words(ps, queues, tables, first_table, i)
+        else:
+            q = language
+            _bring_words(ps, queues, tables, first_table, language)
         state, batch = queue_next_round(queues[q], 1, min_frequency)
         if len(batch) == 0:
             state, best = queue_best_count(state)
@@ -243,33 +344,26 @@ def parity_next_merge(queues, dev, ps, min_frequency):
             if other != q and (other < n or global_next):
                 state, _ = queue_add_token(queues[other], a, b)
                 queues[other] = state
-        merge = batch[:, :3].copy()
-        for i in range(len(dev)):
-            state = words_apply_merges(dev[i], merge)
-            keys, deltas = words_take_deltas(state)
-            dev[i] = state
-            ps.lengths[i] += deltas.sum()  # a merge takes one pair from its word per token it saves
+        ps.log[meta[_MADE], :] = batch[0, :3]
         meta[_MADE] += 1
+        if len(tables) == 0:
+            ps.seen[:] = meta[_MADE]  # the driver brings the training words up to date itself
         return batch[0].copy(), language
 
 
 @njit(cache=True)
 def parity_add(queues, ps, language, keys, deltas):
-    """Add pair-count deltas of `language`'s words to its queue (and to the global queue while a
-    global merge is to come). After the first merge they also move the language's training tokens:
-    a merge saves as many tokens as it takes pairs (deltas summed)."""
-    if len(keys) == 0:
-        return
-    meta = ps.meta
-    queues[language] = queue_add_deltas(queues[language], keys, deltas)
-    if meta[_HAS_GLOBAL] != 0 and meta[_MADE] < meta[_GLOBAL]:
-        g = len(ps.closed)
-        queues[g] = queue_add_deltas(queues[g], keys, deltas)
-    if meta[_MADE] > 0:
-        change = deltas.sum()
-        ps.tokens[language] += change
-        if meta[_MODE] == _TRAINING:
-            ps.lengths[language] += change
+    """Add pair-count deltas of `language`'s words (a driver's, after each merge)."""
+    _add(queues, ps, language, keys, deltas)
+
+
+@njit(cache=True)
+def _bring_all(ps, queues, dev, tables, first_table):
+    """Bring every language's dev and training words up to date."""
+    for i in range(len(ps.closed)):
+        if len(dev):
+            _bring_dev(ps, dev, i)
+        _bring_words(ps, queues, tables, first_table, i)
 
 
 @njit(cache=True)
@@ -298,8 +392,8 @@ def _states(states: list, like) -> List:
 class ParityQueues:
     """The count side of parity-aware merges, for a driver that holds the words elsewhere (word
     slices on threads, buckets on Dask workers): a pair queue per language (and a global one while
-    `rule.global_merges` are to come), the language choice, and the dev set's words, on which each
-    merge is replayed. Languages are indices 0, 1, ... in the order of their codes.
+    `rule.global_merges` are to come), the language choice, and the dev set's words, on which the
+    merges are replayed. Languages are indices 0, 1, ... in the order of their codes.
 
     A driver: `add` each language's initial pair counts (each bucket's `take_deltas()`, to its
     language), and `set_training_tokens` for each language (needed with ratio targets or without a
@@ -335,7 +429,10 @@ class ParityQueues:
         dev_tables = [WordTable(words, base) for words in dev] if mode == _DEV else []
         for table in dev_tables:
             table.take_deltas()  # the initial counts: the dev words' pairs are never chosen from
-        self._dev = _states([table._state for table in dev_tables], WordTable(WordCounts.empty())._state)
+        self._like = WordTable(WordCounts.empty())._state
+        self._dev = _states([table._state for table in dev_tables], self._like)
+        self._tables = _empty_list(self._like)  # the training words are the driver's
+        self._first_table = np.zeros(n_languages + 1, dtype=np.int64)
         meta = np.zeros(_META_SIZE, dtype=np.int64)
         meta[_VARIANT] = VARIANTS.index(rule.variant)
         meta[_GLOBAL] = rule.global_merges
@@ -344,18 +441,19 @@ class ParityQueues:
         meta[_HAS_GLOBAL] = has_global
         lengths = np.array([table.token_count() for table in dev_tables] or [0] * n_languages, dtype=np.int64)
         ratio = np.array(rule.ratio if rule.ratio is not None else [1.0] * n_languages, dtype=np.float64)
+        zeros = lambda: np.zeros(n_languages, dtype=np.int64)  # noqa: E731
         self._state = ParityState(
-            lengths,
-            np.zeros(n_languages, dtype=np.int64),
-            np.zeros(n_languages, dtype=np.int64),
-            ratio,
-            np.zeros(n_languages, dtype=np.int64),
-            np.zeros(rule.window if rule.variant == "window" else 1, dtype=np.int64),
-            np.zeros(n_languages, dtype=np.int64),
-            meta,
+            lengths, zeros(), zeros(), ratio, zeros(), np.zeros(rule.window if rule.variant == "window" else 1,
+            dtype=np.int64), zeros(), zeros(), zeros(), np.zeros((1024, 3), dtype=np.int64), meta,
             np.array([rule.alpha / n_languages], dtype=np.float64),
-        )
+        )  # fmt: skip
         self._tokens_set = np.zeros(n_languages, dtype=bool)
+
+    def hold_words(self, tables: List, first_table: np.ndarray) -> None:
+        """Let this object bring the training words up to date as the choice needs them (the
+        local engine): `tables`, a typed list of word states, language by language, language i's
+        being tables[first_table[i]:first_table[i + 1]]; their initial deltas already added."""
+        self._tables, self._first_table = tables, first_table
 
     @holds_interrupts
     def add(self, language: int, keys: np.ndarray, deltas: np.ndarray) -> None:
@@ -373,32 +471,52 @@ class ParityQueues:
             self._state.lengths[language] = tokens
         self._tokens_set[language] = True
 
+    def _room(self, merges: int) -> None:
+        """Make room in the merge log for that many more merges."""
+        state = self._state
+        needed = int(state.meta[_MADE]) + merges
+        if needed > len(state.log):
+            log = np.zeros((max(needed, 2 * len(state.log)), 3), dtype=np.int64)
+            log[: len(state.log)] = state.log
+            self._state = state._replace(log=log)
+
     @holds_interrupts
     def next_merge(self, min_frequency: int = 1) -> tuple[np.ndarray, int] | None:
         """The next merge (a, b, new id, count) and the language it serves (GLOBAL: a global merge),
-        made in every queue and replayed on the dev set; None when no language has a merge left."""
+        made in every queue; None when no language has a merge left."""
         state = self._state
         if state.meta[_MODE] != _DEV and state.meta[_STARTED] == 0 and not self._tokens_set.all():
             missing = int(np.flatnonzero(~self._tokens_set)[0])
             raise ValueError(f"set_training_tokens was not called for language {missing}: the choice needs it")
-        row, language = parity_next_merge(self._queues, self._dev, state, max(int(min_frequency), 1))
+        self._room(1)
+        row, language = parity_next_merge(
+            self._queues, self._dev, self._state, self._tables, self._first_table, max(int(min_frequency), 1)
+        )
         return None if language == _NONE else (row, int(language))
 
     def lend(self, loop, *args) -> tuple:
-        """Run `loop(queues, dev, state, *args)`, a compiled loop of merges over this object's
-        kernel states (the local engine's)."""
-        return loop(self._queues, self._dev, self._state, *args)
+        """Run `loop(queues, dev, state, tables, first_table, *args)`, a compiled loop of merges
+        over this object's kernel states (the local engine's), with room for `args[0]` merges."""
+        self._room(int(args[0]))
+        return loop(self._queues, self._dev, self._state, self._tables, self._first_table, *args)
 
     @property
     def merges_made(self) -> int:
         return int(self._state.meta[_MADE])
 
+    @holds_interrupts
+    def bring_up_to_date(self) -> None:
+        """Apply every merge made to the dev words and the training words held here."""
+        _bring_all(self._state, self._queues, self._dev, self._tables, self._first_table)
+
     def training_tokens(self) -> np.ndarray:
         """Each language's training tokens as they stand (as set, then moved by the deltas)."""
+        self.bring_up_to_date()
         return self._state.tokens.copy()
 
     def dev_tokens(self) -> np.ndarray | None:
         """Each language's dev tokens as they stand (None without a dev set)."""
+        self.bring_up_to_date()
         return self._state.lengths.copy() if self._state.meta[_MODE] == _DEV else None
 
     def stop_reason(self, done: int, wanted: int) -> str:
@@ -409,6 +527,7 @@ class ParityQueues:
             return "vocab_size"
         if self._state.meta[_STOPPED] == 2 or (self._state.closed == 2).any():
             return "min_frequency"
+        self.bring_up_to_date()
         if any((queue.counts[:, 1] > 0).any() for queue in self._queues):
             return "max_token_length"
         return "no_pairs"
@@ -439,7 +558,7 @@ def learn_parity_merges(
     start = time.perf_counter()
     slices = max(int(threads), 1)
     states: list = []
-    table_language: list[int] = []
+    first_table = [0]
     for language, words in enumerate(counts):
         tokens = 0
         for part in words.split_by_hash(slices) if slices > 1 and len(words) >= slices else [words]:
@@ -447,14 +566,13 @@ def learn_parity_merges(
             queues.add(language, *table.take_deltas())
             tokens += table.token_count()
             states.append(table._state)
-            table_language.append(language)
+        first_table.append(len(states))
         queues.set_training_tokens(language, tokens)
-    states = _states(states, states[0])
-    languages_of = np.array(table_language, dtype=np.int64)
+    queues.hold_words(_states(states, states[0]), np.array(first_table, dtype=np.int64))
     served: list[np.ndarray] = []
 
     def run_rounds(budget: int) -> tuple[np.ndarray, int]:
-        made = queues.lend(_parity_rounds, states, languages_of, budget, max(int(min_frequency), 1))
+        made = queues.lend(_parity_rounds, budget, max(int(min_frequency), 1))
         served.append(made[:, 4])
         return made[:, :4], len(made)
 
@@ -466,22 +584,14 @@ def learn_parity_merges(
 
 
 @njit(cache=True)
-def _parity_rounds(queues, dev, ps, tables, languages_of, budget, min_frequency):
-    """Up to `budget` parity-aware merges, each applied to every word table (`tables[t]` holds words
-    of language `languages_of[t]`) and counted: rows (a, b, new id, count, language)."""
+def _parity_rounds(queues, dev, ps, tables, first_table, budget, min_frequency):
+    """Up to `budget` parity-aware merges: rows (a, b, new id, count, language)."""
     made = np.empty((budget, 5), dtype=np.int64)
-    merge = np.empty((1, 3), dtype=np.int64)
     n = 0
     while n < budget:
-        row, language = parity_next_merge(queues, dev, ps, min_frequency)
+        row, language = parity_next_merge(queues, dev, ps, tables, first_table, min_frequency)
         if language == _NONE:
             break
-        merge[0, :] = row[:3]
-        for t in range(len(tables)):
-            state = words_apply_merges(tables[t], merge)
-            keys, deltas = words_take_deltas(state)
-            tables[t] = state
-            parity_add(queues, ps, languages_of[t], keys, deltas)
         made[n, :4] = row
         made[n, 4] = language
         n += 1
