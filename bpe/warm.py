@@ -30,13 +30,14 @@ class Warmed:
 def warm_kernels(on_compile: Callable[[], None] | None = None, merge_loop: bool = True) -> Warmed:
     """Run each kernel once on a tiny input: counting with every named pattern, the hashing, the
     word table (what a Dask worker runs), and with `merge_loop` the local merge loop and the pair
-    queue with both tie-breaks. `on_compile()` is called once, if a kernel must be compiled
+    queue with both tie-breaks, and parity-aware merges. `on_compile()` is called once, if a kernel must be compiled
     (rather than loaded)."""
     from bpe.counting import WordCounter
     from bpe.engine.count import WordCounts
     from bpe.engine.hashing import hash_buckets
     from bpe.engine.merge import learn_merges
     from bpe.engine.pair_queue import PairQueue
+    from bpe.engine.parity import ParityRule, learn_parity_merges
     from bpe.engine.table_group import TableGroup
     from bpe.engine.word_table import WordTable
     from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
@@ -70,4 +71,10 @@ def warm_kernels(on_compile: Callable[[], None] | None = None, merge_loop: bool 
                 table.apply(np.ascontiguousarray(batch[:, :3], dtype=np.int64))
                 queue.add(*table.take_deltas())
             queue.best_count()
+        if merge_loop:  # parity-aware merges over two languages: a dev set, then ratios, window, global merges
+            two = [counts, WordCounts.from_dict({b"bar": 2, b"rab": 1})]
+            for tie_break in ("bytes", "ids"):
+                learn_parity_merges(two, 6, ParityRule(), dev=two, tie_break=tie_break)
+                rule = ParityRule(variant="window", global_merges=1, window=4, ratio=(1.0, 2.0))
+                learn_parity_merges(two, 6, rule, tie_break=tie_break, max_token_length=4)
     return Warmed(watch.kernels, watch.seconds, time.perf_counter() - started)

@@ -16,7 +16,7 @@ import yaml
 from bpe.counting import holdout_mask
 from bpe.tokenizer import Tokenizer
 from bpe.training import train
-from tests.conftest import stdlib_paragraphs, write_parquet
+from tests.conftest import claim_deployment_names, stdlib_paragraphs, write_parquet
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
 
@@ -39,12 +39,13 @@ def test_languages_are_counted_apart_weighted_and_a_new_shard_is_counted_alone(
 
     from bpe.flows.train_bpe import train_bpe
 
+    claim_deployment_names(__name__, "by-language")  # its artifacts are keyed bpe-by-language
     paragraphs = stdlib_paragraphs()
     eng = [write_parquet(tmp_path / "en" / f"part-{i}.parquet", paragraphs[i * 300 : (i + 1) * 300]) for i in range(2)]
     hindi = [p.lower().translate(DEVANAGARI) for p in paragraphs[600:900]]
     hin = [write_parquet(tmp_path / "hi" / "part-0.parquet", hindi[:150])]
     cfg = {
-        "name": "multilingual",
+        "name": "by-language",
         "languages": {"hin": str(tmp_path / "hi"), "eng": str(tmp_path / "en")},
         "mix": "eng=1,hin=3",
         "vocab_size": VOCAB,

@@ -214,6 +214,12 @@ def test_ctrl_c_stops_parity_merges_cleanly():
             threading.Timer(0.02, signal.raise_signal, (signal.SIGINT,)).start()
         made.append(merges)
 
-    with pytest.raises(KeyboardInterrupt):
-        learn_parity_merges(languages, 10**6, ParityRule(), dev=languages, progress=progress)
+    # As a terminal's foreground command has it: a run started in the background (a CI job) inherits
+    # "ignore SIGINT", which the engine rightly respects.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            learn_parity_merges(languages, 10**6, ParityRule(), dev=languages, progress=progress)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert made[0] == 0 and sum(made) < 10**6
