@@ -1,7 +1,9 @@
-"""Peer trainers run on the same rows as `bpe train`: Hugging Face `tokenizers` and `rustbpe`.
+"""Peer trainers run on the same rows as `bpe train`: Hugging Face `tokenizers`, `rustbpe` and
+`sentencepiece` (its BPE trainer: another algorithm, see `sentencepiece_trained`).
 
 Run as a process of its own so that its wall time and peak memory can be measured from outside:
     python -m bench.peers hf DATA_DIR --vocab-size 32768 --pattern cl100k
+    python -m bench.peers sentencepiece DATA_DIR --vocab-size 32768    # no pattern: it has none
     python -m bench.peers hf-parity UD_DIR --dev NTREX_DIR --vocab-size 8192 --pattern gpt2 --out tok.json
 It prints one JSON line: {"trainer", "vocab_size", "seconds"}.
 """
@@ -22,7 +24,12 @@ from bpe.pretokenize import resolve_pattern
 
 
 def parquet_texts(data: str, text_column: str = "text") -> Iterator[str]:
-    """Every non-null row of every Parquet file in `data`, in path order (as `bpe train` reads them)."""
+    """Every non-null row of every Parquet file in `data`, in path order (as `bpe train` reads them);
+    a `.txt` file is one document, as `bpe train` reads it."""
+    if data.endswith(".txt"):
+        with open(data, encoding="utf-8-sig") as f:
+            yield f.read()
+        return
     files = sorted(glob.glob(os.path.join(data, "**", "*.parquet"), recursive=True)) if os.path.isdir(data) else [data]
     for path in files:
         for batch in pq.ParquetFile(path).iter_batches(columns=[text_column], batch_size=16384):
@@ -61,6 +68,80 @@ def rustbpe_trained(texts: Iterable[str], vocab_size: int, pattern: str):
     tokenizer = rustbpe.Tokenizer()
     tokenizer.train_from_iterator(texts, vocab_size, pattern=split)
     return tokenizer
+
+
+# SentencePiece's trainer options here: BPE on characters with byte fallback, as Llama 2, Mistral
+# and Gemma train theirs. Every sentence is kept (input_sentence_size=0: no sample of 10 million
+# lines), up to 1 MiB long; the character coverage is its default (0.9995), the rarer characters
+# falling back to bytes; hard_vocab_limit=False lets a corpus too small for the vocabulary end
+# early, as the other trainers do, instead of failing.
+SENTENCEPIECE_OPTIONS = {
+    "model_type": "bpe",
+    "byte_fallback": True,
+    "input_sentence_size": 0,
+    "max_sentence_length": 1 << 20,
+    "hard_vocab_limit": False,
+    "minloglevel": 1,  # warnings and errors only: no line per 20 merges
+}
+# Always in a sentencepiece vocabulary with byte fallback: <unk>, <s>, </s> and the 256 bytes.
+SENTENCEPIECE_META_PIECES = 3 + 256
+
+
+def lines(texts: Iterable[str]) -> Iterator[str]:
+    """The non-empty lines of `texts`: sentencepiece's sentences."""
+    for text in texts:
+        for line in text.split("\n"):
+            if line:
+                yield line
+
+
+def sentencepiece_trained(texts: Iterable[str], vocab_size: int, threads: int | None = None) -> bytes:
+    """A sentencepiece BPE model (its serialized proto) trained on the lines of `texts`.
+
+    Another algorithm than ours: no pre-tokenization regex (it splits only at whitespace, at changes
+    of Unicode script and around digits), NFKC-normalized characters with spaces as U+2581, merges
+    of characters, and bytes only for the characters its coverage leaves out."""
+    import io
+
+    import sentencepiece as spm
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=lines(texts),
+        model_writer=model,
+        vocab_size=vocab_size,
+        num_threads=threads or len(os.sched_getaffinity(0)),
+        **SENTENCEPIECE_OPTIONS,
+    )
+    return model.getvalue()
+
+
+def sentencepiece_smallest_vocab(texts: Iterable[str], coverage: float = 0.9995) -> int:
+    """The smallest `vocab_size` sentencepiece accepts for `texts` with SENTENCEPIECE_OPTIONS: the
+    meta pieces and bytes, and every character its coverage keeps (the most frequent first, until
+    they cover `coverage` of the normalized text), as its trainer counts them."""
+    from collections import Counter
+
+    import sentencepiece as spm
+
+    normalizer = spm.SentencePieceNormalizer(rule_name="nmt_nfkc")
+    counts = Counter()
+    for line in lines(texts):
+        counts.update(normalizer.normalize(line))
+    total, covered, required = sum(counts.values()), 0, 0
+    for _, count in sorted(counts.items(), key=lambda item: -item[1]):
+        if covered / total >= coverage:
+            break
+        covered += count
+        required += 1
+    return SENTENCEPIECE_META_PIECES + required
+
+
+def train_sentencepiece(data: str, vocab_size: int, pattern: str) -> int:
+    import sentencepiece as spm
+
+    model = sentencepiece_trained(parquet_texts(data), vocab_size)
+    return spm.SentencePieceProcessor(model_proto=model).get_piece_size()
 
 
 def train_hf(data: str, vocab_size: int, pattern: str) -> int:
@@ -135,7 +216,7 @@ def hf_multilingual_trained(data: str, vocab_size: int, pattern: str):
     return hf_trained(texts, vocab_size, pattern)
 
 
-TRAINERS = {"hf": train_hf, "rustbpe": train_rustbpe}
+TRAINERS = {"hf": train_hf, "rustbpe": train_rustbpe, "sentencepiece": train_sentencepiece}
 
 
 def main_multilingual(argv: list[str]) -> None:
