@@ -293,11 +293,11 @@ def report_corpus(args, runs: dict[str, list[dict]]) -> None:
 
 
 def report_threads(args, runs: dict[str, list[dict]], load: float) -> None:
-    threads = median(runs["local"])["manifest"].engine.threads
+    engine = median(runs["local"])["manifest"].engine
     print(
-        f"## 3. Threads that pay: bpe train on {args.data} at {args.vocab_size:,} tokens, default threads "
-        f"({threads} here) against --threads 1 on {len(os.sched_getaffinity(0))} cores; median of {args.repeat} "
-        f"interleaved run(s)"
+        f"## 3. Threads that pay: bpe train on {args.data} at {args.vocab_size:,} tokens, the default "
+        f"(--threads {engine.threads}, merge loop on {engine.merge_threads or 1}) against --threads 1, "
+        f"{len(os.sched_getaffinity(0))} cores; median of {args.repeat} interleaved run(s)"
     )
     print()
     print("| machine | default: wall (s) | CPU (s) | --threads 1: wall (s) | CPU (s) | default / one thread, wall |")
