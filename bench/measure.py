@@ -3,29 +3,37 @@
 Peak memory is the larger of (a) the kernel's exact peak of the command's own process (`wait4`)
 and (b) the sum of resident memory over the process and all its descendants, sampled every
 20 ms, which is what counts for engines that start worker processes. Linux carries a process's peak
-across fork and exec, so (a) is never below the caller's own size: measure before holding data.
+across fork and exec, so the command is started by a small process of its own (bench/launch.py,
+about 8 MB), which waits for it and reports (a), its wall time and CPU time: a benchmark that holds
+pyarrow and manifests would otherwise lend its own size to every command's peak.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import psutil
 
 REPO = Path(__file__).resolve().parent.parent
+LAUNCH = Path(__file__).resolve().parent / "launch.py"
 
 
 def run(command: list[str], env: dict | None = None, cwd: Path = REPO, timeout: float | None = None) -> dict:
     """Run `command`; returns wall seconds, peak memory (MB) of the process tree and of its largest
-    process (sampled), stdout and stderr. Raises on failure."""
+    process (sampled), CPU seconds (the command's and its waited-for children's), stdout and stderr.
+    Raises on failure."""
     environment = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment, cwd=cwd)
+    report, write = os.pipe()
+    launch = [sys.executable, "-I", "-S", str(LAUNCH), str(write), *command]
+    process = subprocess.Popen(
+        launch, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment, cwd=cwd, pass_fds=(write,)
+    )
+    os.close(write)
     outputs = {"stdout": b"", "stderr": b""}
     peak_sum, peak_one = [0], [0]
     stop = threading.Event()
@@ -35,10 +43,10 @@ def run(command: list[str], env: dict | None = None, cwd: Path = REPO, timeout: 
 
     def sample() -> None:
         try:
-            root = psutil.Process(process.pid)
+            launcher = psutil.Process(process.pid)
             while not stop.is_set():
                 total = 0
-                for p in [root, *root.children(recursive=True)]:
+                for p in launcher.children(recursive=True):  # the command and its descendants
                     try:
                         rss = p.memory_info().rss
                     except psutil.NoSuchProcess:
@@ -57,19 +65,20 @@ def run(command: list[str], env: dict | None = None, cwd: Path = REPO, timeout: 
     ]
     for t in threads:
         t.start()
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - started
+    process.wait()
     stop.set()
     for t in threads:
         t.join(timeout)
-    process.returncode = os.waitstatus_to_exitcode(status)
+    with os.fdopen(report, "rb") as f:
+        measured = json.loads(f.read() or b"{}")
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed ({process.returncode}):\n{outputs['stderr'].decode()[-3000:]}")
-    peak = max(peak_sum[0] / 2**20, usage.ru_maxrss / 1024)
+    own = measured["maxrss_kb"] / 1024
     return {
-        "wall": wall,
-        "peak_mb": peak,
-        "largest_process_mb": max(peak_one[0] / 2**20, usage.ru_maxrss / 1024),
+        "wall": measured["wall"],
+        "peak_mb": max(peak_sum[0] / 2**20, own),
+        "largest_process_mb": max(peak_one[0] / 2**20, own),
+        "cpu": measured["cpu"],
         "stdout": outputs["stdout"].decode(),
         "stderr": outputs["stderr"].decode(),
     }

@@ -1,9 +1,15 @@
-"""Peer trainers run on the same rows as `bpe train`: Hugging Face `tokenizers` and `rustbpe`.
+"""Peer trainers run on the same rows as `bpe train`: Hugging Face `tokenizers`, `rustbpe` and
+`sentencepiece` (its BPE trainer: another algorithm, see `sentencepiece_trained`).
 
 Run as a process of its own so that its wall time and peak memory can be measured from outside:
     python -m bench.peers hf DATA_DIR --vocab-size 32768 --pattern cl100k
+    python -m bench.peers sentencepiece DATA_DIR --vocab-size 32768    # no pattern: it has none
+    python -m bench.peers rustbpe FILE.txt --vocab-size 300 --split REGEX Isolated
     python -m bench.peers hf-parity UD_DIR --dev NTREX_DIR --vocab-size 8192 --pattern gpt2 --out tok.json
-It prints one JSON line: {"trainer", "vocab_size", "seconds"}.
+It prints one JSON line: {"trainer", "vocab_size", "seconds"}. `--split` gives the split regex and
+Hugging Face's behavior as `bench.train` resolved them from the pattern, so that the process imports
+nothing of ours: the peer's own cost, without this project's modules (about 0.08 s and 8 MB), and
+pyarrow only to read Parquet, which a run on a 1 KB file does not.
 """
 
 from __future__ import annotations
@@ -15,14 +21,18 @@ import os
 import time
 from collections.abc import Iterable, Iterator
 
-import pyarrow.parquet as pq
-
-from bpe.formats.hf_json import hf_split_regex
-from bpe.pretokenize import resolve_pattern
+Split = tuple[str, str]  # Hugging Face's Split pre-tokenizer: (regex, behavior)
 
 
 def parquet_texts(data: str, text_column: str = "text") -> Iterator[str]:
-    """Every non-null row of every Parquet file in `data`, in path order (as `bpe train` reads them)."""
+    """Every non-null row of every Parquet file in `data`, in path order (as `bpe train` reads them);
+    a `.txt` file is one document, as `bpe train` reads it."""
+    if data.endswith(".txt"):
+        with open(data, encoding="utf-8-sig") as f:
+            yield f.read()
+        return
+    import pyarrow.parquet as pq
+
     files = sorted(glob.glob(os.path.join(data, "**", "*.parquet"), recursive=True)) if os.path.isdir(data) else [data]
     for path in files:
         for batch in pq.ParquetFile(path).iter_batches(columns=[text_column], batch_size=16384):
@@ -31,13 +41,22 @@ def parquet_texts(data: str, text_column: str = "text") -> Iterator[str]:
                     yield text
 
 
-def hf_trained(texts: Iterable[str], vocab_size: int, pattern: str):
+def hf_split(pattern: str) -> Split:
+    """The regex and behavior of Hugging Face's Split that cut text as `bpe train` does with
+    `pattern` (also the spelling Rust regex engines read like Python's)."""
+    from bpe.formats.hf_json import hf_split_regex
+    from bpe.pretokenize import resolve_pattern
+
+    split, behavior, _ = hf_split_regex(*resolve_pattern(pattern))
+    return split, behavior
+
+
+def hf_trained(texts: Iterable[str], vocab_size: int, pattern: str, split: Split | None = None):
     """A Hugging Face `tokenizers` byte-level BPE trained by its `BpeTrainer` on `texts`, split by
-    `pattern` as `bpe train` splits them."""
+    `pattern` as `bpe train` splits them (or by `split`, its Split resolved already)."""
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
 
-    name, regex = resolve_pattern(pattern)
-    split, behavior, _ = hf_split_regex(name, regex)
+    split, behavior = split or hf_split(pattern)
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [
@@ -52,23 +71,97 @@ def hf_trained(texts: Iterable[str], vocab_size: int, pattern: str):
     return tokenizer
 
 
-def rustbpe_trained(texts: Iterable[str], vocab_size: int, pattern: str):
-    """A rustbpe tokenizer trained on `texts`, split by `pattern` as `bpe train` splits them."""
+def rustbpe_trained(texts: Iterable[str], vocab_size: int, pattern: str, split: Split | None = None):
+    """A rustbpe tokenizer trained on `texts`, split by `pattern` as `bpe train` splits them (or by
+    `split`'s regex)."""
     import rustbpe
 
-    name, regex = resolve_pattern(pattern)
-    split, _, _ = hf_split_regex(name, regex)  # the spelling Rust regex engines read like Python's
+    regex, _ = split or hf_split(pattern)
     tokenizer = rustbpe.Tokenizer()
-    tokenizer.train_from_iterator(texts, vocab_size, pattern=split)
+    tokenizer.train_from_iterator(texts, vocab_size, pattern=regex)
     return tokenizer
 
 
-def train_hf(data: str, vocab_size: int, pattern: str) -> int:
-    return hf_trained(parquet_texts(data), vocab_size, pattern).get_vocab_size()
+# SentencePiece's trainer options here: BPE on characters with byte fallback, as Llama 2, Mistral
+# and Gemma train theirs. Every sentence is kept (input_sentence_size=0: no sample of 10 million
+# lines), up to 1 MiB long; the character coverage is its default (0.9995), the rarer characters
+# falling back to bytes; hard_vocab_limit=False lets a corpus too small for the vocabulary end
+# early, as the other trainers do, instead of failing.
+SENTENCEPIECE_OPTIONS = {
+    "model_type": "bpe",
+    "byte_fallback": True,
+    "input_sentence_size": 0,
+    "max_sentence_length": 1 << 20,
+    "hard_vocab_limit": False,
+    "minloglevel": 1,  # warnings and errors only: no line per 20 merges
+}
+# Always in a sentencepiece vocabulary with byte fallback: <unk>, <s>, </s> and the 256 bytes.
+SENTENCEPIECE_META_PIECES = 3 + 256
 
 
-def train_rustbpe(data: str, vocab_size: int, pattern: str) -> int:
-    return rustbpe_trained(parquet_texts(data), vocab_size, pattern).vocab_size
+def lines(texts: Iterable[str]) -> Iterator[str]:
+    """The non-empty lines of `texts`: sentencepiece's sentences."""
+    for text in texts:
+        for line in text.split("\n"):
+            if line:
+                yield line
+
+
+def sentencepiece_trained(texts: Iterable[str], vocab_size: int, threads: int | None = None) -> bytes:
+    """A sentencepiece BPE model (its serialized proto) trained on the lines of `texts`.
+
+    Another algorithm than ours: no pre-tokenization regex (it splits only at whitespace, at changes
+    of Unicode script and around digits), NFKC-normalized characters with spaces as U+2581, merges
+    of characters, and bytes only for the characters its coverage leaves out."""
+    import io
+
+    import sentencepiece as spm
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=lines(texts),
+        model_writer=model,
+        vocab_size=vocab_size,
+        num_threads=threads or len(os.sched_getaffinity(0)),
+        **SENTENCEPIECE_OPTIONS,
+    )
+    return model.getvalue()
+
+
+def sentencepiece_smallest_vocab(texts: Iterable[str], coverage: float = 0.9995) -> int:
+    """The smallest `vocab_size` sentencepiece accepts for `texts` with SENTENCEPIECE_OPTIONS: the
+    meta pieces and bytes, and every character its coverage keeps (the most frequent first, until
+    they cover `coverage` of the normalized text), as its trainer counts them."""
+    from collections import Counter
+
+    import sentencepiece as spm
+
+    normalizer = spm.SentencePieceNormalizer(rule_name="nmt_nfkc")
+    counts = Counter()
+    for line in lines(texts):
+        counts.update(normalizer.normalize(line))
+    total, covered, required = sum(counts.values()), 0, 0
+    for _, count in sorted(counts.items(), key=lambda item: -item[1]):
+        if covered / total >= coverage:
+            break
+        covered += count
+        required += 1
+    return SENTENCEPIECE_META_PIECES + required
+
+
+def train_sentencepiece(data: str, vocab_size: int, pattern: str, split: Split | None = None) -> int:
+    import sentencepiece as spm
+
+    model = sentencepiece_trained(parquet_texts(data), vocab_size)
+    return spm.SentencePieceProcessor(model_proto=model).get_piece_size()
+
+
+def train_hf(data: str, vocab_size: int, pattern: str, split: Split | None = None) -> int:
+    return hf_trained(parquet_texts(data), vocab_size, pattern, split).get_vocab_size()
+
+
+def train_rustbpe(data: str, vocab_size: int, pattern: str, split: Split | None = None) -> int:
+    return rustbpe_trained(parquet_texts(data), vocab_size, pattern, split).vocab_size
 
 
 def split_by(pattern: str):
@@ -76,8 +169,7 @@ def split_by(pattern: str):
     spelling its bytes in GPT-2's alphabet."""
     from tokenizers import Regex, pre_tokenizers
 
-    name, regex = resolve_pattern(pattern)
-    split, behavior, _ = hf_split_regex(name, regex)
+    split, behavior = hf_split(pattern)
     return pre_tokenizers.Sequence(
         [
             pre_tokenizers.Split(Regex(split), behavior=behavior.lower()),
@@ -135,7 +227,7 @@ def hf_multilingual_trained(data: str, vocab_size: int, pattern: str):
     return hf_trained(texts, vocab_size, pattern)
 
 
-TRAINERS = {"hf": train_hf, "rustbpe": train_rustbpe}
+TRAINERS = {"hf": train_hf, "rustbpe": train_rustbpe, "sentencepiece": train_sentencepiece}
 
 
 def main_multilingual(argv: list[str]) -> None:
@@ -173,9 +265,12 @@ def main() -> None:
     parser.add_argument("data")
     parser.add_argument("--vocab-size", type=int, default=32768)
     parser.add_argument("--pattern", default="cl100k")
+    parser.add_argument(
+        "--split", nargs=2, metavar=("REGEX", "BEHAVIOR"), help="the pattern's Split, resolved (bench.peers.hf_split)"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
-    vocab = TRAINERS[args.trainer](args.data, args.vocab_size, args.pattern)
+    vocab = TRAINERS[args.trainer](args.data, args.vocab_size, args.pattern, tuple(args.split) if args.split else None)
     seconds = time.perf_counter() - started
     print(json.dumps({"trainer": args.trainer, "vocab_size": vocab, "seconds": round(seconds, 3)}))
 

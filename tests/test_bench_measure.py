@@ -1,0 +1,63 @@
+"""The benchmarks' measuring (bench/measure.py, bench/launch.py) and the sentencepiece peer
+(bench/peers.py): what `python -m bench.train` reports rests on them."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from bench.measure import run
+from bench.train import first_lines
+
+ALLOCATE = "x = bytearray({mb} * 2**20); x[::4096] = bytes(len(x[::4096]))"  # touched, so resident
+
+
+def test_a_commands_peak_memory_is_its_own_not_its_callers():
+    held = bytearray(300 * 2**20)
+    held[::4096] = bytes(len(held[::4096]))  # this process now peaks above 300 MB
+    small = run([sys.executable, "-c", "pass"])
+    assert small["peak_mb"] < 60, small["peak_mb"]  # a bare Python, not this process's 300 MB
+    big = run([sys.executable, "-c", ALLOCATE.format(mb=150)])
+    assert 150 < big["peak_mb"] < 250, big["peak_mb"]
+    assert small["wall"] > 0 and big["cpu"] > 0
+    del held
+
+
+def test_a_failing_command_raises_with_its_stderr():
+    with pytest.raises(RuntimeError, match="boom"):
+        run([sys.executable, "-c", "import sys; sys.exit('boom')"])
+    with pytest.raises(RuntimeError, match="127"):
+        run(["/nonexistent/command"])
+
+
+def test_the_floor_file_is_whole_lines_within_its_size(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    rows = ["first line\n\nsecond line", "third line é\nfourth", "x" * 5000]
+    pq.write_table(pa.table({"text": rows}), tmp_path / "part-0.parquet")
+    assert first_lines(tmp_path, 40) == "first line\nsecond line\nthird line é\n"
+    assert first_lines(tmp_path, 1000) == "first line\nsecond line\nthird line é\nfourth\n"
+    pq.write_table(pa.table({"text": ["é" * 100]}), tmp_path / "part-0.parquet")
+    assert first_lines(tmp_path, 11) == "é" * 5 + "\n"
+
+
+def test_sentencepiece_accepts_its_smallest_vocabulary_and_not_one_less():
+    spm = pytest.importorskip("sentencepiece")
+    from bench.peers import sentencepiece_smallest_vocab, sentencepiece_trained
+
+    texts = ["Hello  world, the ﬁrst line\n\nand a second: 42 cafés", "Привет мир\nthe end"]
+    smallest = sentencepiece_smallest_vocab(texts)
+    model = sentencepiece_trained(texts, smallest, threads=1)
+    assert spm.SentencePieceProcessor(model_proto=model).get_piece_size() == smallest
+    with pytest.raises(RuntimeError, match="smaller than required_chars"):
+        sentencepiece_trained(texts, smallest - 1, threads=1)
+
+
+def test_sentencepiece_ends_early_on_a_corpus_too_small_for_its_vocabulary():
+    spm = pytest.importorskip("sentencepiece")
+    from bench.peers import sentencepiece_trained
+
+    model = sentencepiece_trained(["the cat sat on the mat\nthe dog sat on the log"], 2000, threads=1)
+    assert 259 < spm.SentencePieceProcessor(model_proto=model).get_piece_size() < 2000
