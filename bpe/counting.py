@@ -20,23 +20,25 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from bpe.engine.cores import available_cores
-from bpe.engine.count import Tally, WordCounts
-from bpe.engine.hashing import hash_buckets
 from bpe.engine.interrupts import holds_interrupts
-from bpe.engine.scanner import SCANNER_IDS
 from bpe.inputs.documents import text_array
 from bpe.inputs.read import read_batches
 from bpe.inputs.readers import is_text_type
 from bpe.inputs.shard import Shard
+from bpe.inputs.strings import large_strings
 from bpe.pretokenize import Pretokenizer, scanner_tables
 from bpe.progress import estimate_text_bytes
 from bpe.schema import check
+
+if TYPE_CHECKING:
+    from bpe.engine.count import WordCounts
 
 
 @dataclass
@@ -65,19 +67,28 @@ class WordCounter:
 
     With `holdout` > 0, that fraction of rows (chosen by a hash of each row's text, so the same
     row is always on the same side) is not counted; up to `sample_bytes` of them are kept in
-    `held_out` for evaluation.
+    `held_out` for evaluation. `compiled=False` counts with the `regex` module only and never
+    imports numba (`bpe.small_corpus`); its words are `word_counts()`.
     """
 
     @holds_interrupts
-    def __init__(self, pretokenizer: Pretokenizer, holdout: float = 0.0, sample_bytes: int = 1 << 20) -> None:
+    def __init__(
+        self, pretokenizer: Pretokenizer, holdout: float = 0.0, sample_bytes: int = 1 << 20, compiled: bool = True
+    ) -> None:
         self.pretokenizer = pretokenizer
         self.stats = CountStats()
         self.holdout = holdout
         self.sample_bytes = sample_bytes
         self.held_out: list[str] = []
         self._held_out_bytes = 0
-        self._scanner = SCANNER_IDS.get(pretokenizer.name)
-        self._tally = Tally()
+        self._scanner = None
+        self._tally = None
+        if compiled:
+            from bpe.engine.count import Tally
+            from bpe.engine.scanner import SCANNER_IDS
+
+            self._scanner = SCANNER_IDS.get(pretokenizer.name)
+            self._tally = Tally()
         self._python_counts: Counter[str] = Counter()
 
     def add_texts(self, texts: Iterable[str | None], first_row: int = 0) -> None:
@@ -158,20 +169,30 @@ class WordCounter:
                     self.stats.special_tokens[segment] = self.stats.special_tokens.get(segment, 0) + 1
                 else:
                     segments.append(segment)
-        return pa.concat_arrays([plain, pa.array(segments, pa.large_string())])
+        return pa.concat_arrays([plain, large_strings(segments)])
 
     @holds_interrupts
     def absorb(self, other: WordCounter) -> None:
         """Add another counter's counts, stats and held-out rows into this one (and empty the other)."""
-        part = other.result()
-        other._tally.clear()
-        self._tally.add(part)
+        if self._tally is None:
+            self._python_counts.update(other._python_counts)
+            other._python_counts.clear()
+        else:
+            part = other.result()
+            other._tally.clear()
+            self._tally.add(part)
         self.stats.add(other.stats)
         self.held_out.extend(other.held_out)
 
+    def word_counts(self) -> dict[bytes, int]:
+        """The words counted without the compiled tally (`compiled=False`), as UTF-8 bytes."""
+        return {word.encode(): n for word, n in self._python_counts.items()}
+
     @holds_interrupts
     def result(self) -> WordCounts:
-        counts = self._tally.result()
+        from bpe.engine.count import Tally, WordCounts
+
+        counts = (self._tally or Tally()).result()
         if self._python_counts:
             counts = WordCounts.combine(
                 [counts, WordCounts.from_dict({w.encode(): n for w, n in self._python_counts.items()})]
@@ -188,6 +209,8 @@ def holdout_mask(array: pa.LargeStringArray, fraction: float) -> np.ndarray:
     _, offsets_buf, data_buf = array.buffers()
     offsets = np.frombuffer(offsets_buf, dtype=np.int64)[array.offset : array.offset + len(array) + 1]
     data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(1, np.uint8)
+    from bpe.engine.hashing import hash_buckets
+
     return hash_buckets(data, offsets, HOLDOUT_BUCKETS) < int(round(fraction * HOLDOUT_BUCKETS))
 
 
@@ -204,6 +227,7 @@ COUNTING_MODULES = (
     "inputs/readers.py",
     "inputs/selection.py",
     "inputs/read.py",
+    "inputs/strings.py",
     "distributed/count_tasks.py",
 )
 
@@ -230,6 +254,8 @@ def counts_to_arrow(counts: WordCounts) -> pa.Table:
 
 def counts_from_arrow(table: pa.Table) -> WordCounts:
     """The counts `counts_to_arrow` wrote."""
+    from bpe.engine.count import WordCounts
+
     words = table.column("word").combine_chunks().cast(pa.large_binary())
     _, offsets_buf, data_buf = words.buffers()
     offsets = np.frombuffer(offsets_buf, dtype=np.int64)[words.offset : words.offset + len(words) + 1]
@@ -258,9 +284,13 @@ def count_shards(
     text_column: str = "text",
     threads: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
-) -> tuple[WordCounts, CountStats, list[dict]]:
+    compiled: bool = True,
+) -> tuple[WordCounts | dict[bytes, int], CountStats, list[dict]]:
     """Count every shard: one thread reads batches, `threads` threads count them (the compiled
-    scanner releases the GIL). Returns the counts, what was seen, and each shard's fingerprint."""
+    scanner releases the GIL). Returns the counts, what was seen, and each shard's fingerprint.
+    `compiled=False`: one thread counts with the `regex` module, and the counts are a dict."""
+    if not compiled:
+        threads = 1
     if threads is None:
         threads = min(available_cores(), 8)
     check("threads", threads)  # 0 or -5 would count nothing, or all on one thread unasked
@@ -308,7 +338,7 @@ def count_shards(
                 failures.append(exc)
                 stop.set()
 
-    counters = [WordCounter(pretokenizer) for _ in range(threads)]
+    counters = [WordCounter(pretokenizer, compiled=compiled) for _ in range(threads)]
     workers = [threading.Thread(target=read, daemon=True)]
     workers += [threading.Thread(target=count, args=(c,), daemon=True) for c in counters]
     if progress is not None:
@@ -323,4 +353,5 @@ def count_shards(
         counters[0].absorb(other)
     if progress is not None:
         progress("count", counters[0].stats.bytes, counters[0].stats.bytes)
-    return counters[0].result(), counters[0].stats, fingerprints
+    counts = counters[0].result() if compiled else counters[0].word_counts()
+    return counts, counters[0].stats, fingerprints

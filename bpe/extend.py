@@ -19,14 +19,17 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bpe.engine.replay import BaseMerges
 from bpe.errors import ExportError, SettingsError
 from bpe.manifest import BaseRecord
 from bpe.settings import Settings
 from bpe.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from bpe.engine.replay import BaseMerges
 
 
 @dataclass
@@ -43,6 +46,8 @@ class Base:
 
     @property
     def merges(self) -> BaseMerges:
+        from bpe.engine.replay import BaseMerges
+
         return BaseMerges(np.array(self.tokenizer.merges, dtype=np.int64).reshape(-1, 2))
 
     @property

@@ -14,11 +14,13 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bpe.engine.count import WordCounts
 from bpe.engine.errors import SettingsError, Spelling
-from bpe.engine.parity import ParityRule
+
+if TYPE_CHECKING:  # the compiled engine is loaded only by a run that uses it
+    from bpe.engine.count import WordCounts
+    from bpe.engine.parity import ParityRule
 
 
 @dataclass

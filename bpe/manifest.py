@@ -172,6 +172,7 @@ class EngineRecord(Section):
         "seconds_waiting_for_buckets",
         "bucket_peak_mb",
         "bucket_threads",
+        "compiled",
     )
 
     engine: str
@@ -187,6 +188,7 @@ class EngineRecord(Section):
     seconds_waiting_for_buckets: float | None = None
     bucket_peak_mb: list[int] | None = None
     bucket_threads: list[int] | None = None
+    compiled: bool | None = None  # the local engine: False on the path for small corpora (bpe.small_corpus)
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bpe.counting import CountStats
-from bpe.engine.merge import MergeResult
+from bpe.engine.merge_result import MergeResult
 
 
 @dataclass

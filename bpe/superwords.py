@@ -11,6 +11,9 @@ tokenizer with the superword pattern". The tokenizer encodes with stage 2's patt
 merges.
 
 >>> from bpe.settings import Settings
+
+if TYPE_CHECKING:  # loaded by a run that replays merges
+    from bpe.engine.replay import BaseMerges
 >>> settings = Settings(vocab_size=1000, superwords=True, transition=600)
 >>> settings.subword_stage().n_merges(), settings.superword_stage(344).n_merges()
 (344, 400)
@@ -20,19 +23,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bpe.engine.merge import MergeResult
-from bpe.engine.replay import BaseMerges
+from bpe.engine.merge_result import MergeResult
 from bpe.progress import ProgressFn
 from bpe.results import TrainingRun
 from bpe.settings import Settings
 
+if TYPE_CHECKING:  # loaded by a run that replays merges
+    from bpe.engine.replay import BaseMerges
+
 # A stage's phases, as the progress bars and log lines name them.
 STAGE_PHASES = {"subwords": "", "superwords": "superword "}
 
-RunStage = Callable[[Settings, BaseMerges | None], TrainingRun]
+RunStage = Callable[[Settings, "BaseMerges | None"], TrainingRun]
 
 
 def train_in_stages(settings: Settings, run_stage: RunStage, base: BaseMerges | None = None) -> TrainingRun:
@@ -47,6 +53,8 @@ def train_in_stages(settings: Settings, run_stage: RunStage, base: BaseMerges | 
         return joined(None, second)
     first = run_stage(subwords, base)
     before = first.merges.merges if base is None else np.concatenate([base.merges, first.merges.merges])
+    from bpe.engine.replay import BaseMerges
+
     second = run_stage(settings.superword_stage(len(before)), BaseMerges(before))
     return joined(first, second)
 

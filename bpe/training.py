@@ -16,20 +16,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bpe.counting import CountStats, WordCounter, count_shards
 from bpe.engine.compilation import CompileWatch
-from bpe.engine.cores import available_cores
-from bpe.engine.count import WordCounts, release_memory
-from bpe.engine.merge import learn_merges
-from bpe.engine.replay import BaseMerges
+from bpe.engine.cores import available_cores, cores_busy_elsewhere
 from bpe.errors import InputError, SettingsError, StoppedEarly, require_extra
 from bpe.extend import Base, base_settings, load_base, trained_tokenizer
 from bpe.inputs.discover import Skipped, discover
 from bpe.inputs.documents import iter_texts
 from bpe.inputs.read import apply_limit
 from bpe.inputs.shard import Shard, with_options
-from bpe.language_plan import by_language, check_counted, dev_fingerprints, languages_record, make_plan
 from bpe.languages import LanguagePlan, LanguageStats, language_error
 from bpe.long_tokens import LongTokensWarning, long_tokens
 from bpe.manifest import (
@@ -42,7 +39,6 @@ from bpe.manifest import (
     SettingsRecord,
     SuperwordsRecord,
 )
-from bpe.mixture import weighted, weighted_sum
 from bpe.pretokenize import SUPERWORD_PATTERN
 from bpe.progress import Bars, PhaseClock, ProgressFn, at_most
 from bpe.results import TrainingRun
@@ -51,6 +47,10 @@ from bpe.schema import FROM_BASE, PARITY_KEYS, SETTING, On, check, check_all, on
 from bpe.settings import Settings
 from bpe.superwords import stage_progress, train_in_stages
 from bpe.tokenizer import Tokenizer
+
+if TYPE_CHECKING:  # the compiled engine is imported by the runs that use it (see `bpe.small_corpus`)
+    from bpe.engine.count import WordCounts
+    from bpe.engine.replay import BaseMerges
 
 
 def train(
@@ -171,6 +171,7 @@ def train(
     if progress is not None and limited is not None and limited[0] == "bytes":
         progress = at_most(progress, "count", limited[1])  # the text counted cannot be more
     rows = None  # documents in `texts`, when known: the count bar's total is estimated from them
+    input_bytes = None  # the bytes of `texts`, when a list of them is small enough to measure
     multilingual = isinstance(files, Mapping) or (files is None and isinstance(texts, Mapping))
     languages = {name: given[name] for name in LANGUAGE_SETTINGS}
     if not multilingual:
@@ -194,6 +195,7 @@ def train(
         if sample is None and limited is None:
             with contextlib.suppress(TypeError):  # a generator or an IterableDataset: not known
                 rows = len(texts)
+            input_bytes = _text_bytes(texts)
     if settings.superwords and texts is not None and plan is None and iter(texts) is texts:
         texts = list(texts)  # read once per stage: a generator is kept for the second
 
@@ -220,7 +222,15 @@ def train(
         if engine_options:
             raise TypeError(f"unknown options for the local engine: {', '.join(engine_options)}")
         return train_locally(
-            stage, shards, documents(), threads=threads, progress=reported, rows=rows, base=replayed, languages=plan
+            stage,
+            shards,
+            documents(),
+            threads=threads,
+            progress=reported,
+            rows=rows,
+            base=replayed,
+            languages=plan,
+            input_bytes=input_bytes,
         )
 
     def documents() -> Iterable | list[Iterable] | None:
@@ -287,6 +297,25 @@ def stopped_early(manifest: Manifest, name: Callable[[str], str] = str) -> str |
     return f"{why} after {result.merges:,} merges; the vocabulary is smaller than asked"
 
 
+def _text_bytes(texts: object) -> int | None:
+    """The UTF-8 bytes of a list or tuple of documents (str or None), counted only as far as the
+    small-corpus size (an upper bound past it); None for anything else."""
+    from bpe.small_corpus import SMALL_CORPUS_BYTES
+
+    if not isinstance(texts, (list, tuple)):
+        return None
+    total = 0
+    for text in texts:
+        if text is None:
+            continue
+        if not isinstance(text, str):
+            return None
+        total += len(text) * 4 if len(text) * 4 > SMALL_CORPUS_BYTES else len(text.encode("utf-8", "surrogatepass"))
+        if total > SMALL_CORPUS_BYTES:
+            return total
+    return total
+
+
 def refuse_without_languages(given: Mapping[str, object], how: str = "files={code: ...} or texts={code: ...}") -> None:
     """A mixture or parity needs text by language: refuse either on one text, naming the setting
     and `how` the caller gives text by language."""
@@ -307,6 +336,8 @@ def _by_language(
 ) -> tuple[LanguagePlan, list[list[Shard]] | None, list | None]:
     """A multilingual run's plan, and its shards (a list per language) or texts (an iterable per
     language), in the order of the codes. Limits apply to each language."""
+    from bpe.language_plan import by_language, make_plan
+
     given = by_language(files if files is not None else texts, "files" if files is not None else "texts")
     plan = make_plan(list(given), settings.pretokenizer, settings.text_column, settings.superwords, **languages)
     if files is None:  # a superword run reads its text once per stage: a generator is kept for the second
@@ -342,15 +373,22 @@ def train_locally(
     rows: int | None = None,
     base: BaseMerges | None = None,
     languages: LanguagePlan | None = None,
+    input_bytes: int | None = None,
 ) -> TrainingRun:
     """The local engine: count on threads, then learn the merges in this process (after replaying
     `base`'s). `seconds` holds `merge_loop`, the merge loop's own time (as its progress bar
-    measures it), within `merge`.
+    measures it), within `merge`. A small input (`input_bytes`, or the files' sizes, at most
+    `SMALL_CORPUS_BYTES`) with `threads` left to the engine takes the path without compiled kernels
+    (`bpe.small_corpus`): the same merges, without loading numba.
 
     With `languages`, `shards` (or `texts`) holds a list per language in the order of its codes:
     each language is counted apart and `languages.stats` filled; then the merges are parity-aware
     (`languages.parity`), or plain over the languages' counts summed, each multiplied by its
     mixture multiplier (`languages.mix`; 1 without)."""
+    if shards is not None and input_bytes is None and languages is None:
+        input_bytes = sum(shard.size * (4 if shard.kind == "parquet" or shard.compression else 1) for shard in shards)
+    if _small(settings, threads, base, languages, input_bytes):
+        return _train_small(settings, shards, texts, progress)
     t0 = time.perf_counter()
     with CompileWatch() as counting_compiles:
         if languages is not None:
@@ -362,12 +400,17 @@ def train_locally(
             counts, stats = _count_texts(texts or (), settings, progress, rows)
             fingerprints = None
         if languages is not None:
+            from bpe.mixture import weighted, weighted_sum
+
             multipliers = _multipliers(languages)
             if languages.parity is None:
                 counts = weighted_sum(per_language, multipliers)
                 del per_language
             else:
                 per_language = weighted(per_language, multipliers)
+    from bpe.engine.count import release_memory
+    from bpe.engine.merge import learn_merges
+
     release_memory()
     t1 = time.perf_counter()
     with CompileWatch() as merging_compiles:
@@ -419,8 +462,79 @@ def train_locally(
             "threads": threads or "auto",
             "merge_threads": merge_threads,
             "rounds": merged.rounds,
+            "compiled": True,
         },
         languages=languages.stats if languages is not None else None,
+    )
+
+
+def _small(
+    settings: Settings,
+    threads: int | None,
+    base: BaseMerges | None,
+    languages: LanguagePlan | None,
+    input_bytes: int | None,
+) -> bool:
+    """Whether a local run takes the path without compiled kernels (see `train_locally`)."""
+    from bpe.small_corpus import SMALL_CORPUS_BYTES
+
+    plain = threads is None and base is None and languages is None and settings.superword_rules is None
+    return plain and input_bytes is not None and input_bytes <= SMALL_CORPUS_BYTES
+
+
+def _train_small(
+    settings: Settings, shards: Sequence[Shard] | None, texts: Iterable[str] | None, progress: ProgressFn | None
+) -> TrainingRun:
+    """A small input counted with the `regex` module, and its merges learnt in pure Python unless
+    its words are too long for that (then by the compiled engine, on one thread)."""
+    from bpe.small_corpus import SMALL_CORPUS_WORK, learn_merges_small, merge_work
+
+    t0 = time.perf_counter()
+    if shards is not None:
+        words, stats, fingerprints = count_shards(
+            shards, settings.pretokenizer, settings.text_column, progress=progress, compiled=False
+        )
+    else:
+        words, stats = _count_texts(texts or (), settings, progress, compiled=False)
+        fingerprints = None
+    t1 = time.perf_counter()
+    compiled = merge_work(words) > SMALL_CORPUS_WORK
+    options = {"tie_break": settings.tie_break, "min_frequency": settings.min_frequency}
+    with CompileWatch() as compiles:
+        loop = PhaseClock(progress, compiling=lambda: compiles.seconds)
+        report = _merge_progress(loop, settings.n_merges())
+        if compiled:
+            from bpe.engine.count import WordCounts
+            from bpe.engine.merge import learn_merges
+
+            counts = WordCounts.from_dict(words)
+            del words
+            merged = learn_merges(counts, settings.n_merges(), **options, progress=report,
+                                  max_token_length=settings.max_token_length)  # fmt: skip
+            unique_words = len(counts)
+        else:
+            merged = learn_merges_small(words, settings.n_merges(), **options, progress=report,
+                                        max_token_length=settings.max_token_length)  # fmt: skip
+            unique_words = len(words)
+    merging = time.perf_counter() - t1
+    return TrainingRun(
+        stats=stats,
+        unique_words=unique_words,
+        merges=merged,
+        fingerprints=fingerprints,
+        seconds={
+            "compile": compiles.seconds,
+            "count": t1 - t0,
+            "merge": max(merging - compiles.seconds, 0.0),
+            "merge_loop": loop.seconds("merge"),
+        },
+        engine={
+            "engine": "local",
+            "threads": "auto",
+            "merge_threads": 1,
+            "rounds": merged.rounds,
+            "compiled": compiled,
+        },
     )
 
 
@@ -435,6 +549,8 @@ def _count_languages(
     """Count each language apart (its words never mixed with another's), filling `plan.stats`;
     returns the counts per language, what was seen in all, and each file's fingerprint (with its
     language), or None for texts."""
+    from bpe.language_plan import check_counted
+
     per_language, total, fingerprints = [], CountStats(), [] if shards is not None else None
     sizes = [sum(s.size for s in found) for found in shards] if shards is not None else None
     plan.stats = []
@@ -483,17 +599,26 @@ THREADED_MERGE_MIN_WORDS = 10_000
 
 
 def merge_threads_for(unique_words: int) -> int:
-    """Threads for the merge loop when the user did not choose: the cores available, for a word
-    table large enough to gain from them."""
-    return available_cores() if unique_words >= THREADED_MERGE_MIN_WORDS else 1
+    """Threads for the merge loop when the user did not choose: for a word table large enough to
+    gain from them, the cores available less those other processes keep busy (measured over 50 ms
+    as the loop starts): threads that spin between rounds on a busy core slow both down."""
+    cores = available_cores()
+    if unique_words < THREADED_MERGE_MIN_WORDS or cores == 1:
+        return 1
+    return max(1, cores - round(cores_busy_elsewhere()))
 
 
 def _count_texts(
-    texts: Iterable[str], settings: Settings, progress: ProgressFn | None = None, rows: int | None = None
-) -> tuple[WordCounts, CountStats]:
+    texts: Iterable[str],
+    settings: Settings,
+    progress: ProgressFn | None = None,
+    rows: int | None = None,
+    compiled: bool = True,
+) -> tuple[WordCounts | dict[bytes, int], CountStats]:
     """Count in-memory documents a batch at a time, reporting the text bytes counted, of a total
-    estimated from the documents seen of `rows` (None when not known)."""
-    counter = WordCounter(settings.pretokenizer)
+    estimated from the documents seen of `rows` (None when not known). `compiled=False`: with the
+    `regex` module only, the counts a dict."""
+    counter = WordCounter(settings.pretokenizer, compiled=compiled)
     if progress is not None:
         progress("count", 0, None)
     documents = iter(texts)
@@ -506,7 +631,7 @@ def _count_texts(
             progress("count", counted, max(counted, round(counted * rows / seen)) if rows and seen else None)
     if progress is not None:
         progress("count", counter.stats.bytes, counter.stats.bytes)
-    return counter.result(), counter.stats
+    return (counter.result() if compiled else counter.word_counts()), counter.stats
 
 
 def _progress(progress: ProgressFn | bool | None) -> tuple[ProgressFn | None, Bars | None]:
@@ -578,6 +703,11 @@ def build_manifest(
     one place it is set (`save` adds the export time to it)."""
     merged, stats = run.merges, run.stats
     versions = library_versions()
+    record, dev = None, []
+    if languages is not None:
+        from bpe.language_plan import dev_fingerprints, languages_record
+
+        record, dev = languages_record(languages, getattr(merged, "languages", None)), dev_fingerprints(languages)
     tokens = merged.tokens_after + sum(stats.special_tokens.values())
     merges = settings.base_merges + len(merged.merges)
     return Manifest(
@@ -585,9 +715,7 @@ def build_manifest(
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         settings=SettingsRecord(**settings.record()),
         data=DataRecord(
-            fingerprint=data_fingerprint(run.fingerprints + dev_fingerprints(languages))
-            if run.fingerprints is not None
-            else None,
+            fingerprint=data_fingerprint(run.fingerprints + dev) if run.fingerprints is not None else None,
             shards=run.fingerprints if run.fingerprints is not None else "in-memory texts",
         ),
         counts=Counts(
@@ -612,5 +740,5 @@ def build_manifest(
         versions=versions,
         base=base.record() if base is not None else None,
         superwords=SuperwordsRecord(settings.transition, run.stages) if run.stages is not None else None,
-        languages=languages_record(languages, getattr(merged, "languages", None)) if languages is not None else None,
+        languages=record,
     )

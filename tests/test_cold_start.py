@@ -89,8 +89,8 @@ def test_a_cold_start_says_it_compiles_and_bpe_warm_compiles_the_rest_ahead(data
     and afterwards neither a second warm nor a run with another pattern and tie-break compiles
     anything."""
     env = cache_lacking(tmp_path, (MISSING_FOR_THE_RUN, *MISSING_FOR_WARM))
-    done = subprocess.run(
-        [BPE, "train", str(data), "--vocab-size", "270", "--out", str(tmp_path / "tok")],
+    done = subprocess.run(  # threads given: the compiled engine, not the path for small corpora
+        [BPE, "train", str(data), "--vocab-size", "270", "--threads", "1", "--out", str(tmp_path / "tok")],
         capture_output=True,
         text=True,
         env=env,
@@ -112,7 +112,7 @@ def test_a_cold_start_says_it_compiles_and_bpe_warm_compiles_the_rest_ahead(data
     assert compiled >= {MISSING_FOR_THE_RUN, *MISSING_FOR_WARM}, "warm left a kernel uncompiled"
     again = subprocess.run([BPE, "warm"], capture_output=True, text=True, env=env, timeout=300)
     assert again.returncode == 0 and again.stderr == "" and again.stdout.startswith("kernels already compiled")
-    for n, options in enumerate([[], ["--pattern", "o200k", "--tie-break", "ids"]]):
+    for n, options in enumerate([["--threads", "1"], ["--pattern", "o200k", "--tie-break", "ids", "--threads", "2"]]):
         out = tmp_path / f"tok{n}"
         run = subprocess.run(
             [BPE, "train", str(data), "--vocab-size", "270", *options, "--out", str(out)],
@@ -139,7 +139,7 @@ def test_a_built_package_carries_its_kernels_so_a_new_machine_compiles_nothing(b
     env = {**os.environ, "PYTHONPATH": str(site), "BPE_KERNEL_CACHE": str(tmp_path / "new-machine-cache")}
     env.pop("BPE_PREBUILT_KERNELS", None)
     command = "import sys, bpe; from bpe.cli import main; print('from', bpe.__file__); sys.exit(main(sys.argv[1:]))"
-    engines = [["--engine", "local"]]
+    engines = [["--engine", "local", "--threads", "1"]]  # threads given: the compiled engine, not pure Python
     if _has("distributed"):
         engines.append(["--engine", "dask", "--workers", "2"])
     for n, engine in enumerate(engines):

@@ -1,12 +1,16 @@
-"""Threads default to the cores this process may use: its CPU affinity and its cgroup's quota."""
+"""Threads default to the cores this process may use: its CPU affinity and its cgroup's quota; the
+merge loop's, to those of them that other processes are not keeping busy."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 
-from bpe.engine.cores import available_cores, cgroup_cpu_quota
+from bpe.engine.cores import available_cores, cgroup_cpu_quota, cores_busy_elsewhere
 
 
 def test_cgroup_quotas_are_read_as_whole_cpus(tmp_path):
@@ -36,3 +40,29 @@ def test_available_cores_follow_the_affinity_mask():
     finally:
         os.sched_setaffinity(0, before)
     assert 1 <= available_cores() <= len(before)
+
+
+@pytest.fixture
+def a_busy_core():
+    """A CPU-bound process on this process's cores (a child inherits the affinity mask)."""
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    time.sleep(0.3)
+    yield spinner
+    spinner.kill()
+    spinner.wait()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="reads Linux's /proc/stat")
+def test_a_core_kept_busy_by_another_process_is_seen(a_busy_core):
+    assert cores_busy_elsewhere(window=0.1) >= 0.5
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="reads Linux's /proc/stat")
+def test_the_merge_loop_leaves_a_core_busy_elsewhere_to_its_process(a_busy_core):
+    """With one core kept busy by another process, the merge loop's default threads (for a table
+    large enough to share) leave that core alone: spinning on it would slow down both."""
+    from bpe.training import THREADED_MERGE_MIN_WORDS, merge_threads_for
+
+    if available_cores() < 2:
+        pytest.skip("one core: the merge loop runs on one thread anyway")
+    assert 1 <= merge_threads_for(10 * THREADED_MERGE_MIN_WORDS) <= available_cores() - 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from pathlib import Path
 
 
@@ -35,3 +36,32 @@ def cgroup_cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> int | None:
         return None if quota_us <= 0 else math.ceil(quota_us / period_us)
     except (OSError, ValueError):
         return None
+
+
+def cores_busy_elsewhere(window: float = 0.05, stat: Path = Path("/proc/stat")) -> float:
+    """Cores of this process's affinity mask that other processes kept busy over the next `window`
+    seconds: their busy time in /proc/stat less this process's own CPU time, over the window (Linux;
+    0.0 where it cannot tell). A merge loop whose threads spin between rounds should not count on
+    those cores: on them it would slow down both itself and the other work."""
+    try:
+        cpus = {f"cpu{i}" for i in os.sched_getaffinity(0)}
+        before, mine = _busy_ticks(stat, cpus), time.process_time()
+        started = time.monotonic()
+        time.sleep(window)
+        after, mine = _busy_ticks(stat, cpus), time.process_time() - mine
+        elapsed = time.monotonic() - started
+        busy = (after - before) / os.sysconf("SC_CLK_TCK")
+    except (AttributeError, OSError, ValueError):
+        return 0.0
+    return max(0.0, (busy - mine) / elapsed)
+
+
+def _busy_ticks(stat: Path, cpus: set[str]) -> int:
+    """Clock ticks the CPUs `cpus` spent busy since boot (all but idle and iowait)."""
+    total = 0
+    for line in stat.read_text().splitlines():
+        name, *fields = line.split()
+        if name in cpus:
+            ticks = [int(f) for f in fields[:8]]  # user nice system idle iowait irq softirq steal
+            total += sum(ticks) - ticks[3] - ticks[4]
+    return total

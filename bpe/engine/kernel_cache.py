@@ -91,3 +91,6 @@ def _use_kernel_cache() -> None:
 
 
 _use_kernel_cache()
+from bpe.engine.compilation import numba_imported  # noqa: E402  (after the cache is set: no kernel compiles before)
+
+numba_imported()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
@@ -25,6 +24,7 @@ from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below
 from bpe.engine.cores import available_cores
 from bpe.engine.count import WordCounts
 from bpe.engine.interrupts import interrupts_held
+from bpe.engine.merge_result import MergeResult
 from bpe.engine.pair_queue import PairQueue, queue_add_deltas, queue_next_round
 from bpe.engine.replay import BaseMerges
 from bpe.engine.rules import SuperwordRules
@@ -33,23 +33,6 @@ from bpe.engine.word_slices import ThreadedWordTable, split_tables
 from bpe.engine.word_table import WordTable, words_apply_merges, words_take_deltas
 
 ProgressCallback = Callable[[int], None]
-
-
-@dataclass
-class MergeResult:
-    """Merges in order as an (n, 2) array of token ids (merge i makes token 256 + i, or the i-th
-    id after a base tokenizer's merges)."""
-
-    merges: np.ndarray
-    counts: np.ndarray  # how often each merged pair occurred when it was chosen
-    rounds: int
-    stop_reason: str  # "vocab_size", "min_frequency", "max_token_length", "superword_rules" or "no_pairs"
-    seconds: float
-    tokens_after: int = 0  # pre-token occurrences encode to this many tokens with all merges
-    languages: np.ndarray | None = None  # parity-aware merges: the language each served (-1: global); else None
-
-    def __len__(self) -> int:
-        return len(self.merges)
 
 
 def stop_reason(queue: PairQueue, done: int, wanted: int, min_frequency: int) -> str:

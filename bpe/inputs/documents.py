@@ -13,6 +13,7 @@ import pyarrow as pa
 from bpe.engine.errors import Spelling
 from bpe.errors import InputError, lone_surrogate
 from bpe.inputs.selection import select_documents
+from bpe.inputs.strings import large_strings
 
 
 def iter_texts(
@@ -60,7 +61,7 @@ def text_array(batch: list[str | None], first_row: int = 0) -> pa.LargeStringArr
     """Documents as an Arrow array; a lone surrogate (no UTF-8 bytes) raises InvalidTextError naming
     its row, `first_row` being the row of `batch[0]` in `texts` (0-based, as the other row errors)."""
     try:
-        return pa.array(batch, pa.large_string())
+        return large_strings(batch)
     except UnicodeEncodeError:
         for row, text in enumerate(batch, start=first_row):
             error = lone_surrogate(text, f"texts: row {row} (0-based)") if isinstance(text, str) else None

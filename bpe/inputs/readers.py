@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from bpe.errors import InputError
 from bpe.inputs.documents import missing_text_column
 from bpe.inputs.shard import Shard, decompressing
+from bpe.inputs.strings import large_strings
 from bpe.schema import TEXT_FORMATS
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def format_batches(
                 batches = _line_batches(f, shard, chunk_bytes or TXT_CHUNK_BYTES)
             elif shard.kind == "txt":
                 chunks = txt_chunks(f, _label(shard), pretokenizer, chunk_bytes or TXT_CHUNK_BYTES)
-                batches = ((pa.array([text], pa.large_string()), share) for text, share in chunks)
+                batches = ((large_strings([text]), share) for text, share in chunks)
             else:
                 batches = readers[shard.kind](shard, f, text_column)
             if not compressed:
@@ -79,7 +80,7 @@ def format_batches(
                     f"({type(exc).__name__}: {_first_line(exc)})"
                 ) from None
             if shard.size > reported:
-                yield pa.array([], pa.large_string()), shard.size - reported
+                yield large_strings([]), shard.size - reported
 
 
 class _Tally(io.RawIOBase):
@@ -140,7 +141,7 @@ def _line_batches(
         if not eof or text.endswith("\n") or not text:
             lines.pop()  # after the last newline: nothing, or the start of a line still being read
         docs = [line[:-1] if line.endswith("\r") else line for line in lines]
-        yield pa.array([d for d in docs if d], pa.large_string()), end + (skipped if first else 0)
+        yield large_strings([d for d in docs if d]), end + (skipped if first else 0)
         first = False
         pending, offset = data[end:], offset + end
         if eof:
@@ -172,7 +173,7 @@ def _json_batches(shard: Shard, f: BinaryIO, text_column: str) -> Iterator[tuple
         texts.append(record)
     for i in range(0, max(len(texts), 1), BATCH_ROWS):
         part = texts[i : i + BATCH_ROWS]
-        yield pa.array(part, pa.large_string()), len(raw) * len(part) // max(len(texts), 1)
+        yield large_strings(part), len(raw) * len(part) // max(len(texts), 1)
 
 
 def _csv_batches(shard: Shard, f: BinaryIO, text_column: str) -> Iterator[tuple[pa.LargeStringArray, int]]:
@@ -210,9 +211,9 @@ def _csv_batches(shard: Shard, f: BinaryIO, text_column: str) -> Iterator[tuple[
                 raise InputError(f"{shard.path}:{reader.line_num}: {len(row)} field(s), no {text_column!r}")
             texts.append(row[column])
             if len(texts) >= BATCH_ROWS:
-                yield pa.array(texts, pa.large_string()), position[0] - reported
+                yield large_strings(texts), position[0] - reported
                 texts, reported = [], position[0]
-        yield pa.array(texts, pa.large_string()), position[0] - reported
+        yield large_strings(texts), position[0] - reported
     except csv.Error as exc:
         raise InputError(f"{shard.path}:{reader.line_num}: not valid CSV ({exc})") from None
 
@@ -408,10 +409,10 @@ def _jsonl_batches(shard: Shard, f: BinaryIO, text_column: str) -> Iterator[tupl
         texts.append(value)
         pending += len(line)
         if pending >= JSONL_BATCH_BYTES:
-            yield pa.array(texts, pa.large_string()), pending
+            yield large_strings(texts), pending
             texts, pending = [], 0
     if texts or pending:
-        yield pa.array(texts, pa.large_string()), pending
+        yield large_strings(texts), pending
 
 
 def _decode(raw: bytes, path: str, base_offset: int) -> str:

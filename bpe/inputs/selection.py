@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bpe.inputs.shard import Shard
+from bpe.inputs.strings import large_strings
 
 SAMPLE_BUCKETS = 1_000_000  # --sample keeps a row when a seeded hash of it, modulo this, is below fraction x this
 
@@ -54,10 +55,10 @@ def sampled_file(
     """A text file read as one document is one row: kept or not whole, by the same rule applied to
     the SHA-256 of its content (its text may be too large to hold, the hash is not)."""
     digest = shard.fingerprint()["sha256"]
-    if sample_mask(pa.array([digest], pa.large_string()), shard.sample or 0.0, shard.seed)[0]:
+    if sample_mask(large_strings([digest]), shard.sample or 0.0, shard.seed)[0]:
         yield from batches
         return
-    empty = pa.array([], pa.large_string())
+    empty = large_strings([])
     for _, share in batches:  # read through for the progress shares; nothing is counted
         yield empty, share
 
@@ -95,7 +96,7 @@ class Budget:
         kept = array.slice(0, reaching + 1)
         if sizes[reaching] > self.left:  # it crosses the limit: cut it at the last character that fits
             cut = array[reaching].as_py().encode("utf-8")[: self.left - before].decode("utf-8", "ignore")
-            kept = pa.concat_arrays([array.slice(0, reaching), pa.array([cut], pa.large_string())])
+            kept = pa.concat_arrays([array.slice(0, reaching), large_strings([cut])])
         self.left, self.exhausted = 0, True
         return kept
 
