@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bpe.engine.cores import available_cores
+from bpe.engine.cores import available_cores, cores_busy_elsewhere
 from bpe.engine.interrupts import holds_interrupts
 from bpe.inputs.documents import text_array
 from bpe.inputs.read import read_batches
@@ -291,8 +291,8 @@ def count_shards(
     `compiled=False`: one thread counts with the `regex` module, and the counts are a dict."""
     if not compiled:
         threads = 1
-    if threads is None:
-        threads = min(available_cores(), 8)
+    if threads is None:  # the cores free of other work: counting threads on a busy core only slow it down
+        threads = max(1, min(available_cores() - round(cores_busy_elsewhere()), 8))
     check("threads", threads)  # 0 or -5 would count nothing, or all on one thread unasked
     batches: queue.Queue = queue.Queue(maxsize=2 * threads)
     fingerprints: list[dict] = []
