@@ -215,18 +215,21 @@ def pytest_xdist_auto_num_workers(config) -> int:
 
 
 # The modules that take longest, longest first, as measured on 2 cores (seconds of test time in a
-# full run: pipeline 156, channels 143, object_storage 109, dask 103, alerts 55, cluster 54, ...).
-# Handed out first, they leave the short modules to fill the gaps at the end.
+# full run: channels 188, pipeline 151, dask 143, object_storage 98, cluster 66, dask_languages 65,
+# alerts 64, ...). Handed out first, they leave the short modules to fill the gaps at the end.
 SLOWEST_MODULES = (
-    "test_pipeline",
     "test_channels",
-    "test_object_storage",
+    "test_pipeline",
     "test_dask",
-    "test_alerts",
+    "test_object_storage",
     "test_cluster",
+    "test_dask_languages",
+    "test_alerts",
     "test_cold_start",
     "test_demo",
     "test_extend_pipeline",
+    "test_docs",
+    "test_pipeline_languages",
     "test_long_words",
     "test_extend",
     "test_tiers",
