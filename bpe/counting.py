@@ -23,21 +23,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from bpe.engine.cores import available_cores, cores_busy_elsewhere
 from bpe.engine.interrupts import holds_interrupts
-from bpe.inputs.documents import text_array
-from bpe.inputs.read import read_batches
-from bpe.inputs.readers import is_text_type
 from bpe.inputs.shard import Shard
-from bpe.inputs.strings import large_strings
 from bpe.pretokenize import Pretokenizer, scanner_tables
 from bpe.progress import estimate_text_bytes
 from bpe.schema import check
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pyarrow and the engine load where they are used: a small run needs neither
+    import pyarrow as pa
+
     from bpe.engine.count import WordCounts
 
 
@@ -94,6 +90,8 @@ class WordCounter:
     def add_texts(self, texts: Iterable[str | None], first_row: int = 0) -> None:
         """Count a batch of documents; a lone surrogate raises InvalidTextError naming its row
         (`first_row` is the row of the first document)."""
+        from bpe.inputs.documents import text_array
+
         self.add_arrow(text_array(list(texts), first_row))
 
     def add_stream(self, texts: Iterable[str | None], batch_size: int = 8192) -> None:
@@ -109,10 +107,34 @@ class WordCounter:
         if batch:
             self.add_texts(batch, first_row)
 
+    def add_strings(self, texts: Sequence[str]) -> None:
+        """Count documents (no nulls) as `add_arrow` counts them, without Arrow: for a counter
+        with `compiled=False` and no holdout (the path for small corpora, which loads no pyarrow)."""
+        if self._tally is not None or self.holdout > 0:
+            raise ValueError("add_strings counts with the regex module only, and holds nothing out")
+        self.stats.documents += len(texts)
+        self.stats.bytes += sum(len(text.encode("utf-8")) for text in texts)
+        special, split = self.pretokenizer.special_tokens, self.pretokenizer.split_ordinary
+        before = self._python_counts.total()
+        for text in texts:
+            if not (special and any(token in text for token in special)):
+                self._python_counts.update(split(text))
+                continue
+            for segment, is_special in self.pretokenizer.segments(text):
+                if is_special:
+                    self.stats.special_tokens[segment] = self.stats.special_tokens.get(segment, 0) + 1
+                else:
+                    self._python_counts.update(split(segment))
+        self.stats.pretokens += self._python_counts.total() - before
+
     @holds_interrupts
     def add_arrow(self, array: pa.Array | pa.ChunkedArray) -> None:
         """Count a batch of documents: strings of any Arrow layout, dictionary-encoded ones too (see
         `is_text_type`); nulls are skipped (and counted in `stats.null_rows`)."""
+        import pyarrow as pa
+
+        from bpe.inputs.readers import is_text_type
+
         if isinstance(array, pa.ChunkedArray):
             for chunk in array.chunks:
                 self.add_arrow(chunk)
@@ -141,6 +163,9 @@ class WordCounter:
         self.stats.pretokens += self._tally.count_pieces(data, offsets, self._scanner, scanner_tables())
 
     def _set_aside(self, array: pa.LargeStringArray) -> pa.LargeStringArray:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         mask = pa.array(holdout_mask(array, self.holdout))
         held = array.filter(mask)
         self.stats.held_out_rows += len(held)
@@ -153,6 +178,11 @@ class WordCounter:
 
     def _cut_special_tokens(self, array: pa.LargeStringArray) -> pa.LargeStringArray:
         """Count the bytes, and replace documents holding special tokens by their ordinary segments."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from bpe.inputs.strings import large_strings
+
         self.stats.bytes += int(pc.sum(pc.binary_length(array)).as_py() or 0)
         if not self.pretokenizer.special_tokens:
             return array
@@ -228,6 +258,7 @@ COUNTING_MODULES = (
     "inputs/selection.py",
     "inputs/read.py",
     "inputs/strings.py",
+    "inputs/plain_text.py",
     "distributed/count_tasks.py",
 )
 
@@ -246,6 +277,8 @@ def counting_code_version() -> str:
 
 def counts_to_arrow(counts: WordCounts) -> pa.Table:
     """A two-column table (`word` binary, `count` int64), for Parquet and for moving between workers."""
+    import pyarrow as pa
+
     words = pa.LargeBinaryArray.from_buffers(
         pa.large_binary(), len(counts), [None, pa.py_buffer(counts.offsets), pa.py_buffer(counts.data)]
     )
@@ -254,6 +287,8 @@ def counts_to_arrow(counts: WordCounts) -> pa.Table:
 
 def counts_from_arrow(table: pa.Table) -> WordCounts:
     """The counts `counts_to_arrow` wrote."""
+    import pyarrow as pa
+
     from bpe.engine.count import WordCounts
 
     words = table.column("word").combine_chunks().cast(pa.large_binary())
@@ -267,8 +302,17 @@ def counts_from_arrow(table: pa.Table) -> WordCounts:
 
 
 def use_system_allocator() -> None:
-    """Arrow's default pool (jemalloc) keeps freed batches around; the system pool returns them."""
-    pa.set_memory_pool(pa.system_memory_pool())
+    """Arrow's default pool (jemalloc) keeps freed batches around; the system pool returns them.
+    Set before pyarrow loads (Arrow reads ARROW_DEFAULT_MEMORY_POOL then), so that a run that never
+    reads Arrow data does not load it for this."""
+    import os
+    import sys
+
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    if "pyarrow" in sys.modules:
+        import pyarrow as pa
+
+        pa.set_memory_pool(pa.system_memory_pool())
 
 
 def count_words(texts: Iterable[str], pattern: str = "gpt2", special_tokens: Sequence[str] = ()) -> WordCounts:
@@ -289,6 +333,8 @@ def count_shards(
     """Count every shard: one thread reads batches, `threads` threads count them (the compiled
     scanner releases the GIL). Returns the counts, what was seen, and each shard's fingerprint.
     `compiled=False`: one thread counts with the `regex` module, and the counts are a dict."""
+    from bpe.inputs.read import read_batches
+
     if not compiled:
         threads = 1
     if threads is None:  # the cores free of other work: counting threads on a busy core only slow it down

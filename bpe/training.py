@@ -24,8 +24,6 @@ from bpe.engine.cores import available_cores, cores_busy_elsewhere
 from bpe.errors import InputError, SettingsError, StoppedEarly, require_extra
 from bpe.extend import Base, base_settings, load_base, trained_tokenizer
 from bpe.inputs.discover import Skipped, discover
-from bpe.inputs.documents import iter_texts
-from bpe.inputs.read import apply_limit
 from bpe.inputs.shard import Shard, with_options
 from bpe.languages import LanguagePlan, LanguageStats, language_error
 from bpe.long_tokens import LongTokensWarning, long_tokens
@@ -187,6 +185,8 @@ def train(
             warnings.warn(skipped.summary(), stacklevel=2)
         shards = with_options(shards, text_format, sample, seed)
         if limited is not None:
+            from bpe.inputs.read import apply_limit
+
             shards = apply_limit(shards, limited, text_column, settings.pretokenizer)
     elif texts is None:
         raise SettingsError("texts: give texts or files to train on", parameter="texts")
@@ -236,6 +236,8 @@ def train(
     def documents() -> Iterable | list[Iterable] | None:
         if texts is None:
             return None
+        from bpe.inputs.documents import iter_texts
+
         if plan is not None:  # one iterable of documents per language, in the order of the codes
             return [iter_texts(t, text_column, sample, seed, limited) for t in texts]
         return iter_texts(texts, text_column, sample, seed, limited)
@@ -352,6 +354,8 @@ def _by_language(
         found = discover([s if isinstance(s, Shard) else str(s) for s in specs], skipped)
         found = with_options(found, text_format, sample, seed)
         if limited is not None:
+            from bpe.inputs.read import apply_limit
+
             found = apply_limit(found, limited, settings.text_column, settings.pretokenizer)
         shards.append(found)
     if skipped:
@@ -490,7 +494,9 @@ def _train_small(
     from bpe.small_corpus import SMALL_CORPUS_WORK, learn_merges_small, merge_work
 
     t0 = time.perf_counter()
-    if shards is not None:
+    if shards is not None and all(_plain_text(shard) for shard in shards):
+        words, stats, fingerprints = _count_text_files(shards, settings, progress)
+    elif shards is not None:
         words, stats, fingerprints = count_shards(
             shards, settings.pretokenizer, settings.text_column, progress=progress, compiled=False
         )
@@ -536,6 +542,34 @@ def _train_small(
             "compiled": compiled,
         },
     )
+
+
+def _plain_text(shard: Shard) -> bool:
+    """A text file read whole, as it is (not compressed, sampled or cut by a limit)."""
+    return shard.kind == "txt" and shard.compression is None and shard.sample is None and shard.budget is None
+
+
+def _count_text_files(
+    shards: Sequence[Shard], settings: Settings, progress: ProgressFn | None
+) -> tuple[dict[bytes, int], CountStats, list[dict]]:
+    """Count plain text files in Python, as `count_shards` counts them, without Arrow."""
+    from bpe.inputs.plain_text import read_documents
+
+    counter = WordCounter(settings.pretokenizer, compiled=False)
+    total = sum(shard.size for shard in shards)
+    fingerprints = []
+    if progress is not None:
+        progress("count", 0, total)
+    for shard in shards:
+        fingerprints.append(shard.fingerprint())
+        with shard.open_raw() as f:
+            raw = f.read()
+        counter.add_strings(read_documents(raw, shard.path, shard.text_format))
+        if progress is not None:
+            progress("count", counter.stats.bytes, total)
+    if progress is not None:
+        progress("count", counter.stats.bytes, counter.stats.bytes)
+    return counter.word_counts(), counter.stats, fingerprints
 
 
 def _count_languages(

@@ -65,12 +65,14 @@ def _train(tmp_path: Path, data: Path, *flags: str) -> tuple[dict, str]:
     out = tmp_path / "tok"
     code = (
         "import sys; from bpe.cli import main; status = main(sys.argv[1:]); "
+        "print('pyarrow imported:', 'pyarrow' in sys.modules); "
         "print('numba imported:', 'numba' in sys.modules); sys.exit(status)"
     )
     args = ["train", str(data), "--vocab-size", "400", "--out", str(out), "--force", "--json", *flags]
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.strip().splitlines()
+    _train.pyarrow = lines[-2]
     return json.loads((out / "manifest.json").read_text()), lines[-1]
 
 
@@ -90,7 +92,7 @@ def small_text(tmp_path) -> Path:
 
 def test_a_small_input_trains_without_loading_numba_and_gives_the_compiled_merges(tmp_path, small_text):
     manifest, said = _train(tmp_path, small_text)
-    assert said == "numba imported: False"
+    assert said == "numba imported: False" and _train.pyarrow == "pyarrow imported: False"
     assert manifest["engine"]["compiled"] is False
     small = _merges(tmp_path)
     manifest, said = _train(tmp_path, small_text, "--threads", "1")  # threads given: the compiled engine
@@ -123,3 +125,46 @@ def test_a_small_input_of_long_words_is_merged_by_the_compiled_engine(tmp_path):
     merged = _merges(tmp_path)
     _train(tmp_path, path, "--threads", "2")
     assert _merges(tmp_path) == merged
+
+
+TEXT_FILES = {
+    "a BOM, CR LF lines and an empty one": b"\xef\xbb\xbfthe cat sat\r\non the mat\r\n\r\nthe end\n",
+    "no newline at the end, non-ASCII": "naïve café — 東京 2024\nzürich\tzürich  ".encode(),
+    "special tokens": b"one<|endoftext|>two three<|endoftext|><|endoftext|> four\nfive",
+    "empty": b"",
+}
+
+
+@pytest.mark.parametrize("text_format", ["doc", "lines"])
+@pytest.mark.parametrize("name", list(TEXT_FILES))
+def test_text_files_read_without_arrow_count_as_the_readers_count_them(tmp_path, name, text_format):
+    """A small text file is read and counted in Python, without pyarrow: documents, bytes,
+    pre-tokens, unique words, special tokens and merges are those of the compiled path, which reads
+    it with the Arrow readers (any --threads)."""
+    path = tmp_path / "in.txt"
+    path.write_bytes(TEXT_FILES[name] * 3)
+    flags = ["--text-format", text_format, "--special-token", "<|endoftext|>"]
+    if name == "empty":
+        for extra in ([], ["--threads", "1"]):
+            done = subprocess.run([BPE, "train", str(path), "--vocab-size", "300", "--out", str(tmp_path / "x"),
+                                   *flags, *extra], capture_output=True, text=True)  # fmt: skip
+            assert done.returncode == 1 and "no text to train on" in done.stderr
+        return
+    small, _ = _train(tmp_path, path, *flags)
+    assert _train.pyarrow == "pyarrow imported: False" and small["engine"]["compiled"] is False
+    merges = _merges(tmp_path)
+    compiled, _ = _train(tmp_path, path, *flags, "--threads", "1")
+    assert compiled["engine"]["compiled"] is True
+    assert small["counts"] == compiled["counts"] and _merges(tmp_path) == merges
+
+
+def test_invalid_utf8_in_a_small_text_file_is_the_same_one_line_error(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"\xef\xbb\xbfgood text\nand then \xff bad\n")
+    said = []
+    for extra in ([], ["--threads", "1"]):
+        done = subprocess.run([BPE, "train", str(path), "--vocab-size", "300", "--out", str(tmp_path / "x"), *extra],
+                              capture_output=True, text=True)  # fmt: skip
+        assert done.returncode == 1 and not (tmp_path / "x").exists()
+        said.append(done.stderr)
+    assert said[0] == said[1] and said[0].count("\n") == 1 and f"{path}: invalid UTF-8 at byte 22" in said[0]

@@ -99,7 +99,6 @@ def run_train(args: argparse.Namespace) -> int:
     from bpe.engine.compilation import CompileWatch
     from bpe.errors import SettingsError, StoppedEarly
     from bpe.inputs.discover import Skipped, discover
-    from bpe.inputs.readers import check_parquet
     from bpe.long_tokens import LongTokensWarning, long_tokens
     from bpe.progress import Bars
     from bpe.training import train
@@ -141,6 +140,8 @@ def run_train(args: argparse.Namespace) -> int:
         print(f"bpe: {skipped.summary()}", file=sys.stderr)
     for shard in found:
         if shard.kind == "parquet":
+            from bpe.inputs.readers import check_parquet  # pyarrow: loaded for Parquet inputs only
+
             check_parquet(shard, args.text_column)
     progress = None if args.quiet or args.json else Bars()  # bars on a terminal only
     engine_options = {}

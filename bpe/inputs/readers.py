@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from bpe.errors import InputError
 from bpe.inputs.documents import missing_text_column
+from bpe.inputs.plain_text import BOM, decode_utf8
 from bpe.inputs.shard import Shard, decompressing
 from bpe.inputs.strings import large_strings
 from bpe.schema import TEXT_FORMATS
@@ -35,7 +36,6 @@ JSONL_BATCH_BYTES = 8 << 20
 # takes about 12 bytes per byte on each thread, and larger pieces count no faster. In "lines" mode
 # it is also the block read at a time (whole lines of it make a batch).
 TXT_CHUNK_BYTES = 2 << 20
-BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark at the start of a text, .json(l) or .csv file is not text
 
 
 def format_batches(
@@ -136,7 +136,7 @@ def _line_batches(
         if end == 0 and not eof:  # no newline yet: a line longer than a block
             pending = data
             continue
-        text = _decode(data[:end], label, offset)
+        text = decode_utf8(data[:end], label, offset)
         lines = text.split("\n")
         if not eof or text.endswith("\n") or not text:
             lines.pop()  # after the last newline: nothing, or the start of a line still being read
@@ -154,7 +154,7 @@ def _json_batches(shard: Shard, f: BinaryIO, text_column: str) -> Iterator[tuple
     as Hugging Face `datasets` does."""
     raw = f.read()
     start = len(BOM) if raw.startswith(BOM) else 0
-    text = _decode(raw[start:], _label(shard), start)
+    text = decode_utf8(raw[start:], _label(shard), start)
     if not text.lstrip().startswith("["):
         yield from _jsonl_batches(shard, io.BytesIO(raw), text_column)
         return
@@ -189,7 +189,7 @@ def _csv_batches(shard: Shard, f: BinaryIO, text_column: str) -> Iterator[tuple[
             position[0] += len(line)
             if number == 0 and line.startswith(BOM):
                 line, start = line[len(BOM) :], start + len(BOM)
-            yield _decode(line, label, start)
+            yield decode_utf8(line, label, start)
 
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # documents are longer than csv's default 128 KiB
     reader = csv.reader(lines(), delimiter="\t" if shard.kind == "tsv" else ",")
@@ -310,7 +310,7 @@ def txt_chunks(
     offset = skipped  # where buf starts in the file
     if pretokenizer is None or pretokenizer.name not in CHUNKED_PATTERNS:
         buf += f.read()
-        yield _decode(bytes(buf), path, offset), skipped + len(buf)
+        yield decode_utf8(bytes(buf), path, offset), skipped + len(buf)
         return
     tokens = [t.encode() for t in pretokenizer.special_tokens]
     margin = max([len(t) for t in tokens] + [1])  # bytes after a cut needed to judge it
@@ -336,7 +336,7 @@ def txt_chunks(
         if cut or first:
             chunk = bytes(buf[:cut])
             del buf[:cut]
-            yield _decode(chunk, path, offset), cut + (skipped if first else 0)
+            yield decode_utf8(chunk, path, offset), cut + (skipped if first else 0)
             offset += cut
             first = False
         if eof and not buf:
@@ -392,7 +392,7 @@ def _jsonl_batches(shard: Shard, f: BinaryIO, text_column: str) -> Iterator[tupl
         offset += len(line)
         if line_no == 1 and line.startswith(BOM):  # a byte order mark is not text, as in .txt
             line, start = line[len(BOM) :], start + len(BOM)
-        text = _decode(line, label, start)
+        text = decode_utf8(line, label, start)
         if not text.strip():
             continue
         try:
@@ -413,13 +413,6 @@ def _jsonl_batches(shard: Shard, f: BinaryIO, text_column: str) -> Iterator[tupl
             texts, pending = [], 0
     if texts or pending:
         yield large_strings(texts), pending
-
-
-def _decode(raw: bytes, path: str, base_offset: int) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: invalid UTF-8 at byte {base_offset + exc.start}") from None
 
 
 def _first_line(exc: BaseException) -> str:
