@@ -117,14 +117,9 @@ class WordCounter:
         special, split = self.pretokenizer.special_tokens, self.pretokenizer.split_ordinary
         before = self._python_counts.total()
         for text in texts:
-            if not (special and any(token in text for token in special)):
-                self._python_counts.update(split(text))
-                continue
-            for segment, is_special in self.pretokenizer.segments(text):
-                if is_special:
-                    self.stats.special_tokens[segment] = self.stats.special_tokens.get(segment, 0) + 1
-                else:
-                    self._python_counts.update(split(segment))
+            holds_special = special and any(token in text for token in special)
+            for segment in self._ordinary(text) if holds_special else (text,):
+                self._python_counts.update(split(segment))
         self.stats.pretokens += self._python_counts.total() - before
 
     @holds_interrupts
@@ -192,14 +187,18 @@ class WordCounter:
         if not pc.any(has_special).as_py():
             return array
         plain = array.filter(pc.invert(has_special))
-        segments: list[str] = []
-        for text in array.filter(has_special).to_pylist():
-            for segment, is_special in self.pretokenizer.segments(text):
-                if is_special:
-                    self.stats.special_tokens[segment] = self.stats.special_tokens.get(segment, 0) + 1
-                else:
-                    segments.append(segment)
+        segments = [segment for text in array.filter(has_special).to_pylist() for segment in self._ordinary(text)]
         return pa.concat_arrays([plain, large_strings(segments)])
+
+    def _ordinary(self, text: str) -> list[str]:
+        """The segments of `text` between its special tokens, which are counted in `stats`."""
+        ordinary = []
+        for segment, is_special in self.pretokenizer.segments(text):
+            if is_special:
+                self.stats.special_tokens[segment] = self.stats.special_tokens.get(segment, 0) + 1
+            else:
+                ordinary.append(segment)
+        return ordinary
 
     @holds_interrupts
     def absorb(self, other: WordCounter) -> None:
@@ -224,9 +223,7 @@ class WordCounter:
 
         counts = (self._tally or Tally()).result()
         if self._python_counts:
-            counts = WordCounts.combine(
-                [counts, WordCounts.from_dict({w.encode(): n for w, n in self._python_counts.items()})]
-            )
+            counts = WordCounts.combine([counts, WordCounts.from_dict(self.word_counts())])
         return counts
 
 

@@ -312,7 +312,9 @@ def _text_bytes(texts: object) -> int | None:
             continue
         if not isinstance(text, str):
             return None
-        total += len(text) * 4 if len(text) * 4 > SMALL_CORPUS_BYTES else len(text.encode("utf-8", "surrogatepass"))
+        if len(text) > SMALL_CORPUS_BYTES:  # at least a byte a character: past the size, unencoded
+            return len(text)
+        total += len(text.encode("utf-8", "surrogatepass"))
         if total > SMALL_CORPUS_BYTES:
             return total
     return total
