@@ -449,6 +449,7 @@ def train_locally(
                 max_token_length=settings.max_token_length,
                 superwords=settings.superword_rules,
                 base=base,
+                release_counts=True,
             )
     merging = time.perf_counter() - t1  # the queue is made before learn_merges starts its clock: time it all here
     compiling = counting_compiles.seconds + merging_compiles.seconds  # the first run of a version only

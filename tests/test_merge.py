@@ -160,6 +160,34 @@ def test_min_frequency_stops_early():
     assert result.merges.tolist() == [[97, 98]] and result.stop_reason == "min_frequency"
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(st.one_of(word, single_byte), st.just(1), max_size=25),
+    st.dictionaries(st.one_of(word, single_byte), st.integers(2, 4), max_size=4),
+    st.integers(0, 60),
+    st.sampled_from(["bytes", "ids"]),
+    st.integers(1, 3),
+)
+def test_pairs_counted_once_are_merged_as_the_reference_merges_them(once, more, n, tie_break, threads):
+    """The queue's heap leaves out pairs counted once (most pairs of a large corpus) until only such
+    pairs are left: mostly words seen once, a few seen more, and more merges than pairs, so that
+    rounds run out of held pairs midway and the loop goes on down to count 1."""
+    counts = {**once, **more}
+    expected = train_reference(counts, n, tie_break)
+    assert merges_of(counts, n, tie_break=tie_break, threads=threads) == expected
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_released_counts_are_emptied_and_the_merges_are_the_same(corpus_rows, threads):
+    """`release_counts=True` (what a training run asks, to free the words during the loop) empties
+    the counts once the word tables hold them, and changes no merge."""
+    kept, released = count_words(corpus_rows[:300], "cl100k"), count_words(corpus_rows[:300], "cl100k")
+    expected = learn_merges(kept, 200, threads=threads)
+    result = learn_merges(released, 200, threads=threads, release_counts=True)
+    assert result.merges.tolist() == expected.merges.tolist() and len(kept) > 0
+    assert len(released) == 0 and len(released.data) == 0
+
+
 def test_running_out_of_pairs_stops_with_a_reason():
     result = learn_merges(WordCounts.from_dict({b"abc": 1}), 10)
     assert len(result) == 2 and result.stop_reason == "no_pairs"

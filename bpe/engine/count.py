@@ -65,6 +65,12 @@ class WordCounts:
     def to_dict(self) -> dict[bytes, int]:
         return {self.word(i): int(self.counts[i]) for i in range(len(self))}
 
+    def clear(self) -> None:
+        """Let go of the words' memory (the counts are empty afterwards): for a caller done with
+        them once the merge loop's word tables hold the words."""
+        empty = WordCounts.empty()
+        self.data, self.offsets, self.counts = empty.data, empty.offsets, empty.counts
+
     @property
     def total(self) -> int:
         """Number of pre-tokens counted (the sum of frequencies)."""
@@ -110,10 +116,10 @@ class WordCounts:
         if len(parts) == 1:
             return parts[0]
         # Sized for the largest part: the parts share most words, and the table grows if they do not.
-        table = _table_new(max(len(p) for p in parts), max(len(p.data) for p in parts))
+        table = table_new(max(len(p) for p in parts), max(len(p.data) for p in parts))
         for part in parts:
             table = _table_add_words(table, part.data, part.offsets, part.counts)
-        return _table_result(table)
+        return table_result(table)
 
     def split_by_hash(self, n: int) -> list[WordCounts]:
         """The words in `n` parts, word -> part FNV-1a(word) % n: the same split in every process
@@ -159,7 +165,7 @@ class Tally:
 
     @holds_interrupts
     def __init__(self, expected_words: int = 1 << 12, expected_bytes: int = 1 << 16) -> None:
-        self._table = _table_new(expected_words, expected_bytes)
+        self._table = table_new(expected_words, expected_bytes)
 
     @holds_interrupts
     def count_pieces(self, data: np.ndarray, offsets: np.ndarray, scanner: int, tables: tuple) -> int:
@@ -175,11 +181,11 @@ class Tally:
 
     @holds_interrupts
     def result(self) -> WordCounts:
-        return _table_result(self._table)
+        return table_result(self._table)
 
     def clear(self) -> None:
         """Let go of the table's memory (the tally is empty afterwards)."""
-        self._table = _table_new(1, 1)
+        self._table = table_new(1, 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,7 +204,7 @@ _META_SIZE = _BYTES_USED + 1
 
 
 @njit(cache=True)
-def _table_new(expected_entries, expected_bytes):
+def table_new(expected_entries, expected_bytes):
     capacity = 1 << 10
     while capacity < 2 * expected_entries:
         capacity *= 2
@@ -211,7 +217,7 @@ def _table_new(expected_entries, expected_bytes):
 
 
 @njit
-def _borrowed_table(table):
+def borrowed_table(table):
     """The table as borrowed views (see `borrow.py`), for a kernel's loop; never returned."""
     return CountTable(borrowed(table.slots), borrowed(table.starts), borrowed(table.store), borrowed(table.meta))
 
@@ -232,12 +238,19 @@ def _hash_and_prefix(data, start, end):
 @njit(inline="always")
 def _table_insert(table, data, start, end, weight):
     """Add `weight` to the count of data[start:end]. Returns False, changing nothing, if the table is full."""
+    return table_entry(table, data, start, end, weight) >= 0
+
+
+@njit(inline="always")
+def table_entry(table, data, start, end, weight):
+    """Add `weight` to the count of data[start:end]; returns its entry (0, 1, ... in the order of
+    first insertion), or -1, changing nothing, if the table is full."""
     slots, starts, store, meta = table.slots, table.starts, table.store, table.meta
     length = end - start
     entries = meta[_ENTRIES]
     used = meta[_BYTES_USED]
     if entries >= len(starts) - 1 or used + length > len(store):
-        return False
+        return -1
     h, prefix = _hash_and_prefix(data, start, end)
     tag = np.uint64(length) << _LENGTH_SHIFT
     mask = np.uint64(len(slots) - 1)
@@ -256,7 +269,7 @@ def _table_insert(table, data, start, end, weight):
                         break
             if same:
                 slots[i, _COUNT] += np.uint64(weight)
-                return True
+                return np.int64(m & _ENTRY_MASK) - 1
         i = (i + np.uint64(1)) & mask
     store[used : used + length] = data[start:end]
     starts[entries] = used
@@ -266,11 +279,11 @@ def _table_insert(table, data, start, end, weight):
     slots[i, _COUNT] = np.uint64(weight)
     meta[_ENTRIES] = entries + 1
     meta[_BYTES_USED] = used + length
-    return True
+    return entries
 
 
 @njit(cache=True)
-def _table_make_room(table, length):
+def table_make_room(table, length):
     """A table with room for one more entry of `length` bytes (doubling what is short)."""
     slots, starts, store, meta = table.slots, table.starts, table.store, table.meta
     entries = meta[_ENTRIES]
@@ -302,7 +315,7 @@ def _table_add_words(table, data, offsets, weights):
     while i < len(weights):
         i = _insert_until_full(table, data, offsets, weights, i)
         if i < len(weights):
-            table = _table_make_room(table, offsets[i + 1] - offsets[i])
+            table = table_make_room(table, offsets[i + 1] - offsets[i])
     return table
 
 
@@ -310,7 +323,7 @@ def _table_add_words(table, data, offsets, weights):
 def _insert_until_full(table, data, offsets, weights, first):
     """Add words `first`, `first` + 1, ...; returns where it stopped (all done, or the table is full).
     The arrays stay fixed inside the loop, which keeps it fast."""
-    table, data, offsets, weights = _borrowed_table(table), borrowed(data), borrowed(offsets), borrowed(weights)
+    table, data, offsets, weights = borrowed_table(table), borrowed(data), borrowed(offsets), borrowed(weights)
     for i in range(first, len(weights)):
         if not _table_insert(table, data, offsets[i], offsets[i + 1], weights[i]):
             return i
@@ -330,7 +343,7 @@ def _count_pieces(data, doc_offsets, scanner_id, classes, folds, table):
         pieces += more
         if doc == len(doc_offsets) - 1:
             return table, pieces
-        table = _table_make_room(table, longest)
+        table = table_make_room(table, longest)
 
 
 # The counting loop, one for every pattern: it counts pieces from code point `position` of document
@@ -343,7 +356,7 @@ def _count_pieces(data, doc_offsets, scanner_id, classes, folds, table):
 
 @njit(inline="always")
 def _count_until_full(scanner_id, table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
-    table, data, doc_offsets = _borrowed_table(table), borrowed(data), borrowed(doc_offsets)
+    table, data, doc_offsets = borrowed_table(table), borrowed(data), borrowed(doc_offsets)
     classes, folds, cps, byte_pos = borrowed(classes), borrowed(folds), borrowed(cps), borrowed(byte_pos)
     pieces = 0
     for d in range(doc, len(doc_offsets) - 1):
@@ -386,7 +399,7 @@ def _table_counts(slots, entries):
     return counts
 
 
-def _table_result(table: CountTable) -> WordCounts:
+def table_result(table: CountTable) -> WordCounts:
     n, used = int(table.meta[_ENTRIES]), int(table.meta[_BYTES_USED])
     offsets = np.empty(n + 1, dtype=np.int64)
     offsets[:n] = table.starts[:n]

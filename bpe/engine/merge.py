@@ -57,21 +57,28 @@ def learn_merges(
     max_token_length: int | None = None,
     superwords: SuperwordRules | None = None,
     base: BaseMerges | None = None,
+    release_counts: bool = False,
 ) -> MergeResult:
     """Up to `n_merges` merges of byte-level BPE over `counts`, in one process, on `threads`
     threads (the same merges for any number). Counts past what int64 can count exactly raise InputError.
     `max_token_length`: no merge makes a token longer than that many bytes (None: no limit).
     `superwords`: nor one the superword rules refuse (None: no rules).
     `base`: a tokenizer's merges, replayed on the words first; the merges learnt then continue
-    from them (ids from `base.first_new_id`), and the result holds only those."""
+    from them (ids from `base.first_new_id`), and the result holds only those. `release_counts`:
+    empty `counts` (`WordCounts.clear`) once the word tables hold the words, for a caller that is
+    done with them: their memory is not held through the loop."""
     counts.check_limit()
     queue = PairQueue(tie_break, max_token_length, superwords)
     if base is not None:
         queue.add_tokens(base.merges)
     if threads > 1 and len(counts) >= threads:
-        return _learn_on_threads(counts, n_merges, threads, queue, min_frequency, one_per_round, progress, base)
+        return _learn_on_threads(
+            counts, n_merges, threads, queue, min_frequency, one_per_round, progress, base, release_counts
+        )
     start = time.perf_counter()
     table = WordTable(counts, base)
+    if release_counts:
+        counts.clear()
     queue.add(*table.take_deltas())
 
     def run_rounds(budget: int) -> tuple[np.ndarray, int]:
@@ -136,6 +143,7 @@ def _learn_on_threads(
     one_per_round: bool,
     progress: ProgressCallback | None,
     base: BaseMerges | None = None,
+    release_counts: bool = False,
 ) -> MergeResult:
     """The loop over `threads` word slices: each round the queue picks merges, every slice applies
     them at once and hands back its pair-count deltas, and all the deltas go into the one queue
@@ -144,6 +152,8 @@ def _learn_on_threads(
     start = time.perf_counter()
     with interrupts_held():
         tables = split_tables(counts, threads, base)
+    if release_counts:
+        counts.clear()
     for table in tables:
         queue.add(*table.take_deltas())
     slices = SpinningSlices(tables) if threads <= available_cores() else ThreadedWordTable(None, threads, tables)

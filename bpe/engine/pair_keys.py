@@ -2,7 +2,9 @@
 
 A pair (a, b) travels and is stored as a << 32 | b: `pack` makes the key, `unpack` takes it apart,
 in kernels and in Python alike. A table is an (capacity, k) int64 array whose column KEY_COLUMN
-holds key + 1 (0 marks an empty slot); capacity is a power of two.
+holds key + 1 (0 marks an empty slot); capacity is a power of two, and the table holds at most
+`most_pairs(capacity)` pairs (three quarters full: at half, as before, a table that had just
+doubled was a quarter full, and the superword stage's two tables of millions of pairs took 800 MB).
 
 >>> key = pack(1, 2)
 >>> key, unpack(key)
@@ -29,6 +31,12 @@ def pack(a, b):
 def unpack(key):
     """The pair (a, b) of a key."""
     return key >> PAIR_SHIFT, key & LOW32
+
+
+@njit
+def most_pairs(capacity):
+    """The most pairs a table of `capacity` slots holds before it grows: three quarters."""
+    return capacity - capacity // 4
 
 
 @njit

@@ -2,6 +2,8 @@
 
 Counts change only through deltas reported by word tables. The heap uses lazy deletion: a pair is
 pushed whenever its count grows; an entry whose count went stale is fixed when it reaches the top.
+Pairs counted once wait outside the heap until nothing else is left (`HEAP_FLOOR`), and a full heap
+is made again from the pair table before it grows, which drops its stale entries.
 
 Order: highest count first; ties go to the greatest pair of token byte strings (`tie_break="bytes"`,
 comparing the first tokens' bytes, then the second's) or of token ids (`tie_break="ids"`).
@@ -64,7 +66,7 @@ from bpe.engine import (
 from bpe.engine.borrow import borrowed
 from bpe.engine.errors import SettingsError
 from bpe.engine.interrupts import holds_interrupts
-from bpe.engine.pair_keys import KEY_COLUMN, slot_of, unpack
+from bpe.engine.pair_keys import KEY_COLUMN, most_pairs, slot_of, unpack
 from bpe.engine.rules import SuperwordRules
 
 TIE_BREAK_CODES = {name: code for code, name in enumerate(TIE_BREAKS)}
@@ -78,16 +80,24 @@ QueueState = namedtuple(
     "QueueState", ["counts", "heap_count", "heap_key", "tok_start", "tok_len", "tok_data", "marks", "meta"]
 )
 
-# Columns of the pair table: key + 1 (0 = empty slot), count, last call of queue_add_deltas that changed it.
-_COUNT, _CHANGED_IN = 1, 2
+# Columns of the pair table (16 bytes a pair): key + 1 (0 = empty slot), count.
+_COUNT = 1
+_PAIR_COLUMNS = 2
 
 # Entries of meta: pairs in the table, heap size, tokens, token bytes used, rounds, tie-break code,
-# calls of queue_add_deltas, the longest token a merge may make in bytes (0: no limit), the most words a token
-# may hold (0: no limit), whether a token may hold b": " (1: it may not).
-_N_PAIRS, _HEAP_SIZE, _N_TOKENS, _BYTES_USED, _ROUND, _TIE_BREAK, _N_ADDS, _MAX_LEN, _MAX_WORDS, _NO_COLON_SPACE = (
-    range(10)
+# the heap's floor (below), the longest token a merge may make in bytes (0: no limit), the most words
+# a token may hold (0: no limit), whether a token may hold b": " (1: it may not).
+_N_PAIRS, _HEAP_SIZE, _N_TOKENS, _BYTES_USED, _ROUND, _TIE_BREAK, _FLOOR, _MAX_LEN, _MAX_WORDS, _NO_COLON_SPACE = range(
+    10
 )
 _META_SIZE = _NO_COLON_SPACE + 1
+
+# The heap holds the pairs counted at least `meta[_FLOOR]` times: most pairs of a large corpus
+# occur once (71% of the superword stage's on the English corpus), and a merge of count 1 comes
+# last if at all. Should the heap run dry with such pairs left, the floor drops to 1 and the heap is
+# refilled from the pair table, which holds every count; a round that runs out of the heap stops as
+# if at a pair of count floor - 1, the most an unheld pair can have.
+HEAP_FLOOR = 2
 _SPACE, _COLON = 0x20, 0x3A
 
 
@@ -135,8 +145,8 @@ class PairQueue:
     @holds_interrupts
     def best_count(self) -> int:
         """Count of the pair that would be merged next (0 when no pair is left)."""
-        self._state = _grow(self._state, 0, 1, 0, 0)
-        return int(_peek(self._state))
+        self._state, count = queue_best_count(self._state)
+        return int(count)
 
     def lend(self, loop: Callable[..., tuple], *args) -> tuple:
         """Run `loop(state, *args)`, a loop of rounds of the engine (`merge.py`, `spin_rounds.py`)
@@ -169,8 +179,9 @@ def _new(tie_break):
     meta[_N_TOKENS] = 256
     meta[_BYTES_USED] = 256
     meta[_TIE_BREAK] = tie_break
+    meta[_FLOOR] = HEAP_FLOOR
     state = QueueState(  # every table grows by doubling as pairs and tokens arrive
-        np.zeros((1 << 12, 3), dtype=np.int64),
+        np.zeros((1 << 12, _PAIR_COLUMNS), dtype=np.int64),
         np.empty(1 << 12, dtype=np.int64),
         np.empty(1 << 12, dtype=np.int64),
         np.empty(1 << 12, dtype=np.int64),
@@ -248,23 +259,7 @@ def _pop(state):
     top_count, top_key = heap_count[0], heap_key[0]
     meta[_HEAP_SIZE] -= 1
     n = meta[_HEAP_SIZE]
-    count, key = heap_count[n], heap_key[n]
-    i = 0
-    while True:
-        child = 2 * i + 1
-        if child >= n:
-            break
-        if child + 1 < n and _ranks_above(
-            state, heap_count[child + 1], heap_key[child + 1], heap_count[child], heap_key[child]
-        ):
-            child += 1
-        if not _ranks_above(state, heap_count[child], heap_key[child], count, key):
-            break
-        heap_count[i] = heap_count[child]
-        heap_key[i] = heap_key[child]
-        i = child
-    heap_count[i] = count
-    heap_key[i] = key
+    _sift_down(state, 0, heap_count[n], heap_key[n], n)
     return top_count, top_key
 
 
@@ -273,23 +268,26 @@ def _grow(state, new_pairs, new_heap, new_tokens, new_bytes):
     """A state with room for that many more pairs, heap entries, tokens and token bytes."""
     counts, heap_count, heap_key, meta = state.counts, state.heap_count, state.heap_key, state.meta
     tok_start, tok_len, tok_data, marks = state.tok_start, state.tok_len, state.tok_data, state.marks
-    if meta[_N_PAIRS] + new_pairs >= len(counts) // 2:
+    if meta[_N_PAIRS] + new_pairs >= most_pairs(len(counts)):
         capacity = len(counts)
-        while meta[_N_PAIRS] + new_pairs >= capacity // 2:
+        while meta[_N_PAIRS] + new_pairs >= most_pairs(capacity):
             capacity *= 2
-        bigger = np.zeros((capacity, 3), dtype=np.int64)
+        bigger = np.zeros((capacity, _PAIR_COLUMNS), dtype=np.int64)
         for r in range(len(counts)):
             if counts[r, KEY_COLUMN] != 0:
                 bigger[slot_of(bigger, counts[r, KEY_COLUMN] - 1)] = counts[r]
         counts = bigger
-    heap_size = meta[_HEAP_SIZE]
-    if heap_size + new_heap > len(heap_count):
-        size = max(2 * len(heap_count), heap_size + new_heap)
-        more_count = np.empty(size, dtype=np.int64)
-        more_key = np.empty(size, dtype=np.int64)
-        more_count[:heap_size] = heap_count[:heap_size]
-        more_key[:heap_size] = heap_key[:heap_size]
-        heap_count, heap_key = more_count, more_key
+    if meta[_HEAP_SIZE] + new_heap > len(heap_count):
+        # Full: refilled from the pair table, which drops stale entries, in a heap grown by half when
+        # that leaves less than a quarter of it free.
+        held = _held_pairs(state, counts)
+        size = len(heap_count)
+        if held + new_heap > size - size // 4:
+            size = max(size + size // 2, held + new_heap + size // 4)
+            heap_count = np.empty(size, dtype=np.int64)
+            heap_key = np.empty(size, dtype=np.int64)
+        state = QueueState(counts, heap_count, heap_key, tok_start, tok_len, tok_data, marks, meta)
+        _refill(state)
     n_tokens = meta[_N_TOKENS]
     if n_tokens + new_tokens > len(tok_start):
         size = max(2 * len(tok_start), n_tokens + new_tokens)
@@ -308,40 +306,120 @@ def _grow(state, new_pairs, new_heap, new_tokens, new_bytes):
     return QueueState(counts, heap_count, heap_key, tok_start, tok_len, tok_data, marks, meta)
 
 
+@njit
+def _held(state, count, key):
+    """Whether the heap holds a pair of `count`: at least the floor, and a token the rules allow."""
+    if count < state.meta[_FLOOR]:
+        return False
+    if state.meta[_MAX_LEN] > 0 or state.meta[_MAX_WORDS] > 0 or state.meta[_NO_COLON_SPACE] > 0:
+        a, b = unpack(key)
+        return _may_make(state, a, b)
+    return True
+
+
+@njit
+def _held_pairs(state, counts):
+    """How many pairs of `counts` (a pair table) the heap holds once refilled."""
+    n = 0
+    for r in range(len(counts)):
+        if counts[r, KEY_COLUMN] != 0 and _held(state, counts[r, _COUNT], counts[r, KEY_COLUMN] - 1):
+            n += 1
+    return n
+
+
+@njit
+def _refill(state):
+    """The heap made again from the pair table: one entry per pair it holds, at its count."""
+    counts, heap_count, heap_key = state.counts, state.heap_count, state.heap_key
+    n = 0
+    for r in range(len(counts)):
+        if counts[r, KEY_COLUMN] != 0 and _held(state, counts[r, _COUNT], counts[r, KEY_COLUMN] - 1):
+            heap_count[n] = counts[r, _COUNT]
+            heap_key[n] = counts[r, KEY_COLUMN] - 1
+            n += 1
+    state.meta[_HEAP_SIZE] = n
+    for i in range(n // 2 - 1, -1, -1):
+        _sift_down(state, i, heap_count[i], heap_key[i], n)
+
+
+@njit
+def _sift_down(state, i, count, key, n):
+    """Place (count, key) at i or below, in a heap of n entries whose subtrees below i are heaps."""
+    heap_count, heap_key = state.heap_count, state.heap_key
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        if child + 1 < n and _ranks_above(
+            state, heap_count[child + 1], heap_key[child + 1], heap_count[child], heap_key[child]
+        ):
+            child += 1
+        if not _ranks_above(state, heap_count[child], heap_key[child], count, key):
+            break
+        heap_count[i] = heap_count[child]
+        heap_key[i] = heap_key[child]
+        i = child
+    heap_count[i] = count
+    heap_key[i] = key
+
+
+@njit(cache=True)
+def _with_top(state):
+    """The state with a valid entry on top of the heap if any pair may still be merged: when the
+    heap ran dry above the floor, the floor drops to 1 and the heap is refilled (grown if needed)."""
+    view = _borrowed_queue(state)
+    count, key = _pop_valid(view)
+    if count >= 0:
+        _push(view, count, key)
+        return state
+    if state.meta[_FLOOR] <= 1:
+        return state
+    state.meta[_FLOOR] = 1
+    held = _held_pairs(state, state.counts)
+    if held + 1 > len(state.heap_count):
+        size = held + 1 + held // 2
+        state = QueueState(
+            state.counts, np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64), state.tok_start,
+            state.tok_len, state.tok_data, state.marks, state.meta,
+        )  # fmt: skip
+    _refill(state)
+    return state
+
+
 @njit(cache=True)
 def queue_add_deltas(state, keys, deltas):
     """Add deltas (a key may come several times, from several word tables); push each pair whose
-    count went up once, with its final count."""
+    count went up once, with its final count, if the heap holds it (`_held`)."""
     state = _grow(state, len(keys), len(keys), 0, 0)
     view = _borrowed_queue(state)
     keys, deltas = borrowed(keys), borrowed(deltas)
     counts, meta = view.counts, view.meta
-    meta[_N_ADDS] += 1
-    call = meta[_N_ADDS]
-    restricted = meta[_MAX_LEN] > 0 or meta[_MAX_WORDS] > 0 or meta[_NO_COLON_SPACE] > 0
     slots = np.empty(len(keys), dtype=np.int64)
-    before = np.full(len(keys), -1, dtype=np.int64)
+    before = np.empty(len(keys), dtype=np.int64)
     for i in range(len(keys)):
         slot = slot_of(counts, keys[i])
         if counts[slot, KEY_COLUMN] == 0:
             counts[slot, KEY_COLUMN] = keys[i] + 1
+            counts[slot, _COUNT] = 0
             meta[_N_PAIRS] += 1
-        if counts[slot, _CHANGED_IN] != call:
-            counts[slot, _CHANGED_IN] = call
-            before[i] = counts[slot, _COUNT]
-        counts[slot, _COUNT] += deltas[i]
         slots[i] = slot
+        before[i] = counts[slot, _COUNT]  # no delta is added before all are read: the count before the call
     for i in range(len(keys)):
-        if before[i] >= 0:
-            count = counts[slots[i], _COUNT]
-            if count < 0:
-                raise ValueError("a pair count went negative: the deltas do not match the counts")
-            if count > before[i]:
-                if restricted:  # a pair too long to merge is counted, never pushed: it can never be chosen
-                    a, b = unpack(keys[i])
-                    if not _may_make(view, a, b):
-                        continue
-                _push(view, count, keys[i])
+        counts[slots[i], _COUNT] += deltas[i]
+    # Each pair once, at the first of its keys: its key is negated once seen, then restored.
+    for i in range(len(keys)):
+        slot = slots[i]
+        if counts[slot, KEY_COLUMN] < 0:
+            continue
+        counts[slot, KEY_COLUMN] = -counts[slot, KEY_COLUMN]
+        count = counts[slot, _COUNT]
+        if count < 0:
+            raise ValueError("a pair count went negative: the deltas do not match the counts")
+        if count > before[i] and _held(view, count, keys[i]):
+            _push(view, count, keys[i])
+    for i in range(len(keys)):
+        if counts[slots[i], KEY_COLUMN] < 0:
+            counts[slots[i], KEY_COLUMN] = -counts[slots[i], KEY_COLUMN]
     return state
 
 
@@ -376,7 +454,7 @@ def _pop_valid(state):
         current = counts[slot_of(counts, key), _COUNT]
         if current == stored:
             return stored, key
-        if 0 < current < stored:
+        if 0 < current < stored and current >= meta[_FLOOR]:  # _held: the rules allowed it when pushed
             _push(state, current, key)
     return -1, -1
 
@@ -420,7 +498,7 @@ def queue_add_token(state, a, b):
 @njit(cache=True)
 def queue_best_count(state):
     """(state, the count of the pair that would be merged next: 0 when no pair is left)."""
-    state = _grow(state, 0, 1, 0, 0)
+    state = _with_top(_grow(state, 0, 1, 0, 0))
     return state, _peek(state)
 
 
@@ -437,7 +515,7 @@ def _add_tokens(state, merges):
 def queue_next_round(state, max_merges, min_frequency):
     """(state, the next round's merges as (a, b, new id, count) rows: empty when none is left)."""
     max_merges = min(max_merges, MAX_ROUND)
-    state = _grow(state, 0, max_merges + 2, max_merges, 0)
+    state = _with_top(_grow(state, 0, max_merges + 2, max_merges, 0))
     view = _borrowed_queue(state)
     marks, meta = view.marks, view.meta
     meta[_ROUND] += 1
@@ -449,6 +527,7 @@ def queue_next_round(state, max_merges, min_frequency):
     while k <= max_merges:
         count, key = _pop_valid(view)
         if count < 0:
+            stop_count = meta[_FLOOR] - 1  # what a pair the heap does not hold may count
             break
         a, b = unpack(key)
         if count < min_frequency or k == max_merges:

@@ -36,7 +36,7 @@ from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below
 from bpe.engine.borrow import borrowed
 from bpe.engine.count import WordCounts
 from bpe.engine.interrupts import holds_interrupts
-from bpe.engine.pair_keys import KEY_COLUMN, LOW32, pack, slot_of, unpack
+from bpe.engine.pair_keys import KEY_COLUMN, LOW32, most_pairs, pack, slot_of, unpack
 from bpe.engine.replay import BaseMerges
 
 # The kernels' state. tokens, starts, lengths, freqs: the words (word w is
@@ -233,7 +233,7 @@ def _free_node(node_next, meta, node):
 @njit
 def _room_for(pairs, node_word, meta, new_pairs, new_nodes):
     """Whether `new_pairs` more pairs and `new_nodes` more nodes fit without growing."""
-    pairs_fit = meta[_PAIRS_USED] + new_pairs < len(pairs) // 2
+    pairs_fit = meta[_PAIRS_USED] + new_pairs < most_pairs(len(pairs))
     return pairs_fit and meta[_NODES_USED] + new_nodes - meta[_FREE_NODES] <= len(node_word)
 
 
@@ -276,7 +276,7 @@ def _build(tokens, starts, lengths, freqs, long_min):
         np.zeros((capacity, _PAIR_COLUMNS), dtype=np.int64),
         np.empty(n_nodes, dtype=np.int32),
         np.empty(n_nodes, dtype=np.int32),
-        np.empty(capacity // 2 + 1, dtype=np.int32),
+        np.empty(most_pairs(capacity) + 1, dtype=np.int32),
         meta,
         long_word,
         long_start,
@@ -309,7 +309,7 @@ def _index_words(state, first):
         if k < len(long_word) and long_word[k] == w:
             k += 1
             continue
-        if meta[_PAIRS_USED] + lengths[w] >= len(pairs) // 2:
+        if meta[_PAIRS_USED] + lengths[w] >= most_pairs(len(pairs)):
             return w
         s = starts[w]
         for i in range(lengths[w] - 1):
@@ -346,13 +346,13 @@ def _make_room(state, new_pairs, new_nodes):
     """Grow the pair table and node pool so that `new_pairs` pairs and `new_nodes` nodes fit."""
     pairs, touched, meta = state.pairs, state.touched, state.meta
     node_word, node_next = state.node_word, state.node_next
-    if meta[_PAIRS_USED] + new_pairs >= len(pairs) // 2:
+    if meta[_PAIRS_USED] + new_pairs >= most_pairs(len(pairs)):
         capacity = len(pairs)
-        while meta[_PAIRS_USED] + new_pairs >= capacity // 2:
+        while meta[_PAIRS_USED] + new_pairs >= most_pairs(capacity):
             capacity *= 2
         old = pairs
         pairs = np.zeros((capacity, _PAIR_COLUMNS), dtype=np.int64)
-        touched = np.empty(capacity // 2 + 1, dtype=np.int32)
+        touched = np.empty(most_pairs(capacity) + 1, dtype=np.int32)
         meta[_N_TOUCHED] = 0
         for r in range(len(old)):
             if old[r, KEY_COLUMN] != 0:
