@@ -29,15 +29,17 @@ class Warmed:
 
 def warm_kernels(on_compile: Callable[[], None] | None = None, merge_loop: bool = True) -> Warmed:
     """Run each kernel once on a tiny input: counting with every named pattern, the hashing, the
-    word table (what a Dask worker runs), and with `merge_loop` the local merge loop and the pair
-    queue with both tie-breaks, and parity-aware merges. `on_compile()` is called once, if a kernel must be compiled
-    (rather than loaded)."""
+    word table (what a Dask worker runs), and with `merge_loop` the local merge loop (on one thread
+    and on two: the slices split by hash), the pair queue with both tie-breaks, a base tokenizer's
+    merges replayed (training from a tokenizer, and a superword stage) and parity-aware merges.
+    `on_compile()` is called once, if a kernel must be compiled (rather than loaded)."""
     from bpe.counting import WordCounter
     from bpe.engine.count import WordCounts
     from bpe.engine.hashing import hash_buckets
     from bpe.engine.merge import learn_merges
     from bpe.engine.pair_queue import PairQueue
     from bpe.engine.parity import ParityRule, learn_parity_merges
+    from bpe.engine.replay import BaseMerges
     from bpe.engine.table_group import TableGroup
     from bpe.engine.word_table import WordTable
     from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
@@ -63,6 +65,9 @@ def warm_kernels(on_compile: Callable[[], None] | None = None, merge_loop: bool 
         for tie_break in ("bytes", "ids") if merge_loop else ():
             learn_merges(counts, 8, tie_break=tie_break)
             learn_merges(counts, 10_000, tie_break=tie_break)  # until no pair is left: asks the best count
+            learn_merges(counts, 8, tie_break=tie_break, threads=2)  # spinning slices where there are 2 cores
+            base = BaseMerges(learn_merges(counts, 4, tie_break=tie_break).merges)
+            learn_merges(counts, 4, tie_break=tie_break, base=base)
             table = WordTable(counts)
             queue = PairQueue(tie_break)
             queue.add(*table.take_deltas())
