@@ -1,5 +1,6 @@
 """Benchmark: whole `bpe train` runs against rustbpe, Hugging Face `tokenizers` and sentencepiece,
-on the same data in one run: the four comparisons of issue 40.
+on the same data in one run: the four comparisons of issue 40 (the fixed cost of a run, superwords
+against plain BPE, threads, and the peers on a corpus).
 
     python -m bench.train [--data ../shared/corpora/en] [--vocab-size 32768] [--pattern cl100k] [--repeat 3]
     python -m bench.train --scale 500 --repeat 1 --no-dask    # a 500 MB corpus built from --data
@@ -9,6 +10,8 @@ The parts (`--only`, all by default):
   floor    the fixed cost of a run: a 1 KB text file (whole lines of the corpus's first rows, written
            to a temporary directory), 300 tokens; sentencepiece at the smallest vocabulary it accepts
            for that file (it needs every covered character and the 256 bytes as pieces).
+  superwords  a superword tokenizer (SuperBPE, transition at 0.7 of `--vocab-size`) against plain
+           BPE on the corpus, both the local engine with default threads: wall time and peak memory.
   corpus   the corpus at `--vocab-size`: the local engine (default threads, and `--threads 1`), the
            Dask engine on a local 2-worker cluster (unless --no-dask), Hugging Face, rustbpe, sentencepiece.
   threads  the local engine's default threads against `--threads 1` on the corpus, with nothing else
@@ -44,7 +47,8 @@ from bench.scale_corpus import scaled_corpus
 from bpe.manifest import Manifest
 
 DEFAULT_DATA = REPO.parent / "shared" / "corpora" / "en"
-PARTS = ("floor", "corpus", "threads")
+PARTS = ("floor", "superwords", "threads", "corpus")
+SUPERWORD_TRANSITION = 0.7  # of the vocabulary size: where the superword stage starts
 FLOOR_BYTES, FLOOR_VOCAB = 1000, 300
 PEERS = ("hf", "rustbpe", "sentencepiece")
 
@@ -125,8 +129,11 @@ def main() -> None:
         run(bpe_train(floor, FLOOR_VOCAB, work / "warm", *pattern))  # compile once, outside the timing
         for name in PEERS:  # and read everyone's modules from disk once
             run(peer(name, floor, floor_sp_vocab if name == "sentencepiece" else FLOOR_VOCAB, args.pattern))
-        if parts & {"corpus", "threads"}:
+        if parts & {"corpus", "threads", "superwords"}:
             run(bpe_train(args.data, 300, work / "warm", *pattern))
+        superwords = ["--superwords", "--transition", str(round(SUPERWORD_TRANSITION * args.vocab_size))]
+        if "superwords" in parts:
+            run(bpe_train(args.data, 300, work / "warm", *pattern, "--superwords", "--transition", "280"))
         dask = "corpus" in parts and not args.no_dask
         if dask:
             run(bpe_train(args.data, 300, work / "warm", *pattern, "--engine", "dask", "--workers", "2"))
@@ -143,9 +150,12 @@ def main() -> None:
                 for name in PEERS:
                     vocab = floor_sp_vocab if name == "sentencepiece" else FLOOR_VOCAB
                     measure(f"floor_{name}", peer(name, floor, vocab, args.pattern))
-            if parts & {"corpus", "threads"}:
+            if parts & {"corpus", "threads", "superwords"}:
                 measure("local", bpe_train(args.data, args.vocab_size, out, *pattern), out)
+            if parts & {"corpus", "threads"}:
                 measure("local1", bpe_train(args.data, args.vocab_size, out, *pattern, "--threads", "1"), out)
+            if "superwords" in parts:
+                measure("superwords", bpe_train(args.data, args.vocab_size, out, *pattern, *superwords), out)
             if dask:
                 cmd = bpe_train(args.data, args.vocab_size, out, *pattern, "--engine", "dask", "--workers", "2")
                 measure("dask", cmd, out)
@@ -160,10 +170,12 @@ def main() -> None:
                     measure("busy_local1", cmd, out)
         if "floor" in parts:
             report_floor(args, runs, floor, floor_sp_vocab)
-        if "corpus" in parts:
-            report_corpus(args, runs)
+        if "superwords" in parts:
+            report_superwords(args, runs)
         if "threads" in parts:
             report_threads(args, runs, load)
+        if "corpus" in parts:
+            report_corpus(args, runs)
         walls = {k: [round(r["wall"], 2) for r in v] for k, v in runs.items()}
         print(f"every wall time (s): {walls}")
         if args.json:
@@ -232,7 +244,7 @@ def report_corpus(args, runs: dict[str, list[dict]]) -> None:
     m = local["manifest"]
     mb = m.counts.bytes / 1e6
     print(
-        f"## 2. The corpus {args.data}: {mb:,.1f} MB, {m.counts.documents:,} documents, "
+        f"## 4. The corpus {args.data}: {mb:,.1f} MB, {m.counts.documents:,} documents, "
         f"{m.counts.unique_words:,} unique words; vocabulary {args.vocab_size:,}, pattern {args.pattern}; "
         f"median of {args.repeat} interleaved run(s)"
     )
@@ -289,6 +301,37 @@ def report_corpus(args, runs: dict[str, list[dict]]) -> None:
             f"Dask counting: 1 worker {one:.2f} s ({mb / one:,.1f} MB/s), 2 workers {ds['count']:.2f} s "
             f"({mb / ds['count']:,.1f} MB/s): {one / ds['count']:.2f}x faster on 2 workers"
         )
+    print()
+
+
+def report_superwords(args, runs: dict[str, list[dict]]) -> None:
+    plain, ours = median(runs["local"]), median(runs["superwords"])
+    m = ours["manifest"]
+    print(
+        f"## 2. Superwords: bpe train on {args.data} ({m.counts.bytes / 1e6:,.1f} MB) at {args.vocab_size:,} "
+        f"tokens, superwords from {m.superwords.transition:,} (SuperBPE) against plain BPE, the local engine; "
+        f"median of {args.repeat} interleaved run(s)"
+    )
+    print()
+    print("| tokenizer | wall (s) | peak memory (MB) | wall / plain | memory / plain |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name, r in (("plain BPE", plain), ("superwords", ours)):
+        print(
+            f"| {name} | {r['wall']:.2f} | {r['peak_mb']:,.0f} | {r['wall'] / plain['wall']:.2f}x | "
+            f"{r['peak_mb'] / plain['peak_mb']:.2f}x |"
+        )
+    print()
+    for stage in m.superwords.stages:
+        s = stage["seconds"]
+        loop = s.get("merge_loop", s.get("merge", 0.0))
+        print(
+            f"stage {stage['stage']}: {stage['unique_words']:,} unique pieces, {stage['merges']:,} merges; "
+            f"count {s.get('count', 0.0):.2f} s, merge {s.get('merge', 0.0):.2f} s, of which the loop {loop:.2f} s"
+        )
+    print(
+        "goals (issue 40), at 125 MB (--scale 125): superwords at most 2x plain BPE's wall time and 1.5x its "
+        "peak memory"
+    )
     print()
 
 
