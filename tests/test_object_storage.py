@@ -201,6 +201,21 @@ def test_an_out_that_cannot_be_written_is_refused_before_counting(s3, data):
     assert len(done.stderr.strip().splitlines()) == 1 and "count" not in done.stderr
 
 
+def test_a_listing_finds_what_was_added_since_the_last_one_in_the_same_process(bucket, corpus):
+    """A long-lived process (a notebook, a worker, flow runs in one process) lists the same prefix
+    again after a shard was added: the new one is found, with its size, not a stale listing."""
+    from bpe.inputs.discover import discover
+
+    first, second = sorted(corpus.iterdir())[:2]
+    upload(first, bucket, f"data/{first.name}")
+    assert [s.path for s in discover([f"s3://{bucket}/data/"])] == [f"s3://{bucket}/data/{first.name}"]
+    upload(second, bucket, f"data/{second.name}")
+    for spec in (f"s3://{bucket}/data/", f"s3://{bucket}/data/*.parquet"):
+        found = discover([spec])
+        assert [s.path for s in found] == [f"s3://{bucket}/data/{p.name}" for p in (first, second)], spec
+        assert [s.size for s in found] == [p.stat().st_size for p in (first, second)], spec
+
+
 # -- the Dask engine, shared nothing -------------------------------------------------------------
 
 
