@@ -303,9 +303,17 @@ def prefect(s3, cluster, prefect_server, tmp_path_factory):
 
 
 def run(prefect, deployment: str) -> dict:
+    """A run of the deployment, by this module's worker."""
     from tests.test_pipeline import run_deployment
 
     return run_deployment({"env": prefect["env"]}, deployment)
+
+
+def run_here(prefect, deployment: str, config: Path) -> dict:
+    """A run of the deployment's flow in this process, with the worker's settings (`tests.test_pipeline.run_here`)."""
+    from tests.test_pipeline import run_here
+
+    return run_here({"env": prefect["env"]}, deployment, config=config)
 
 
 def test_the_pipeline_keeps_data_cache_and_versions_on_object_storage(
@@ -332,7 +340,9 @@ def test_the_pipeline_keeps_data_cache_and_versions_on_object_storage(
     deployed = bpe("deploy", "--conf", str(conf), "--pool", POOL, env=prefect["env"], cwd=REPO)
     assert deployed.returncode == 0, deployed.stderr[-3000:]
 
-    first = run(prefect, "ons3")
+    # Its first two runs run the flow here, as the worker would (the endpoint in the environment
+    # alike); the third, which fails, is the worker's: what Prefect keeps of it goes to the store.
+    first = run_here(prefect, "ons3", conf / "ons3.yaml")
     assert first["state"] == "COMPLETED", first["message"] + first["logs"][-3000:]
     assert "counted 2 shard(s), 0 unchanged" in first["logs"]
     assert f"published ons3 v0001 at {root}/ons3/v0001" in first["logs"]
@@ -345,7 +355,7 @@ def test_the_pipeline_keeps_data_cache_and_versions_on_object_storage(
     assert keys(bucket, "cache/runs/") == [], "a run's scratch is removed when it ends"
 
     upload(sorted(corpus.iterdir())[2], bucket, "data/part-00002.parquet")
-    second = run(prefect, "ons3")
+    second = run_here(prefect, "ons3", conf / "ons3.yaml")
     assert second["state"] == "COMPLETED", second["message"] + second["logs"][-3000:]
     assert "counted 1 shard(s), 2 unchanged shard(s) from the cache" in second["logs"]
     assert "(previous v0001 at " in second["logs"], "v0001 is read back from the store to compare"
