@@ -18,6 +18,19 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import strategies as st
 
+# Dask's idle bookkeeping at its defaults (the event loop's tick every 20 ms, each worker's sampling
+# profiler every 10 ms, its memory monitor every 100 ms) keeps an idle scheduler and two workers
+# busy for a tenth of a core, and the suite's clusters wait between tests for minutes on 2 cores:
+# these settings bring that to a fiftieth. Set before Dask is imported, for every cluster the tests
+# start: LocalClusters in this process, and the services' processes, which inherit the environment.
+DASK_IDLE_SETTINGS = {
+    "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "1s",
+    "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
+    "DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL": "1s",
+}
+for _name, _value in DASK_IDLE_SETTINGS.items():
+    os.environ.setdefault(_name, _value)
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("BPE_SHARED", REPO.parent / "shared"))
 CORPUS = SHARED / "corpora" / "en"
@@ -204,7 +217,7 @@ def moto_s3(log_dir: Path):
 
 # The session-scoped services below (a Prefect server, a Dask cluster with a Prefect worker, an S3
 # server) are started for the first test that needs them and stopped at the end of the session.
-SHARED_SERVICES = ("prefect_server", "s3_server")
+SHARED_SERVICES = ("prefect_server", "pipeline_services", "s3_server")
 
 
 def pytest_xdist_auto_num_workers(config) -> int:
@@ -407,12 +420,13 @@ PIPELINE_POOL = "bpe-test"
 
 
 @pytest.fixture(scope="session")
-def pipeline_services(prefect_server, tmp_path_factory) -> Iterator[dict]:
+def pipeline_services(request, tmp_path_factory) -> Iterator[dict]:
     """A Dask scheduler with two workers and a Prefect process worker on the pool `bpe-test`, all
     on 127.0.0.1 against the session's Prefect server (one set for all the pytest-xdist workers):
     shared by the modules that deploy the train-bpe flow with local artifact roots
     (`tests.test_pipeline`'s `services` gives each module a directory of its own). Stopped at the
-    end of the session, workers first."""
+    end of the session, workers first, then the server (`prefect_server`, asked for once the Dask
+    processes are started: they start while the server does, which takes longer)."""
 
     def start(root: Path) -> dict:
         from bpe.pipeline.services import (
@@ -431,8 +445,10 @@ def pipeline_services(prefect_server, tmp_path_factory) -> Iterator[dict]:
             scheduler = start_dask_scheduler(free_port(), log=logs / "dask-scheduler.log")
             started.append(scheduler)
             for i in range(2):
-                started.append(start_dask_worker(scheduler.url, log=logs / f"dask-worker-{i}.log"))
-            api = prefect_server["api"]
+                started.append(start_dask_worker(scheduler.url, log=logs / f"dask-worker-{i}.log", wait=False))
+            api = request.getfixturevalue("prefect_server")["api"]
+            for worker in started[1:]:
+                worker.wait_ready()
             env = {**prefect_env(api, home), "PREFECT_WORKER_QUERY_SECONDS": "1"}
             started.append(start_prefect_worker(api, home, PIPELINE_POOL, log=logs / "worker.log", env=env))
         except BaseException:
@@ -444,6 +460,8 @@ def pipeline_services(prefect_server, tmp_path_factory) -> Iterator[dict]:
         return {"env": env, "scheduler": scheduler.url, "logs": str(logs), "stop": stopping}
 
     with shared_by_workers(tmp_path_factory, "pipeline-services", start) as record:
+        # every process that uses these holds the server too, and lets it go after them
+        request.getfixturevalue("prefect_server")
         yield {**record, "logs": Path(record["logs"])}
 
 

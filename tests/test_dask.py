@@ -376,10 +376,10 @@ def _free_port() -> int:
 @pytest.fixture
 def process_cluster(tmp_path):
     """`dask scheduler` and two `dask worker` processes on 127.0.0.1, stopped workers-first."""
-    from bpe.pipeline.services import start_dask_scheduler, start_dask_worker
+    from bpe.pipeline.services import start_dask_scheduler, start_dask_workers
 
     scheduler = start_dask_scheduler(_free_port(), log=tmp_path / "scheduler.log")
-    workers = [start_dask_worker(scheduler.url, log=tmp_path / f"worker-{i}.log") for i in range(2)]
+    workers = start_dask_workers(scheduler.url, [tmp_path / f"worker-{i}.log" for i in range(2)])
     yield scheduler.url, scheduler.process
     for service in workers + [scheduler]:
         service.stop()

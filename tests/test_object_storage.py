@@ -116,11 +116,12 @@ def cluster(s3, tmp_path_factory):
             home = root / f"worker-{i}"
             (home / "tmp").mkdir(parents=True)
             homes.append(home)
+            environment = {**s3, "TMPDIR": str(home / "tmp")}
             workers.append(
-                start_dask_worker(
-                    scheduler.url, log=root / f"worker-{i}.log", cwd=home, env={**s3, "TMPDIR": str(home / "tmp")}
-                )
+                start_dask_worker(scheduler.url, log=root / f"worker-{i}.log", cwd=home, env=environment, wait=False)
             )
+        for worker in workers:  # started together
+            worker.wait_ready()
         yield {"scheduler": scheduler.url, "homes": homes, "root": root}
     finally:
         for service in [*workers, scheduler]:
