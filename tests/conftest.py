@@ -9,6 +9,7 @@ import functools
 import json
 import os
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -217,7 +218,7 @@ def moto_s3(log_dir: Path):
 
 # The session-scoped services below (a Prefect server, a Dask cluster with a Prefect worker, an S3
 # server) are started for the first test that needs them and stopped at the end of the session.
-SHARED_SERVICES = ("prefect_server", "pipeline_services", "s3_server")
+SHARED_SERVICES = ("prefect_server", "dask_services", "pipeline_services", "s3_server")
 
 
 def pytest_xdist_auto_num_workers(config) -> int:
@@ -420,48 +421,73 @@ PIPELINE_POOL = "bpe-test"
 
 
 @pytest.fixture(scope="session")
-def pipeline_services(request, tmp_path_factory) -> Iterator[dict]:
-    """A Dask scheduler with two workers and a Prefect process worker on the pool `bpe-test`, all
-    on 127.0.0.1 against the session's Prefect server (one set for all the pytest-xdist workers):
-    shared by the modules that deploy the train-bpe flow with local artifact roots
-    (`tests.test_pipeline`'s `services` gives each module a directory of its own). Stopped at the
-    end of the session, workers first, then the server (`prefect_server`, asked for once the Dask
-    processes are started: they start while the server does, which takes longer)."""
+def dask_services(tmp_path_factory) -> Iterator[dict]:
+    """A Dask scheduler and two workers (`dask worker`: a nanny and its worker each, with the
+    pipeline's preload) on 127.0.0.1 for the session, one set for all the pytest-xdist workers:
+    the train-bpe flow's cluster (`pipeline_services`) and the running scheduler commands are
+    pointed at (tests.test_dask). Yields once they are started: call `ready()` before using them,
+    which waits until both workers have registered (they start while their users start other
+    services). Stopped at the end of the session, workers first."""
 
     def start(root: Path) -> dict:
-        from bpe.pipeline.services import (
-            free_port,
-            prefect_env,
-            start_dask_scheduler,
-            start_dask_worker,
-            start_prefect_worker,
-        )
+        from bpe.pipeline.services import free_port, start_dask_scheduler, start_dask_worker
+
+        logs = root / "logs"
+        logs.mkdir()
+        scheduler = start_dask_scheduler(free_port(), log=logs / "dask-scheduler.log")
+        workers = []
+        try:
+            for i in range(2):
+                workers.append(start_dask_worker(scheduler.url, log=logs / f"dask-worker-{i}.log", wait=False))
+        except BaseException:
+            for service in [*workers, scheduler]:
+                service.stop()
+            raise
+        return {
+            "scheduler": scheduler.url,
+            "logs": str(logs),
+            "workers": [[w.pid, str(w.log)] for w in workers],
+            "stop": [[service.pid, service.stop_signal] for service in [*workers, scheduler]],
+        }
+
+    def ready() -> str:
+        from bpe.pipeline.services import group_running
+
+        deadline = time.monotonic() + 90
+        for pid, log in record["workers"]:
+            while b"Registered to:" not in Path(log).read_bytes():
+                assert group_running(pid), f"a Dask worker exited while starting: {Path(log).read_text()[-1500:]}"
+                assert time.monotonic() < deadline, f"a Dask worker did not register: {Path(log).read_text()[-1500:]}"
+                time.sleep(0.1)
+        return record["scheduler"]
+
+    with shared_by_workers(tmp_path_factory, "dask-services", start) as record:
+        yield {**record, "logs": Path(record["logs"]), "ready": ready}
+
+
+@pytest.fixture(scope="session")
+def pipeline_services(request, tmp_path_factory) -> Iterator[dict]:
+    """The session's Dask cluster (`dask_services`) and a Prefect process worker on the pool
+    `bpe-test`, all on 127.0.0.1 against the session's Prefect server (one set for all the
+    pytest-xdist workers): shared by the modules that deploy the train-bpe flow with local artifact
+    roots (`tests.test_pipeline`'s `services` gives each module a directory of its own). The Prefect
+    server, asked for once the Dask processes are started, starts while they do (it takes longer).
+    Stopped at the end of the session: the Prefect worker, the server, then the Dask cluster."""
+    dask = request.getfixturevalue("dask_services")
+    api = request.getfixturevalue("prefect_server")["api"]
+    scheduler = dask["ready"]()
+
+    def start(root: Path) -> dict:
+        from bpe.pipeline.services import prefect_env, start_prefect_worker
 
         logs = root / "logs"
         logs.mkdir()
         home = root / "prefect-home"  # the clients' and flow runs' PREFECT_HOME (the server has its own)
-        started = []
-        try:
-            scheduler = start_dask_scheduler(free_port(), log=logs / "dask-scheduler.log")
-            started.append(scheduler)
-            for i in range(2):
-                started.append(start_dask_worker(scheduler.url, log=logs / f"dask-worker-{i}.log", wait=False))
-            api = request.getfixturevalue("prefect_server")["api"]
-            for worker in started[1:]:
-                worker.wait_ready()
-            env = {**prefect_env(api, home), "PREFECT_WORKER_QUERY_SECONDS": "1"}
-            started.append(start_prefect_worker(api, home, PIPELINE_POOL, log=logs / "worker.log", env=env))
-        except BaseException:
-            for service in reversed(started):
-                service.stop()
-            raise
-        # the Prefect worker, Dask workers, then the scheduler
-        stopping = [[service.pid, service.stop_signal] for service in reversed(started)]
-        return {"env": env, "scheduler": scheduler.url, "logs": str(logs), "stop": stopping}
+        env = {**prefect_env(api, home), "PREFECT_WORKER_QUERY_SECONDS": "1"}
+        worker = start_prefect_worker(api, home, PIPELINE_POOL, log=logs / "worker.log", env=env)
+        return {"env": env, "scheduler": scheduler, "logs": str(logs), "stop": [[worker.pid, worker.stop_signal]]}
 
     with shared_by_workers(tmp_path_factory, "pipeline-services", start) as record:
-        # every process that uses these holds the server too, and lets it go after them
-        request.getfixturevalue("prefect_server")
         yield {**record, "logs": Path(record["logs"])}
 
 

@@ -375,7 +375,8 @@ def _free_port() -> int:
 
 @pytest.fixture
 def process_cluster(tmp_path):
-    """`dask scheduler` and two `dask worker` processes on 127.0.0.1, stopped workers-first."""
+    """`dask scheduler` and two `dask worker` processes on 127.0.0.1 of this test's own (it may kill
+    them), stopped workers-first."""
     from bpe.pipeline.services import start_dask_scheduler, start_dask_workers
 
     scheduler = start_dask_scheduler(_free_port(), log=tmp_path / "scheduler.log")
@@ -385,8 +386,9 @@ def process_cluster(tmp_path):
         service.stop()
 
 
-def test_cli_against_a_running_scheduler(process_cluster, texts, local_merges, tmp_path, capsys):
-    address, _ = process_cluster
+def test_cli_against_a_running_scheduler(dask_services, texts, local_merges, tmp_path, capsys):
+    """`bpe train --scheduler` on the session's `dask scheduler` and two `dask worker` processes."""
+    address = dask_services["ready"]()
     data = write_parquet(tmp_path / "data" / "d.parquet", texts)
     out = tmp_path / "tok"
     code = main(
