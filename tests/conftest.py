@@ -270,25 +270,83 @@ def pytest_collection_modifyitems(items) -> None:
     tests that start services, compile from nothing or break things at scale), so that the fast
     ones fill the gaps at the end rather than a slow one starting last."""
 
-    def module(item) -> str:
-        return item.nodeid.split("::")[0]
-
     if os.environ.get("PYTEST_XDIST_WORKER"):
+        _service_users.update(_modules_using(items))
         marks = ("services", "chaos", "cold")
-        slow = {module(item) for item in items if any(item.get_closest_marker(m) for m in marks)}
+        slow = {module_of(item) for item in items if any(item.get_closest_marker(m) for m in marks)}
 
         def rank(item) -> int:
-            name = Path(module(item)).stem
+            name = Path(module_of(item)).stem
             if name in SLOWEST_MODULES:
                 return SLOWEST_MODULES.index(name)
-            return len(SLOWEST_MODULES) + (module(item) not in slow)
+            return len(SLOWEST_MODULES) + (module_of(item) not in slow)
 
         items.sort(key=rank)  # stable: each module's own order is kept
         return
     modules = {
-        module(item) for item in items if any(name in getattr(item, "fixturenames", ()) for name in SHARED_SERVICES)
+        module_of(item) for item in items if any(name in getattr(item, "fixturenames", ()) for name in SHARED_SERVICES)
     }
-    items.sort(key=lambda item: module(item) in modules)
+    items.sort(key=lambda item: module_of(item) in modules)
+
+
+def module_of(item) -> str:
+    return item.nodeid.split("::")[0]
+
+
+# The services shared by the pytest-xdist workers (`shared_by_workers`, by their state's name) that
+# stop as soon as every module that uses them has ended, rather than idle to the end of the session
+# (a Prefect server answering its worker's polls, a Dask cluster: some 7% of a core together for
+# minutes). In stopping order: what uses a service stops before it.
+STOPPED_WHEN_UNUSED = {
+    "pipeline_services": "pipeline-services",
+    "dask_services": "dask-services",
+    "prefect_server": "prefect-server",
+}
+# Services that a fixture asks for itself (request.getfixturevalue), which its users use too.
+ASKED_FOR_BY = {"pipeline_services": ("dask_services", "prefect_server")}
+_service_users: dict[str, set[str]] = {}  # the modules (node ids) of this session that use each service
+
+
+def _modules_using(items) -> dict[str, set[str]]:
+    users: dict[str, set[str]] = {name: set() for name in STOPPED_WHEN_UNUSED}
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        for name, asked in ASKED_FOR_BY.items():
+            if name in names:
+                names.update(asked)
+        for name in users.keys() & names:
+            users[name].add(module_of(item))
+    return users
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After a module's last test in a pytest-xdist worker (with `--dist loadfile` a module runs
+    whole in one worker): record that it has ended, and stop each shared service that no module
+    still to run uses."""
+    yield
+    if not os.environ.get("PYTEST_XDIST_WORKER") or (nextitem is not None and module_of(nextitem) == module_of(item)):
+        return
+    from bpe.pipeline.services import stop
+
+    shared = item.config._tmp_path_factory.getbasetemp().parent
+    with _locked(shared / "ended-modules.lock"):
+        record = shared / "ended-modules.json"
+        ended = set(json.loads(record.read_text())) if record.exists() else set()
+        ended.add(module_of(item))
+        record.write_text(json.dumps(sorted(ended)))
+    for fixture, name in STOPPED_WHEN_UNUSED.items():
+        if not _service_users.get(fixture) or not _service_users[fixture] <= ended:
+            continue
+        state = shared / f"{name}.json"
+        with _locked(shared / f"{name}.lock"):
+            if not state.exists():  # never started, or stopped at the end of a session
+                continue
+            found = json.loads(state.read_text())
+            if not found.get("stopped"):
+                for pid, sig in found["record"]["stop"]:
+                    stop(pid, first=sig)
+                state.write_text(json.dumps({**found, "stopped": True}))
 
 
 @pytest.fixture(scope="session")
@@ -362,7 +420,7 @@ def shared_by_workers(tmp_path_factory, name: str, start) -> Iterator[dict]:
             if found["users"]:
                 state.write_text(json.dumps(found))
             else:
-                for pid, sig in found["record"]["stop"]:
+                for pid, sig in [] if found.get("stopped") else found["record"]["stop"]:
                     stop(pid, first=sig)
                 state.unlink()
 
@@ -384,8 +442,9 @@ def pytest_sessionfinish(session) -> None:
     from bpe.pipeline.services import stop
 
     for state in session.config._tmp_path_factory.getbasetemp().glob("*.json"):
-        record = json.loads(state.read_text()).get("record")
-        for pid, sig in (record or {}).get("stop", []):
+        found = json.loads(state.read_text())
+        record = {} if not isinstance(found, dict) or found.get("stopped") else found.get("record") or {}
+        for pid, sig in record.get("stop", []):
             stop(pid, first=sig)
 
 
