@@ -48,13 +48,32 @@ def shared_corpus() -> Path:
 def _stdlib_paragraphs() -> tuple[str, ...]:
     from bpe.pipeline.demo import stdlib_paragraphs as read
 
-    return tuple(read())
+    shared = _shared_by_xdist_workers()
+    if shared is None:
+        return tuple(read())
+    with _locked(shared / "stdlib-paragraphs.lock"):  # the first worker to ask parses, the others read
+        path = shared / "stdlib-paragraphs.json"
+        if not path.exists():
+            path.write_text(json.dumps(read()))
+        return tuple(json.loads(path.read_text()))
 
 
 def stdlib_paragraphs() -> list[str]:
     """`bpe.pipeline.demo.stdlib_paragraphs()` (real prose every machine has), parsed once per
-    session rather than once per module (about 2 s each): a new list on every call."""
+    session rather than once per module (about 2 s of a core each time), and under pytest-xdist
+    once for all the workers (several modules ask for it as they are collected): a new list on
+    every call."""
     return list(_stdlib_paragraphs())
+
+
+_config: pytest.Config | None = None  # this session's (`pytest_configure`)
+
+
+def _shared_by_xdist_workers() -> Path | None:
+    """The directory the pytest-xdist workers of this session share (None outside them)."""
+    if _config is None or not os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    return _config._tmp_path_factory.getbasetemp().parent
 
 
 # Every character some split pattern treats as whitespace (regex's \s, str.split()'s \x1c-\x1f), which
@@ -257,6 +276,8 @@ SLOWEST_MODULES = (
 def pytest_configure(config) -> None:
     """pytest-xdist hands out modules (`--dist loadfile`) in the order of the most tests first
     unless told to keep the collection's order, which `pytest_collection_modifyitems` sets."""
+    global _config
+    _config = config
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
 
@@ -329,7 +350,7 @@ def pytest_runtest_teardown(item, nextitem):
         return
     from bpe.pipeline.services import stop
 
-    shared = item.config._tmp_path_factory.getbasetemp().parent
+    shared = _shared_by_xdist_workers()
     with _locked(shared / "ended-modules.lock"):
         record = shared / "ended-modules.json"
         ended = set(json.loads(record.read_text())) if record.exists() else set()
@@ -569,7 +590,7 @@ def built_wheel(tmp_path_factory) -> dict:
     kernels into it, about half a minute) from a copy of the tracked files (setuptools writes a
     build/ folder into the tree it builds). Yields its path and the build's output. Under
     pytest-xdist the workers share one build: the first builds it, under a lock, for the others."""
-    shared = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else None
+    shared = _shared_by_xdist_workers()
     if shared is None:
         return _build_wheel(tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel"))
     with _locked(shared / "wheel.lock"):
