@@ -9,6 +9,7 @@ import functools
 import json
 import os
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import strategies as st
+
+# Dask's idle bookkeeping at its defaults (the event loop's tick every 20 ms, each worker's sampling
+# profiler every 10 ms, its memory monitor every 100 ms) keeps an idle scheduler and two workers
+# busy for a tenth of a core, and the suite's clusters wait between tests for minutes on 2 cores:
+# these settings bring that to a fiftieth. Set before Dask is imported, for every cluster the tests
+# start: LocalClusters in this process, and the services' processes, which inherit the environment.
+DASK_IDLE_SETTINGS = {
+    "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "1s",
+    "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
+    "DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL": "1s",
+}
+for _name, _value in DASK_IDLE_SETTINGS.items():
+    os.environ.setdefault(_name, _value)
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("BPE_SHARED", REPO.parent / "shared"))
@@ -34,13 +48,32 @@ def shared_corpus() -> Path:
 def _stdlib_paragraphs() -> tuple[str, ...]:
     from bpe.pipeline.demo import stdlib_paragraphs as read
 
-    return tuple(read())
+    shared = _shared_by_xdist_workers()
+    if shared is None:
+        return tuple(read())
+    with _locked(shared / "stdlib-paragraphs.lock"):  # the first worker to ask parses, the others read
+        path = shared / "stdlib-paragraphs.json"
+        if not path.exists():
+            path.write_text(json.dumps(read()))
+        return tuple(json.loads(path.read_text()))
 
 
 def stdlib_paragraphs() -> list[str]:
     """`bpe.pipeline.demo.stdlib_paragraphs()` (real prose every machine has), parsed once per
-    session rather than once per module (about 2 s each): a new list on every call."""
+    session rather than once per module (about 2 s of a core each time), and under pytest-xdist
+    once for all the workers (several modules ask for it as they are collected): a new list on
+    every call."""
     return list(_stdlib_paragraphs())
+
+
+_config: pytest.Config | None = None  # this session's (`pytest_configure`)
+
+
+def _shared_by_xdist_workers() -> Path | None:
+    """The directory the pytest-xdist workers of this session share (None outside them)."""
+    if _config is None or not os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    return _config._tmp_path_factory.getbasetemp().parent
 
 
 # Every character some split pattern treats as whitespace (regex's \s, str.split()'s \x1c-\x1f), which
@@ -204,7 +237,7 @@ def moto_s3(log_dir: Path):
 
 # The session-scoped services below (a Prefect server, a Dask cluster with a Prefect worker, an S3
 # server) are started for the first test that needs them and stopped at the end of the session.
-SHARED_SERVICES = ("prefect_server", "s3_server")
+SHARED_SERVICES = ("prefect_server", "dask_services", "pipeline_services", "s3_server")
 
 
 def pytest_xdist_auto_num_workers(config) -> int:
@@ -243,6 +276,8 @@ SLOWEST_MODULES = (
 def pytest_configure(config) -> None:
     """pytest-xdist hands out modules (`--dist loadfile`) in the order of the most tests first
     unless told to keep the collection's order, which `pytest_collection_modifyitems` sets."""
+    global _config
+    _config = config
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
 
@@ -256,25 +291,83 @@ def pytest_collection_modifyitems(items) -> None:
     tests that start services, compile from nothing or break things at scale), so that the fast
     ones fill the gaps at the end rather than a slow one starting last."""
 
-    def module(item) -> str:
-        return item.nodeid.split("::")[0]
-
     if os.environ.get("PYTEST_XDIST_WORKER"):
+        _service_users.update(_modules_using(items))
         marks = ("services", "chaos", "cold")
-        slow = {module(item) for item in items if any(item.get_closest_marker(m) for m in marks)}
+        slow = {module_of(item) for item in items if any(item.get_closest_marker(m) for m in marks)}
 
         def rank(item) -> int:
-            name = Path(module(item)).stem
+            name = Path(module_of(item)).stem
             if name in SLOWEST_MODULES:
                 return SLOWEST_MODULES.index(name)
-            return len(SLOWEST_MODULES) + (module(item) not in slow)
+            return len(SLOWEST_MODULES) + (module_of(item) not in slow)
 
         items.sort(key=rank)  # stable: each module's own order is kept
         return
     modules = {
-        module(item) for item in items if any(name in getattr(item, "fixturenames", ()) for name in SHARED_SERVICES)
+        module_of(item) for item in items if any(name in getattr(item, "fixturenames", ()) for name in SHARED_SERVICES)
     }
-    items.sort(key=lambda item: module(item) in modules)
+    items.sort(key=lambda item: module_of(item) in modules)
+
+
+def module_of(item) -> str:
+    return item.nodeid.split("::")[0]
+
+
+# The services shared by the pytest-xdist workers (`shared_by_workers`, by their state's name) that
+# stop as soon as every module that uses them has ended, rather than idle to the end of the session
+# (a Prefect server answering its worker's polls, a Dask cluster: some 7% of a core together for
+# minutes). In stopping order: what uses a service stops before it.
+STOPPED_WHEN_UNUSED = {
+    "pipeline_services": "pipeline-services",
+    "dask_services": "dask-services",
+    "prefect_server": "prefect-server",
+}
+# Services that a fixture asks for itself (request.getfixturevalue), which its users use too.
+ASKED_FOR_BY = {"pipeline_services": ("dask_services", "prefect_server")}
+_service_users: dict[str, set[str]] = {}  # the modules (node ids) of this session that use each service
+
+
+def _modules_using(items) -> dict[str, set[str]]:
+    users: dict[str, set[str]] = {name: set() for name in STOPPED_WHEN_UNUSED}
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        for name, asked in ASKED_FOR_BY.items():
+            if name in names:
+                names.update(asked)
+        for name in users.keys() & names:
+            users[name].add(module_of(item))
+    return users
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After a module's last test in a pytest-xdist worker (with `--dist loadfile` a module runs
+    whole in one worker): record that it has ended, and stop each shared service that no module
+    still to run uses."""
+    yield
+    if not os.environ.get("PYTEST_XDIST_WORKER") or (nextitem is not None and module_of(nextitem) == module_of(item)):
+        return
+    from bpe.pipeline.services import stop
+
+    shared = _shared_by_xdist_workers()
+    with _locked(shared / "ended-modules.lock"):
+        record = shared / "ended-modules.json"
+        ended = set(json.loads(record.read_text())) if record.exists() else set()
+        ended.add(module_of(item))
+        record.write_text(json.dumps(sorted(ended)))
+    for fixture, name in STOPPED_WHEN_UNUSED.items():
+        if not _service_users.get(fixture) or not _service_users[fixture] <= ended:
+            continue
+        state = shared / f"{name}.json"
+        with _locked(shared / f"{name}.lock"):
+            if not state.exists():  # never started, or stopped at the end of a session
+                continue
+            found = json.loads(state.read_text())
+            if not found.get("stopped"):
+                for pid, sig in found["record"]["stop"]:
+                    stop(pid, first=sig)
+                state.write_text(json.dumps({**found, "stopped": True}))
 
 
 @pytest.fixture(scope="session")
@@ -348,7 +441,7 @@ def shared_by_workers(tmp_path_factory, name: str, start) -> Iterator[dict]:
             if found["users"]:
                 state.write_text(json.dumps(found))
             else:
-                for pid, sig in found["record"]["stop"]:
+                for pid, sig in [] if found.get("stopped") else found["record"]["stop"]:
                     stop(pid, first=sig)
                 state.unlink()
 
@@ -370,8 +463,9 @@ def pytest_sessionfinish(session) -> None:
     from bpe.pipeline.services import stop
 
     for state in session.config._tmp_path_factory.getbasetemp().glob("*.json"):
-        record = json.loads(state.read_text()).get("record")
-        for pid, sig in (record or {}).get("stop", []):
+        found = json.loads(state.read_text())
+        record = {} if not isinstance(found, dict) or found.get("stopped") else found.get("record") or {}
+        for pid, sig in record.get("stop", []):
             stop(pid, first=sig)
 
 
@@ -407,41 +501,71 @@ PIPELINE_POOL = "bpe-test"
 
 
 @pytest.fixture(scope="session")
-def pipeline_services(prefect_server, tmp_path_factory) -> Iterator[dict]:
-    """A Dask scheduler with two workers and a Prefect process worker on the pool `bpe-test`, all
-    on 127.0.0.1 against the session's Prefect server (one set for all the pytest-xdist workers):
-    shared by the modules that deploy the train-bpe flow with local artifact roots
-    (`tests.test_pipeline`'s `services` gives each module a directory of its own). Stopped at the
-    end of the session, workers first."""
+def dask_services(tmp_path_factory) -> Iterator[dict]:
+    """A Dask scheduler and two workers (`dask worker`: a nanny and its worker each, with the
+    pipeline's preload) on 127.0.0.1 for the session, one set for all the pytest-xdist workers:
+    the train-bpe flow's cluster (`pipeline_services`) and the running scheduler commands are
+    pointed at (tests.test_dask). Yields once they are started: call `ready()` before using them,
+    which waits until both workers have registered (they start while their users start other
+    services). Stopped at the end of the session, workers first."""
 
     def start(root: Path) -> dict:
-        from bpe.pipeline.services import (
-            free_port,
-            prefect_env,
-            start_dask_scheduler,
-            start_dask_worker,
-            start_prefect_worker,
-        )
+        from bpe.pipeline.services import free_port, start_dask_scheduler, start_dask_worker
+
+        logs = root / "logs"
+        logs.mkdir()
+        scheduler = start_dask_scheduler(free_port(), log=logs / "dask-scheduler.log")
+        workers = []
+        try:
+            for i in range(2):
+                workers.append(start_dask_worker(scheduler.url, log=logs / f"dask-worker-{i}.log", wait=False))
+        except BaseException:
+            for service in [*workers, scheduler]:
+                service.stop()
+            raise
+        return {
+            "scheduler": scheduler.url,
+            "logs": str(logs),
+            "workers": [[w.pid, str(w.log)] for w in workers],
+            "stop": [[service.pid, service.stop_signal] for service in [*workers, scheduler]],
+        }
+
+    def ready() -> str:
+        from bpe.pipeline.services import group_running
+
+        deadline = time.monotonic() + 90
+        for pid, log in record["workers"]:
+            while b"Registered to:" not in Path(log).read_bytes():
+                assert group_running(pid), f"a Dask worker exited while starting: {Path(log).read_text()[-1500:]}"
+                assert time.monotonic() < deadline, f"a Dask worker did not register: {Path(log).read_text()[-1500:]}"
+                time.sleep(0.1)
+        return record["scheduler"]
+
+    with shared_by_workers(tmp_path_factory, "dask-services", start) as record:
+        yield {**record, "logs": Path(record["logs"]), "ready": ready}
+
+
+@pytest.fixture(scope="session")
+def pipeline_services(request, tmp_path_factory) -> Iterator[dict]:
+    """The session's Dask cluster (`dask_services`) and a Prefect process worker on the pool
+    `bpe-test`, all on 127.0.0.1 against the session's Prefect server (one set for all the
+    pytest-xdist workers): shared by the modules that deploy the train-bpe flow with local artifact
+    roots (`tests.test_pipeline`'s `services` gives each module a directory of its own). The Prefect
+    server, asked for once the Dask processes are started, starts while they do (it takes longer).
+    Stopped at the end of the session: the Prefect worker, the server, then the Dask cluster."""
+    dask = request.getfixturevalue("dask_services")
+    api = request.getfixturevalue("prefect_server")["api"]
+    scheduler = dask["ready"]()
+
+    def start(root: Path) -> dict:
+        from bpe.pipeline.services import prefect_env, start_prefect_worker
 
         logs = root / "logs"
         logs.mkdir()
         home = root / "prefect-home"  # the clients' and flow runs' PREFECT_HOME (the server has its own)
-        started = []
-        try:
-            scheduler = start_dask_scheduler(free_port(), log=logs / "dask-scheduler.log")
-            started.append(scheduler)
-            for i in range(2):
-                started.append(start_dask_worker(scheduler.url, log=logs / f"dask-worker-{i}.log"))
-            api = prefect_server["api"]
-            env = {**prefect_env(api, home), "PREFECT_WORKER_QUERY_SECONDS": "1"}
-            started.append(start_prefect_worker(api, home, PIPELINE_POOL, log=logs / "worker.log", env=env))
-        except BaseException:
-            for service in reversed(started):
-                service.stop()
-            raise
-        # the Prefect worker, Dask workers, then the scheduler
-        stopping = [[service.pid, service.stop_signal] for service in reversed(started)]
-        return {"env": env, "scheduler": scheduler.url, "logs": str(logs), "stop": stopping}
+        env = {**prefect_env(api, home), "PREFECT_WORKER_QUERY_SECONDS": "1"}
+        worker = start_prefect_worker(api, home, PIPELINE_POOL, log=logs / "worker.log", env=env)
+        return {"env": env, "scheduler": scheduler, "logs": str(logs), "stop": [[worker.pid, worker.stop_signal]]}
 
     with shared_by_workers(tmp_path_factory, "pipeline-services", start) as record:
         yield {**record, "logs": Path(record["logs"])}
@@ -466,7 +590,7 @@ def built_wheel(tmp_path_factory) -> dict:
     kernels into it, about half a minute) from a copy of the tracked files (setuptools writes a
     build/ folder into the tree it builds). Yields its path and the build's output. Under
     pytest-xdist the workers share one build: the first builds it, under a lock, for the others."""
-    shared = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else None
+    shared = _shared_by_xdist_workers()
     if shared is None:
         return _build_wheel(tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel"))
     with _locked(shared / "wheel.lock"):

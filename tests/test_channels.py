@@ -27,7 +27,7 @@ from bpe.pipeline.retention import mark_in_use, sweep_count_cache
 from bpe.pipeline.store import VersionStore
 from tests import test_pipeline
 from tests.conftest import claim_deployment_names, publish_as, stdlib_paragraphs, unique_bucket
-from tests.test_pipeline import POOL, run_deployment, write_shard
+from tests.test_pipeline import POOL, run_deployment, run_here, write_shard
 
 # The session's Prefect server, process worker and Dask cluster, with a directory of this module's own.
 services = test_pipeline.services
@@ -378,7 +378,7 @@ def deployed(services) -> dict[str, dict]:
         if name == "kept":
             cfg["retention"] = {"keep_versions": 1, "cache_days": 30}
         (conf / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
-        configs[name] = {**cfg, "paragraphs": paragraphs, "data_dir": data}
+        configs[name] = {**cfg, "paragraphs": paragraphs, "data_dir": data, "conf": conf / f"{name}.yaml"}
     done = subprocess.run(
         [BPE, "deploy", "--conf", str(conf), "--pool", POOL],
         env={**os.environ, **services["env"]},
@@ -391,8 +391,12 @@ def deployed(services) -> dict[str, dict]:
     return configs
 
 
-def run(services, name: str, *args: str, command: bool = False) -> dict:
-    result = run_deployment(services, name, *args, command=command)
+def run(services, cfg: dict, **parameters) -> dict:
+    """A run of `cfg`'s flow in this process (`tests.test_pipeline.run_here`), which completes."""
+    return completed(run_here(services, cfg["name"], config=cfg["conf"], **parameters))
+
+
+def completed(result: dict) -> dict:
     assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]
     return result
 
@@ -408,12 +412,13 @@ def test_an_override_is_an_experiment_and_promote_and_rollback_move_latest(servi
     store = VersionStore(cfg["artifact_root"], "chan")
     where = f"{cfg['artifact_root']}/chan"
 
-    first = run(services, "chan")
+    first = run(services, cfg)
     assert "training: no version yet; main line: latest moves to the new version" in first["logs"]
     assert store.latest() == "v0001" and store.manifest("v0001")["channel"] == "main"
 
-    # A parameter of `prefect deployment run` overrides the configuration (the value parsed as JSON).
-    experiment = run(services, "chan", "--param", "vocab_size=700", command=True)
+    # A parameter of `prefect deployment run` overrides the configuration (the value parsed as JSON):
+    # the one run of the deployment, by the worker; the others run the same flow here.
+    experiment = completed(run_deployment(services, "chan", "--param", "vocab_size=700", command=True))
     assert (
         "training: vocab_size 600 -> 700 since v0001; experiment (parameters override vocab_size): latest "
         "stays v0001 unless promote=True" in experiment["logs"]
@@ -424,13 +429,13 @@ def test_an_override_is_an_experiment_and_promote_and_rollback_move_latest(servi
     assert manifest["data"]["counted_shards"] == 0  # same data, same pre-tokenization: all cached
     assert store.versions() == ["v0001", "v0002"] and store.latest() == "v0001", "an experiment leaves latest"
 
-    again = run(services, "chan", "--param", "vocab_size=700")
+    again = run(services, cfg, vocab_size=700)
     assert "no new data since v0002: 3 shard(s)" in again["logs"] and "latest is v0001" in again["logs"]
-    main_again = run(services, "chan")
+    main_again = run(services, cfg)
     assert "no new data since v0001" in main_again["logs"], "the experiment did not make the main line retrain"
     assert store.versions() == ["v0001", "v0002"] and store.latest() == "v0001"
 
-    promoted = run(services, "chan", "--param", "vocab_size=800", "--param", "promote=true")
+    promoted = run(services, cfg, vocab_size=800, promote=True)
     assert "experiment (parameters override vocab_size), promote=True: latest moves" in promoted["logs"]
     assert store.latest() == "v0003" and store.manifest("v0003")["promoted"] is True
 
@@ -484,11 +489,11 @@ def test_the_flow_applies_the_configurations_retention_after_publishing(services
     cfg = deployed["kept"]
     store = VersionStore(cfg["artifact_root"], "kept")
     cache = Path(cfg["artifact_root"]) / ".cache"
-    run(services, "kept")  # v0001
+    run(services, cfg)  # v0001
     assert (cache / "in-use").is_dir() and len(list((cache / "counts").glob("*.json"))) == 3
     planted = cache_entry(cache, key(7), 45)  # a count no run has used for 45 days
     write_shard(cfg["data_dir"] / "part-00003.parquet", cfg["paragraphs"][2700:3600])
-    second = run(services, "kept")  # v0002: v0001 stays, the rollback target
+    second = run(services, cfg)  # v0002: v0001 stays, the rollback target
     assert (
         "retention: no version to remove (keep_versions 1); kept v0001 (rollback target), v0002 (among the 1 "
         "newest, latest, newest main-line version)" in second["logs"]
@@ -496,9 +501,9 @@ def test_the_flow_applies_the_configurations_retention_after_publishing(services
     assert "retention: removed 1 count cache entry unused for 30 days" in second["logs"]
     assert not any(p.exists() for p in planted)
     assert len(list((cache / "counts").glob("*.json"))) == 4, "the counts in use are all kept"
-    run(services, "kept", "--param", "vocab_size=700")  # v0003, an experiment
+    run(services, cfg, vocab_size=700)  # v0003, an experiment
     write_shard(cfg["data_dir"] / "part-00004.parquet", cfg["paragraphs"][3600:4500])
-    fourth = run(services, "kept")  # v0004 on the main line: v0001 and the experiment v0003 go
+    fourth = run(services, cfg)  # v0004 on the main line: v0001 and the experiment v0003 go
     assert (
         "retention: removed 2 version(s) of kept: v0001, v0003; kept v0002 (rollback target), v0004 (among "
         "the 1 newest, latest, newest main-line version)" in fourth["logs"]

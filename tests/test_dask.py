@@ -375,18 +375,20 @@ def _free_port() -> int:
 
 @pytest.fixture
 def process_cluster(tmp_path):
-    """`dask scheduler` and two `dask worker` processes on 127.0.0.1, stopped workers-first."""
-    from bpe.pipeline.services import start_dask_scheduler, start_dask_worker
+    """`dask scheduler` and two `dask worker` processes on 127.0.0.1 of this test's own (it may kill
+    them), stopped workers-first."""
+    from bpe.pipeline.services import start_dask_scheduler, start_dask_workers
 
     scheduler = start_dask_scheduler(_free_port(), log=tmp_path / "scheduler.log")
-    workers = [start_dask_worker(scheduler.url, log=tmp_path / f"worker-{i}.log") for i in range(2)]
+    workers = start_dask_workers(scheduler.url, [tmp_path / f"worker-{i}.log" for i in range(2)])
     yield scheduler.url, scheduler.process
     for service in workers + [scheduler]:
         service.stop()
 
 
-def test_cli_against_a_running_scheduler(process_cluster, texts, local_merges, tmp_path, capsys):
-    address, _ = process_cluster
+def test_cli_against_a_running_scheduler(dask_services, texts, local_merges, tmp_path, capsys):
+    """`bpe train --scheduler` on the session's `dask scheduler` and two `dask worker` processes."""
+    address = dask_services["ready"]()
     data = write_parquet(tmp_path / "data" / "d.parquet", texts)
     out = tmp_path / "tok"
     code = main(

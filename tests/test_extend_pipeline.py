@@ -17,80 +17,94 @@ from bpe.counting import holdout_mask
 from bpe.extend import Base
 from bpe.pipeline.store import VersionStore
 from tests.conftest import claim_deployment_names, stdlib_paragraphs
-from tests.test_pipeline import POOL, run_deployment, write_shard
+from tests.test_pipeline import POOL, run_here, write_shard
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_a_deployment_with_a_base_extends_it_and_records_it(pipeline_services, tmp_path):
+NAMES = ("extended", "from-ranks", "superwords")
+
+
+@pytest.fixture(scope="module")
+def deployed(pipeline_services, tmp_path_factory) -> dict[str, dict]:
+    """The three configurations, each over shards and a base of its own, deployed by one `bpe deploy`:
+    `extended` (a base whose files record its pattern), `from-ranks` (a `.tiktoken` base, which
+    records none) and `superwords` (scheduled, a superword tokenizer)."""
     yaml = pytest.importorskip("yaml")
-    claim_deployment_names(__name__, "extended")
+    claim_deployment_names(__name__, *NAMES)
+    root = tmp_path_factory.mktemp("extend-pipeline")
     paragraphs = stdlib_paragraphs()
+    common = {"holdout_fraction": 0.05, "dask_scheduler": pipeline_services["scheduler"]}
     base = train(paragraphs[3000:3600], vocab_size=400, pattern="gpt2", special_tokens=["<|endoftext|>"])
-    base.save(tmp_path / "base")
-    data = tmp_path / "shards"
-    for i in range(2):
-        write_shard(data / f"part-{i:05d}.parquet", paragraphs[i * 600 : (i + 1) * 600])
-    cfg = {
-        "name": "extended",
-        "data": str(data),
-        "vocab_size": 520,
-        "base": str(tmp_path / "base"),
-        "holdout_fraction": 0.05,
-        "artifact_root": str(tmp_path / "artifacts"),
-        "dask_scheduler": pipeline_services["scheduler"],
-        "schedule": "17 4 * * *",
+    base.save(root / "extended" / "base")
+    ranks_base = train(paragraphs[3000:3600], vocab_size=400, pattern="gpt2")
+    ranks_base.save(root / "from-ranks" / "base")
+    configs = {
+        "extended": {
+            "data": paragraphs[:1200],
+            "vocab_size": 520,
+            "base": str(root / "extended" / "base"),
+            "schedule": "17 4 * * *",
+        },
+        "from-ranks": {
+            "data": paragraphs[:600],
+            "vocab_size": 480,
+            "base": str(root / "from-ranks" / "base" / "tokenizer.tiktoken"),
+            "pattern": "gpt2",
+        },
+        "superwords": {
+            "data": paragraphs[:1200],
+            "vocab_size": 700,
+            "special_tokens": ["<|endoftext|>"],
+            "superwords": {"transition": 500, "max_words": 3},
+            "schedule": "23 4 * * *",
+            "eval_sizes": [300, 400, 700],
+        },
     }
-    conf = tmp_path / "conf"
+    conf = root / "conf"
     conf.mkdir()
-    (conf / "extended.yaml").write_text(yaml.safe_dump(cfg))
+    for name, settings in configs.items():
+        rows = settings.pop("data")
+        for i in range(0, len(rows), 600):
+            write_shard(root / name / "shards" / f"part-{i // 600:05d}.parquet", rows[i : i + 600])
+        cfg = {"name": name, "data": str(root / name / "shards"), "artifact_root": str(root / name / "artifacts")}
+        cfg.update(common, **settings)
+        (conf / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
+        configs[name] = {**cfg, "rows": rows, "conf": conf / f"{name}.yaml"}
     deploy(pipeline_services, conf)
-    result = run_deployment(pipeline_services, "extended")
+    return {**configs, "bases": {"extended": base, "from-ranks": ranks_base}}
+
+
+def completed_run(pipeline_services, cfg: dict) -> VersionStore:
+    """A run of the deployment's flow, here (`tests.test_pipeline.run_here`), which completes: its store."""
+    result = run_here(pipeline_services, cfg["name"], config=cfg["conf"])
     assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]
-    store = VersionStore(cfg["artifact_root"], "extended")
+    return VersionStore(cfg["artifact_root"], cfg["name"])
+
+
+def test_a_deployment_with_a_base_extends_it_and_records_it(pipeline_services, deployed):
+    cfg, base = deployed["extended"], deployed["bases"]["extended"]
+    store = completed_run(pipeline_services, cfg)
     manifest = store.manifest("v0001")
-    assert manifest["base"]["source"] == str(tmp_path / "base")
-    assert manifest["base"]["sha256"] == Base(Tokenizer.load(tmp_path / "base"), "").digest
+    assert manifest["base"]["source"] == cfg["base"]
+    assert manifest["base"]["sha256"] == Base(Tokenizer.load(cfg["base"]), "").digest
     assert manifest["settings"]["base_merges"] == 143 and manifest["result"]["new_merges"] == 120
     tok = Tokenizer.load(store.location("v0001"))
     assert tok.vocab_size == 520 and tok.pattern == "gpt2"  # the base's pattern: the configuration names none
     assert tok.merges[:143] == base.merges and tok.special_tokens == {"<|endoftext|>": 399}
     assert [tok.token_bytes(i) for i in range(399)] == [base.token_bytes(i) for i in range(399)]
     # Counted as the base splits text (its gpt2 pattern, its special token), not with the default cl100k.
-    assert tok.merges == train(trained_rows(paragraphs[:1200], 0.05), vocab_size=520, base=base).merges
+    assert tok.merges == train(trained_rows(cfg["rows"], 0.05), vocab_size=520, base=base).merges
 
 
-def test_a_base_that_records_no_pattern_is_read_with_the_configurations(pipeline_services, tmp_path):
+def test_a_base_that_records_no_pattern_is_read_with_the_configurations(pipeline_services, deployed):
     """A `.tiktoken` base records no split pattern: the configuration's `pattern:` is the one it is
     read and extended with, as `bpe train --from x.tiktoken --pattern P` and `train(base=..., pattern=P)`."""
-    yaml = pytest.importorskip("yaml")
-    claim_deployment_names(__name__, "from-ranks")
-    paragraphs = stdlib_paragraphs()
-    base = train(paragraphs[3000:3600], vocab_size=400, pattern="gpt2")
-    base.save(tmp_path / "base")
-    ranks = tmp_path / "base" / "tokenizer.tiktoken"
-    data = tmp_path / "shards"
-    write_shard(data / "part-00000.parquet", paragraphs[:600])
-    cfg = {
-        "name": "from-ranks",
-        "data": str(data),
-        "vocab_size": 480,
-        "base": str(ranks),
-        "pattern": "gpt2",
-        "holdout_fraction": 0.05,
-        "artifact_root": str(tmp_path / "artifacts"),
-        "dask_scheduler": pipeline_services["scheduler"],
-    }
-    conf = tmp_path / "conf"
-    conf.mkdir()
-    (conf / "from-ranks.yaml").write_text(yaml.safe_dump(cfg))
-    deploy(pipeline_services, conf)
-    result = run_deployment(pipeline_services, "from-ranks")
-    assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]
-    tok = Tokenizer.load(VersionStore(cfg["artifact_root"], "from-ranks").location("v0001"))
-    expected = train(trained_rows(paragraphs[:600], 0.05), vocab_size=480, base=str(ranks), pattern="gpt2")
+    cfg, base = deployed["from-ranks"], deployed["bases"]["from-ranks"]
+    tok = Tokenizer.load(completed_run(pipeline_services, cfg).location("v0001"))
+    expected = train(trained_rows(cfg["rows"], 0.05), vocab_size=480, base=cfg["base"], pattern="gpt2")
     assert tok.merges == expected.merges and tok.merges[:144] == base.merges
 
 
@@ -115,39 +129,18 @@ def deploy(pipeline_services, conf: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def test_a_scheduled_deployment_trains_a_superword_tokenizer(pipeline_services, tmp_path):
+def test_a_scheduled_deployment_trains_a_superword_tokenizer(pipeline_services, deployed):
     """`superwords:` in the configuration: both stages counted on the workers (each cached), the
     library's merges, the transition in the evaluation and the report."""
-    yaml = pytest.importorskip("yaml")
-    claim_deployment_names(__name__, "superwords")
-    paragraphs = stdlib_paragraphs()[:1200]
-    data = tmp_path / "shards"
-    for i in range(2):
-        write_shard(data / f"part-{i:05d}.parquet", paragraphs[i * 600 : (i + 1) * 600])
-    cfg = {
-        "name": "superwords",
-        "data": str(data),
-        "vocab_size": 700,
-        "special_tokens": ["<|endoftext|>"],
-        "superwords": {"transition": 500, "max_words": 3},
-        "holdout_fraction": 0.05,
-        "artifact_root": str(tmp_path / "artifacts"),
-        "dask_scheduler": pipeline_services["scheduler"],
-        "schedule": "23 4 * * *",
-        "eval_sizes": [300, 400, 700],
-    }
-    conf = tmp_path / "conf"
-    conf.mkdir()
-    (conf / "superwords.yaml").write_text(yaml.safe_dump(cfg))
-    deploy(pipeline_services, conf)
-    result = run_deployment(pipeline_services, "superwords")
+    cfg = deployed["superwords"]
+    result = run_here(pipeline_services, cfg["name"], config=cfg["conf"])
     assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]
     assert "superwords stage: 199 merges, split by superbpe" in result["logs"]
     store = VersionStore(cfg["artifact_root"], "superwords")
     manifest = store.manifest("v0001")
     tok = Tokenizer.load(store.location("v0001"))
     expected = train(
-        trained_rows(paragraphs, 0.05),
+        trained_rows(cfg["rows"], 0.05),
         vocab_size=700,
         special_tokens=["<|endoftext|>"],
         superwords=True,

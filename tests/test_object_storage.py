@@ -116,11 +116,12 @@ def cluster(s3, tmp_path_factory):
             home = root / f"worker-{i}"
             (home / "tmp").mkdir(parents=True)
             homes.append(home)
+            environment = {**s3, "TMPDIR": str(home / "tmp")}
             workers.append(
-                start_dask_worker(
-                    scheduler.url, log=root / f"worker-{i}.log", cwd=home, env={**s3, "TMPDIR": str(home / "tmp")}
-                )
+                start_dask_worker(scheduler.url, log=root / f"worker-{i}.log", cwd=home, env=environment, wait=False)
             )
+        for worker in workers:  # started together
+            worker.wait_ready()
         yield {"scheduler": scheduler.url, "homes": homes, "root": root}
     finally:
         for service in [*workers, scheduler]:
@@ -199,6 +200,21 @@ def test_an_out_that_cannot_be_written_is_refused_before_counting(s3, data):
     assert done.returncode == 1
     assert done.stderr.startswith("bpe: error: --out s3://no-such-bucket-here/tok/: cannot write there")
     assert len(done.stderr.strip().splitlines()) == 1 and "count" not in done.stderr
+
+
+def test_a_listing_finds_what_was_added_since_the_last_one_in_the_same_process(bucket, corpus):
+    """A long-lived process (a notebook, a worker, flow runs in one process) lists the same prefix
+    again after a shard was added: the new one is found, with its size, not a stale listing."""
+    from bpe.inputs.discover import discover
+
+    first, second = sorted(corpus.iterdir())[:2]
+    upload(first, bucket, f"data/{first.name}")
+    assert [s.path for s in discover([f"s3://{bucket}/data/"])] == [f"s3://{bucket}/data/{first.name}"]
+    upload(second, bucket, f"data/{second.name}")
+    for spec in (f"s3://{bucket}/data/", f"s3://{bucket}/data/*.parquet"):
+        found = discover([spec])
+        assert [s.path for s in found] == [f"s3://{bucket}/data/{p.name}" for p in (first, second)], spec
+        assert [s.size for s in found] == [p.stat().st_size for p in (first, second)], spec
 
 
 # -- the Dask engine, shared nothing -------------------------------------------------------------
@@ -288,9 +304,17 @@ def prefect(s3, cluster, prefect_server, tmp_path_factory):
 
 
 def run(prefect, deployment: str) -> dict:
+    """A run of the deployment, by this module's worker."""
     from tests.test_pipeline import run_deployment
 
     return run_deployment({"env": prefect["env"]}, deployment)
+
+
+def run_here(prefect, deployment: str, config: Path) -> dict:
+    """A run of the deployment's flow in this process, with the worker's settings (`tests.test_pipeline.run_here`)."""
+    from tests.test_pipeline import run_here
+
+    return run_here({"env": prefect["env"]}, deployment, config=config)
 
 
 def test_the_pipeline_keeps_data_cache_and_versions_on_object_storage(
@@ -317,7 +341,9 @@ def test_the_pipeline_keeps_data_cache_and_versions_on_object_storage(
     deployed = bpe("deploy", "--conf", str(conf), "--pool", POOL, env=prefect["env"], cwd=REPO)
     assert deployed.returncode == 0, deployed.stderr[-3000:]
 
-    first = run(prefect, "ons3")
+    # Its first two runs run the flow here, as the worker would (the endpoint in the environment
+    # alike); the third, which fails, is the worker's: what Prefect keeps of it goes to the store.
+    first = run_here(prefect, "ons3", conf / "ons3.yaml")
     assert first["state"] == "COMPLETED", first["message"] + first["logs"][-3000:]
     assert "counted 2 shard(s), 0 unchanged" in first["logs"]
     assert f"published ons3 v0001 at {root}/ons3/v0001" in first["logs"]
@@ -330,7 +356,7 @@ def test_the_pipeline_keeps_data_cache_and_versions_on_object_storage(
     assert keys(bucket, "cache/runs/") == [], "a run's scratch is removed when it ends"
 
     upload(sorted(corpus.iterdir())[2], bucket, "data/part-00002.parquet")
-    second = run(prefect, "ons3")
+    second = run_here(prefect, "ons3", conf / "ons3.yaml")
     assert second["state"] == "COMPLETED", second["message"] + second["logs"][-3000:]
     assert "counted 1 shard(s), 2 unchanged shard(s) from the cache" in second["logs"]
     assert "(previous v0001 at " in second["logs"], "v0001 is read back from the store to compare"

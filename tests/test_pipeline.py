@@ -4,7 +4,9 @@ and stopped at its end (workers first).
 
 Each test owns a tokenizer of its own (its shards, its versions, its deployment), all deployed
 at once, and makes the history it checks (a first run, then no new data, a new shard, a parameter
-override or a broken shard), so the tests pass in any order.
+override or a broken shard), so the tests pass in any order. The worker runs the deployments where
+the deployment is what a test checks (its schedule, parameters, concurrency, artifacts, logs); the
+other runs run the same flow in this process (`run_here`), with the worker's settings.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def deployed(services) -> dict[str, dict]:
             "schedule": "17 4 * * *",
         }
         (conf / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
-        configs[name] = {**cfg, "paragraphs": paragraphs, "data_dir": data}
+        configs[name] = {**cfg, "paragraphs": paragraphs, "data_dir": data, "conf": conf / f"{name}.yaml"}
     waiting = {**cfg, "name": "waiting", "data": str(root / "waiting" / "not-yet")}  # its data is not there
     (conf / "waiting.yaml").write_text(yaml.safe_dump(waiting))
     # as conf/demo.yaml: the run writes the demo corpus into its data directory, which no one made
@@ -85,7 +87,7 @@ def deployed(services) -> dict[str, dict]:
         "artifact_root": str(root / "fresh-demo" / "artifacts"),
     }
     (conf / "fresh-demo.yaml").write_text(yaml.safe_dump(fresh))
-    configs["fresh-demo"] = fresh
+    configs["fresh-demo"] = {**fresh, "conf": conf / "fresh-demo.yaml"}
     done = subprocess.run(
         [str(Path(os.sys.executable).parent / "bpe"), "deploy", "--conf", str(conf), "--pool", POOL],
         env={**os.environ, **services["env"]},
@@ -171,12 +173,37 @@ def finished_run(services, name: str, run_id, timeout: float = 240) -> dict:
     }
 
 
+def run_here(services, name: str, *, config: Path | str, **parameters) -> dict:
+    """A run of train-bpe/<name>'s flow in this process, with the settings the session's worker gives
+    the deployment's runs (the server's API, their PREFECT_HOME and so their count cache key), the
+    configuration `config` and the run's `parameters`: what a run of the deployment does, less the
+    worker's poll and two Python starts, each importing Prefect (about 5 s a run on an idle machine,
+    twice that under the suite's load). For the runs whose deployment is not what a test checks (one
+    run of a deployment, by the worker, is `run_deployment`'s). Returns what `finished_run` returns."""
+    from prefect.logging.handlers import APILogWorker
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, PREFECT_HOME, temporary_settings
+
+    from bpe.flows.train_bpe import train_bpe
+
+    env = services["env"]
+    settings = {
+        PREFECT_API_URL: env["PREFECT_API_URL"],
+        PREFECT_HOME: env["PREFECT_HOME"],
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None,  # no second's wait for the heartbeat thread at the end
+    }
+    with temporary_settings(settings):
+        state = train_bpe(config=str(config), **parameters, return_state=True)
+        APILogWorker.drain_all(timeout=10)  # the run's last log lines, sent now rather than in the next batch
+    return finished_run(services, name, state.state_details.flow_run_id)
+
+
 def store(cfg) -> VersionStore:
     return VersionStore(cfg["artifact_root"], cfg["name"])
 
 
-def first_run(services, cfg: dict, command: bool = False) -> dict:
-    result = run_deployment(services, cfg["name"], command=command)
+def first_run(services, cfg: dict, result: dict | None = None) -> dict:
+    """The checks of a tokenizer's first run: `result`'s, else a run of its flow here (`run_here`)."""
+    result = result or run_here(services, cfg["name"], config=cfg["conf"])
     assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]
     assert "training: no version yet" in result["logs"]
     assert "published" in result["tags"]
@@ -186,7 +213,7 @@ def first_run(services, cfg: dict, command: bool = False) -> dict:
 
 def test_first_run_publishes_v0001(services, deployed):
     cfg = deployed["first"]
-    result = first_run(services, cfg, command=True)
+    result = first_run(services, cfg, run_deployment(services, cfg["name"], command=True))
     assert [s.schedule.cron for s in result["deployment"].schedules] == [cfg["schedule"]]
     versions = store(cfg)
     assert versions.versions() == ["v0001"] and versions.latest() == "v0001"
@@ -221,7 +248,7 @@ def test_a_broken_shard_fails_the_run_and_moves_nothing(services, deployed):
     cfg = deployed["broken"]
     first_run(services, cfg)
     pq.write_table(pa.table({"body": ["no text column here"]}), cfg["data_dir"] / "part-00004.parquet")
-    result = run_deployment(services, cfg["name"])
+    result = run_here(services, cfg["name"], config=cfg["conf"])
     assert result["state"] == "FAILED"
     assert "part-00004.parquet: no column 'text'" in result["message"] + result["logs"]
     versions = store(cfg)
@@ -261,7 +288,7 @@ def test_the_count_cache_holds_data_only_and_a_planted_pickle_runs_nothing(servi
         )
         (cache / "results").mkdir(parents=True, exist_ok=True)
         (cache / "results" / key).write_bytes(record.serialize())
-    result = run_deployment(services, cfg["name"])
+    result = run_here(services, cfg["name"], config=cfg["conf"])
     assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]
     assert not marker.exists(), "a planted pickle was unpickled"
     assert store(cfg).manifest("v0001")["data"]["counted_shards"] == 3
@@ -286,7 +313,7 @@ def test_a_deployment_whose_data_is_missing_is_registered_paused(services, deplo
 def test_the_demo_deployment_runs_on_a_fresh_cluster_without_its_data(services, deployed):
     """`bpe cluster up` then `prefect deployment run 'train-bpe/demo'`, with no `bpe demo` run
     before: the demo's configuration says its data is the demo corpus, so the deployment is active
-    and its run writes the corpus, then trains and publishes."""
+    and a run of its flow writes the corpus, then trains and publishes."""
     cfg = deployed["fresh-demo"]
     assert "deployed train-bpe/fresh-demo (schedule '17 4 * * *', active) on work pool" in deployed["deploy_output"]
     first_run(services, cfg)
@@ -336,7 +363,7 @@ def test_versions_on_growing_data_are_measured_on_one_evaluation_set(services, d
     first = first_run(services, cfg)
     assert "evaluation set frozen now from v0001's held-out rows" in first["logs"]
     write_shard(cfg["data_dir"] / "part-00003.parquet", cfg["paragraphs"][2700:3600])
-    result = run_deployment(services, cfg["name"])
+    result = run_here(services, cfg["name"], config=cfg["conf"])
     assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]
     versions = store(cfg)
     assert versions.versions() == ["v0001", "v0002"] and versions.latest() == "v0002"

@@ -16,14 +16,7 @@ from bpe.errors import SettingsError
 from bpe.pipeline.config import load_config
 from bpe.pipeline.store import COMPLETE, Staged, VersionStore, describe_versions
 from tests.conftest import publish_as
-
-
-def publish(root: str, name: str = "tok", payload: str = "x") -> str:
-    store = VersionStore(root, name)
-    staged = store.stage()
-    (staged.directory / "manifest.json").write_text(json.dumps({"payload": payload, "created": "now"}))
-    store.commit(staged)
-    return staged.version
+from tests.publishers import publish, publish_many, stage_and_commit, stage_then_die
 
 
 def test_versions_are_numbered_and_latest_follows(tmp_path):
@@ -102,14 +95,10 @@ def test_a_number_reserved_and_published_by_another_run_after_the_listing_is_not
     assert second.versions() == ["v0001", "v0002"]
 
 
-def _stage_and_commit(root: str, queue) -> None:
-    queue.put(publish(root, payload=str(os.getpid())))
-
-
 def test_concurrent_runs_never_collide(tmp_path):
     queue = multiprocessing.get_context("spawn").Queue()
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_stage_and_commit, args=(str(tmp_path), queue)) for _ in range(6)]
+    procs = [ctx.Process(target=stage_and_commit, args=(str(tmp_path), queue)) for _ in range(6)]
     for p in procs:
         p.start()
     for p in procs:
@@ -221,16 +210,11 @@ def test_a_tampered_latest_pointer_leads_nowhere_outside_the_store(tmp_path):
         store.path("../../etc")
 
 
-def _publish_many(root: str, count: int, queue) -> None:
-    for _ in range(count):
-        queue.put(publish(root, payload=str(os.getpid())))
-
-
 @pytest.mark.chaos
 def test_two_hundred_concurrent_publishes_never_collide(tmp_path):
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_publish_many, args=(str(tmp_path), 10, queue)) for _ in range(20)]
+    procs = [ctx.Process(target=publish_many, args=(str(tmp_path), 10, queue)) for _ in range(20)]
     for p in procs:
         p.start()
     got = sorted(queue.get(timeout=120) for _ in range(200))
@@ -243,14 +227,9 @@ def test_two_hundred_concurrent_publishes_never_collide(tmp_path):
     assert not [p for p in (tmp_path / "tok").iterdir() if p.name.startswith(".")]
 
 
-def _stage_then_die(root: str) -> None:
-    VersionStore(root, "tok").stage()
-    os.kill(os.getpid(), signal.SIGKILL)  # killed between stage and commit
-
-
 def test_a_publisher_killed_between_stage_and_commit_leaves_nothing_for_good(tmp_path):
     ctx = multiprocessing.get_context("spawn")
-    victim = ctx.Process(target=_stage_then_die, args=(str(tmp_path),))
+    victim = ctx.Process(target=stage_then_die, args=(str(tmp_path),))
     victim.start()
     victim.join(60)
     assert victim.exitcode == -signal.SIGKILL

@@ -260,22 +260,25 @@ def _glob(pattern: str, skipped: list[tuple[str, str]] | None = None) -> list[st
 
 def _expand_url(spec: str, skipped: list[tuple[str, str]] | None = None) -> list[Shard]:
     try:
-        import fsspec
-
-        fs, path = fsspec.core.url_to_fs(spec, **storage.fs_options(spec))
+        # without fsspec's listings cache (as every use of a store here): a process that lists the
+        # same place again (a notebook, a long-lived worker, flow runs in one process) must find the
+        # files added since, and not a stale listing's
+        fs, path = storage.filesystem(spec)
     except (ImportError, ValueError) as exc:
         raise InputError(f"{spec}: cannot open this URL ({exc}); install its fsspec filesystem package") from None
     protocol = spec.split("://", 1)[0]
     named = False
     try:
         if glob.has_magic(path):
-            matches = fs.glob(path, detail=True)
-            paths = sorted(p for p, info in matches.items() if info.get("type") != "directory")
+            found = fs.glob(path, detail=True)
+            paths = sorted(p for p, info in found.items() if info.get("type") != "directory")
             below = [p.rsplit("/", 1)[-1] for p in paths]
         elif fs.isdir(path):
-            paths = sorted(fs.find(path))
+            found = fs.find(path, detail=True)  # the sizes with the names: no request per file
+            paths = sorted(found)
             below = [p[len(path.rstrip("/")) + 1 :] for p in paths]
         elif fs.exists(path):
+            found = {path: fs.info(path)}
             paths, below, named = [path], [path.rsplit("/", 1)[-1]], True
         else:
             raise InputError(f"{spec}: no such file or directory")
@@ -291,7 +294,8 @@ def _expand_url(spec: str, skipped: list[tuple[str, str]] | None = None) -> list
                 hidden = [f for f in folders if f.startswith((".", "_"))]
                 reason = _skip_reason(hidden[0]) if hidden else _skip_reason(name)
             if reason is None:
-                shards.append(Shard(f"{protocol}://{p}", kind_of(p), int(fs.size(p))))
+                size = found[p].get("size")
+                shards.append(Shard(f"{protocol}://{p}", kind_of(p), int(fs.size(p) if size is None else size)))
             elif skipped is not None:
                 skipped.append((f"{protocol}://{p}", reason))
     except InputError:

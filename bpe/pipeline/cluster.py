@@ -83,14 +83,20 @@ def up(
     tls = make_certificates(state_dir / "tls")
     auth = make_auth_string(state_dir / AUTH_FILE)
     try:
+        # The Prefect server takes seconds to answer (a new database is migrated first): the Dask
+        # scheduler and workers start meanwhile, the workers all at once.
         server = start_prefect_server(
-            state_dir / "prefect", prefect_port, database_url, logs / "prefect-server.log", auth=auth
+            state_dir / "prefect", prefect_port, database_url, logs / "prefect-server.log", auth=auth, wait=False
         )
         record(server)
         scheduler = start_dask_scheduler(dask_port, dashboard_port, logs / "dask-scheduler.log", tls=tls)
         record(scheduler)
+        dask_workers = []
         for i in range(workers):
-            record(start_dask_worker(scheduler.url, logs / f"dask-worker-{i}.log", tls=tls))
+            dask_workers.append(start_dask_worker(scheduler.url, logs / f"dask-worker-{i}.log", tls=tls, wait=False))
+            record(dask_workers[-1])
+        for service in [*dask_workers, server]:
+            service.wait_ready()
         api = f"{server.url}/api"
         env = {
             **prefect_env(api, state_dir / "prefect", auth),

@@ -1,8 +1,10 @@
 """Starting and stopping the pipeline's services as local processes on 127.0.0.1: the Prefect
 server, Prefect workers, the Dask scheduler and Dask workers.
 
-Each start function returns a `Service` (name, process, URL) once the service answers; `stop`
-ends it by PID, gently first. Workers must stop before the server or scheduler they talk to.
+Each start function returns a `Service` (name, process, URL) once the service answers, or, with
+`wait=False`, as soon as its process is started (`Service.wait_ready` then waits for the answer:
+services that take seconds to start, such as the Prefect server, start meanwhile); `stop` ends it
+by PID, gently first. Workers must stop before the server or scheduler they talk to.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,10 +35,19 @@ class Service:
     log: Path | None = None
     env: dict = field(default_factory=dict)
     stop_signal: int = signal.SIGINT  # what the service shuts down cleanly and quickly on
+    answers: Callable[[], bool] | None = field(default=None, repr=False)  # whether it answers yet
+    start_timeout: float = 60
 
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    def wait_ready(self) -> Service:
+        """Wait until the service answers (stopped, and an error, if its process exits first or
+        it does not answer within its start timeout); returns it."""
+        if self.answers is not None:
+            _wait(self.answers, self.name, self.process, self.start_timeout, self.log)
+        return self
 
     def stop(self, timeout: float = 10) -> None:
         stop(self.process, timeout, self.stop_signal)
@@ -122,10 +134,13 @@ def start_prefect_server(
     ui: bool = True,
     timeout: float = 60,
     auth: str | None = None,
+    wait: bool = True,
 ) -> Service:
     """`prefect server start` on 127.0.0.1:port with its own PREFECT_HOME (SQLite there, or
     `database_url`, e.g. PostgreSQL); with `auth`, every API call must carry that auth string.
-    What it writes (the database, with every flow run's parameters and logs) only its owner can read."""
+    What it writes (the database, with every flow run's parameters and logs) only its owner can read.
+    It answers after 3-10 s (a new database is migrated first): with `wait=False`, start other
+    services meanwhile, then `wait_ready()`."""
     if port_in_use(port):
         raise OSError(f"port {port} on 127.0.0.1 is in use (Prefect server); choose another")
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -142,8 +157,9 @@ def start_prefect_server(
         env["PREFECT_SERVER_API_AUTH_STRING"] = auth
     args = [_command("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
     process = _spawn("prefect server", args, env, log, umask=0o077)
-    _wait(lambda: _http_ok(f"{url}/api/health"), "prefect server", process, timeout, log)
-    return Service("prefect-server", process, url, log, env)
+    answers = lambda: _http_ok(f"{url}/api/health")  # noqa: E731
+    server = Service("prefect-server", process, url, log, env, answers=answers, start_timeout=timeout)
+    return server.wait_ready() if wait else server
 
 
 def start_prefect_worker(
@@ -199,10 +215,12 @@ def start_dask_worker(
     tls: TLSFiles | None = None,
     cwd: Path | None = None,
     env: dict | None = None,
+    wait: bool = True,
 ) -> Service:
     """`dask worker` on 127.0.0.1 (nanny, worker and its HTTP server alike); over TLS with `tls`;
     in `cwd` with `env` added to this process's environment (a worker of its own, as on another
-    machine: its own working directory and TMPDIR)."""
+    machine: its own working directory and TMPDIR). With `wait=False`, returned once started (see
+    `start_dask_workers`); `wait_ready()` waits until it has registered with the scheduler."""
     args = [
         _command("dask"),
         "worker",
@@ -219,8 +237,28 @@ def start_dask_worker(
     if tls:
         args += ["--protocol", "tls", *tls.dask_options()]
     process = _spawn("dask worker", args, {**(tls.dask_environment() if tls else {}), **(env or {})}, log, cwd)
-    _wait(lambda: _dask_worker_online(log), "dask worker", process, timeout, log)
-    return Service("dask-worker", process, scheduler, log, stop_signal=signal.SIGTERM)
+    answers = lambda: _dask_worker_online(log)  # noqa: E731
+    worker = Service(
+        "dask-worker", process, scheduler, log, stop_signal=signal.SIGTERM, answers=answers, start_timeout=timeout
+    )
+    return worker.wait_ready() if wait else worker
+
+
+def start_dask_workers(scheduler: str, logs: list[Path], **options) -> list[Service]:
+    """One `dask worker` per log file, all started at once rather than each after the one before
+    has registered (a worker takes seconds to import what it runs); returned once all have
+    registered. If one fails, all are stopped. `options` as `start_dask_worker`'s."""
+    workers: list[Service] = []
+    try:
+        for log in logs:
+            workers.append(start_dask_worker(scheduler, log=log, wait=False, **options))
+        for worker in workers:
+            worker.wait_ready()
+    except BaseException:
+        for worker in workers:
+            worker.stop()
+        raise
+    return workers
 
 
 def _dask_worker_online(log: Path | None) -> bool:
