@@ -120,19 +120,13 @@ def test_same_merges_as_the_local_engine(cluster, texts, local_merges, tmp_path,
     assert tok.manifest["counts"]["documents"] == len(texts)
 
 
-def test_textbook_tie_break_on_dask(cluster, texts):
-    scale(*cluster, 2)
-    local = train(texts, vocab_size=VOCAB, pattern="whitespace", tie_break="ids").merges
-    on_dask = train(texts, vocab_size=VOCAB, pattern="whitespace", tie_break="ids", engine="dask", client=cluster[1])
-    assert on_dask.merges == local
-
-
 @pytest.fixture(scope="module")
 def superword_merges(texts) -> list:
     return train(texts, vocab_size=VOCAB, superwords=True, transition=600).merges
 
 
-@pytest.mark.parametrize("workers", [1, 2, 3, 4])
+# From the size the test before left, down: the shared cluster starts no worker for these.
+@pytest.mark.parametrize("workers", [4, 3, 2, 1])
 def test_superwords_on_any_number_of_workers_are_the_local_engines(cluster, texts, superword_merges, tmp_path, workers):
     """Both stages run on the workers (stage 2's pieces counted on the partitions and held there)
     and give the local engine's merges, which tests/test_superwords.py checks against the reference."""
@@ -143,6 +137,13 @@ def test_superwords_on_any_number_of_workers_are_the_local_engines(cluster, text
     stages = tok.manifest["superwords"]["stages"]
     assert [s["merges"] for s in stages] == [600 - 256, VOCAB - 600]
     assert tok.manifest["engine"]["workers"] == workers
+
+
+def test_textbook_tie_break_on_dask(cluster, texts):
+    scale(*cluster, 2)
+    local = train(texts, vocab_size=VOCAB, pattern="whitespace", tie_break="ids").merges
+    on_dask = train(texts, vocab_size=VOCAB, pattern="whitespace", tie_break="ids", engine="dask", client=cluster[1])
+    assert on_dask.merges == local
 
 
 def test_a_users_regex_on_dask_gives_the_local_engines_merges(cluster, texts, tmp_path):
