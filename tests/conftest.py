@@ -497,6 +497,57 @@ def prefect_server(tmp_path_factory) -> Iterator[dict]:
         yield {**record, "log": Path(record["log"])}
 
 
+@contextlib.contextmanager
+def two_worker_cluster() -> Iterator[tuple]:
+    """A Dask LocalCluster of two worker processes with a thread each (under nannies) on 127.0.0.1,
+    and its client, for the `with` block."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    )
+    client = distributed.Client(cluster)
+    try:
+        yield cluster, client
+    finally:
+        client.close()
+        cluster.close()
+
+
+@pytest.fixture(scope="session")
+def local_cluster() -> Iterator[tuple]:
+    """A `two_worker_cluster` and its client, one per test process, for the modules that train on
+    a cluster they size as they need (`scale`) and otherwise leave as they found it: started once
+    rather than once per module or test (a worker process takes seconds of a core to start, and to
+    load the kernels on its first run)."""
+    with two_worker_cluster() as cluster_and_client:
+        yield cluster_and_client
+
+
+@pytest.fixture
+def two_workers(local_cluster):
+    """The client of `local_cluster`, scaled to two workers."""
+    scale(*local_cluster, 2)
+    return local_cluster[1]
+
+
+def scale(cluster, client, n: int) -> None:
+    """Scale a LocalCluster to n workers and wait until it has settled there (the cluster's own
+    worker list and the scheduler's agree for a second), whatever size an earlier test left."""
+    cluster.scale(n)
+    deadline = time.monotonic() + 60
+    settled_since = None
+    while True:
+        now = time.monotonic()
+        if len(cluster.workers) == n and len(client.scheduler_info()["workers"]) == n:
+            settled_since = settled_since or now
+            if now - settled_since > 1.0:
+                return
+        else:
+            settled_since = None
+        assert now < deadline, "cluster did not scale"
+        time.sleep(0.1)
+
+
 PIPELINE_POOL = "bpe-test"
 
 
