@@ -248,8 +248,10 @@ def pytest_xdist_auto_num_workers(config) -> int:
 
 
 # The modules that take longest, longest first, as measured on 2 cores (seconds of test time in a
-# full run: channels 188, pipeline 151, dask 143, object_storage 98, cluster 66, dask_languages 65,
-# alerts 64, ...). Handed out first, they leave the short modules to fill the gaps at the end.
+# full run: dask 83, pipeline 79, object_storage 74, channels 56, alerts 53, dask_languages 49,
+# cold_start 47, demo 44, cluster 44, ...). Handed out first, they leave the short modules to fill
+# the gaps at the end. The other modules that use the shared Prefect server and Dask cluster come
+# early too, so that these can stop early (`pytest_runtest_teardown`).
 SLOWEST_MODULES = (
     "test_channels",
     "test_pipeline",
@@ -263,10 +265,15 @@ SLOWEST_MODULES = (
     "test_extend_pipeline",
     "test_docs",
     "test_pipeline_languages",
+    "test_count_cache",
+    "test_multilingual_pipeline",
     "test_long_words",
     "test_extend",
+    "test_inputs",
     "test_tiers",
     "test_dask_faults",
+    "test_small_corpus",
+    "test_superwords",
     "test_max_token_length",
     "test_outputs",
     "test_interrupts",
