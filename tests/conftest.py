@@ -248,8 +248,10 @@ def pytest_xdist_auto_num_workers(config) -> int:
 
 
 # The modules that take longest, longest first, as measured on 2 cores (seconds of test time in a
-# full run: channels 188, pipeline 151, dask 143, object_storage 98, cluster 66, dask_languages 65,
-# alerts 64, ...). Handed out first, they leave the short modules to fill the gaps at the end.
+# full run: dask 83, pipeline 79, object_storage 74, channels 56, alerts 53, dask_languages 49,
+# cold_start 47, demo 44, cluster 44, ...). Handed out first, they leave the short modules to fill
+# the gaps at the end. The other modules that use the shared Prefect server and Dask cluster come
+# early too, so that these can stop early (`pytest_runtest_teardown`).
 SLOWEST_MODULES = (
     "test_channels",
     "test_pipeline",
@@ -263,10 +265,15 @@ SLOWEST_MODULES = (
     "test_extend_pipeline",
     "test_docs",
     "test_pipeline_languages",
+    "test_count_cache",
+    "test_multilingual_pipeline",
     "test_long_words",
     "test_extend",
+    "test_inputs",
     "test_tiers",
     "test_dask_faults",
+    "test_small_corpus",
+    "test_superwords",
     "test_max_token_length",
     "test_outputs",
     "test_interrupts",
@@ -495,6 +502,57 @@ def prefect_server(tmp_path_factory) -> Iterator[dict]:
 
     with shared_by_workers(tmp_path_factory, "prefect-server", start) as record:
         yield {**record, "log": Path(record["log"])}
+
+
+@contextlib.contextmanager
+def two_worker_cluster() -> Iterator[tuple]:
+    """A Dask LocalCluster of two worker processes with a thread each (under nannies) on 127.0.0.1,
+    and its client, for the `with` block."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    )
+    client = distributed.Client(cluster)
+    try:
+        yield cluster, client
+    finally:
+        client.close()
+        cluster.close()
+
+
+@pytest.fixture(scope="session")
+def local_cluster() -> Iterator[tuple]:
+    """A `two_worker_cluster` and its client, one per test process, for the modules that train on
+    a cluster they size as they need (`scale`) and otherwise leave as they found it: started once
+    rather than once per module or test (a worker process takes seconds of a core to start, and to
+    load the kernels on its first run)."""
+    with two_worker_cluster() as cluster_and_client:
+        yield cluster_and_client
+
+
+@pytest.fixture
+def two_workers(local_cluster):
+    """The client of `local_cluster`, scaled to two workers."""
+    scale(*local_cluster, 2)
+    return local_cluster[1]
+
+
+def scale(cluster, client, n: int) -> None:
+    """Scale a LocalCluster to n workers and wait until it has settled there (the cluster's own
+    worker list and the scheduler's agree for a second), whatever size an earlier test left."""
+    cluster.scale(n)
+    deadline = time.monotonic() + 60
+    settled_since = None
+    while True:
+        now = time.monotonic()
+        if len(cluster.workers) == n and len(client.scheduler_info()["workers"]) == n:
+            settled_since = settled_since or now
+            if now - settled_since > 1.0:
+                return
+        else:
+            settled_since = None
+        assert now < deadline, "cluster did not scale"
+        time.sleep(0.1)
 
 
 PIPELINE_POOL = "bpe-test"

@@ -20,7 +20,7 @@ from bpe.cli import main
 from bpe.counting import count_words
 from bpe.engine.count import WordCounts
 from bpe.errors import InputError
-from tests.conftest import stdlib_paragraphs, write_parquet
+from tests.conftest import scale, stdlib_paragraphs, write_parquet
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
 
@@ -41,32 +41,9 @@ def local_merges(texts) -> list:
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    cluster = distributed.LocalCluster(
-        n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
-    )
-    client = distributed.Client(cluster)
-    yield cluster, client
-    client.close()
-    cluster.close()
-
-
-def scale(cluster, client, n: int) -> None:
-    """Scale the shared cluster to n workers and wait until it has settled there (the cluster's own
-    worker list and the scheduler's agree for a second), whatever size an earlier test left."""
-    cluster.scale(n)
-    deadline = time.monotonic() + 60
-    settled_since = None
-    while True:
-        now = time.monotonic()
-        if len(cluster.workers) == n and len(client.scheduler_info()["workers"]) == n:
-            settled_since = settled_since or now
-            if now - settled_since > 1.0:
-                return
-        else:
-            settled_since = None
-        assert now < deadline, "cluster did not scale"
-        time.sleep(0.1)
+def cluster(local_cluster):
+    """The test process's LocalCluster (tests/conftest.py), which each test sizes (`scale`)."""
+    return local_cluster
 
 
 def layouts(texts, root: Path) -> dict[str, list[str]]:

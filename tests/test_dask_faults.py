@@ -19,7 +19,7 @@ from bpe import train
 from bpe.counting import count_words
 from bpe.distributed.bucket_holder import BucketHolder
 from bpe.engine.word_table import WordTable
-from tests.conftest import stdlib_paragraphs
+from tests.conftest import stdlib_paragraphs, two_worker_cluster
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
 
@@ -46,14 +46,8 @@ def cluster():
     """Two workers under nannies. A killed worker's nanny starts a new one, but LocalCluster closes
     that nanny for good when no worker of its name registers within `lost-worker-timeout` (15 s),
     which a restart can take on a busy machine: the cluster would then stay at one worker."""
-    with dask.config.set({"distributed.deploy.lost-worker-timeout": "600s"}):
-        cluster = distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
-        )
-        client = distributed.Client(cluster)
-        yield cluster, client
-        client.close()
-        cluster.close()
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": "600s"}), two_worker_cluster() as both:
+        yield both
 
 
 @pytest.fixture

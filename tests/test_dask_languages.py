@@ -26,9 +26,8 @@ from bpe.inputs.discover import discover
 from bpe.languages import LanguagePlan
 from bpe.mixture import Mix, check_weighted_limit, weighted, weighted_sum
 from bpe.settings import Settings
-from tests.conftest import write_parquet
+from tests.conftest import scale, write_parquet
 from tests.reference import reference_parity_run
-from tests.test_dask import scale
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
 
@@ -87,14 +86,9 @@ def dev(corpus) -> list[WordCounts]:
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    cluster = distributed.LocalCluster(
-        n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
-    )
-    client = distributed.Client(cluster)
-    yield cluster, client
-    client.close()
-    cluster.close()
+def cluster(local_cluster):
+    """The test process's LocalCluster (tests/conftest.py), which each test sizes (`scale`)."""
+    return local_cluster
 
 
 def on_dask(client, texts=None, shards=None, vocab_size=500, mix=None, parity=None, dev=None, **options):

@@ -859,16 +859,10 @@ def test_sample_in_doc_mode_keeps_whole_files_by_their_content_hash(tmp_path):
 # --- both engines read the same: the Dask engine on a real local cluster ------------------------
 
 
-@pytest.fixture(scope="module")
-def dask_client():
-    distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
-    )
-    client = distributed.Client(cluster)
-    yield client
-    client.close()
-    cluster.close()
+@pytest.fixture
+def dask_client(two_workers):
+    """The test process's LocalCluster on two workers (tests/conftest.py)."""
+    return two_workers
 
 
 def on_both_engines(client, oracle: list, keys=("documents", "bytes", "pretokens"), **options) -> None:

@@ -167,19 +167,12 @@ def test_long_words_at_their_default_size_with_ordinary_text_give_the_reference_
 
 
 @pytest.mark.services
-def test_the_dask_engine_gives_the_local_engines_merges_over_long_words():
+def test_the_dask_engine_gives_the_local_engines_merges_over_long_words(two_workers):
     """Long words on 2 workers (each bucket holder indexes its own by position): the local
     engine's merges, which are the reference's."""
-    distributed = pytest.importorskip("distributed")
     texts = stdlib_paragraphs()[:40] + [random_letters(6000, seed=5), "\t" * 4000, "xy" * 2000]
     expected = train(texts, vocab_size=256 + 200, pattern="cl100k").merges
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
-        on_dask = train(texts, vocab_size=256 + 200, pattern="cl100k", engine="dask", client=client)
+    on_dask = train(texts, vocab_size=256 + 200, pattern="cl100k", engine="dask", client=two_workers)
     assert on_dask.merges == expected
 
 

@@ -200,24 +200,16 @@ def test_the_pipeline_configuration_and_the_flow_take_it(tmp_path):
 
 @pytest.mark.services  # starts a Dask cluster: the slow tier, as tests/test_dask.py
 @pytest.mark.parametrize("tie_break", ["bytes", "ids"])
-def test_the_dask_engine_on_two_workers_gives_the_reference_merges(reference, tie_break):
-    distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+def test_the_dask_engine_on_two_workers_gives_the_reference_merges(reference, tie_break, two_workers):
+    tok = train(
+        TEXTS,
+        vocab_size=256 + N_MERGES,
+        pattern="cl100k",
+        tie_break=tie_break,
+        max_token_length=4,
+        engine="dask",
+        client=two_workers,
     )
-    try:
-        with distributed.Client(cluster) as client:
-            tok = train(
-                TEXTS,
-                vocab_size=256 + N_MERGES,
-                pattern="cl100k",
-                tie_break=tie_break,
-                max_token_length=4,
-                engine="dask",
-                client=client,
-            )
-    finally:
-        cluster.close()
     assert tok.manifest["engine"]["word_buckets"] == 2
     assert tok.merges == reference[tie_break]
     assert tok.manifest["settings"]["max_token_length"] == 4
