@@ -319,6 +319,53 @@ def count_words(texts: Iterable[str], pattern: str = "gpt2", special_tokens: Seq
     return counter.result()
 
 
+READ_AHEAD_BYTES = 64 << 20
+
+
+class ReadAhead:
+    """How far `count_shards`'s reader may run ahead of its counters: `READ_AHEAD_BYTES` of text
+    while the counters load the compiled engine (a third of a second, a core otherwise idle), then
+    a few batches (`counting`). A batch always fits when nothing is waiting."""
+
+    def __init__(self) -> None:
+        self._room = threading.Condition()
+        self._waiting_bytes = 0
+        self._waiting_batches = 0
+        self._most_batches: int | None = None  # None: limited by bytes, until counting starts
+        self._released = False
+
+    def wait_for_room(self, nbytes: int, stop: threading.Event) -> None:
+        with self._room:
+            while not (self._released or stop.is_set() or self._has_room(nbytes)):
+                self._room.wait(0.1)
+            self._waiting_bytes += nbytes
+            self._waiting_batches += 1
+
+    def _has_room(self, nbytes: int) -> bool:
+        if self._waiting_batches == 0:
+            return True
+        if self._most_batches is None:
+            return self._waiting_bytes + nbytes <= READ_AHEAD_BYTES
+        return self._waiting_batches < self._most_batches
+
+    def taken(self, nbytes: int) -> None:
+        with self._room:
+            self._waiting_bytes -= nbytes
+            self._waiting_batches -= 1
+            self._room.notify_all()
+
+    def counting(self, batches: int) -> None:
+        with self._room:
+            self._most_batches = batches
+            self._room.notify_all()
+
+    def release(self) -> None:
+        """Never block again (the counters failed to start)."""
+        with self._room:
+            self._released = True
+            self._room.notify_all()
+
+
 def count_shards(
     shards: Sequence[Shard],
     pretokenizer: Pretokenizer,
@@ -337,7 +384,8 @@ def count_shards(
     if threads is None:  # the cores free of other work: counting threads on a busy core only slow it down
         threads = max(1, min(available_cores() - round(cores_busy_elsewhere()), 8))
     check("threads", threads)  # 0 or -5 would count nothing, or all on one thread unasked
-    batches: queue.Queue = queue.Queue(maxsize=2 * threads)
+    batches: queue.Queue = queue.Queue()
+    unread = ReadAhead()
     fingerprints: list[dict] = []
     failures: list[BaseException] = []
     done_bytes = [0, 0]  # progress: file bytes read, text bytes counted (the summary's bytes)
@@ -353,6 +401,7 @@ def count_shards(
                 for batch in read_batches(shard, text_column, pretokenizer):
                     if stop.is_set():
                         return
+                    unread.wait_for_room(batch[0].nbytes, stop)
                     batches.put(batch)
         except BaseException as exc:  # handed to the caller below
             failures.append(exc)
@@ -366,6 +415,7 @@ def count_shards(
             item = batches.get()
             if item is finished:
                 return
+            unread.taken(item[0].nbytes)
             if stop.is_set():
                 continue
             try:
@@ -381,14 +431,21 @@ def count_shards(
                 failures.append(exc)
                 stop.set()
 
-    counters = [WordCounter(pretokenizer, compiled=compiled) for _ in range(threads)]
-    workers = [threading.Thread(target=read, daemon=True)]
-    workers += [threading.Thread(target=count, args=(c,), daemon=True) for c in counters]
     if progress is not None:
         progress("count", 0, total_bytes)
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()  # reads ahead while the counters load the compiled engine
+    try:
+        counters = [WordCounter(pretokenizer, compiled=compiled) for _ in range(threads)]
+    except BaseException:
+        stop.set()
+        unread.release()
+        raise
+    unread.counting(2 * threads)
+    workers = [threading.Thread(target=count, args=(c,), daemon=True) for c in counters]
     for w in workers:
         w.start()
-    for w in workers:
+    for w in [reader, *workers]:
         w.join()
     if failures:
         raise failures[0]

@@ -129,6 +129,21 @@ def test_the_installed_command_runs(shards, tmp_path):
     assert decoded == "the dog\n"
 
 
+def test_the_command_leaves_its_output_whole_and_its_exit_code(shards, tmp_path):
+    """A local command ends without the interpreter's teardown (`bpe.cli.run`): what it printed
+    into a pipe, far past any buffer, must all arrive, and the exit code must be the command's."""
+    bpe = str(Path(sys.executable).parent / "bpe")
+    train = [bpe, "train", "--vocab-size", "280", "--out"]
+    trained = subprocess.run([*train, str(tmp_path / "tok"), str(shards)], capture_output=True, text=True)
+    assert trained.returncode == 0 and trained.stdout.startswith("trained ") and "  time " in trained.stdout
+    text = " ".join(TEXTS) * 400
+    encoded = subprocess.run([bpe, "encode", str(tmp_path / "tok")], input=text, capture_output=True, text=True)
+    assert encoded.returncode == 0 and len(encoded.stdout) > 1 << 18
+    assert [int(i) for i in encoded.stdout.split()] == Tokenizer.load(tmp_path / "tok").encode(text)
+    failed = subprocess.run([*train, str(tmp_path / "x"), str(tmp_path / "nowhere")], capture_output=True, text=True)
+    assert failed.returncode == 1 and failed.stderr.startswith("bpe: error: ") and failed.stdout == ""
+
+
 def test_train_quiet_prints_nothing(tmp_path):
     data = write_parquet(tmp_path / "d.parquet", ["the cat sat on the mat"] * 20)
     command = [str(Path(sys.executable).parent / "bpe"), "train", str(data), "--vocab-size", "262"]

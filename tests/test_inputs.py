@@ -35,6 +35,7 @@ from bpe.inputs.shard import Shard, with_options
 from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
 from bpe.schema import check as check_setting
 from bpe.training import THREADED_MERGE_MIN_WORDS
+from tests.conftest import write_parquet
 from tests.reference import train_reference
 
 REPO = Path(__file__).resolve().parent.parent
@@ -230,6 +231,27 @@ def test_count_shards_on_a_txt_in_pieces_equals_the_whole_file(tmp_path, monkeyp
     assert stats.documents > 100  # it was read in pieces
     assert (counts.to_dict(), stats.pretokens, stats.special_tokens) == whole_counts(text, pretokenizer)
     assert stats.bytes == len(text.encode())
+
+
+def test_a_reader_far_ahead_of_its_counters_counts_every_batch_once(tmp_path, monkeypatch):
+    """The reader runs ahead while the counters load the compiled engine (`ReadAhead`): with room
+    for a few batches or for none, on any number of threads, every batch is counted once, and a
+    bad file after many good ones is still the error, named."""
+    import bpe.counting as counting
+
+    texts = [f"doc {i} says {'la' * (i % 7)} to {i * 31 % 1000}!" for i in range(3000)]
+    for k in range(30):
+        write_parquet(tmp_path / "data" / f"part-{k:02d}.parquet", texts[k * 100 : (k + 1) * 100])
+    expected = Counter(w.encode() for text in texts for w in regex.findall(NAMED_PATTERNS["gpt2"], text))
+    shards = discover([str(tmp_path / "data")])
+    for ahead in (1, 1 << 20):
+        monkeypatch.setattr(counting, "READ_AHEAD_BYTES", ahead)
+        for threads in (1, 2, 3):
+            counts, stats, fingerprints = count_shards(shards, Pretokenizer("gpt2"), threads=threads)
+            assert counts.to_dict() == expected and stats.documents == len(texts) and len(fingerprints) == 30
+    pq.write_table(pa.table({"body": ["no text column"]}), tmp_path / "data" / "part-99.parquet")
+    with pytest.raises(InputError, match="part-99.parquet"):
+        count_shards(discover([str(tmp_path / "data")]), Pretokenizer("gpt2"), threads=2)
 
 
 def test_invalid_utf8_in_a_later_piece_is_reported_at_its_byte_in_the_file(tmp_path):

@@ -9,8 +9,10 @@ Errors are one line on stderr (`bpe: error: ...`) and a non-zero exit.
 from __future__ import annotations
 
 import argparse
+import atexit
 import errno
 import logging
+import os
 import signal
 import sys
 import threading
@@ -23,6 +25,28 @@ from bpe.cli.warm import run_warm
 from bpe.schema import TEXT_FORMATS
 
 EXIT_ERROR = 1
+
+# The commands that start no service: they may end without the interpreter's teardown (`run`).
+LOCAL_COMMANDS = frozenset({"train", "encode", "decode", "eval", "warm"})
+
+
+def run() -> None:
+    """The console command: `main`, then the exit. After a local command the process ends without
+    tearing the interpreter down, once the exit handlers have run and the output is flushed: the
+    teardown frees the compiled kernels and every module one by one, 0.25 s after a train of the
+    English corpus (a third of what the run spends outside counting and merging)."""
+    code = main()
+    command = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if command not in LOCAL_COMMANDS or others:
+        sys.exit(code)
+    atexit._run_exitfuncs()  # what the normal exit runs first: logging's flush, temporary directories, ...
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`bpe encode ... | head`) or stream
+            pass
+    os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:

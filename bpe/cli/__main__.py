@@ -1,7 +1,5 @@
 """`python -m bpe.cli`: the `bpe` command."""
 
-import sys
+from bpe.cli import run
 
-from bpe.cli import main
-
-sys.exit(main())
+run()

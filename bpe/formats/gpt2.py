@@ -10,7 +10,7 @@ from pathlib import Path
 from bpe.errors import ExportError
 from bpe.formats.files import check_ids, read_json, read_lines
 from bpe.formats.record import TokenizerRecord
-from bpe.formats.spelling import from_spelled, spell
+from bpe.formats.spelling import from_spelled, spelled
 
 MERGES_FILE = "merges.txt"
 VOCAB_FILE = "vocab.json"
@@ -24,7 +24,8 @@ def write(directory: Path, record: TokenizerRecord) -> None:
 
 
 def write_merges(path: Path, vocab: Sequence[bytes], merges: Sequence[tuple[int, int]]) -> None:
-    lines = ["#version: 0.2"] + [f"{spell(vocab[a])} {spell(vocab[b])}" for a, b in merges]
+    names = spelled(vocab)
+    lines = ["#version: 0.2"] + [f"{names[a]} {names[b]}" for a, b in merges]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -33,11 +34,12 @@ def vocab_json(
 ) -> dict[str, int]:
     """Token spelling -> id (token i's id is `ids[i]`, or i; a byte whose id is None is left out),
     in order of id; special tokens keep their literal text."""
+    names = spelled(vocab)
     if ids is None:
-        entries = {spell(token): i for i, token in enumerate(vocab)}
+        entries = {name: i for i, name in enumerate(names)}
     else:
         order = sorted((token_id, i) for i, token_id in enumerate(ids) if token_id is not None)
-        entries = {spell(vocab[i]): int(token_id) for token_id, i in order}
+        entries = {names[i]: int(token_id) for token_id, i in order}
     for text, token_id in special_tokens.items():
         if text in entries:
             raise ExportError(f"special token {text!r} is spelled like token {entries[text]}")

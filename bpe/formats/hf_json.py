@@ -12,7 +12,7 @@ from bpe.errors import ExportError
 from bpe.formats.files import check_ids, read_json
 from bpe.formats.gpt2 import vocab_json
 from bpe.formats.record import TokenizerRecord
-from bpe.formats.spelling import from_spelled, spell
+from bpe.formats.spelling import from_spelled, spelled
 from bpe.formats.transformers_config import CONFIG_FILE, read_max_length, read_roles
 from bpe.pretokenize import NAMED_PATTERNS, SUPERBPE_SPLIT, WHITESPACE_RUN, Pretokenizer
 
@@ -45,6 +45,7 @@ def tokenizer_json(
     """The Hugging Face `tokenizer.json` document for a byte-level BPE tokenizer (token i's id is
     `ids[i]`, or i)."""
     split_regex, behavior, invert = hf_split_regex(pattern_name, pattern_regex)
+    names = spelled(vocab)
     return {
         "version": "1.0",
         "truncation": None,
@@ -81,7 +82,7 @@ def tokenizer_json(
             "byte_fallback": False,
             "ignore_merges": False,
             "vocab": vocab_json(vocab, special_tokens, ids),
-            "merges": [[spell(vocab[a]), spell(vocab[b])] for a, b in merges],
+            "merges": [[names[a], names[b]] for a, b in merges],
         },
     }
 

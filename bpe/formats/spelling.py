@@ -34,10 +34,22 @@ def unicode_to_bytes() -> dict[str, int]:
     return {c: b for b, c in bytes_to_unicode().items()}
 
 
+@lru_cache(maxsize=1)
+def _latin1_to_spelling() -> list[str]:
+    """`bytes_to_unicode` indexed by the Latin-1 character of each byte, for `str.translate`."""
+    table = bytes_to_unicode()
+    return [table[b] for b in range(256)]
+
+
 def spell(token: bytes) -> str:
     """b' the' -> 'Ġthe'."""
-    table = bytes_to_unicode()
-    return "".join(table[b] for b in token)
+    return token.decode("latin-1").translate(_latin1_to_spelling())
+
+
+def spelled(vocab: Iterable[bytes]) -> list[str]:
+    """Every token's spelling, in order: writers spell a vocabulary once, then index it."""
+    table = _latin1_to_spelling()
+    return [token.decode("latin-1").translate(table) for token in vocab]
 
 
 def unspell(text: str) -> bytes:
