@@ -8,8 +8,12 @@ training uses, so that a bar's figures and the summary's agree:
   while counting (the text counted so far, scaled by the share of the input files read), capped by
   a `--limit` in bytes, and exact in the last call (`done == total`); None when unknown (in-memory
   texts of unknown length).
+- "index": unique words put into the word tables, between counting and merging (the local
+  engine): their pairs counted and listed, after a base's merges are replayed on them (then
+  replaying a word is half its share). A second stage of superwords spends minutes here at 2 GB.
 - "merge": merges made by the merge loop, of the merges asked for (the loop may stop earlier).
-- "superword count", "superword merge": the same for the second stage of a superword run.
+- "superword count", "superword index", "superword merge": the same for the second stage of a
+  superword run.
 
 Each phase's first call has `done == 0` and comes when its work starts: counting before the first
 batch is read, merging when the loop starts (after the word table and the pair counts are built).
@@ -27,7 +31,14 @@ from collections.abc import Callable
 
 ProgressFn = Callable[[str, int, int | None], None]
 
-UNITS = {"count": "B", "merge": "merges", "superword count": "B", "superword merge": "merges"}
+UNITS = {
+    "count": "B",
+    "index": "words",
+    "merge": "merges",
+    "superword count": "B",
+    "superword index": "words",
+    "superword merge": "merges",
+}
 
 
 def estimate_text_bytes(text_done: int, read: int, size: int) -> int:

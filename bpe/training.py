@@ -450,6 +450,7 @@ def train_locally(
                 superwords=settings.superword_rules,
                 base=base,
                 release_counts=True,
+                on_index=lambda done, words: loop("index", done, words),
             )
     merging = time.perf_counter() - t1  # the queue is made before learn_merges starts its clock: time it all here
     compiling = counting_compiles.seconds + merging_compiles.seconds  # the first run of a version only

@@ -35,10 +35,10 @@ def data(tmp_path) -> Path:
     return write_parquet(tmp_path / "data" / "part.parquet", TEXT)
 
 
-# What the test's cache lacks: a kernel every `bpe train` needs (building the word table), and one
+# What the test's cache lacks: a kernel every `bpe train` needs (indexing the word table), and one
 # that only the Dask engine uses (a holder's tables), which the run does not compile and `bpe warm`
 # must. Both compile in seconds; a pattern's counting kernel would take half a minute each.
-MISSING_FOR_THE_RUN = "word_table._build-"
+MISSING_FOR_THE_RUN = "word_table._index_words-"
 # One kernel of each path a first run may not take is enough to show that warm compiles the path: the
 # Dask engine's, training from a tokenizer (replaying its merges) and, where there are 2 cores, the
 # merge loop on threads. Each is called from Python (a kernel called only from kernels is not needed

@@ -237,6 +237,49 @@ def test_json_prints_the_summary_as_one_object_matching_the_manifest(tmp_path, c
     assert record["warnings"] == []
 
 
+def index_calls(calls: list, phase: str = "index") -> list[tuple[int, int | None]]:
+    """(done, total) of every report of the `phase` that builds the word tables, checked to come
+    after the counting and before the merge loop of its stage."""
+    prefix = phase[: -len("index")]
+    order = [c[0] for c in calls if c[0].startswith(prefix) and c[0][len(prefix) :] in ("count", "index", "merge")]
+    first, last = order.index(phase), len(order) - order[::-1].index(phase) - 1
+    assert prefix + "count" not in order[first:] and prefix + "merge" not in order[: last + 1], order
+    return [(done, total) for name, done, total, _ in calls if name == phase]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_building_the_word_tables_reports_every_word_between_counting_and_merging(tmp_path, threads, monkeypatch):
+    """Between the count bar and the merge bar the word tables are built (a second superword stage
+    spent 143 s there at 2 GB without a bar): the `index` phase counts the unique words, from 0 to
+    all of them, a chunk at a time, on any number of threads, and with a base replayed first."""
+    from bpe.engine import replay, word_table
+
+    monkeypatch.setattr(word_table, "INDEX_CHUNK", 500)
+    monkeypatch.setattr(replay, "REPLAY_CHUNK", 500)
+    data = write_parquet(tmp_path / "d.parquet", documents(2000, distinct=5000))
+    manifest, calls = recorded(files=data, vocab_size=1500, pattern="gpt2", threads=threads)
+    words = manifest["counts"]["unique_words"]
+    index = index_calls(calls)
+    assert index[0] == (0, words) and index[-1] == (words, words) and len(index) > 4
+    assert [done for done, _ in index] == sorted(done for done, _ in index) and {t for _, t in index} == {words}
+
+    base = tmp_path / "base"
+    train(files=data, vocab_size=600, pattern="gpt2").save(base)
+    manifest, calls = recorded(files=data, base=base, vocab_size=1500, threads=threads)
+    index = index_calls(calls)
+    assert index[0] == (0, words) and index[-1] == (words, words) and len(index) > 8  # replayed, then indexed
+    assert [done for done, _ in index] == sorted(done for done, _ in index)
+
+
+def test_a_superword_runs_second_stage_reports_its_pieces_indexed():
+    texts = documents(400)
+    manifest, calls = recorded(texts=texts, vocab_size=700, superwords=True, transition=600, threads=2)
+    pieces = manifest["counts"]["unique_words"]  # the tokenizer's split: the second stage's pieces
+    assert index_calls(calls, "superword index")[-1] == (pieces, pieces)
+    words = index_calls(calls)[-1]  # the first stage's words, reported under its own name
+    assert words[0] == words[1] != pieces
+
+
 def test_a_run_from_a_base_says_what_it_replayed_and_rates_only_what_it_learnt(tmp_path, capsys):
     """`--from` showed `merges 50,100 ... 365,693 merges/s` for 50,000 merges replayed and 100
     learnt: the rate divided the replayed ones too by the loop's seconds, which only learns."""

@@ -14,6 +14,7 @@ engine's protocol without the sockets, so the merges are the same for any number
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -58,6 +59,7 @@ def learn_merges(
     superwords: SuperwordRules | None = None,
     base: BaseMerges | None = None,
     release_counts: bool = False,
+    on_index: Callable[[int, int], None] | None = None,
 ) -> MergeResult:
     """Up to `n_merges` merges of byte-level BPE over `counts`, in one process, on `threads`
     threads (the same merges for any number). Counts past what int64 can count exactly raise InputError.
@@ -66,17 +68,19 @@ def learn_merges(
     `base`: a tokenizer's merges, replayed on the words first; the merges learnt then continue
     from them (ids from `base.first_new_id`), and the result holds only those. `release_counts`:
     empty `counts` (`WordCounts.clear`) once the word tables hold the words, for a caller that is
-    done with them: their memory is not held through the loop."""
+    done with them: their memory is not held through the loop. `on_index(done, words)`: the words
+    put into the word tables so far (see `index_steps`), from 0 to all of them, before the loop."""
     counts.check_limit()
     queue = PairQueue(tie_break, max_token_length, superwords)
     if base is not None:
         queue.add_tokens(base.merges)
+    steps = index_steps(on_index, len(counts), base)
     if threads > 1 and len(counts) >= threads:
         return _learn_on_threads(
-            counts, n_merges, threads, queue, min_frequency, one_per_round, progress, base, release_counts
+            counts, n_merges, threads, queue, min_frequency, one_per_round, progress, base, release_counts, steps
         )
     start = time.perf_counter()
-    table = WordTable(counts, base)
+    table = WordTable(counts, base, steps)
     if release_counts:
         counts.clear()
     queue.add(*table.take_deltas())
@@ -89,6 +93,26 @@ def learn_merges(
     result = finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), start, first_id(base))
     result.tokens_after = table.token_count()
     return result
+
+
+def index_steps(
+    on_index: Callable[[int, int], None] | None, words: int, base: BaseMerges | None
+) -> Callable[[int], None] | None:
+    """The word tables' progress (`WordTable`: n more words replayed, n more indexed; from any
+    thread) as `on_index(words done, words)`. With a base, replaying a word is half its share."""
+    if on_index is None:
+        return None
+    per_word = 2 if base is not None else 1
+    done = [0]
+    lock = threading.Lock()
+    on_index(0, words)
+
+    def step(n: int) -> None:
+        with lock:
+            done[0] += n
+            on_index(min(done[0] // per_word, words), words)
+
+    return step
 
 
 def drive(
@@ -144,6 +168,7 @@ def _learn_on_threads(
     progress: ProgressCallback | None,
     base: BaseMerges | None = None,
     release_counts: bool = False,
+    steps: Callable[[int], None] | None = None,
 ) -> MergeResult:
     """The loop over `threads` word slices: each round the queue picks merges, every slice applies
     them at once and hands back its pair-count deltas, and all the deltas go into the one queue
@@ -151,7 +176,7 @@ def _learn_on_threads(
     (`SpinningSlices`); otherwise they sleep (`ThreadedWordTable`)."""
     start = time.perf_counter()
     with interrupts_held():
-        tables = split_tables(counts, threads, base)
+        tables = split_tables(counts, threads, base, steps)
     if release_counts:
         counts.clear()
     for table in tables:

@@ -367,10 +367,7 @@ def _sift_down(state, i, count, key, n):
 def _with_top(state):
     """The state with a valid entry on top of the heap if any pair may still be merged: when the
     heap ran dry above the floor, the floor drops to 1 and the heap is refilled (grown if needed)."""
-    view = _borrowed_queue(state)
-    count, key = _pop_valid(view)
-    if count >= 0:
-        _push(view, count, key)
+    if _top_valid(_borrowed_queue(state)) >= 0:
         return state
     if state.meta[_FLOOR] <= 1:
         return state
@@ -459,13 +456,25 @@ def _pop_valid(state):
     return -1, -1
 
 
+@njit
+def _top_valid(state):
+    """The count of the top entry once it is current (stale entries above it fixed, as
+    `_pop_valid` does), left on the heap; -1 if none."""
+    counts, meta = state.counts, state.meta
+    while meta[_HEAP_SIZE] > 0:
+        stored, key = state.heap_count[0], state.heap_key[0]
+        current = counts[slot_of(counts, key), _COUNT]
+        if current == stored:
+            return stored
+        _pop(state)
+        if 0 < current < stored and current >= meta[_FLOOR]:  # _held: the rules allowed it when pushed
+            _push(state, current, key)
+    return -1
+
+
 @njit(cache=True)
 def _peek(state):
-    count, key = _pop_valid(state)
-    if count < 0:
-        return 0
-    _push(state, count, key)
-    return count
+    return max(_top_valid(state), 0)
 
 
 MAX_ROUND = 256  # merges per round at most; a cap keeps the round's scratch arrays small

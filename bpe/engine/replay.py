@@ -27,6 +27,8 @@ replay several times faster.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numba import njit
 
@@ -36,6 +38,7 @@ from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.pair_keys import KEY_COLUMN, pack, slot_of
 
 _NO_RANK = np.int64(np.iinfo(np.int64).max)
+REPLAY_CHUNK = 1 << 16  # words cut into segments between two reports of progress
 
 
 class BaseMerges:
@@ -56,19 +59,26 @@ class BaseMerges:
         return 256 + len(self.merges)
 
     @holds_interrupts
-    def replay(self, counts: WordCounts, long_word: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+    def replay(
+        self, counts: WordCounts, long_word: int = 1024, progress: Callable[[int], None] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Every word of `counts` with the base's merges applied: (tokens as int32, flat; each
         word's length as int32), words in the order of `counts`; words of `long_word` bytes or
-        more through a heap (the same tokens). Each unique segment (see above) is replayed once."""
+        more through a heap (the same tokens). Each unique segment (see above) is replayed once.
+        `progress(n)`: n more words cut into segments (most of the time), `REPLAY_CHUNK` at a time."""
         data, offsets = counts.data, counts.offsets
         per_word = _segments_per_word(data, offsets, self._joined)
         segment_of = np.empty(int(per_word.sum()), dtype=np.int32)  # each segment's entry, word by word
         table = table_new(max(len(counts), 1), max(len(data) // 4, 1))
         word = segment = 0
         while word < len(counts):
-            word, segment = _find_segments(table, data, offsets, self._joined, segment_of, word, segment)
-            if word < len(counts):
-                table = table_make_room(table, offsets[word + 1] - offsets[word])
+            end = len(counts) if progress is None else min(word + REPLAY_CHUNK, len(counts))
+            reached, segment = _find_segments(table, data, offsets[: end + 1], self._joined, segment_of, word, segment)
+            if reached < end:
+                table = table_make_room(table, offsets[reached + 1] - offsets[reached])
+            if progress is not None and reached > word:
+                progress(reached - word)
+            word = reached
         segments = table_result(table)  # the segments in the order of their entries
         del table
         tokens, lengths = _replay(segments.data, segments.offsets, self._ranks, long_word)

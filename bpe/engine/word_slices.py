@@ -15,6 +15,7 @@ merge loop and a Dask bucket holder on a worker with several threads both use it
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -119,11 +120,13 @@ class ThreadedWordTable:
         self.close()
 
 
-def split_tables(counts: WordCounts, threads: int, base: BaseMerges | None = None) -> list[WordTable]:
+def split_tables(
+    counts: WordCounts, threads: int, base: BaseMerges | None = None, progress: Callable[[int], None] | None = None
+) -> list[WordTable]:
     """`threads` word tables over `counts` (after the `base` merges), words split by their stable
-    hash, built on threads."""
+    hash, built on threads (each calling `progress` as `WordTable` does)."""
     with ThreadPoolExecutor(threads) as pool:
-        return list(pool.map(lambda part: WordTable(part, base), counts.split_by_hash(threads)))
+        return list(pool.map(lambda part: WordTable(part, base, progress), counts.split_by_hash(threads)))
 
 
 def word_table(counts: WordCounts, threads: int = 1, base: BaseMerges | None = None) -> WordTable | ThreadedWordTable:

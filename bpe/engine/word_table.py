@@ -82,17 +82,20 @@ class WordTable:
     """Words with frequencies (all of them, or one slice or bucket), rewritten in place as merges arrive."""
 
     @holds_interrupts
-    def __init__(self, counts: WordCounts, base: BaseMerges | None = None) -> None:
-        """The words of `counts` as bytes, or as they stand after the `base` tokenizer's merges."""
+    def __init__(
+        self, counts: WordCounts, base: BaseMerges | None = None, progress: Callable[[int], None] | None = None
+    ) -> None:
+        """The words of `counts` as bytes, or as they stand after the `base` tokenizer's merges.
+        `progress(n)`: n more words replayed (with a base), then n more indexed, as they are."""
         if base is None:
             tokens = counts.data.astype(np.int32)
             lengths = np.diff(counts.offsets).astype(np.int32)
             starts = counts.offsets[:-1].astype(np.int64)
         else:
-            tokens, lengths = base.replay(counts, LONG_WORD)
+            tokens, lengths = base.replay(counts, LONG_WORD, progress)
             starts = np.zeros(len(lengths), dtype=np.int64)
             np.cumsum(lengths[:-1], out=starts[1:])
-        self._state = _build(tokens, starts, lengths, counts.counts.astype(np.int64), LONG_WORD)
+        self._state = _built(tokens, starts, lengths, counts.counts.astype(np.int64), progress)
 
     @classmethod
     @holds_interrupts
@@ -102,7 +105,7 @@ class WordTable:
         starts = np.zeros(len(lengths), dtype=np.int64)
         np.cumsum(lengths[:-1], out=starts[1:])
         tokens, lengths, freqs = tokens.astype(np.int32), lengths.astype(np.int32), freqs.astype(np.int64)
-        table._state = _build(tokens, starts, lengths, freqs, LONG_WORD)
+        table._state = _built(tokens, starts, lengths, freqs)
         table.take_deltas()
         return table
 
@@ -237,9 +240,34 @@ def _room_for(pairs, node_word, meta, new_pairs, new_nodes):
     return pairs_fit and meta[_NODES_USED] + new_nodes - meta[_FREE_NODES] <= len(node_word)
 
 
+INDEX_CHUNK = 1 << 16  # words indexed between two reports of progress
+
+
+def _built(tokens, starts, lengths, freqs, progress: Callable[[int], None] | None = None) -> WordState:
+    """The state over these words, pairs counted and indexed, `INDEX_CHUNK` words at a time when
+    `progress` is given (called with the words indexed since its last call)."""
+    state = _new_state(tokens, starts, lengths, freqs, LONG_WORD)
+    n_words = len(starts)
+    w = 0
+    while w < n_words:
+        end = n_words if progress is None else min(w + INDEX_CHUNK, n_words)
+        reached = _index_words(state, w, end)
+        if reached < end:
+            state = _make_room(state, lengths[reached], 0)
+        if progress is not None and reached > w:
+            progress(reached - w)
+        w = reached
+    k, i = 0, 0
+    while k < len(state.long_word):
+        k, i = _index_long_words(state, k, i)
+        if k < len(state.long_word):
+            state = _make_room(state, 1, 1)
+    return state
+
+
 @njit(cache=True, nogil=True)
-def _build(tokens, starts, lengths, freqs, long_min):
-    """The state over these words, pairs counted and indexed; words of `long_min` tokens or more
+def _new_state(tokens, starts, lengths, freqs, long_min):
+    """The state over these words, before any pair is counted; words of `long_min` tokens or more
     are long (as many as codes allow: see `_MAX_CODE`)."""
     n_words = len(starts)
     long_min = max(long_min, 2)
@@ -283,29 +311,19 @@ def _build(tokens, starts, lengths, freqs, long_min):
         next_gap,
         prev_gap,
     )
-    w = 0
-    while w < n_words:
-        w = _index_words(state, w)
-        if w < n_words:
-            state = _make_room(state, lengths[w], 0)
-    k, i = 0, 0
-    while k < n_long:
-        k, i = _index_long_words(state, k, i)
-        if k < n_long:
-            state = _make_room(state, 1, 1)
     return state
 
 
 @njit(cache=True, nogil=True)
-def _index_words(state, first):
-    """Count and index the pairs of the words `first`, `first` + 1, ... that are not long; returns
-    where it stopped (the number of words when done, earlier when the pair table needs room first)."""
+def _index_words(state, first, end):
+    """Count and index the pairs of the words `first` ... `end` - 1 that are not long; returns
+    where it stopped (`end` when done, earlier when the pair table needs room first)."""
     state = _borrowed_words(state)
     tokens, starts, lengths, freqs = state.tokens, state.starts, state.lengths, state.freqs
     pairs, touched, meta = state.pairs, state.touched, state.meta
     node_word, node_next, long_word = state.node_word, state.node_next, state.long_word
     k = np.searchsorted(long_word, first)
-    for w in range(first, len(starts)):
+    for w in range(first, end):
         if k < len(long_word) and long_word[k] == w:
             k += 1
             continue
@@ -316,7 +334,7 @@ def _index_words(state, first):
             slot = _slot_for(pairs, meta, pack(tokens[s + i], tokens[s + i + 1]))
             _add_delta(pairs, touched, meta, slot, freqs[w])
             _link(pairs, node_word, node_next, meta, slot, w)
-    return len(starts)
+    return end
 
 
 @njit(cache=True, nogil=True)
