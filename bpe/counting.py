@@ -155,6 +155,10 @@ class WordCounter:
         _, offsets_buf, data_buf = ordinary.buffers()
         offsets = np.frombuffer(offsets_buf, dtype=np.int64)[ordinary.offset : ordinary.offset + len(ordinary) + 1]
         data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(1, np.uint8)
+        # Read-only whatever holds the text (Arrow's buffers of a file's batch are writable, of
+        # Python strings read-only): the counting kernels then have one compiled variant per
+        # pattern, the one `bpe warm` and the install compile, not a second on a machine's first run.
+        data.flags.writeable = offsets.flags.writeable = False
         self.stats.pretokens += self._tally.count_pieces(data, offsets, self._scanner, scanner_tables())
 
     def _set_aside(self, array: pa.LargeStringArray) -> pa.LargeStringArray:

@@ -163,6 +163,27 @@ def test_a_built_package_carries_its_kernels_so_a_new_machine_compiles_nothing(b
         assert _merges_txt(out) == reference_merges(270), engine
 
 
+@pytest.mark.parametrize("pattern", ["gpt2", "cl100k", "o200k", "whitespace"])
+def test_counting_has_one_compiled_variant_whatever_holds_the_text(data, pattern):
+    """numba compiles a kernel once per type of its arguments, read-only arrays apart. A file's
+    batches came writable and Python strings (`train(texts=...)`, a Dask task's texts) read-only,
+    and `bpe warm` compiled the first: a user's first in-memory run of a pattern compiled its
+    counting kernel again (half a minute). Both sources must reach one variant."""
+    script = (
+        "import sys; from bpe.counting import WordCounter, count_shards; from bpe.inputs.discover import discover; "
+        "from bpe.pretokenize import Pretokenizer; from bpe.engine.count import PIECE_COUNTERS; "
+        "from bpe.engine.scanner import SCANNER_IDS; p = Pretokenizer(sys.argv[2]); "
+        "c = WordCounter(p); c.add_texts(['text held in memory, 12 words or so.']); "
+        "held_out = WordCounter(p, holdout=0.5); held_out.add_texts(['some', 'rows', 'are', 'held', 'out']); "
+        "count_shards(discover([sys.argv[1]]), p, threads=1); "
+        "print(len(PIECE_COUNTERS[SCANNER_IDS[sys.argv[2]]].signatures))"
+    )
+    command = [sys.executable, "-c", script, str(data), pattern]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["1"], done.stdout
+
+
 def _has(module: str) -> bool:
     import importlib.util
 

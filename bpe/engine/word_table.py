@@ -253,7 +253,7 @@ def _built(tokens, starts, lengths, freqs, progress: Callable[[int], None] | Non
         end = n_words if progress is None else min(w + INDEX_CHUNK, n_words)
         reached = _index_words(state, w, end)
         if reached < end:
-            state = _make_room(state, lengths[reached], 0)
+            state = _make_room(state, int(lengths[reached]), 0)  # an int64, as the kernels pass it
         if progress is not None and reached > w:
             progress(reached - w)
         w = reached
