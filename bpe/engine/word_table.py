@@ -257,11 +257,10 @@ def _built(tokens, starts, lengths, freqs, progress: Callable[[int], None] | Non
         if progress is not None and reached > w:
             progress(reached - w)
         w = reached
-    k, i = 0, 0
+    k, i = _index_long_words(state, 0, 0)  # called even without long words: `bpe warm` compiles it
     while k < len(state.long_word):
+        state = _make_room(state, 1, 1)
         k, i = _index_long_words(state, k, i)
-        if k < len(state.long_word):
-            state = _make_room(state, 1, 1)
     return state
 
 
