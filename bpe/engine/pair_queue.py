@@ -443,23 +443,9 @@ def _may_make(state, a, b):
 
 
 @njit
-def _pop_valid(state):
-    """The top entry whose count is current, fixing stale entries on the way; (-1, -1) if none."""
-    counts, meta = state.counts, state.meta
-    while meta[_HEAP_SIZE] > 0:
-        stored, key = _pop(state)
-        current = counts[slot_of(counts, key), _COUNT]
-        if current == stored:
-            return stored, key
-        if 0 < current < stored and current >= meta[_FLOOR]:  # _held: the rules allowed it when pushed
-            _push(state, current, key)
-    return -1, -1
-
-
-@njit
 def _top_valid(state):
-    """The count of the top entry once it is current (stale entries above it fixed, as
-    `_pop_valid` does), left on the heap; -1 if none."""
+    """The count of the top entry once it is current, stale entries above it fixed on the way (each
+    pushed again at its current count if the heap still holds it), left on the heap; -1 if none."""
     counts, meta = state.counts, state.meta
     while meta[_HEAP_SIZE] > 0:
         stored, key = state.heap_count[0], state.heap_key[0]
@@ -470,6 +456,14 @@ def _top_valid(state):
         if 0 < current < stored and current >= meta[_FLOOR]:  # _held: the rules allowed it when pushed
             _push(state, current, key)
     return -1
+
+
+@njit
+def _pop_valid(state):
+    """The top entry whose count is current (`_top_valid`), taken off the heap; (-1, -1) if none."""
+    if _top_valid(state) < 0:
+        return -1, -1
+    return _pop(state)
 
 
 @njit(cache=True)
