@@ -25,6 +25,7 @@ import hashlib
 import io
 import os
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -116,6 +117,104 @@ def filesystem(url: str):
         else:
             how = f"install the fsspec package for {protocol}://"
         raise MissingExtra(f"{url}: {protocol}:// needs its filesystem package ({exc}): {how}") from None
+
+
+FILE_TYPES = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
+
+
+def file_type(mode: int) -> str:
+    """What a file that is not a regular file is, in words, for an error ("a FIFO")."""
+    return next((name for test, name in FILE_TYPES if test(mode)), "not a file")
+
+
+class Checked:
+    """How `open_regular` refuses what it cannot read: the error class, the words after "not a
+    regular file (a FIFO)" (", so not a tokenizer file"), and at most `limit` bytes, described
+    by `limit_text` ("256 MiB, the most a tokenizer file may hold")."""
+
+    def __init__(self, error: type[Exception], kind: str = "", limit: int | None = None, limit_text: str = "") -> None:
+        self.error, self.kind, self.limit = error, kind, limit
+        self.limit_text = limit_text or (f"{limit:,} bytes" if limit is not None else "")
+
+    def regular(self, path: str | Path, info: os.stat_result) -> None:
+        """Refuse a path whose `os.stat` (links followed) is not a regular file, or is too large."""
+        if not stat.S_ISREG(info.st_mode):
+            raise self.error(f"{path}: not a regular file ({file_type(info.st_mode)}){self.kind}")
+        self.size(str(path), info.st_size)
+
+    def size(self, where: str, size: int) -> None:
+        if self.limit is not None and size > self.limit:
+            raise self.error(f"{where}: holds {size:,} bytes, more than {self.limit_text}")
+
+
+class _Bounded(io.RawIOBase):
+    """A file's bytes, refused once more than the limit has been read (a file that grows while it
+    is read, or one whose size the system does not report)."""
+
+    def __init__(self, file: BinaryIO, path: str | Path, checked: Checked) -> None:
+        self._file, self._path, self._checked, self._read = file, path, checked, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        try:
+            n = self._file.readinto(buffer)
+        except OSError as exc:
+            raise self._checked.error(f"{self._path}: cannot read it ({exc.strerror or exc})") from None
+        self._read += n or 0
+        if self._checked.limit is not None and self._read > self._checked.limit:
+            raise self._checked.error(f"{self._path}: holds more than {self._checked.limit_text}")
+        return n or 0
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+def open_regular(path: str | Path, checked: Checked) -> io.BufferedReader:
+    """A file opened for reading bytes once it is known to be a regular file (a link to one is
+    fine) of at most `checked.limit` bytes: a FIFO, device or directory is refused without a
+    blocking open (a FIFO would wait for a writer forever, /dev/zero would fill memory), and so
+    is one that grows past the limit as it is read. Errors are `checked.error`, one line naming
+    `path`. A URL is opened on its filesystem, with the same limit."""
+    if is_remote(path):
+        fs, inner = filesystem(str(path))
+        try:
+            info = fs.info(inner)
+        except FileNotFoundError:
+            raise checked.error(f"{path}: missing") from None
+        if info.get("type") == "directory":
+            raise checked.error(f"{path}: not a regular file (a directory){checked.kind}")
+        checked.size(str(path), int(info.get("size") or 0))
+        return io.BufferedReader(_Bounded(fs.open(inner, "rb"), path, checked))
+    local = local_path(path)
+    try:
+        checked.regular(path, os.stat(local))
+        # O_NONBLOCK: should the path be swapped for a FIFO after the check, opening it does not wait.
+        fd = os.open(local, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise checked.error(f"{path}: missing") from None
+    except OSError as exc:
+        raise checked.error(f"{path}: cannot read it ({exc.strerror})") from None
+    try:
+        checked.regular(path, os.fstat(fd))
+    except BaseException:
+        os.close(fd)
+        raise
+    return io.BufferedReader(_Bounded(os.fdopen(fd, "rb", buffering=0), path, checked))
+
+
+def read_regular(path: str | Path, checked: Checked) -> bytes:
+    """The bytes of a file `open_regular` accepts."""
+    with open_regular(path, checked) as f:
+        return f.read()
 
 
 def exists(path: str | Path) -> bool:

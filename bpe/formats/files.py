@@ -11,12 +11,11 @@ from __future__ import annotations
 import io
 import json
 import os
-import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from bpe.errors import ExportError
-from bpe.inputs.shard import file_type
+from bpe.storage import Checked, open_regular
 
 # The largest tokenizer file read. Released tokenizers' files are tens of MB at most (a 200K-token
 # tokenizer.json is about 16 MB); JSON parsed into Python takes about ten times its size, so a file
@@ -29,63 +28,25 @@ def limit_text() -> str:
     return f"{MAX_FILE_BYTES >> 20} MiB, the most a tokenizer file may hold (released tokenizers' files are tens of MB)"
 
 
-def check_size(where: str, size: int) -> None:
-    """Refuse a tokenizer file of `size` bytes above `MAX_FILE_BYTES`, naming `where`."""
-    if size > MAX_FILE_BYTES:
-        raise ExportError(f"{where}: holds {size:,} bytes, more than {limit_text()}")
+def tokenizer_file() -> Checked:
+    """How a tokenizer file is checked as it is opened: ExportError, and `MAX_FILE_BYTES`."""
+    return Checked(ExportError, ", so not a tokenizer file", MAX_FILE_BYTES, limit_text())
 
 
 def check_regular(path: Path, info: os.stat_result) -> None:
     """Refuse a path whose `os.stat` (links followed) is not a regular file, or is too large."""
-    if not stat.S_ISREG(info.st_mode):
-        raise ExportError(f"{path}: not a regular file ({file_type(info.st_mode)}), so not a tokenizer file")
-    check_size(str(path), info.st_size)
+    tokenizer_file().regular(path, info)
 
 
-class _Bounded(io.RawIOBase):
-    """A file's bytes, refused once more than `MAX_FILE_BYTES` have been read (a file that grows
-    while it is read, or one whose size the system does not report)."""
-
-    def __init__(self, fd: int, path: Path) -> None:
-        self._file = os.fdopen(fd, "rb", buffering=0)
-        self._path = path
-        self._read = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:  # type: ignore[override]
-        try:
-            n = self._file.readinto(buffer)
-        except OSError as exc:
-            raise ExportError(f"{self._path}: cannot read it ({exc.strerror})") from None
-        self._read += n or 0
-        if self._read > MAX_FILE_BYTES:
-            raise ExportError(f"{self._path}: holds more than {limit_text()}")
-        return n or 0
-
-    def close(self) -> None:
-        self._file.close()
-        super().close()
+def check_size(where: str, size: int) -> None:
+    """Refuse a tokenizer file of `size` bytes above `MAX_FILE_BYTES`, naming `where`."""
+    tokenizer_file().size(where, size)
 
 
 def open_checked(path: Path) -> io.BufferedReader:
     """A tokenizer file opened for reading bytes, once it is known to be a regular file of at most
     `MAX_FILE_BYTES`; anything else raises ExportError naming `path`."""
-    try:
-        check_regular(path, os.stat(path))
-        # O_NONBLOCK: should the path be swapped for a FIFO after the check, opening it does not wait.
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        raise ExportError(f"{path}: missing") from None
-    except OSError as exc:
-        raise ExportError(f"{path}: cannot read it ({exc.strerror})") from None
-    try:
-        check_regular(path, os.fstat(fd))
-    except BaseException:
-        os.close(fd)
-        raise
-    return io.BufferedReader(_Bounded(fd, path))
+    return open_regular(path, tokenizer_file())
 
 
 def read_text(path: Path) -> str:

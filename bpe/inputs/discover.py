@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from bpe import storage
 from bpe.errors import InputError
-from bpe.inputs.shard import Shard, StreamShard, compression_of, file_type, kind_of
+from bpe.inputs.shard import Shard, StreamShard, compression_of, kind_of
 
 if TYPE_CHECKING:
     from bpe.manifest import SettingsRecord
@@ -186,7 +186,7 @@ def _local_shard(path: str) -> Shard:
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
     if not stat.S_ISREG(info.st_mode):
-        raise InputError(f"{path}: not a regular file ({file_type(info.st_mode)})")
+        raise InputError(f"{path}: not a regular file ({storage.file_type(info.st_mode)})")
     if not os.access(path, os.R_OK):
         raise InputError(f"{path}: permission denied")
     return Shard(os.path.abspath(path), kind_of(path), info.st_size)

@@ -20,6 +20,7 @@ from typing import BinaryIO
 
 from bpe import storage
 from bpe.errors import InputError
+from bpe.storage import file_type
 
 # Suffix -> how the file is read; any other suffix (or none: `train.en`, `corpus`) is text ("txt").
 KINDS = {
@@ -180,20 +181,6 @@ def kind_of(path: str) -> str:
     if compression_of(path) is not None:
         stem = os.path.splitext(path)[0]
     return KINDS.get(os.path.splitext(stem)[1].lower(), "txt")
-
-
-FILE_TYPES = (
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISDIR, "a directory"),
-)
-
-
-def file_type(mode: int) -> str:
-    """What a file that is not a regular file is, in words, for an error ("a FIFO")."""
-    return next((name for test, name in FILE_TYPES if test(mode)), "not a file")
 
 
 def with_options(
