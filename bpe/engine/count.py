@@ -23,7 +23,22 @@ from bpe.engine.borrow import borrowed
 from bpe.engine.errors import InputError
 from bpe.engine.hashing import FNV_OFFSET_BASIS, fnv1a_step, hash_buckets
 from bpe.engine.interrupts import holds_interrupts
-from bpe.engine.scanner import SCANNER_IDS, decode_utf8, is_gap, next_piece_end
+from bpe.engine.scanner import (
+    CL100K,
+    GPT2,
+    O200K,
+    SCANNER_IDS,
+    SUPERBPE,
+    WHITESPACE,
+    cl100k_end,
+    decode_utf8,
+    gpt2_end,
+    is_split_space,
+    never_a_gap,
+    o200k_end,
+    superbpe_end,
+    whitespace_end,
+)
 
 # Counts are int64. Every pair count is at most the bytes of all word occurrences (the sum of count
 # x length), and within a round a pair's count plus the occurrences that merges create can reach
@@ -346,16 +361,17 @@ def _count_pieces(data, doc_offsets, scanner_id, classes, folds, table):
         table = table_make_room(table, longest)
 
 
-# The counting loop, one for every pattern: it counts pieces from code point `position` of document
-# `doc` on, and stops where the table is full, returning (doc, position, pieces counted), doc ==
-# number of documents when all are done. It works on borrowed views of its arrays (reference counts
-# on every scanner call and table insert cost two thirds of the time otherwise). Each pattern has a
-# compiled kernel of its own that inlines the loop with its scanner's id as a constant, so that the
-# scanner is compiled into the loop: a switch over the patterns at every piece cost half the time.
+# The counting loop, one kernel for every pattern: it counts pieces from code point `position` of
+# document `doc` on, and stops where the table is full, returning (doc, position, pieces counted),
+# doc == number of documents when all are done. It works on borrowed views of its arrays (reference
+# counts on every scanner call and table insert cost two thirds of the time otherwise). Each
+# pattern's kernel passes its scanner (`piece_end`) and what it drops between pieces (`gap`) to the
+# inlined loop, so that its scanner alone is compiled into it: a switch over the patterns at every
+# piece cost half the time, and a switch on a constant compiled all five scanners into each kernel.
 
 
 @njit(inline="always")
-def _count_until_full(scanner_id, table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
+def _count_until_full(piece_end, gap, table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
     table, data, doc_offsets = borrowed_table(table), borrowed(data), borrowed(doc_offsets)
     classes, folds, cps, byte_pos = borrowed(classes), borrowed(folds), borrowed(cps), borrowed(byte_pos)
     pieces = 0
@@ -363,8 +379,8 @@ def _count_until_full(scanner_id, table, data, doc_offsets, doc, position, class
         n = decode_utf8(data, doc_offsets[d], doc_offsets[d + 1], cps, byte_pos)
         p = position if d == doc else 0
         while p < n:
-            e = next_piece_end(cps, n, p, scanner_id, classes, folds)
-            if is_gap(cps, p, scanner_id, classes):  # whitespace that str.split() drops
+            e = piece_end(cps, n, p, classes, folds)
+            if gap(cps, p, classes):  # whitespace that str.split() drops
                 p = e
                 continue
             if not _table_insert(table, data, byte_pos[p], byte_pos[e], 1):
@@ -374,19 +390,44 @@ def _count_until_full(scanner_id, table, data, doc_offsets, doc, position, class
     return len(doc_offsets) - 1, 0, pieces
 
 
-def _piece_counter(scanner_id: int, name: str):
-    """`_count_until_full` compiled as a kernel of its own for one scanner, whose id is then a
-    constant that numba compiles into the loop. Named `_count_<pattern>`: the kernel cache keeps a
-    file per kernel by its name."""
-
-    def count(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
-        return _count_until_full(scanner_id, table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos)
-
-    count.__name__ = count.__qualname__ = f"_count_{name}"
-    return njit(nogil=True, cache=True)(count)
+@njit(nogil=True, cache=True)
+def _count_gpt2(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
+    return _count_until_full(
+        gpt2_end, never_a_gap, table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos
+    )
 
 
-PIECE_COUNTERS = {scanner_id: _piece_counter(scanner_id, name) for name, scanner_id in SCANNER_IDS.items()}
+@njit(nogil=True, cache=True)
+def _count_cl100k(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
+    return _count_until_full(
+        cl100k_end, never_a_gap, table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos
+    )
+
+
+@njit(nogil=True, cache=True)
+def _count_o200k(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
+    return _count_until_full(
+        o200k_end, never_a_gap, table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos
+    )
+
+
+@njit(nogil=True, cache=True)
+def _count_whitespace(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
+    return _count_until_full(
+        whitespace_end, is_split_space, table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos
+    )
+
+
+@njit(nogil=True, cache=True)
+def _count_superbpe(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos):
+    return _count_until_full(
+        superbpe_end, never_a_gap, table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos
+    )
+
+
+PIECE_COUNTERS = {GPT2: _count_gpt2, CL100K: _count_cl100k, O200K: _count_o200k, WHITESPACE: _count_whitespace,
+                  SUPERBPE: _count_superbpe}  # fmt: skip
+assert set(PIECE_COUNTERS) == set(SCANNER_IDS.values()), "a pattern kind without its counting kernel"
 
 
 @njit(cache=True)

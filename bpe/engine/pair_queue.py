@@ -263,6 +263,11 @@ def _pop(state):
     return top_count, top_key
 
 
+# Room asked of `_grow` as int64 values rather than literals: numba compiles a kernel again for every
+# combination of literal arguments it is called with (six of `_grow`, 17 s of a first run).
+_NONE, _ONE = np.int64(0), np.int64(1)
+
+
 @njit(cache=True)
 def _grow(state, new_pairs, new_heap, new_tokens, new_bytes):
     """A state with room for that many more pairs, heap entries, tokens and token bytes."""
@@ -387,7 +392,7 @@ def _with_top(state):
 def queue_add_deltas(state, keys, deltas):
     """Add deltas (a key may come several times, from several word tables); push each pair whose
     count went up once, with its final count, if the heap holds it (`_held`)."""
-    state = _grow(state, len(keys), len(keys), 0, 0)
+    state = _grow(state, len(keys), len(keys), _NONE, _NONE)
     view = _borrowed_queue(state)
     keys, deltas = borrowed(keys), borrowed(deltas)
     counts, meta = view.counts, view.meta
@@ -494,14 +499,14 @@ def _append_token(state, a, b):
 def queue_add_token(state, a, b):
     """(state, the id of a new token made of the bytes of a then b): a merge another queue chose
     (parity-aware merges keep a queue per language, and every queue knows every token)."""
-    state = _grow(state, 0, 0, 1, state.tok_len[a] + state.tok_len[b])
+    state = _grow(state, _NONE, _NONE, _ONE, state.tok_len[a] + state.tok_len[b])
     return state, _append_token(state, a, b)
 
 
 @njit(cache=True)
 def queue_best_count(state):
     """(state, the count of the pair that would be merged next: 0 when no pair is left)."""
-    state = _with_top(_grow(state, 0, 1, 0, 0))
+    state = _with_top(_grow(state, _NONE, _ONE, _NONE, _NONE))
     return state, _peek(state)
 
 
@@ -509,7 +514,7 @@ def queue_best_count(state):
 def _add_tokens(state, merges):
     for k in range(len(merges)):
         a, b = merges[k, 0], merges[k, 1]
-        state = _grow(state, 0, 0, 1, state.tok_len[a] + state.tok_len[b])
+        state = _grow(state, _NONE, _NONE, _ONE, state.tok_len[a] + state.tok_len[b])
         _append_token(state, a, b)
     return state
 
@@ -518,7 +523,7 @@ def _add_tokens(state, merges):
 def queue_next_round(state, max_merges, min_frequency):
     """(state, the next round's merges as (a, b, new id, count) rows: empty when none is left)."""
     max_merges = min(max_merges, MAX_ROUND)
-    state = _with_top(_grow(state, 0, max_merges + 2, max_merges, 0))
+    state = _with_top(_grow(state, _NONE, max_merges + 2, max_merges, _NONE))
     view = _borrowed_queue(state)
     marks, meta = view.marks, view.meta
     meta[_ROUND] += 1
@@ -560,7 +565,7 @@ def queue_next_round(state, max_merges, min_frequency):
     for t in range(k):
         a, b = unpack(taken_key[t])
         new_bytes += state.tok_len[a] + state.tok_len[b]
-    state = _grow(state, 0, 0, 0, new_bytes)
+    state = _grow(state, _NONE, _NONE, _NONE, new_bytes)
     merges = np.empty((k, 4), dtype=np.int64)
     for t in range(k):
         a, b = unpack(taken_key[t])

@@ -280,6 +280,43 @@ def next_superbpe(cps, n, p, classes):
     return e
 
 
+# The five with one signature, for a kernel compiled for one pattern, which takes its pattern's
+# function as an argument (`bpe.engine.count`): only that scanner is compiled into it. A switch on
+# a constant pattern id compiled all five into every such kernel (numba inlines callees before it
+# prunes branches): about a minute a kernel, against about ten seconds.
+
+
+@njit(inline="always")
+def gpt2_end(cps, n, p, classes, folds):
+    return next_gpt2(cps, n, p, classes)
+
+
+@njit(inline="always")
+def cl100k_end(cps, n, p, classes, folds):
+    return next_cl100k(cps, n, p, classes, folds)
+
+
+@njit(inline="always")
+def o200k_end(cps, n, p, classes, folds):
+    return next_o200k(cps, n, p, classes, folds)
+
+
+@njit(inline="always")
+def whitespace_end(cps, n, p, classes, folds):
+    return next_whitespace(cps, n, p, classes)
+
+
+@njit(inline="always")
+def superbpe_end(cps, n, p, classes, folds):
+    return next_superbpe(cps, n, p, classes)
+
+
+@njit(inline="always")
+def never_a_gap(cps, p, classes):
+    """No pattern but `whitespace` drops anything between its pieces."""
+    return False
+
+
 @njit(inline="always")
 def next_piece_end(cps, n, p, scanner_id, classes, folds):
     """The end of the piece that starts at p, for the pattern kind `scanner_id` (a constant where the
