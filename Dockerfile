@@ -26,9 +26,9 @@ COPY tasks tasks
 COPY conf conf
 
 # Editable, so that deployments find their source in /app. The demo corpus and the compiled
-# kernels of both engines are built in (installing compiles them into bpe/engine/prebuilt; `bpe
-# warm` puts them into BPE_KERNEL_CACHE, compiling only if the build's numba differs from the
-# pinned one), so that a fresh `docker compose up` trains at once.
+# kernels of both engines are built in (installing compiles nothing; `bpe warm` compiles every
+# kernel group into BPE_KERNEL_CACHE, a group per core at once), so that a fresh `docker compose
+# up` trains at once.
 RUN pip install -c docker/constraints.txt -e '.[pipeline,s3]' \
     && python -c "from bpe.pipeline.demo import write_demo_corpus; write_demo_corpus('demo-data')" \
     && bpe warm \

@@ -149,6 +149,12 @@ class Bars:
         with self._lock:
             self._close()
 
+    def say(self, line: str) -> None:
+        """A line about the run that is not a phase's progress (kernels compiling), on a line of its
+        own, on a terminal or not: `bpe: <line>`."""
+        self.finish()
+        print(f"bpe: {line}", file=self.file if self.file is not None else sys.stderr, flush=True)
+
 
 def _columns(file) -> int | None:
     """The width of the terminal `file` is: 0 if unknown, None if `file` is not a terminal."""
@@ -208,3 +214,13 @@ class LogProgress:
             if total is not None and not finished:
                 line += f", about {_clock((total - done) / rate)} left"
         self.log(line)
+
+    def say(self, line: str) -> None:
+        """A line about the run that is not a phase's progress (kernels compiling)."""
+        self.log(line)
+
+
+def say_of(progress: object) -> Callable[[str], None] | None:
+    """Where a run's lines that are not a phase's progress go: the progress reporter's `say`
+    (bars, log lines), or nowhere for a plain callable."""
+    return getattr(progress, "say", None)

@@ -38,13 +38,14 @@ from bpe.manifest import (
     SuperwordsRecord,
 )
 from bpe.pretokenize import SUPERWORD_PATTERN
-from bpe.progress import Bars, PhaseClock, ProgressFn, at_most
+from bpe.progress import Bars, PhaseClock, ProgressFn, at_most, say_of
 from bpe.results import TrainingRun
 from bpe.roles import with_role_tokens
 from bpe.schema import FROM_BASE, PARITY_KEYS, SETTING, On, check, check_all, on, parse_limit
 from bpe.settings import Settings
 from bpe.superwords import stage_progress, train_in_stages
 from bpe.tokenizer import Tokenizer
+from bpe.warm import compile_ahead, groups_of_run
 
 if TYPE_CHECKING:  # the compiled engine is imported by the runs that use it (see `bpe.small_corpus`)
     from bpe.engine.count import WordCounts
@@ -164,6 +165,7 @@ def train(
             parameter="engine",
         )
     progress, bars = _progress(progress)
+    say = say_of(progress)  # where compiling the kernels on a machine's first run is said
     started = time.perf_counter()
     limited = parse_limit(limit) if limit is not None else None
     if progress is not None and limited is not None and limited[0] == "bytes":
@@ -216,6 +218,7 @@ def train(
                 scheduler=scheduler,
                 workers=workers,
                 scratch=scratch,
+                say=say,
                 **({"languages": plan} if plan is not None else {}),
                 **engine_options,
             )
@@ -231,6 +234,7 @@ def train(
             base=replayed,
             languages=plan,
             input_bytes=input_bytes,
+            say=say,
         )
 
     def documents() -> Iterable | list[Iterable] | None:
@@ -380,6 +384,7 @@ def train_locally(
     base: BaseMerges | None = None,
     languages: LanguagePlan | None = None,
     input_bytes: int | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> TrainingRun:
     """The local engine: count on threads, then learn the merges in this process (after replaying
     `base`'s). `seconds` holds `merge_loop`, the merge loop's own time (as its progress bar
@@ -390,11 +395,14 @@ def train_locally(
     With `languages`, `shards` (or `texts`) holds a list per language in the order of its codes:
     each language is counted apart and `languages.stats` filled; then the merges are parity-aware
     (`languages.parity`), or plain over the languages' counts summed, each multiplied by its
-    mixture multiplier (`languages.mix`; 1 without)."""
+    mixture multiplier (`languages.mix`; 1 without). The kernels the run needs that this machine
+    has not compiled are compiled first, on every core (`bpe.warm`), which `say` is told of."""
     if shards is not None and input_bytes is None and languages is None:
         input_bytes = sum(shard.size * (4 if shard.kind == "parquet" or shard.compression else 1) for shard in shards)
     if _small(settings, threads, base, languages, input_bytes):
         return _train_small(settings, shards, texts, progress)
+    parity = languages is not None and languages.parity is not None
+    compiled = compile_ahead(groups_of_run(settings, "local", threads, base is not None, parity), say)
     t0 = time.perf_counter()
     with CompileWatch() as counting_compiles:
         if languages is not None:
@@ -422,6 +430,8 @@ def train_locally(
     with CompileWatch() as merging_compiles:
         words = len(counts) if languages is None or languages.parity is None else sum(map(len, per_language))
         merge_threads = threads or merge_threads_for(words)
+        if merge_threads > 1 and (languages is None or languages.parity is None):
+            compiled.seconds += compile_ahead(["merge loop on threads"], say).seconds  # if not foreseen
         loop = PhaseClock(progress, compiling=lambda: merging_compiles.seconds)
         if languages is not None and languages.parity is not None:
             from bpe.engine.parity import learn_parity_merges
@@ -453,7 +463,7 @@ def train_locally(
                 on_index=lambda done, words: loop("index", done, words),
             )
     merging = time.perf_counter() - t1  # the queue is made before learn_merges starts its clock: time it all here
-    compiling = counting_compiles.seconds + merging_compiles.seconds  # the first run of a version only
+    compiling = compiled.seconds + counting_compiles.seconds + merging_compiles.seconds  # a first run only
     return TrainingRun(
         stats=stats,
         unique_words=words,

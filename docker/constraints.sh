@@ -1,14 +1,14 @@
 #!/bin/sh
 # Regenerates the two lists of exact versions, each a `pip freeze` on python:3.11-slim without this
 # project itself:
-#   constraints.txt         what the README's first command and CI install: '.[pipeline,test]'
+#   constraints.txt         what the README's two commands and CI install: '.[pipeline,test]'
 #   docker/constraints.txt  what the image installs: '.[pipeline,s3]', at the same versions
 # Run from the repository root after changing dependencies in pyproject.toml, then rebuild:
 #   sh docker/constraints.sh && docker compose build
 set -eu
 docker run --rm -e PIP_ROOT_USER_ACTION=ignore -v "$PWD:/src:ro" python:3.11-slim sh -ec '
-  mkdir /tmp/src && cd /src && cp -r pyproject.toml setup.py README.md bpe flows tasks conf /tmp/src/
-  export BPE_SKIP_KERNEL_BUILD=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+  mkdir /tmp/src && cd /src && cp -r pyproject.toml README.md bpe flows tasks conf /tmp/src/
+  export PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
   python -m venv /tmp/dev && /tmp/dev/bin/pip install -q "/tmp/src[pipeline,test]" >&2
   /tmp/dev/bin/pip freeze --exclude bpe-trainer > /tmp/dev.txt
   python -m venv /tmp/image && /tmp/image/bin/pip install -q -c /tmp/dev.txt "/tmp/src[pipeline,s3]" >&2

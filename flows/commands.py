@@ -9,6 +9,7 @@ import argparse
 import os
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from bpe.errors import require_extra
@@ -60,22 +61,27 @@ def run_demo(args: argparse.Namespace) -> int:
     the same data and settings is there already, say so at once, without starting Prefect."""
     require_extra("pipeline", "bpe demo")
     from bpe.pipeline.config import packaged_config
-    from bpe.pipeline.demo import unchanged_demo, write_demo_corpus
+    from bpe.pipeline.demo import demo_corpus_written, unchanged_demo, write_demo_corpus
 
-    paths = write_demo_corpus(args.data)
-    print(f"demo corpus: {len(paths)} Parquet shards in {args.data}/", file=sys.stderr)
     config = str(args.config or packaged_config("demo"))
     parameters = {
         "data": [str(args.data)],
         "artifact_root": str(args.artifacts) if args.artifacts else None,
         "vocab_size": args.vocab_size,
     }
+    compiled = None
+    if not demo_corpus_written(args.data):  # a first run: the kernels compile while the corpus is written
+        compiled = compile_for_the_demo(config, parameters)
+        print(f"writing the demo corpus (the standard library's docstrings) into {args.data}/...", file=sys.stderr)
+    paths = write_demo_corpus(args.data)
+    print(f"demo corpus: {len(paths)} Parquet shards in {args.data}/", file=sys.stderr)
     known = unchanged_demo(config, parameters, warn=lambda line: print(f"bpe demo: {line}", file=sys.stderr))
     if known:
         version, location = known
         print(f"no new data since {version}: the latest version is {location}")
         print(f"try: echo 'Hello world' | {this_bpe()} encode {shlex.quote(str(location))}")
         return 0
+    compiled = compiled or compile_for_the_demo(config, parameters)  # while Prefect and its server start
     # Prefect's ephemeral server would otherwise try to send telemetry, and log an error offline.
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     # Prefect waits 20 s for its ephemeral server to answer; a busy 2-core machine can take longer.
@@ -84,12 +90,15 @@ def run_demo(args: argparse.Namespace) -> int:
 
     from bpe.flows.train_bpe import train_bpe  # imports Prefect: only the pipeline's commands pay for it
     from bpe.pipeline.demo import quiet_prefect_console
-    from bpe.pipeline.services import tie_ephemeral_server_to_this_process
+    from bpe.pipeline.services import start_ephemeral_server, tie_ephemeral_server_to_this_process
 
     tie_ephemeral_server_to_this_process()
     if "PREFECT_LOGGING_LEVEL" not in os.environ:  # asked for: Prefect's own lines too
         quiet_prefect_console()
     server = PREFECT_API_URL.value()
+    if not server:
+        start_ephemeral_server()
+    compiled()  # the flow's own check then finds every kernel it needs compiled
     print(f"running the train-bpe flow {f'on {server}' if server else 'in Prefect ephemeral mode'}", file=sys.stderr)
     # promote: the demo's --vocab-size is what the user asked for, and it becomes latest
     result = train_bpe(config=config, **parameters, promote=True)
@@ -102,6 +111,19 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"no new data since {result['version']}: the latest version is {result['location']}")
     print(f"try: echo 'Hello world' | {this_bpe()} encode {shlex.quote(str(result['location']))}", flush=True)
     return 0
+
+
+def compile_for_the_demo(config: str, parameters: dict) -> Callable[[], object]:
+    """Start compiling, on a thread, the kernels the flow's run with `config` and `parameters` needs
+    that this machine lacks (a first run: tens of seconds, said line by line), so that it overlaps
+    Prefect's start; returns the function that waits for it. The flow checks again and compiles
+    what this left out (a base tokenizer's, say)."""
+    from bpe.pipeline.config import load_config
+    from bpe.warm import compile_in_background, groups_of_run
+
+    cfg = load_config(config, parameters)
+    groups = [] if cfg.base else groups_of_run(cfg.settings(), "dask", parity=cfg.parity is not None)
+    return compile_in_background(groups, lambda line: print(f"bpe: {line}", file=sys.stderr, flush=True))
 
 
 def run_deploy(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ from prefect import flow, get_run_logger
 from prefect.context import get_run_context
 
 from bpe import storage
-from bpe.distributed.client import dask_client, ready_workers, share_client
+from bpe.distributed.client import dask_client, prepare_kernels, ready_workers, share_client
 from bpe.engine.replay import BaseMerges
 from bpe.extend import load_base
 from bpe.language_plan import dev_fingerprints
@@ -51,6 +51,7 @@ from bpe.tasks.artifacts import evaluate_version, export_version, publish_versio
 from bpe.tasks.data import combine_counts, count_all, discover_shards
 from bpe.tasks.merges import train_merges, train_parity_merges
 from bpe.training import data_fingerprint
+from bpe.warm import groups_of_run
 
 
 @flow(name="train-bpe")
@@ -115,11 +116,15 @@ def train_bpe(
     scratch = storage.join(cfg.counts_cache, "runs", uuid.uuid4().hex[:12])
     stage_counts: list[tuple[list, int]] = []  # (counted, cached) of each stage
     try:
+        parity = plan is not None and plan.parity is not None
+        groups = groups_of_run(training, "dask", base=base is not None, parity=parity)
+        worker_groups, compiled = prepare_kernels(groups, cfg.dask_scheduler is None, logger.info)
         t0 = time.perf_counter()
         with dask_client(cfg.dask_scheduler, cfg.dask_workers, log=logger.info) as (client, cluster):
             address = share_client(client)
-            ready = ready_workers(client, log=logger.info)
-            setup = {"compile": ready.compile_seconds, "cluster": time.perf_counter() - t0 - ready.compile_seconds}
+            ready = ready_workers(client, worker_groups, log=logger.info)
+            compiled += ready.compile_seconds
+            setup = {"compile": compiled, "cluster": time.perf_counter() - t0 - ready.compile_seconds}
 
             def run_stage(stage: Settings, replayed: BaseMerges | None) -> TrainingRun:
                 """Count the shards as `stage` splits them, then learn its merges on the workers."""

@@ -644,9 +644,8 @@ def claim_deployment_names(owner: str, *names: str) -> None:
 
 @pytest.fixture(scope="session")
 def built_wheel(tmp_path_factory) -> dict:
-    """The wheel `pip install .` would install, built once per session (building compiles the
-    kernels into it, about half a minute) from a copy of the tracked files (setuptools writes a
-    build/ folder into the tree it builds). Yields its path and the build's output. Under
+    """The wheel `pip install .` would install, built once per session from a copy of the tracked
+    files (setuptools writes a build/ folder into the tree it builds). Yields its path and the build's output. Under
     pytest-xdist the workers share one build: the first builds it, under a lock, for the others."""
     shared = _shared_by_xdist_workers()
     if shared is None:

@@ -1,19 +1,21 @@
 """Cold start: what a new install, image or worker pays before its first tokenizer.
 
-Building the package compiles the kernels into it (setup.py), so a fresh machine loads them; the
-path that compiles (a CPU the package was not built on, or BPE_PREBUILT_KERNELS=0) says so first
-and reports the compile time apart. Compiling every kernel from nothing takes about 45 s of a core
-(`bpe warm` on an empty cache; the README's install does it on a fresh machine), so the test below
-starts from a cache that lacks two of them: the path is the same, kernel by kernel.
+Installing compiles nothing (the package has no build step). A run compiles first the kernel
+groups it needs that the machine's kernel cache lacks (`bpe.warm.compile_ahead`), on every core,
+saying so at least every few seconds; every kernel it then calls must be one its groups hold, or
+it would compile it in silence, mid-run. The tests below start from a copy of this machine's cache
+that lacks a group or two: the path is the same as from nothing, group by group, in seconds.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
+import shutil
 import subprocess
 import sys
+import time
+import tomllib
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -23,11 +25,10 @@ import pytest
 from tests.conftest import write_parquet
 from tests.reference import train_reference
 
-pytestmark = pytest.mark.cold
-
 BPE = str(Path(sys.executable).parent / "bpe")
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = ["the cat sat on the mat"] * 100
+SILENCE = 10.0  # the longest a first run may go without a line while it compiles
 
 
 @pytest.fixture
@@ -35,136 +36,210 @@ def data(tmp_path) -> Path:
     return write_parquet(tmp_path / "data" / "part.parquet", TEXT)
 
 
-# What the test's cache lacks: a kernel every `bpe train` needs (indexing the word table), and one
-# that only the Dask engine uses (a holder's tables), which the run does not compile and `bpe warm`
-# must. Both compile in seconds; a pattern's counting kernel would take half a minute each.
-MISSING_FOR_THE_RUN = "word_table._index_words-"
-# One kernel of each path a first run may not take is enough to show that warm compiles the path: the
-# Dask engine's, training from a tokenizer (replaying its merges), a word of a thousand tokens or more
-# (which warm's sample lacks) and, where there are 2 cores, the merge loop on threads. Each is called
-# from Python (a kernel called only from kernels is not needed where its callers are cached) and
-# compiles in seconds.
-MISSING_FOR_WARM = (
-    "table_group._append-",
-    "replay._joined_bytes-",
-    "count._gather_words-",
-    "word_table._index_long_words-",
-) + (("spin_rounds._serve-",) if len(os.sched_getaffinity(0)) >= 2 else ())
+def cache_lacking(tmp_path: Path, groups: tuple[str, ...], kernels: tuple[str, ...]) -> dict:
+    """An environment whose kernel cache is a copy of this machine's without the groups `groups`
+    and the kernel files starting with `kernels` (theirs): for them, a first run's path."""
+    from bpe.engine.kernel_cache import kernel_cache_base, kernel_cache_name
 
-
-def compiling_from_nothing(tmp_path: Path) -> dict:
-    """An empty kernel cache and no prebuilt kernels: the path of a CPU the package was not built on."""
-    return {**os.environ, "BPE_KERNEL_CACHE": str(tmp_path / "empty-kernel-cache"), "BPE_PREBUILT_KERNELS": "0"}
-
-
-def cache_lacking(tmp_path: Path, missing: tuple[str, ...]) -> dict:
-    """A kernel cache holding every kernel this machine has compiled for this version of the engine
-    but those whose files start with `missing`, and no prebuilt kernels to fill it: for those, the
-    path of a CPU the package was not built on. With nothing compiled here yet, the cache is empty."""
-    from bpe.engine.kernel_cache import PREBUILT_DIR, kernel_cache_base, kernel_cache_name, seed_from_prebuilt
-
-    env = compiling_from_nothing(tmp_path)
     name = kernel_cache_name()
-    for source in (Path(kernel_cache_base()) / name, PREBUILT_DIR / name):
-        if list(source.glob("engine/*.nbi")):
-            target = Path(env["BPE_KERNEL_CACHE"]) / name
-            seed_from_prebuilt(source, target)
-            for path in (target / "engine").iterdir():
-                if path.name.startswith(missing):
-                    path.unlink()
-            break
-    return env
+    target = tmp_path / "kernel-cache" / name
+    source = Path(kernel_cache_base()) / name
+    if source.is_dir():
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns(".compiling", "*.tmp.*"))
+    (target / "engine").mkdir(parents=True, exist_ok=True)
+    for path in (target / "engine").iterdir():
+        if path.name.startswith(kernels):
+            path.unlink()
+    for group in groups:
+        for marker in (target / "groups").glob(f"{group.replace(' ', '-')}.*"):
+            marker.unlink()
+    return {**os.environ, "BPE_KERNEL_CACHE": str(tmp_path / "kernel-cache")}
 
 
-def reference_merges(vocab_size: int) -> list[tuple[int, int]]:
-    """The reference trainer's merges for TEXT, split by the cl100k regex itself."""
+def reference_merges(vocab_size: int, pattern: str) -> list[tuple[int, int]]:
+    """The reference trainer's merges for TEXT, split by the named pattern's regex itself."""
     import regex
 
     from bpe.pretokenize import NAMED_PATTERNS
 
-    words = Counter(piece.encode() for row in TEXT for piece in regex.findall(NAMED_PATTERNS["cl100k"], row))
+    words = Counter(piece.encode() for row in TEXT for piece in regex.findall(NAMED_PATTERNS[pattern], row))
     return train_reference(dict(words), vocab_size - 256)
 
 
-def _merges_txt(directory: Path) -> list[tuple[int, int]]:
+def _merges(directory: Path) -> list[tuple[int, int]]:
     from bpe.tokenizer import Tokenizer
 
     return [tuple(m) for m in Tokenizer.load(directory).merges]
 
 
-def test_a_cold_start_says_it_compiles_and_bpe_warm_compiles_the_rest_ahead(data, tmp_path):
-    """With a kernel it needs not compiled, the command says first that it compiles, trains
-    correctly, and reports compiling apart from counting and merging. `bpe warm` then compiles what
-    that run did not need, promising no duration it does not take (it reports the time it took),
-    and afterwards neither a second warm nor a run with another pattern and tie-break, on two
-    threads, or from the first run's tokenizer compiles anything."""
-    env = cache_lacking(tmp_path, (MISSING_FOR_THE_RUN, *MISSING_FOR_WARM))
-    done = subprocess.run(  # threads given: the compiled engine, not the path for small corpora
-        [BPE, "train", str(data), "--vocab-size", "270", "--threads", "1", "--out", str(tmp_path / "tok")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stderr.startswith("bpe: compiling the kernels"), done.stderr[:500]
+def timed_lines(command: list[str], env: dict, timeout: float = 600) -> tuple[int, list[tuple[float, str]], str]:
+    """Run `command`; (exit code, each line of its stderr with the second it came, its stdout)."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    started, lines = time.monotonic(), []
+    deadline = started + timeout
+    for line in process.stderr:
+        lines.append((time.monotonic() - started, line.rstrip("\n")))
+        assert time.monotonic() < deadline, f"{command} took more than {timeout} s"
+    output = process.stdout.read()
+    return process.wait(timeout=60), lines, output
+
+
+@pytest.mark.cold
+def test_a_first_run_compiles_its_groups_first_and_says_so_at_least_every_few_seconds(data, tmp_path):
+    """With its counting group missing, `bpe train` says first what it compiles, then never falls
+    silent for long while it compiles, trains the reference's merges and reports compiling apart
+    from counting and merging; a second run compiles nothing and says nothing of it."""
+    env = cache_lacking(tmp_path, ("count o200k",), ("count._count_o200k-",))
+    command = [BPE, "train", str(data), "--pattern", "o200k", "--vocab-size", "270", "--threads", "1"]
+    code, lines, output = timed_lines([*command, "--out", str(tmp_path / "tok")], env)
+    said = "\n".join(line for _, line in lines)
+    assert code == 0, said[-3000:]
+    assert lines and lines[0][1].startswith("bpe: compiling ") and "count o200k" in lines[0][1], said[:500]
+    compiling = [t for t, line in lines if line.startswith("bpe: compil")]
+    gaps = [b - a for a, b in zip(compiling, compiling[1:])]
+    assert compiling[-1] == lines[-1][0] or "compiled" in said
+    assert max(gaps, default=0.0) < SILENCE, said
+    assert "bpe: compiling the kernels for this version" not in said, "a kernel compiled outside its group"
     manifest = json.loads((tmp_path / "tok" / "manifest.json").read_text())
-    assert manifest["seconds"]["compile"] > 1 and manifest["seconds"]["count"] < manifest["seconds"]["compile"]
-    assert "compile " in done.stdout and "first run of this version only" in done.stdout
-    assert _merges_txt(tmp_path / "tok") == reference_merges(270)
+    assert manifest["seconds"]["compile"] > 0.5 and "first run of this version only" in output
+    assert _merges(tmp_path / "tok") == reference_merges(270, "o200k")
 
-    warm = subprocess.run([BPE, "warm"], capture_output=True, text=True, env=env, timeout=900)
-    assert warm.returncode == 0, warm.stderr[-3000:]
-    said = "bpe: compiling the kernels the cache lacks into " + str(tmp_path / "empty-kernel-cache")
-    assert warm.stderr.startswith(said) and "minute" not in warm.stderr, warm.stderr
-    assert re.match(r"compiled \d+ kernel\(s\) in [\d.]+ s", warm.stdout), warm.stdout
-    compiled = {path.name.split("-")[0] + "-" for path in (tmp_path / "empty-kernel-cache").rglob("*.nbi")}
-    assert compiled >= {MISSING_FOR_THE_RUN, *MISSING_FOR_WARM}, "warm left a kernel uncompiled"
-    again = subprocess.run([BPE, "warm"], capture_output=True, text=True, env=env, timeout=300)
+    code, lines, output = timed_lines([*command, "--out", str(tmp_path / "again")], env)
+    assert code == 0 and not [line for _, line in lines if "compil" in line], lines
+    assert json.loads((tmp_path / "again" / "manifest.json").read_text())["seconds"]["compile"] < 0.5
+
+
+@pytest.mark.cold
+def test_bpe_warm_compiles_what_the_cache_lacks_and_lists_the_groups(tmp_path):
+    """`bpe warm GROUP` compiles a missing group (saying what each took), a second time finds it
+    compiled, `--list` tells which groups the cache holds, and an unknown group is one line."""
+    env = cache_lacking(tmp_path, ("count whitespace",), ("count._count_whitespace-",))
+    listed = subprocess.run([BPE, "warm", "--list"], capture_output=True, text=True, env=env, timeout=120)
+    assert listed.returncode == 0 and "count whitespace\tnot compiled" in listed.stdout, listed.stdout
+    warm = subprocess.run([BPE, "warm", "count whitespace"], capture_output=True, text=True, env=env, timeout=600)
+    assert warm.returncode == 0, warm.stderr[-2000:]
+    assert warm.stderr.startswith("bpe: compiling 1 kernel group") and "count whitespace" in warm.stdout
+    assert list((tmp_path / "kernel-cache").rglob("count._count_whitespace-*.nbi")), "warm compiled nothing"
+    again = subprocess.run([BPE, "warm", "count whitespace"], capture_output=True, text=True, env=env, timeout=120)
     assert again.returncode == 0 and again.stderr == "" and again.stdout.startswith("kernels already compiled")
-    runs = [
-        ["--threads", "1"],
-        ["--pattern", "o200k", "--tie-break", "ids", "--threads", "2"],
-        ["--from", str(tmp_path / "tok"), "--threads", "1"],
-    ]
-    for n, options in enumerate(runs):
-        out = tmp_path / f"tok{n}"
-        run = subprocess.run(
-            [BPE, "train", str(data), "--vocab-size", "280", *options, "--out", str(out)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
-        )
-        assert run.returncode == 0, run.stderr[-2000:]
-        assert "compiling" not in run.stderr and "first run of this version only" not in run.stdout
-        assert json.loads((out / "manifest.json").read_text())["seconds"]["compile"] < 0.5
+    listed = subprocess.run([BPE, "warm", "--list"], capture_output=True, text=True, env=env, timeout=120)
+    assert "count whitespace\tcompiled" in listed.stdout
+    unknown = subprocess.run([BPE, "warm", "count klingon"], capture_output=True, text=True, env=env, timeout=120)
+    assert unknown.returncode != 0 and unknown.stderr.count("\n") == 1 and "count klingon" in unknown.stderr
 
 
-def test_a_built_package_carries_its_kernels_so_a_new_machine_compiles_nothing(built_wheel, data, tmp_path):
-    """Building the package (what `pip install` runs: the wheel, tests/conftest.py `built_wheel`)
-    compiles the kernels into it; installed in another directory with an empty kernel cache, both
-    engines' first runs load them, compile nothing and learn the reference's merges."""
-    assert "bpe: kernels compiled in" in built_wheel["output"], built_wheel["output"][-2000:]
-    site = tmp_path / "site"
-    with zipfile.ZipFile(built_wheel["path"]) as wheel:  # what pip does with a pure-Python wheel
-        wheel.extractall(site)
-    assert list((site / "bpe" / "engine" / "prebuilt").glob("*/engine/*.nbi")), "no kernels in the built package"
+# What runs of each path load, as Python kernels with their argument types: every kernel a run calls
+# must be among those its groups load (`bpe.warm.groups_of_run`), or a first run compiles it after
+# the compiling said it was done: mid-run, with no line saying so, and on a Dask worker unseen.
+KERNELS_LOADED = """
+import json, sys
+from numba.core.registry import CPUDispatcher
 
-    env = {**os.environ, "PYTHONPATH": str(site), "BPE_KERNEL_CACHE": str(tmp_path / "new-machine-cache")}
-    env.pop("BPE_PREBUILT_KERNELS", None)
-    command = "import sys, bpe; from bpe.cli import main; print('from', bpe.__file__); sys.exit(main(sys.argv[1:]))"
-    engines = [["--engine", "local", "--threads", "1"]]  # threads given: the compiled engine, not pure Python
-    if _has("distributed"):
-        engines.append(["--engine", "dask", "--workers", "2"])
-    for n, engine in enumerate(engines):
-        out = tmp_path / f"tok{n}"
-        args = [sys.executable, "-c", command, "train", str(data), "--vocab-size", "270", *engine, "--out", str(out)]
-        run = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
-        assert run.returncode == 0, run.stderr[-3000:]
-        assert run.stdout.startswith(f"from {site}"), run.stdout[:300]
-        assert "compil" not in run.stderr and "compile" not in run.stdout, (engine, run.stderr[-2000:])
-        assert _merges_txt(out) == reference_merges(270), engine
+def loaded():
+    found = set()
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("bpe.engine"):
+            continue
+        for attr, value in vars(module).items():
+            if isinstance(value, CPUDispatcher):
+                found |= {f"{name}.{attr}{signature}" for signature in value.signatures}
+    return sorted(found)
+"""
+
+RUNS = {
+    "local, one thread": ({"threads": 1}, {}),
+    "local, threads": ({"threads": 2, "pattern": "gpt2"}, {}),
+    "from a tokenizer": ({"threads": 1, "tie_break": "ids"}, {"base": True}),
+    "superwords": ({"threads": 1, "superwords": True, "transition": 262}, {}),
+    "parity": ({"threads": 1, "parity": True}, {"languages": True}),
+}
+
+
+@pytest.mark.parametrize("run", list(RUNS))
+def test_every_kernel_a_run_calls_is_in_the_groups_it_compiles_first(run, data, tmp_path):
+    """The groups a run compiles ahead load, in a process of their own, every kernel the run then
+    calls, with the same argument types (a read-only array or a literal is a kernel of its own)."""
+    options, kind = RUNS[run]
+    base = tmp_path / "base"
+    if kind.get("base"):
+        subprocess.run([BPE, "train", str(data), "--vocab-size", "262", "--out", str(base)], check=True, timeout=600)
+    files = {"eng": str(data), "deu": str(data)} if kind.get("languages") else [str(data)]
+    script = (
+        KERNELS_LOADED
+        + f"""
+from bpe import train
+from bpe.settings import Settings
+from bpe.warm import GROUPS, compile_ahead, groups_of_run
+options = {options!r}
+base = {str(base) if kind.get("base") else None!r}
+tok = train(files={files!r}, vocab_size=280, base=base, **options)
+settings = Settings(**{{k: v for k, v in options.items() if k in ("pattern", "superwords", "transition", "tie_break")}})
+groups = groups_of_run(settings, "local", options["threads"], base is not None, "parity" in options)
+print(json.dumps({{"groups": groups, "loaded": loaded()}}))
+"""
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ran = json.loads(done.stdout.splitlines()[-1])
+    groups = ran["groups"]
+    script = (
+        KERNELS_LOADED
+        + f"""
+from bpe.warm import GROUPS
+for name in {groups!r}:
+    GROUPS[name].run()
+print(json.dumps(loaded()))
+"""
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    outside = sorted(set(ran["loaded"]) - set(json.loads(done.stdout.splitlines()[-1])))
+    assert not outside, f"kernels the run calls that its groups {groups} leave out: {outside}"
+
+
+@pytest.mark.services
+def test_a_dask_runs_driver_and_workers_call_only_kernels_of_its_groups(data, tmp_path):
+    """On the Dask engine the driver calls only the kernels of the groups it compiles for itself,
+    and every worker only those of the groups it loads as it becomes ready."""
+    pytest.importorskip("distributed")
+    script = (
+        KERNELS_LOADED
+        + f"""
+from distributed import Client, LocalCluster
+from bpe import train
+from bpe.settings import Settings
+from bpe.warm import DRIVER_GROUPS, GROUPS, groups_of_run
+
+with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \\
+        Client(cluster) as client:
+    train(files=[{str(data)!r}], vocab_size=280, engine="dask", client=client)
+    on_workers = client.run(loaded)
+driver = loaded()
+groups = groups_of_run(Settings(), "dask")
+for name in groups:
+    GROUPS[name].run()
+print(json.dumps({{
+    "groups": groups, "workers": sorted(set().union(*on_workers.values())), "driver": driver, "groups_load": loaded()
+}}))
+"""
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    for side in ("driver", "workers"):
+        outside = sorted(set(found[side]) - set(found["groups_load"]))
+        assert not outside, f"kernels the {side} call that the groups {found['groups']} leave out: {outside}"
+
+
+def test_building_the_package_compiles_nothing(built_wheel):
+    """Building (what `pip install` runs) needs no numba and compiles no kernel: the wheel holds
+    none, and a machine's first run compiles what it needs (above)."""
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    assert not [r for r in requires if r.split(">")[0].split("=")[0].strip() in ("numba", "numpy", "pyarrow")]
+    with zipfile.ZipFile(built_wheel["path"]) as wheel:
+        compiled = [name for name in wheel.namelist() if name.endswith((".nbi", ".nbc"))]
+    assert not compiled, compiled[:5]
+    assert "bpe: " not in built_wheel["output"], built_wheel["output"][-2000:]  # the build step said "bpe: compiling"
 
 
 @pytest.mark.parametrize("pattern", ["gpt2", "cl100k", "o200k", "whitespace"])
@@ -186,9 +261,3 @@ def test_counting_has_one_compiled_variant_whatever_holds_the_text(data, pattern
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["1"], done.stdout
-
-
-def _has(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None

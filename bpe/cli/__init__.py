@@ -270,12 +270,14 @@ def build_parser() -> argparse.ArgumentParser:
         "warm",
         help="compile every kernel both engines use into the kernel cache, ahead of time",
         description="""
-            Compile every kernel both engines use into the kernel cache (~/.cache/bpe/kernels, or
-            $BPE_KERNEL_CACHE), so that no run compiles. Installing does this into the package already;
-            warm is for kernels that do not fit it (another CPU or numba version, an edited engine) and
-            for a worker image's cache.""",
-        examples=["bpe warm", "BPE_KERNEL_CACHE=/cache/bpe bpe warm"],
+            Compile the kernels both engines use into the kernel cache (~/.cache/bpe/kernels, or
+            $BPE_KERNEL_CACHE), a group per process on every core, and print what each group took.
+            Installing compiles nothing, and a run compiles the groups it needs first; warm is for an
+            image's or a worker's cache, so that no run there compiles. GROUP names some of them.""",
+        examples=["bpe warm", "bpe warm 'count cl100k' 'merge loop'", "BPE_KERNEL_CACHE=/cache/bpe bpe warm"],
     )
+    w.add_argument("groups", nargs="*", metavar="GROUP", help="kernel groups to compile (default: all; see --list)")
+    w.add_argument("--list", action="store_true", help="list the kernel groups and whether the cache holds each")
     w.set_defaults(run=run_warm)
 
     for register in registered_commands():

@@ -1,4 +1,4 @@
-"""`bpe warm`: compile every kernel ahead of time."""
+"""`bpe warm`: compile the kernels ahead of time, a group per process."""
 
 from __future__ import annotations
 
@@ -7,22 +7,26 @@ import sys
 
 
 def run_warm(args: argparse.Namespace) -> int:
-    """Compile (or load) every kernel, so that no later run, worker or container pays for it."""
-    import numba
+    """Compile the kernel groups the cache lacks (every group, or those named) and say what each took."""
+    from bpe.errors import SettingsError
+    from bpe.warm import GROUPS, cache_dir, compile_ahead, missing
 
-    from bpe.warm import warm_kernels
-
-    def say_compiling() -> None:
+    names = list(args.groups) or list(GROUPS)
+    unknown = [name for name in names if name not in GROUPS]
+    if unknown:
+        raise SettingsError(f"GROUP: unknown kernel group {unknown[0]!r} (known: {', '.join(GROUPS)})")
+    if args.list:
+        lacking = set(missing(names))
+        for name in names:
+            print(f"{name}\t{'not compiled' if name in lacking else 'compiled'}")
+        return 0
+    compiled = compile_ahead(names, say=lambda line: print(f"bpe: {line}", file=sys.stderr, flush=True))
+    if compiled.groups:
+        each = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in compiled.groups.items())
         print(
-            f"bpe: compiling the kernels the cache lacks into {numba.config.CACHE_DIR}...", file=sys.stderr, flush=True
-        )
-
-    warmed = warm_kernels(on_compile=say_compiling)
-    if warmed.kernels_compiled:
-        print(
-            f"compiled {warmed.kernels_compiled} kernel(s) in {warmed.compile_seconds:.1f} s; "
-            f"cache: {numba.config.CACHE_DIR}"
+            f"compiled {len(compiled.groups)} kernel group(s) in {compiled.seconds:.1f} s on {compiled.processes} "
+            f"process(es) ({each}); cache: {cache_dir()}"
         )
     else:
-        print(f"kernels already compiled; loaded from the cache in {warmed.seconds:.1f} s ({numba.config.CACHE_DIR})")
+        print(f"kernels already compiled ({len(names)} group(s)); cache: {cache_dir()}")
     return 0

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -149,15 +150,27 @@ def check_scheduler(client, ping: bool = False) -> None:
         raise SchedulerLost("lost the Dask scheduler; training stopped and nothing was written")
 
 
-def warm_up() -> dict[str, float]:
-    """Load the compiled kernels a worker runs (from the kernel cache, or compiling them when it
-    has none), so that the first real task does not pay for it; returns the seconds it took and
-    how many of them went to compiling."""
-    from bpe.warm import warm_kernels
+def warm_up(groups: Sequence[str] | None = None) -> dict[str, float]:
+    """Load the compiled kernels of `groups` (`bpe.warm`; all a worker may run: None) in this worker,
+    compiling those its machine's cache lacks, so that the first real task does not pay for it;
+    returns the seconds it took and how many of them went to compiling."""
+    from bpe.warm import WORKER_GROUPS, load
 
     use_system_allocator()
-    warmed = warm_kernels(merge_loop=False)
-    return {"seconds": warmed.seconds, "compile_seconds": warmed.compile_seconds}
+    started = time.perf_counter()
+    compile_seconds = load(WORKER_GROUPS if groups is None else groups)
+    return {"seconds": time.perf_counter() - started, "compile_seconds": compile_seconds}
+
+
+def prepare_kernels(groups: Sequence[str], workers_here: bool, say: Log | None = None) -> tuple[list[str], float]:
+    """Compile ahead, on this machine's cores, the kernel groups a Dask run needs (`bpe.warm`): all
+    of them when its workers run here (a cluster started here shares this machine's kernel
+    cache), else the driver's alone. Returns the groups the workers load and the seconds spent."""
+    from bpe.warm import DRIVER_GROUPS, compile_ahead
+
+    on_workers = [name for name in groups if name not in DRIVER_GROUPS]
+    here = list(groups) if workers_here else [name for name in groups if name in DRIVER_GROUPS]
+    return on_workers, compile_ahead(here, say).seconds
 
 
 @dataclass
@@ -169,12 +182,13 @@ class WorkersReady:
     compile_seconds: float
 
 
-def ready_workers(client, log: Log | None = None) -> WorkersReady:
-    """Wait for at least one worker and load the kernels on all of them. Compiling (a worker's first
-    run of this version of bpe) is said in the log as a step of its own, with its time."""
+def ready_workers(client, groups: Sequence[str] | None = None, log: Log | None = None) -> WorkersReady:
+    """Wait for at least one worker and load the kernels of `groups` on all of them (see `warm_up`).
+    Compiling (a worker's first run of this version of bpe, on a machine whose cache lacks them)
+    is said in the log as a step of its own, with its time."""
     if not client.scheduler_info()["workers"]:
         client.wait_for_workers(1, timeout=60)
-    warmed = client.run(warm_up)
+    warmed = client.run(warm_up, groups)
     compile_seconds = max((w["compile_seconds"] for w in warmed.values()), default=0.0)
     if log is not None:
         compiled = sum(w["compile_seconds"] >= 0.5 for w in warmed.values())

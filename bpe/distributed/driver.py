@@ -40,7 +40,7 @@ import numpy as np
 from bpe import storage
 from bpe.counting import CountStats
 from bpe.distributed import channel
-from bpe.distributed.client import Log, check_scheduler, dask_client, ready_workers
+from bpe.distributed.client import Log, check_scheduler, dask_client, prepare_kernels, ready_workers
 from bpe.distributed.count_tasks import count_languages_on_dask, count_on_dask
 from bpe.distributed.language_buckets import language_buckets
 from bpe.distributed.parity_loop import ParityBuckets, merge_parity_on_dask
@@ -58,6 +58,7 @@ from bpe.leftovers import sweep, temporary_prefix
 from bpe.progress import PhaseClock, ProgressFn
 from bpe.results import TrainingRun
 from bpe.settings import Settings
+from bpe.warm import groups_of_run
 
 REBUILD_ATTEMPTS = 3  # workers tried for one rebuild before giving up
 LOSSES_PER_CALL = 5  # rebuilds of one bucket's holder within one request before giving up
@@ -467,6 +468,7 @@ def train_on_dask(
     checkpoint_seconds: float = 30.0,
     base: BaseMerges | None = None,
     languages: LanguagePlan | None = None,
+    say: Log | None = None,
 ) -> TrainingRun:
     """Count and merge on a Dask cluster (`shards`, or in-memory `texts` counted here first),
     after replaying `base`'s merges on the workers' words. Its `seconds`, one after another:
@@ -479,6 +481,9 @@ def train_on_dask(
     over the languages' buckets summed by hash bucket, each multiplied by its mixture multiplier
     (`languages.mix`; 1 without)."""
     seconds: dict[str, float] = {}
+    parity_run = languages is not None and languages.parity is not None
+    groups = groups_of_run(settings, "dask", base=base is not None, parity=parity_run)
+    worker_groups, seconds["compile"] = prepare_kernels(groups, client is None and not scheduler, say)
     t0 = time.perf_counter()
     own_scratch = scratch is None
     if scratch is None:
@@ -486,9 +491,9 @@ def train_on_dask(
         scratch = tempfile.mkdtemp(prefix=temporary_prefix("bpe-scratch-"))
     try:
         with dask_client(scheduler, workers, client, log) as (c, cluster):
-            ready = ready_workers(c, log)
+            ready = ready_workers(c, worker_groups, log)
             n = ready.workers
-            seconds["compile"] = ready.compile_seconds  # on the workers: their first run of this version
+            seconds["compile"] += ready.compile_seconds  # on the workers: their first run of this version
             seconds["cluster"] = time.perf_counter() - t0 - ready.compile_seconds
             t1 = time.perf_counter()
             parity = None

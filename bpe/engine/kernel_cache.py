@@ -1,17 +1,14 @@
 """Where compiled kernels are cached, set up before any kernel is defined: every module of this
 package that defines kernels imports this one first. Kernels are cached per version of this
-folder's source and of numba; the first import on a machine seeds the cache from the copies the
-package build compiled into `prebuilt/`.
+folder's source and of numba, and numba keys each by the CPU it was compiled for. Nothing is
+compiled when the package is installed: a run compiles what the cache lacks first (`bpe.warm`).
 """
 
 import hashlib
 import os
-import shutil
-import uuid
 from pathlib import Path
 
 ENGINE_DIR = Path(__file__).parent
-PREBUILT_DIR = ENGINE_DIR / "prebuilt"
 
 
 def kernel_cache_name() -> str:
@@ -32,30 +29,10 @@ def kernel_cache_base() -> str:
     return os.environ.get("BPE_KERNEL_CACHE") or os.path.join(cache_home, "bpe", "kernels")
 
 
-def seed_from_prebuilt(prebuilt: Path, cache_dir: Path) -> int:
-    """Copy the kernels compiled when the package was built into the cache, each file that the
-    cache lacks, under a temporary name then renamed (processes starting together do not see half
-    a file). Returns how many files were copied. numba itself skips any kernel compiled for another
-    CPU and compiles it here."""
-    if not prebuilt.is_dir():
-        return 0
-    copied = 0
-    for source in prebuilt.rglob("*"):
-        target = cache_dir / source.relative_to(prebuilt)
-        if not source.is_file() or target.exists():
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}")
-        shutil.copyfile(source, temporary)
-        os.replace(temporary, target)
-        copied += 1
-    return copied
-
-
 def _use_package_locator() -> None:
     """Cache this package's kernels under `<cache>/engine/` wherever the package is installed
-    (numba's own locator names the folder after the source's absolute path), so kernels compiled
-    in a build directory load from site-packages."""
+    (numba's own locator names the folder after the source's absolute path), so that an editable
+    install, a copy in site-packages and an image share one layout."""
     from numba.core import caching, config
 
     class PackageCacheLocator(caching.UserProvidedCacheLocator):
@@ -75,19 +52,12 @@ def _use_package_locator() -> None:
 
 
 def _use_kernel_cache() -> None:
-    """Point numba at this version's cache directory, seeded from `prebuilt/` unless
-    BPE_PREBUILT_KERNELS=0. Runs before any kernel is defined; every process (Dask workers too)
-    derives the same directory."""
+    """Point numba at this version's cache directory. Runs before any kernel is defined; every
+    process (Dask workers too) derives the same directory."""
     import numba
 
-    name = kernel_cache_name()
-    numba.config.CACHE_DIR = os.path.join(kernel_cache_base(), name)
+    numba.config.CACHE_DIR = os.path.join(kernel_cache_base(), kernel_cache_name())
     _use_package_locator()
-    if os.environ.get("BPE_PREBUILT_KERNELS", "1") != "0":
-        try:
-            seed_from_prebuilt(PREBUILT_DIR / name, Path(numba.config.CACHE_DIR))
-        except OSError:  # a read-only or full cache: numba compiles as it would without a prebuilt copy
-            pass
 
 
 _use_kernel_cache()

@@ -47,8 +47,17 @@ class BaseMerges:
 
     def __init__(self, merges: np.ndarray) -> None:
         self.merges = np.ascontiguousarray(np.asarray(merges, dtype=np.int64).reshape(-1, 2))
-        self._ranks = _rank_table(self.merges)
-        self._joined = _joined_bytes(self.merges)
+        made = 256 + np.arange(len(self.merges), dtype=np.int64)[:, None]
+        if np.any((self.merges < 0) | (self.merges >= made)):  # the kernels would read past their arrays
+            raise ValueError("a merge uses a token made after it")
+        self._tables: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _ranks_and_joined(self) -> tuple[np.ndarray, np.ndarray]:
+        """The pair -> rank table and the pairs no merge joins, made at the first replay: a run
+        loads a base before it compiles the kernels it needs (`bpe.warm`), and these are some."""
+        if self._tables is None:
+            self._tables = _rank_table(self.merges), _joined_bytes(self.merges)
+        return self._tables
 
     def __len__(self) -> int:
         return len(self.merges)
@@ -67,13 +76,14 @@ class BaseMerges:
         more through a heap (the same tokens). Each unique segment (see above) is replayed once.
         `progress(n)`: n more words cut into segments (most of the time), `REPLAY_CHUNK` at a time."""
         data, offsets = counts.data, counts.offsets
-        per_word = _segments_per_word(data, offsets, self._joined)
+        ranks, joined = self._ranks_and_joined()
+        per_word = _segments_per_word(data, offsets, joined)
         segment_of = np.empty(int(per_word.sum()), dtype=np.int32)  # each segment's entry, word by word
         table = table_new(max(len(counts), 1), max(len(data) // 4, 1))
         word = segment = 0
         while word < len(counts):
             end = len(counts) if progress is None else min(word + REPLAY_CHUNK, len(counts))
-            reached, segment = _find_segments(table, data, offsets[: end + 1], self._joined, segment_of, word, segment)
+            reached, segment = _find_segments(table, data, offsets[: end + 1], joined, segment_of, word, segment)
             if reached < end:
                 table = table_make_room(table, offsets[reached + 1] - offsets[reached])
             if progress is not None and reached > word:
@@ -81,7 +91,7 @@ class BaseMerges:
             word = reached
         segments = table_result(table)  # the segments in the order of their entries
         del table
-        tokens, lengths = _replay(segments.data, segments.offsets, self._ranks, long_word)
+        tokens, lengths = _replay(segments.data, segments.offsets, ranks, long_word)
         return _joined_segments(segment_of, per_word, tokens, lengths)
 
     def __reduce__(self):  # sent to Dask workers as the merges alone; the table is rebuilt there

@@ -39,11 +39,20 @@ def stdlib_paragraphs() -> list[str]:
     return paragraphs
 
 
+def demo_corpus_written(directory: str | Path, shards: int = 4) -> bool:
+    """Whether `directory` holds the demo corpus's shards already."""
+    return all(path.exists() for path in _shard_paths(Path(directory), shards))
+
+
+def _shard_paths(directory: Path, shards: int) -> list[Path]:
+    return [directory / f"part-{i:05d}.parquet" for i in range(shards)]
+
+
 def write_demo_corpus(directory: str | Path, shards: int = 4) -> list[Path]:
     """Write the demo corpus as `shards` Parquet files in `directory` (kept if already there)."""
     directory = Path(directory)
-    paths = [directory / f"part-{i:05d}.parquet" for i in range(shards)]
-    if all(p.exists() for p in paths):
+    paths = _shard_paths(directory, shards)
+    if demo_corpus_written(directory, shards):
         return paths
     directory.mkdir(parents=True, exist_ok=True)
     paragraphs = stdlib_paragraphs()

@@ -352,6 +352,16 @@ def group_running(pgid: int) -> list[int]:
     return running
 
 
+def start_ephemeral_server() -> None:
+    """Start Prefect's ephemeral server now (a first flow call starts it, waiting seconds for its
+    database), so that it starts while this process does other work. It serves the process's
+    flows until the process ends."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        client.api_healthcheck()
+
+
 def tie_ephemeral_server_to_this_process() -> None:
     """Have Prefect's ephemeral server (the uvicorn child `bpe demo` runs flows against) stopped by
     the kernel when this process dies, even by kill -9, instead of listening on as an orphan.
