@@ -370,6 +370,13 @@ class ReadAhead:
             self._room.notify_all()
 
 
+def counting_threads() -> int:
+    """Counting threads when the caller did not choose: the cores free of other work (measured over
+    50 ms), at most 8; counting threads on a busy core only slow it down. A run that counts several
+    times (a language at a time) asks once."""
+    return max(1, min(available_cores() - round(cores_busy_elsewhere()), 8))
+
+
 def count_shards(
     shards: Sequence[Shard],
     pretokenizer: Pretokenizer,
@@ -385,8 +392,8 @@ def count_shards(
 
     if not compiled:
         threads = 1
-    if threads is None:  # the cores free of other work: counting threads on a busy core only slow it down
-        threads = max(1, min(available_cores() - round(cores_busy_elsewhere()), 8))
+    if threads is None:
+        threads = counting_threads()
     check("threads", threads)  # 0 or -5 would count nothing, or all on one thread unasked
     batches: queue.Queue = queue.Queue()
     unread = ReadAhead()

@@ -18,7 +18,7 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bpe.counting import CountStats, WordCounter, count_shards
+from bpe.counting import CountStats, WordCounter, count_shards, counting_threads
 from bpe.engine.compilation import CompileWatch
 from bpe.engine.cores import available_cores, cores_busy_elsewhere
 from bpe.errors import InputError, SettingsError, StoppedEarly, require_extra
@@ -591,6 +591,8 @@ def _count_languages(
 
     per_language, total, fingerprints = [], CountStats(), [] if shards is not None else None
     sizes = [sum(s.size for s in found) for found in shards] if shards is not None else None
+    if shards is not None and threads is None:
+        threads = counting_threads()  # once for the phase: measuring the load takes 50 ms a time
     plan.stats = []
     for i, code in enumerate(plan.codes):
         reported = _after(progress, total.bytes, sum(sizes[i + 1 :]) if sizes is not None else None)
