@@ -7,10 +7,8 @@ Errors name the setting as the caller spelt it (`--parity-ratio`, `parity.ratio`
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from bpe.engine.count import WordCounts
@@ -25,7 +23,6 @@ from bpe.schema import SETTING
 # The parity settings' defaults, which a run without parity must leave as they are.
 PARITY_DEFAULTS = {name: SETTING[name].default for name in ("global_merges", "parity_variant", "parity_window")}
 PARITY_DEFAULTS["parity_alpha"] = SETTING["parity_alpha"].default
-DEV_SUFFIXES = (".txt", ".parquet")  # a dev set's file per language: <code>.txt or <code>.parquet
 
 
 def by_language(value: Mapping, name: str) -> dict[str, Any]:
@@ -97,64 +94,38 @@ def _parity_only(name: str, s: Spelling) -> str:
     return f"{s(name)}: only parity-aware merges use it (turned on by {s.parity}, {s.parity_dev} or {s.parity_ratio})"
 
 
-def dev_files(directory: str, codes: Sequence[str]) -> dict[str, str]:
-    """The dev set's file of each language, `<code>.txt` or `<code>.parquet` in `directory`: one
-    per language of the run, and none for another language (a file whose name is not a language
-    code, such as README.md, is not part of the set)."""
-    local = directory[len("file://") :] if directory.startswith("file://") else directory
-    if "://" in local:
-        from bpe import storage
-
-        names = sorted(path.rstrip("/").rsplit("/", 1)[-1] for path in storage.listing(directory))
-    elif os.path.isdir(local):
-        names = sorted(os.listdir(local))
-    else:
-        raise language_error("parity_dev", f"{directory}: no such directory")
-    found: dict[str, str] = {}
-    for name in names:
-        stem, suffix = os.path.splitext(name)
-        if suffix not in DEV_SUFFIXES or name.startswith((".", "_")):
-            continue
-        try:
-            check_code(stem, "parity_dev")
-        except ValueError:
-            continue
-        if stem not in codes:
-            raise language_error(
-                "parity_dev",
-                f"{_join(directory, name)}: {stem} is not one of the run's languages ({', '.join(codes)}); "
-                "the dev set must hold the run's languages, and only them",
-            )
-        if stem in found:
-            raise language_error("parity_dev", f"{directory}: holds {stem}.txt and {stem}.parquet; keep one")
-        found[stem] = _join(directory, name)
-    missing = [code for code in codes if code not in found]
-    if missing:
-        raise language_error(
-            "parity_dev", f"{_join(directory, missing[0] + '.txt')}: no dev text for {missing[0]} (.txt or .parquet)"
-        )
-    return {code: found[code] for code in codes}
-
-
 def read_dev_set(
     directory: str, codes: Sequence[str], pretokenizer: Pretokenizer, text_column: str = "text"
 ) -> tuple[list[WordCounts], dict]:
     """The dev set's words, counted as the run's pre-tokenizer splits them, one `WordCounts` per
-    language in `codes` order, and its record for the manifest (the directory, and each file's
-    path, size and SHA-256). A .txt file is one sentence per line."""
-    from bpe.counting import count_shards
-    from bpe.inputs.discover import discover
-    from bpe.inputs.shard import with_options
+    language in `codes` order, and its record for the manifest (the directory, the languages it
+    holds and those used, and each used file's path, size and SHA-256). The set may hold more
+    languages than the run (a multi-parallel set ships hundreds): the run's are used, and each
+    must be there. Read by `bpe.dev_set`, as `bpe eval --dev` reads it."""
+    from bpe import storage
+    from bpe.counting import WordCounter
+    from bpe.dev_set import file_record, language_files, read_files
 
+    available = language_files(directory, "parity_dev")
+    missing = [code for code in codes if code not in available]
+    if missing:
+        raise language_error(
+            "parity_dev",
+            f"{storage.join(directory, missing[0] + '.txt')}: no dev text for {missing[0]} (.txt or .parquet; "
+            f"the dev set has {', '.join(available)})",
+        )
+    found = read_files({code: available[code] for code in codes}, directory, text_column)
     counts, files = [], {}
-    for code, path in dev_files(directory, codes).items():
-        shards = with_options(discover([path]), "lines")
-        words, stats, fingerprints = count_shards(shards, pretokenizer, text_column, threads=1)
-        if stats.pretokens == 0:
+    for code, path in found.sources.items():
+        counter = WordCounter(pretokenizer)
+        for batch in found.batches(code):
+            counter.add_texts(batch)
+        if counter.stats.pretokens == 0:
             raise InputError(f"{path}: the dev text of {code} holds no text")
-        counts.append(words)
-        files[code] = {**fingerprints[0], "sentences": stats.documents, "bytes": stats.bytes}
-    return counts, {"path": str(directory), "files": files}
+        counts.append(counter.result())
+        files[code] = {**file_record(path), "sentences": found.sentences, "bytes": found.bytes[code]}
+    record = {"path": str(directory), "files": files, "languages": list(codes), "available": list(available)}
+    return counts, record
 
 
 def make_plan(
@@ -251,7 +222,3 @@ def languages_record(plan: LanguagePlan, served: Sequence[int] | None = None) ->
         mix=plan.mix.record() if plan.mix is not None else None,
         parity=parity,
     )
-
-
-def _join(directory: str, name: str) -> str:
-    return str(Path(directory) / name) if "://" not in directory else directory.rstrip("/") + "/" + name

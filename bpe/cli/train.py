@@ -309,6 +309,15 @@ def summary(manifest: Manifest, out: str | Path, record: dict | None = None) -> 
     return "\n".join(lines)
 
 
+def _dev_used(dev: dict) -> str:
+    """The parity dev set, and which of its languages the run used when it holds more:
+    `dev flores/ (eng, hin of 15 languages)`."""
+    available = dev.get("available") or []
+    used = dev.get("languages") or list(dev.get("files", {}))
+    more = f" ({', '.join(used)} of {len(available)} languages)" if len(available) > len(used) else ""
+    return f"dev {dev['path']}{more}"
+
+
 def _languages(record: dict) -> str:
     """Each language's share of the text (and its multiplier, with a mixture; the merges that
     served it, with parity), then the mixture and the parity rule:
@@ -323,7 +332,7 @@ def _languages(record: dict) -> str:
         line += f"; mix {record['mix']['given']}"
     parity = record.get("parity")
     if parity:
-        driven = {"dev": f"dev {parity['dev']['path']}" if parity.get("dev") else "dev", "ratio": "ratios"}
+        driven = {"dev": _dev_used(parity["dev"]) if parity.get("dev") else "dev", "ratio": "ratios"}
         line += f"; parity {parity['variant']} by {driven.get(parity['lengths'], 'training lengths')}"
         if parity.get("global_merges"):
             line += f", {parity.get('global_merges_made', parity['global_merges']):,} global merges first"
