@@ -234,6 +234,14 @@ class WordCounter:
 HOLDOUT_BUCKETS = 1_000_000
 
 
+def shard_holdout(shard: Shard, fraction: float) -> float:
+    """The fraction of `shard`'s rows held out: `fraction`, but none of a text file read as one
+    document. Such a file is a single row (or pieces of one, for a large file), so holding it out
+    would take a whole file from training, and a language given as one file would have nothing
+    left. Decided by the shard's format, the same in every process."""
+    return 0.0 if shard.kind == "txt" and shard.text_format == "doc" else fraction
+
+
 def holdout_mask(array: pa.LargeStringArray, fraction: float) -> np.ndarray:
     """Which rows are held out: FNV-1a of the row's UTF-8 bytes, modulo a million, below
     fraction x a million. Deterministic, and independent of where the row sits."""

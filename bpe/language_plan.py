@@ -169,13 +169,18 @@ def dev_fingerprints(plan: LanguagePlan | None) -> list[dict]:
 
 def check_counted(plan: LanguagePlan, paths: Sequence[Sequence[str]] | None = None) -> None:
     """Refuse (InputError, naming the language and its inputs) a language in which counting found
-    no word: a language with no text cannot be weighed or served."""
+    no word: a language with no text cannot be weighed or served. When the hold-out took what it
+    had, the line says so and names `holdout_fraction`."""
     for i, stats in enumerate(plan.stats):
         if stats.words == 0:
             named = "its texts" if paths is None else ", ".join(paths[i][:3]) + (" ..." if len(paths[i]) > 3 else "")
-            raise InputError(
-                f"{stats.code}: no text to train on in {named} ({stats.documents:,} document(s) without a pre-token)"
-            )
+            why = f"{stats.documents:,} document(s) without a pre-token"
+            if stats.held_out:
+                why = (
+                    f"holdout_fraction held out {stats.held_out:,} of its {stats.held_out + stats.documents:,} "
+                    "document(s) for evaluation; give it more documents or a lower holdout_fraction"
+                )
+            raise InputError(f"{stats.code}: no text to train on in {named} ({why})")
 
 
 def languages_record(plan: LanguagePlan, served: Sequence[int] | None = None) -> LanguagesRecord:

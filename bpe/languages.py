@@ -26,7 +26,8 @@ if TYPE_CHECKING:  # the compiled engine is loaded only by a run that uses it
 @dataclass
 class LanguageStats:
     """What was counted of one language: documents, bytes of text, pre-tokens (words) and unique
-    words, and the integer its word counts were multiplied by (1 without a mixture)."""
+    words, the integer its word counts were multiplied by (1 without a mixture), and the documents
+    held out for evaluation (the pipeline's `holdout_fraction`), which are not counted."""
 
     code: str
     documents: int = 0
@@ -34,6 +35,7 @@ class LanguageStats:
     words: int = 0
     unique_words: int | None = 0  # None: not known apart (the pipeline sums the languages' words on the workers)
     multiplier: int = 1
+    held_out: int = 0
 
 
 @dataclass

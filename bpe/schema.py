@@ -473,7 +473,8 @@ SETTINGS = (
         "holdout_fraction",
         float,
         0.01,
-        "the fraction of rows held out from training, to measure compression on",
+        "the fraction of rows held out from training, to measure compression on (a text file, one document, is "
+        "never held out)",
         "pipeline",
         Number("a number in [0, 0.5)", least=0, below=0.5),
         on=On.RECORD | On.YAML | On.FLOW,
