@@ -25,7 +25,7 @@ from pathlib import Path
 from bpe import storage
 from bpe.errors import InputError, SettingsError
 from bpe.inputs.plain_text import BOM
-from bpe.languages import CODE
+from bpe.languages import CODE, language_of
 
 SUFFIXES = (".txt", ".parquet")
 # How a dev set's file is opened: a regular file (or a link to one), of any size, read in blocks.
@@ -211,7 +211,7 @@ def language_files(location: str, setting: str | None = None) -> dict[str, str]:
     files: dict[str, str] = {}
     for name in names:
         stem, suffix = os.path.splitext(name)
-        if suffix not in SUFFIXES or not CODE.fullmatch(stem):  # README.txt, .hidden.txt: not a language's
+        if suffix not in SUFFIXES or language_of(name) != stem:  # README.txt, .hidden.txt: not a language's
             continue
         if stem in files:
             raise refuse(f"both {stem}.txt and {stem}.parquet: keep one file per language")

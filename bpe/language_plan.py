@@ -7,6 +7,7 @@ Errors name the setting as the caller spelt it (`--parity-ratio`, `parity.ratio`
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -47,6 +48,42 @@ def parse_languages(given: Sequence[str], name: str = "languages") -> dict[str, 
             raise language_error(name, f"{code} is given twice (give it one directory or glob)")
         found[code] = [where]
     return {code: found[code] for code in sorted(found)}
+
+
+def languages_in(directory: str, name: str = "lang_dir") -> dict[str, list[str]]:
+    """The text by language in one directory (a path or URL), as {code: [input]} sorted by code:
+    each entry named by a language code, a file `<code>.<ext>` (eng.txt, hin.parquet) or a folder
+    `<code>/`; other names (README.md, hidden files) are skipped, as a dev set's directory's are.
+    Errors name the setting `name`, spelt as the caller spells it."""
+    from bpe import storage
+    from bpe.languages import language_of
+
+    if storage.is_remote(directory):
+        with storage.naming_url(directory):
+            names = storage.listing(directory)
+    else:
+        local = storage.local_path(directory)
+        if not os.path.isdir(local):
+            what = "not a directory" if os.path.exists(local) else "no such directory"
+            raise language_error(
+                name, f"{directory}: {what} (expected a directory holding a file or folder per language)"
+            )
+        names = sorted(os.listdir(local))
+    found: dict[str, str] = {}
+    for entry in names:
+        code = language_of(entry)
+        if code is None:
+            continue
+        if code in found:
+            raise language_error(
+                name, f"{directory}: both {found[code]} and {entry} are {code}'s: keep one entry per language"
+            )
+        found[code] = entry
+    if not found:
+        raise language_error(
+            name, f"{directory}: holds no file or folder named by a language code (eng.txt, hin.parquet, tel/)"
+        )
+    return {code: [storage.join(directory, entry)] for code, entry in sorted(found.items())}
 
 
 def parity_rule(

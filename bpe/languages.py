@@ -109,6 +109,18 @@ def parity_ratios(value: str | Mapping) -> dict[str, float]:
     return dict(parse_by_language(value, "parity_ratio", ratio))
 
 
+def language_of(name: str) -> str | None:
+    """The language code a directory entry is named by: `eng.txt`, `eng.jsonl.gz` and `eng` (a
+    folder) are eng's; a name that does not start with a code (`README.md`, `.eng.txt`) is no
+    language's (None).
+
+    >>> [language_of(n) for n in ("eng.txt", "hin", "zho.jsonl.gz", "README.md", ".eng.txt")]
+    ['eng', 'hin', 'zho', None, None]
+    """
+    code = name.split(".", 1)[0]
+    return code if CODE.fullmatch(code) else None
+
+
 def language_error(name: str, message: str) -> SettingsError:
     """`<setting>: <message>`, the setting spelt as the surface that shows it spells it."""
     return SettingsError(partial(_named, name, message), parameter=name)

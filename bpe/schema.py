@@ -552,6 +552,20 @@ SETTINGS = (
         example={"eng": ["en/"], "hin": ["hi/"]},
     ),
     Setting(
+        "lang_dir",
+        str,
+        None,
+        "training text by language from one directory, instead of {files} or {languages}: a file or folder per "
+        "language, named by its code (eng.txt, hin.parquet, tel/); other names (README.md, hidden files) are "
+        "skipped",
+        "languages",
+        text("a directory (or URL) holding a file or folder per language code"),
+        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
+        none="not from a directory",
+        metavar="DIR",
+        example="ud/",
+    ),
+    Setting(
         "mix",
         str | dict[str, float],
         None,

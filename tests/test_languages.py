@@ -17,7 +17,7 @@ from bpe.counting import count_words
 from bpe.errors import InputError, SettingsError
 from bpe.manifest import Manifest
 from bpe.training import train
-from tests.conftest import write_parquet
+from tests.conftest import SHARED, write_parquet
 
 ENG = ["the cat sat on the mat", "the dog sat on the log", "low lower lowest, newer newest"] * 4
 HIN = ["नमस्ते दुनिया", "दुनिया नमस्ते नमस्ते", "हिन्दी भाषा"] * 3
@@ -214,7 +214,11 @@ def test_the_command_trains_on_text_by_language_as_train_does(corpus, tmp_path, 
         (["--lang", "Eng={en}"], "--lang: 'Eng' is not a language code"),
         (["--lang", "eng={empty}"], "{empty}: directory holds no file to read"),
         (["--lang", "eng={en}", "{hi}"], "--lang: give the text by language or as INPUT, not both"),
-        ([], "give INPUT (files, directories, globs, URLs or -) or --lang CODE=INPUT"),
+        ([], "give INPUT (files, directories, globs, URLs or -), --lang CODE=INPUT or --lang-dir DIR"),
+        (["--lang-dir", "{langs}", "--lang", "eng={en}"], "--lang-dir: gives the text by language; give it, --lang or"),
+        (["--lang-dir", "{langs}", "{en}"], "--lang-dir: gives the text by language; give it, --lang or INPUT, one"),
+        (["--lang-dir", "{empty}"], "--lang-dir: {empty}: holds no file or folder named by a language code"),
+        (["--lang-dir", "{en}/a.txt"], "--lang-dir: {en}/a.txt: not a directory"),
         (["{en}", "--mix", "temperature=0.3"], "--mix: needs text by language (--lang CODE=INPUT)"),
         (["{en}", "--parity-dev", "{en}"], "--parity-dev: needs text by language (--lang CODE=INPUT)"),
         (["--lang", "eng={en}", "--mix", "temperature=2"], "--mix: expected temperature=A with A from 0 to 1"),
@@ -231,7 +235,10 @@ def test_the_command_refuses_in_one_line_naming_the_flag_and_writes_nothing(corp
     (tmp_path / "dev").mkdir()
     for code in ("eng", "hin"):
         (tmp_path / "dev" / f"{code}.txt").write_text("the cat\n")
+    (tmp_path / "langs").mkdir()
+    (tmp_path / "langs" / "eng.txt").write_text("the cat\n")
     where = {"en": corpus["eng"], "hi": corpus["hin"], "empty": tmp_path / "empty", "dev": tmp_path / "dev"}
+    where["langs"] = tmp_path / "langs"
     out = tmp_path / "tok"
     assert run("train", *[a.format(**where) for a in args], "--vocab-size", 300, "--out", out) == 1
     assert error_line(capsys).startswith(message.format(**where))
@@ -274,3 +281,44 @@ def test_a_dev_set_url_that_cannot_be_read_is_one_line(tmp_path, capsys):
     assert run("train", *langs, "--parity-dev", dev, "--vocab-size", 300, "--out", tmp_path / "tok") == 1
     assert error_line(capsys).startswith(f"{dev}: cannot read it (ClientConnectorError: ")
     assert not (tmp_path / "tok").exists()
+
+
+# -- a directory of languages: --lang-dir, lang_dir= -------------------------------------------------
+
+
+def test_a_directory_of_languages_trains_as_a_flag_per_language_does(corpus, tmp_path, capsys):
+    """`--lang-dir DIR` (`lang_dir=`): an entry per language, a file `<code>.<ext>` or a folder
+    `<code>/`, named by its code; other names (README.md, hidden files) are not languages."""
+    langs = tmp_path / "langs"
+    langs.mkdir()
+    (langs / "README.md").write_text("eng: English; hin: Hindi")
+    (langs / ".ell.txt.swp").write_text("not a language's file")
+    (langs / "ell.txt").write_text((corpus["ell"]).read_text(encoding="utf-8"), encoding="utf-8")
+    (langs / "eng").symlink_to(corpus["eng"])
+    write_parquet(langs / "hin.parquet", HIN)
+    files = {code: str(path) for code, path in corpus.items()}
+    expected = train(files=files, mix="hin=3", vocab_size=320)
+    tok = train(lang_dir=str(langs), mix="hin=3", vocab_size=320)
+    assert tok.merges == expected.merges and tok.manifest.languages.codes == ["ell", "eng", "hin"]
+    out = tmp_path / "tok"
+    assert run("train", "--lang-dir", langs, "--mix", "hin=3", "--vocab-size", 320, "--out", out) == 0
+    assert "  languages ell " in capsys.readouterr().out
+    assert Tokenizer.load(out).merges == expected.merges
+    with pytest.raises(SettingsError, match="^lang_dir: gives the text by language; give it or files, not both$"):
+        train(lang_dir=str(langs), files=files, vocab_size=320)
+    (langs / "eng.txt").write_text("the cat")
+    with pytest.raises(SettingsError, match=f"^lang_dir: {langs}: both eng and eng.txt are eng's: keep one entry"):
+        train(lang_dir=str(langs), vocab_size=320)
+
+
+UD = SHARED / "corpora" / "ud"
+
+
+@pytest.mark.skipif(not UD.is_dir(), reason="the shared UD corpora are not here")
+def test_the_shared_ud_corpora_are_a_directory_of_languages(tmp_path, capsys):
+    """The 18 UD languages, one Parquet file each, in one flag rather than 18."""
+    out = tmp_path / "ud"
+    assert run("train", "--lang-dir", UD, "--limit", "200rows", "--vocab-size", 400, "--out", out, "--json") == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["languages"]["codes"] == sorted(p.name.split(".")[0] for p in UD.glob("*.parquet"))
+    assert len(record["languages"]["codes"]) >= 18

@@ -118,14 +118,28 @@ def run_train(args: argparse.Namespace) -> int:
     )
     for size in also_save:
         _check_out(also_save_path(args.out, size), args.force)
-    inputs, languages = given.pop("files"), given.pop("languages")
+    inputs, languages, lang_dir = given.pop("files"), given.pop("languages"), given.pop("lang_dir")
     if inputs and languages:
         raise SettingsError(
             f"{IN_FLAGS.languages}: give the text by language or as INPUT, not both (got INPUT {inputs[0]})",
             parameter="languages",
         )
+    if lang_dir is not None:
+        from bpe.language_plan import languages_in
+
+        if inputs or languages:
+            other = f"INPUT {inputs[0]}" if inputs else IN_FLAGS.languages
+            raise SettingsError(
+                f"{IN_FLAGS.lang_dir}: gives the text by language; give it, {IN_FLAGS.languages} or INPUT, one of "
+                f"them (got {other})",
+                parameter="lang_dir",
+            )
+        languages = languages_in(lang_dir)
     if not inputs and not languages:
-        raise SettingsError(f"give INPUT (files, directories, globs, URLs or -) or {IN_FLAGS.languages} CODE=INPUT")
+        raise SettingsError(
+            f"give INPUT (files, directories, globs, URLs or -), {IN_FLAGS.languages} CODE=INPUT or "
+            f"{IN_FLAGS.lang_dir} DIR"
+        )
     if not languages:
         from bpe.training import LANGUAGE_SETTINGS, refuse_without_languages
 
