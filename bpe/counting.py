@@ -234,6 +234,14 @@ class WordCounter:
 HOLDOUT_BUCKETS = 1_000_000
 
 
+def shard_holdout(shard: Shard, fraction: float) -> float:
+    """The fraction of `shard`'s rows held out: `fraction`, but none of a text file read as one
+    document. Such a file is a single row (or pieces of one, for a large file), so holding it out
+    would take a whole file from training, and a language given as one file would have nothing
+    left. Decided by the shard's format, the same in every process."""
+    return 0.0 if shard.kind == "txt" and shard.text_format == "doc" else fraction
+
+
 def holdout_mask(array: pa.LargeStringArray, fraction: float) -> np.ndarray:
     """Which rows are held out: FNV-1a of the row's UTF-8 bytes, modulo a million, below
     fraction x a million. Deterministic, and independent of where the row sits."""
@@ -370,6 +378,13 @@ class ReadAhead:
             self._room.notify_all()
 
 
+def counting_threads() -> int:
+    """Counting threads when the caller did not choose: the cores free of other work (measured over
+    50 ms), at most 8; counting threads on a busy core only slow it down. A run that counts several
+    times (a language at a time) asks once."""
+    return max(1, min(available_cores() - round(cores_busy_elsewhere()), 8))
+
+
 def count_shards(
     shards: Sequence[Shard],
     pretokenizer: Pretokenizer,
@@ -385,8 +400,8 @@ def count_shards(
 
     if not compiled:
         threads = 1
-    if threads is None:  # the cores free of other work: counting threads on a busy core only slow it down
-        threads = max(1, min(available_cores() - round(cores_busy_elsewhere()), 8))
+    if threads is None:
+        threads = counting_threads()
     check("threads", threads)  # 0 or -5 would count nothing, or all on one thread unasked
     batches: queue.Queue = queue.Queue()
     unread = ReadAhead()

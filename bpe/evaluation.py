@@ -18,17 +18,17 @@ from bpe.errors import SettingsError
 from bpe.evaluation_result import Evaluation, TokenizerEvaluation
 from bpe.language_metrics import (
     RENYI_ALPHA,
+    Encoded,
     encode_language,
     gini,
     language_figures,
     renyi_efficiency,
-    spaced,
+    script_letters,
+    spaced_letters,
     whitespace_words,
 )
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from bpe.tokenizer import Tokenizer
 
 __all__ = ["Evaluation", "TokenizerEvaluation", "evaluate"]
@@ -69,6 +69,8 @@ def evaluate(
     (eng: "hi" is one token, so 3 + 1 = 4 tokens; fra: a token per byte, 5 + 11 = 16, 4 times
     eng's; Gini of (4, 16): (|4 - 16| + |16 - 4|) / (2 * 2**2 * 10) = 0.3.)
     """
+    import numpy as np
+
     from bpe.engine.cores import available_cores
 
     found = dev_set(dev, languages, text_column)
@@ -79,10 +81,24 @@ def evaluate(
         raise SettingsError(
             lambda s: f"{s.num_threads}: expected an integer >= 1, got {threads!r}", parameter="num_threads"
         )
-    spacing = {code: spaced(texts) for code, texts in found.texts.items()}
-    words = {code: whitespace_words(texts) if spacing[code] else None for code, texts in found.texts.items()}
+    encoded: list[dict[str, Encoded]] = [{} for _ in named]
+    spacing, words = {}, {}
+    for code in found.codes:  # a batch of sentences at a time, encoded by every tokenizer: never held whole
+        letters, spaces = (0, 0), 0
+        for batch in found.batches(code):
+            letters = tuple(a + b for a, b in zip(letters, script_letters(batch), strict=True))
+            spaces += whitespace_words(batch)
+            for i, (_, _, tokenizer) in enumerate(named):
+                part = encode_language(tokenizer, batch, threads)
+                encoded[i].setdefault(code, Encoded(0, 0, np.zeros_like(part.counts))).add(part)
+        spacing[code] = spaced_letters(*letters)
+        words[code] = spaces if spacing[code] else None
+    for by_code, (_, _, tokenizer) in zip(encoded, named, strict=True):
+        for code in found.codes:  # a language without a sentence
+            by_code.setdefault(code, encode_language(tokenizer, [], threads))
     results = [
-        evaluate_tokenizer(name, source, tokenizer, found, chosen, words, threads) for name, source, tokenizer in named
+        evaluate_tokenizer(name, source, tokenizer, found, chosen, words, by_code)
+        for (name, source, tokenizer), by_code in zip(named, encoded, strict=True)
     ]
     return Evaluation(found.describe(), chosen, results, RENYI_ALPHA, spacing)
 
@@ -110,12 +126,11 @@ def evaluate_tokenizer(
     dev: DevSet,
     pivot: str | None,
     words: Mapping[str, int | None],
-    num_threads: int,
+    encoded: Mapping[str, Encoded],
 ) -> TokenizerEvaluation:
-    """One tokenizer's figures on every language of `dev`."""
+    """One tokenizer's figures on every language of `dev`, from its encoding of each (`encoded`)."""
     import numpy as np
 
-    encoded = {code: encode_language(tokenizer, texts, num_threads) for code, texts in dev.texts.items()}
     ordinary = tokenizer.vocab_size - len(tokenizer.special_tokens)
     pivot_tokens = encoded[pivot].tokens if pivot is not None else None
     figures = {
@@ -178,9 +193,11 @@ def named_tokenizers(tokenizers, pattern: str | None = None) -> list[tuple[str, 
 def load_tokenizer(source: str, pattern: str | None = None) -> Tokenizer:
     """The tokenizer at `source`, `pattern` given only to a file that records none (a .tiktoken
     file, GPT-2's vocab.json + merges.txt), so one pattern serves a list of mixed tokenizers."""
+    from bpe import storage
     from bpe.tokenizer import Tokenizer
 
-    return Tokenizer.load(source, pattern if pattern is not None and not records_pattern(source) else None)
+    with storage.naming_url(source):  # no connection, no credentials: one line naming the URL
+        return Tokenizer.load(source, pattern if pattern is not None and not records_pattern(source) else None)
 
 
 def records_pattern(source: str) -> bool:

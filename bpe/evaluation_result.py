@@ -5,11 +5,12 @@ tokenizer, as plain data for JSON, and as a PNG of bars per language with a colo
 from __future__ import annotations
 
 import os
+import tempfile
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bpe.errors import require_extra
+from bpe.errors import OutputError, require_extra
 from bpe.language_metrics import RENYI_ALPHA, LanguageFigures
 
 JSON_FORMAT = 1
@@ -93,8 +94,8 @@ class Evaluation:
 
     def plot(self, path: str | os.PathLike) -> Path:
         """Draw tokens per sentence and bytes per token, a bar per language and tokenizer (one colour
-        per tokenizer, its Gini in the legend), to the PNG file `path`. Needs matplotlib (the
-        [plot] extra)."""
+        per tokenizer, its Gini in the legend), to the file `path` in the format its suffix names
+        (.png, .svg, .pdf). Needs matplotlib (the [plot] extra)."""
         return plot(self, Path(path))
 
 
@@ -193,10 +194,49 @@ def legend(evaluation: Evaluation) -> str:
     )
 
 
-def plot(evaluation: Evaluation, path: Path) -> Path:
-    """A PNG at `path`: tokens per sentence (above) and bytes per token (below), a group of bars per
-    language, one colour per tokenizer (its Gini in the legend). Written whole or not at all."""
+def check_plot(path: str | os.PathLike) -> str:
+    """The format of a plot to be written at `path` (its suffix, which matplotlib must write),
+    after checking that it can be written there: not a directory, and in a directory (or under one
+    to be made) this process can create files in. Refused in one line naming `plot`, before any
+    work is done. Needs matplotlib (the [plot] extra)."""
     require_extra("plot", "a plot of the evaluation")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from bpe import storage
+    from bpe.errors import SettingsError
+
+    def refuse(why: str) -> SettingsError:
+        return SettingsError(lambda s: f"{s.plot}: {path}: {why}", parameter="plot")
+
+    remote = storage.is_remote(path)
+    local = Path(storage.local_path(path)).absolute()
+    if not remote and local.is_dir():
+        raise refuse("is a directory")
+    formats = FigureCanvasAgg.get_supported_filetypes()
+    suffix = Path(str(path)).suffix.lower().removeprefix(".")
+    if suffix not in formats:
+        raise refuse(f"expected a file ending in a format matplotlib writes (.{', .'.join(sorted(formats))})")
+    if remote:
+        return suffix
+    place = local.parent
+    while not place.exists():
+        place = place.parent
+    if not place.is_dir():
+        raise refuse(f"{place} is a file, not a directory")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".bpe-probe-", dir=place)
+    except OSError as exc:
+        raise refuse(f"cannot write in {place} ({exc.strerror})") from None
+    os.close(fd)
+    os.unlink(probe)
+    return suffix
+
+
+def plot(evaluation: Evaluation, path: Path) -> Path:
+    """A figure at `path`, in the format of its suffix (`check_plot`): tokens per sentence (above)
+    and bytes per token (below), a group of bars per language, one colour per tokenizer (its Gini
+    in the legend). Written whole or not at all."""
+    suffix = check_plot(path)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -216,7 +256,9 @@ def plot(evaluation: Evaluation, path: Path) -> Path:
     )
     fig.tight_layout()
     try:
-        storage.write_file(str(path), lambda tmp: fig.savefig(tmp, format="png"))
+        storage.write_file(str(path), lambda tmp: fig.savefig(tmp, format=suffix))
+    except OSError as exc:  # named as given, never by the temporary file written first
+        raise OutputError(f"{path}: cannot write the plot ({exc.strerror or exc})") from None
     finally:
         plt.close(fig)
     return path

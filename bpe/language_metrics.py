@@ -11,7 +11,7 @@ Across languages: the Gini coefficient of the languages' token counts on the par
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,10 +89,21 @@ def spaced(texts: Sequence[str]) -> bool:
     >>> spaced(["Hello world"]), spaced(["你好，世界"]), spaced(["สวัสดีครับ"])
     (True, False, False)
     """
+    return spaced_letters(*script_letters(texts))
+
+
+def script_letters(texts: Iterable[str]) -> tuple[int, int]:
+    """(letters and marks of scripts written without spaces, all letters and marks) in `texts`:
+    summed over batches of a language's text, what `spaced_letters` judges it by."""
     unspaced = written = 0
     for text in texts:
         unspaced += len(_UNSPACED.findall(text))
         written += len(_WRITTEN.findall(text))
+    return unspaced, written
+
+
+def spaced_letters(unspaced: int, written: int) -> bool:
+    """Whether text with these letter counts (`script_letters`) separates words with spaces."""
     return written == 0 or 2 * unspaced <= written
 
 
@@ -132,6 +143,12 @@ class Encoded:
     bytes: int
     tokens: int
     counts: np.ndarray  # occurrences of each id, length n_vocab
+
+    def add(self, other: Encoded) -> None:
+        """Add the encoding of more of the language's sentences (another batch) into this one."""
+        self.bytes += other.bytes
+        self.tokens += other.tokens
+        self.counts += other.counts
 
 
 def encode_language(tokenizer, texts: Sequence[str], num_threads: int) -> Encoded:

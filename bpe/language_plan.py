@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from bpe.engine.count import WordCounts
@@ -25,7 +24,6 @@ from bpe.schema import SETTING
 # The parity settings' defaults, which a run without parity must leave as they are.
 PARITY_DEFAULTS = {name: SETTING[name].default for name in ("global_merges", "parity_variant", "parity_window")}
 PARITY_DEFAULTS["parity_alpha"] = SETTING["parity_alpha"].default
-DEV_SUFFIXES = (".txt", ".parquet")  # a dev set's file per language: <code>.txt or <code>.parquet
 
 
 def by_language(value: Mapping, name: str) -> dict[str, Any]:
@@ -50,6 +48,42 @@ def parse_languages(given: Sequence[str], name: str = "languages") -> dict[str, 
             raise language_error(name, f"{code} is given twice (give it one directory or glob)")
         found[code] = [where]
     return {code: found[code] for code in sorted(found)}
+
+
+def languages_in(directory: str, name: str = "lang_dir") -> dict[str, list[str]]:
+    """The text by language in one directory (a path or URL), as {code: [input]} sorted by code:
+    each entry named by a language code, a file `<code>.<ext>` (eng.txt, hin.parquet) or a folder
+    `<code>/`; other names (README.md, hidden files) are skipped, as a dev set's directory's are.
+    Errors name the setting `name`, spelt as the caller spells it."""
+    from bpe import storage
+    from bpe.languages import language_of
+
+    if storage.is_remote(directory):
+        with storage.naming_url(directory):
+            names = storage.listing(directory)
+    else:
+        local = storage.local_path(directory)
+        if not os.path.isdir(local):
+            what = "not a directory" if os.path.exists(local) else "no such directory"
+            raise language_error(
+                name, f"{directory}: {what} (expected a directory holding a file or folder per language)"
+            )
+        names = sorted(os.listdir(local))
+    found: dict[str, str] = {}
+    for entry in names:
+        code = language_of(entry)
+        if code is None:
+            continue
+        if code in found:
+            raise language_error(
+                name, f"{directory}: both {found[code]} and {entry} are {code}'s: keep one entry per language"
+            )
+        found[code] = entry
+    if not found:
+        raise language_error(
+            name, f"{directory}: holds no file or folder named by a language code (eng.txt, hin.parquet, tel/)"
+        )
+    return {code: [storage.join(directory, entry)] for code, entry in sorted(found.items())}
 
 
 def parity_rule(
@@ -97,64 +131,38 @@ def _parity_only(name: str, s: Spelling) -> str:
     return f"{s(name)}: only parity-aware merges use it (turned on by {s.parity}, {s.parity_dev} or {s.parity_ratio})"
 
 
-def dev_files(directory: str, codes: Sequence[str]) -> dict[str, str]:
-    """The dev set's file of each language, `<code>.txt` or `<code>.parquet` in `directory`: one
-    per language of the run, and none for another language (a file whose name is not a language
-    code, such as README.md, is not part of the set)."""
-    local = directory[len("file://") :] if directory.startswith("file://") else directory
-    if "://" in local:
-        from bpe import storage
-
-        names = sorted(path.rstrip("/").rsplit("/", 1)[-1] for path in storage.listing(directory))
-    elif os.path.isdir(local):
-        names = sorted(os.listdir(local))
-    else:
-        raise language_error("parity_dev", f"{directory}: no such directory")
-    found: dict[str, str] = {}
-    for name in names:
-        stem, suffix = os.path.splitext(name)
-        if suffix not in DEV_SUFFIXES or name.startswith((".", "_")):
-            continue
-        try:
-            check_code(stem, "parity_dev")
-        except ValueError:
-            continue
-        if stem not in codes:
-            raise language_error(
-                "parity_dev",
-                f"{_join(directory, name)}: {stem} is not one of the run's languages ({', '.join(codes)}); "
-                "the dev set must hold the run's languages, and only them",
-            )
-        if stem in found:
-            raise language_error("parity_dev", f"{directory}: holds {stem}.txt and {stem}.parquet; keep one")
-        found[stem] = _join(directory, name)
-    missing = [code for code in codes if code not in found]
-    if missing:
-        raise language_error(
-            "parity_dev", f"{_join(directory, missing[0] + '.txt')}: no dev text for {missing[0]} (.txt or .parquet)"
-        )
-    return {code: found[code] for code in codes}
-
-
 def read_dev_set(
     directory: str, codes: Sequence[str], pretokenizer: Pretokenizer, text_column: str = "text"
 ) -> tuple[list[WordCounts], dict]:
     """The dev set's words, counted as the run's pre-tokenizer splits them, one `WordCounts` per
-    language in `codes` order, and its record for the manifest (the directory, and each file's
-    path, size and SHA-256). A .txt file is one sentence per line."""
-    from bpe.counting import count_shards
-    from bpe.inputs.discover import discover
-    from bpe.inputs.shard import with_options
+    language in `codes` order, and its record for the manifest (the directory, the languages it
+    holds and those used, and each used file's path, size and SHA-256). The set may hold more
+    languages than the run (a multi-parallel set ships hundreds): the run's are used, and each
+    must be there. Read by `bpe.dev_set`, as `bpe eval --dev` reads it."""
+    from bpe import storage
+    from bpe.counting import WordCounter
+    from bpe.dev_set import file_record, language_files, read_files
 
+    available = language_files(directory, "parity_dev")
+    missing = [code for code in codes if code not in available]
+    if missing:
+        raise language_error(
+            "parity_dev",
+            f"{storage.join(directory, missing[0] + '.txt')}: no dev text for {missing[0]} (.txt or .parquet; "
+            f"the dev set has {', '.join(available)})",
+        )
+    found = read_files({code: available[code] for code in codes}, directory, text_column)
     counts, files = [], {}
-    for code, path in dev_files(directory, codes).items():
-        shards = with_options(discover([path]), "lines")
-        words, stats, fingerprints = count_shards(shards, pretokenizer, text_column, threads=1)
-        if stats.pretokens == 0:
+    for code, path in found.sources.items():
+        counter = WordCounter(pretokenizer)
+        for batch in found.batches(code):
+            counter.add_texts(batch)
+        if counter.stats.pretokens == 0:
             raise InputError(f"{path}: the dev text of {code} holds no text")
-        counts.append(words)
-        files[code] = {**fingerprints[0], "sentences": stats.documents, "bytes": stats.bytes}
-    return counts, {"path": str(directory), "files": files}
+        counts.append(counter.result())
+        files[code] = {**file_record(path), "sentences": found.sentences, "bytes": found.bytes[code]}
+    record = {"path": str(directory), "files": files, "languages": list(codes), "available": list(available)}
+    return counts, record
 
 
 def make_plan(
@@ -198,13 +206,18 @@ def dev_fingerprints(plan: LanguagePlan | None) -> list[dict]:
 
 def check_counted(plan: LanguagePlan, paths: Sequence[Sequence[str]] | None = None) -> None:
     """Refuse (InputError, naming the language and its inputs) a language in which counting found
-    no word: a language with no text cannot be weighed or served."""
+    no word: a language with no text cannot be weighed or served. When the hold-out took what it
+    had, the line says so and names `holdout_fraction`."""
     for i, stats in enumerate(plan.stats):
         if stats.words == 0:
             named = "its texts" if paths is None else ", ".join(paths[i][:3]) + (" ..." if len(paths[i]) > 3 else "")
-            raise InputError(
-                f"{stats.code}: no text to train on in {named} ({stats.documents:,} document(s) without a pre-token)"
-            )
+            why = f"{stats.documents:,} document(s) without a pre-token"
+            if stats.held_out:
+                why = (
+                    f"holdout_fraction held out {stats.held_out:,} of its {stats.held_out + stats.documents:,} "
+                    "document(s) for evaluation; give it more documents or a lower holdout_fraction"
+                )
+            raise InputError(f"{stats.code}: no text to train on in {named} ({why})")
 
 
 def languages_record(plan: LanguagePlan, served: Sequence[int] | None = None) -> LanguagesRecord:
@@ -251,7 +264,3 @@ def languages_record(plan: LanguagePlan, served: Sequence[int] | None = None) ->
         mix=plan.mix.record() if plan.mix is not None else None,
         parity=parity,
     )
-
-
-def _join(directory: str, name: str) -> str:
-    return str(Path(directory) / name) if "://" not in directory else directory.rstrip("/") + "/" + name

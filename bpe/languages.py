@@ -26,7 +26,8 @@ if TYPE_CHECKING:  # the compiled engine is loaded only by a run that uses it
 @dataclass
 class LanguageStats:
     """What was counted of one language: documents, bytes of text, pre-tokens (words) and unique
-    words, and the integer its word counts were multiplied by (1 without a mixture)."""
+    words, the integer its word counts were multiplied by (1 without a mixture), and the documents
+    held out for evaluation (the pipeline's `holdout_fraction`), which are not counted."""
 
     code: str
     documents: int = 0
@@ -34,6 +35,7 @@ class LanguageStats:
     words: int = 0
     unique_words: int | None = 0  # None: not known apart (the pipeline sums the languages' words on the workers)
     multiplier: int = 1
+    held_out: int = 0
 
 
 @dataclass
@@ -105,6 +107,18 @@ def parity_ratios(value: str | Mapping) -> dict[str, float]:
     if not isinstance(value, str) or not value.strip():
         raise language_error("parity_ratio", f"expected a ratio per language such as eng=1,hin=2.5, got {value!r}")
     return dict(parse_by_language(value, "parity_ratio", ratio))
+
+
+def language_of(name: str) -> str | None:
+    """The language code a directory entry is named by: `eng.txt`, `eng.jsonl.gz` and `eng` (a
+    folder) are eng's; a name that does not start with a code (`README.md`, `.eng.txt`) is no
+    language's (None).
+
+    >>> [language_of(n) for n in ("eng.txt", "hin", "zho.jsonl.gz", "README.md", ".eng.txt")]
+    ['eng', 'hin', 'zho', None, None]
+    """
+    code = name.split(".", 1)[0]
+    return code if CODE.fullmatch(code) else None
 
 
 def language_error(name: str, message: str) -> SettingsError:

@@ -473,7 +473,8 @@ SETTINGS = (
         "holdout_fraction",
         float,
         0.01,
-        "the fraction of rows held out from training, to measure compression on",
+        "the fraction of rows held out from training, to measure compression on (a text file, one document, is "
+        "never held out)",
         "pipeline",
         Number("a number in [0, 0.5)", least=0, below=0.5),
         on=On.RECORD | On.YAML | On.FLOW,
@@ -549,6 +550,20 @@ SETTINGS = (
         flag="--lang",
         metavar="CODE=INPUT",
         example={"eng": ["en/"], "hin": ["hi/"]},
+    ),
+    Setting(
+        "lang_dir",
+        str,
+        None,
+        "training text by language from one directory, instead of {files} or {languages}: a file or folder per "
+        "language, named by its code (eng.txt, hin.parquet, tel/); other names (README.md, hidden files) are "
+        "skipped",
+        "languages",
+        text("a directory (or URL) holding a file or folder per language code"),
+        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
+        none="not from a directory",
+        metavar="DIR",
+        example="ud/",
     ),
     Setting(
         "mix",

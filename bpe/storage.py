@@ -217,6 +217,24 @@ def read_regular(path: str | Path, checked: Checked) -> bytes:
         return f.read()
 
 
+@contextmanager
+def naming_url(url: str | Path):
+    """Inside, a URL that cannot be read (no credentials, no bucket, no endpoint, a refused
+    connection: each library has its own errors) is one InputError naming it; our own errors, a
+    missing file and any error of a local path pass through."""
+    from bpe.errors import BpeError, InputError
+
+    try:
+        yield
+    except (BpeError, FileNotFoundError):
+        raise
+    except Exception as exc:
+        if not is_remote(url):
+            raise
+        reason = (str(exc).splitlines() or [""])[0]
+        raise InputError(f"{url}: cannot read it ({type(exc).__name__}: {reason})") from None
+
+
 def exists(path: str | Path) -> bool:
     if is_remote(path):
         fs, inner = filesystem(str(path))

@@ -18,7 +18,7 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bpe.counting import CountStats, WordCounter, count_shards
+from bpe.counting import CountStats, WordCounter, count_shards, counting_threads
 from bpe.engine.compilation import CompileWatch
 from bpe.engine.cores import available_cores, cores_busy_elsewhere
 from bpe.errors import InputError, SettingsError, StoppedEarly, require_extra
@@ -75,6 +75,7 @@ def train(
     superword_pattern: str = SUPERWORD_PATTERN,
     max_words: int | None = 4,
     colon_space: bool = False,
+    lang_dir: str | Path | None = None,
     mix: str | dict[str, float] | None = None,
     parity: bool = False,
     parity_dev: str | None = None,
@@ -121,7 +122,9 @@ def train(
 
     Text by language (see `bpe.language_plan`): `files={"eng": "data/en/", "hin": [...]}` or
     `texts={"eng": [...], "hin": [...]}`, keyed by language codes (`eng`, `hin`: ISO 639-3, or any
-    lower-case code), each language counted apart and held in the order of the codes. `mix` weighs
+    lower-case code), each language counted apart and held in the order of the codes; or
+    `lang_dir="ud/"`, a directory holding a file or folder per language named by its code
+    (`eng.parquet`, `hin/`; other names such as README.md are skipped), instead of either. `mix` weighs
     the languages (`"temperature=0.3"`: each as its bytes to the power 0.3; `"eng=1,hin=4"`: hin's
     words count four times), exactly, by multiplying word counts by integers (see `bpe.mixture`).
     `parity=True` (or a `parity_dev` directory of parallel text, `<code>.txt` or `<code>.parquet`,
@@ -172,6 +175,8 @@ def train(
         progress = at_most(progress, "count", limited[1])  # the text counted cannot be more
     rows = None  # documents in `texts`, when known: the count bar's total is estimated from them
     input_bytes = None  # the bytes of `texts`, when a list of them is small enough to measure
+    if lang_dir is not None:
+        files = _from_directory(str(lang_dir), files, texts)
     multilingual = isinstance(files, Mapping) or (files is None and isinstance(texts, Mapping))
     languages = {name: given[name] for name in LANGUAGE_SETTINGS}
     if not multilingual:
@@ -322,6 +327,20 @@ def _text_bytes(texts: object) -> int | None:
         if total > SMALL_CORPUS_BYTES:
             return total
     return total
+
+
+def _from_directory(lang_dir: str, files: object, texts: object) -> dict[str, list[str]]:
+    """`lang_dir`'s text by language, as `files` takes it; refused with `files` or `texts` (one
+    source of text: which would win, or how the two combine, is not for the library to guess)."""
+    from bpe.language_plan import languages_in
+
+    if files is not None or texts is not None:
+        given = "files" if files is not None else "texts"
+        raise SettingsError(
+            lambda s: f"{s.lang_dir}: gives the text by language; give it or {s(given)}, not both",
+            parameter="lang_dir",
+        )
+    return languages_in(lang_dir)
 
 
 def refuse_without_languages(given: Mapping[str, object], how: str = "files={code: ...} or texts={code: ...}") -> None:
@@ -601,6 +620,8 @@ def _count_languages(
 
     per_language, total, fingerprints = [], CountStats(), [] if shards is not None else None
     sizes = [sum(s.size for s in found) for found in shards] if shards is not None else None
+    if shards is not None and threads is None:
+        threads = counting_threads()  # once for the phase: measuring the load takes 50 ms a time
     plan.stats = []
     for i, code in enumerate(plan.codes):
         reported = _after(progress, total.bytes, sum(sizes[i + 1 :]) if sizes is not None else None)

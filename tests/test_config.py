@@ -176,16 +176,43 @@ def test_a_runs_inputs_replace_the_configurations_of_either_kind(tmp_path):
     assert one_text.data == ["all/"] and one_text.languages is None
 
 
+def test_a_directory_of_languages_is_the_text_by_language(tmp_path):
+    """`lang_dir: DIR`: a file or folder per language code in one directory, as `languages:` would
+    list them; a run's inputs of another kind replace it, and a directory that holds no language
+    is named with the file and the key when the run reads it."""
+    ud = tmp_path / "ud"
+    ud.mkdir()
+    for name in ("eng.parquet", "hin.txt", "README.md", ".hidden.txt"):
+        (ud / name).write_text("x")
+    (ud / "tel").mkdir()
+    cfg = load_config(write(tmp_path, f"name: tok\nvocab_size: 1000\nlang_dir: {ud}\nmix: temperature=0.3\n"))
+    assert cfg.data is None and cfg.language_inputs() == {
+        "eng": [f"{ud}/eng.parquet"],
+        "hin": [f"{ud}/hin.txt"],
+        "tel": [f"{ud}/tel"],
+    }
+    assert (
+        load_config(write(tmp_path, f"name: tok\nvocab_size: 1000\nlang_dir: {ud}\n"), {"data": ["all/"]}).lang_dir
+        is None
+    )
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cfg = load_config(write(tmp_path, f"name: tok\nvocab_size: 1000\nlang_dir: {empty}\n"))
+    with pytest.raises(SettingsError, match=rf"^{tmp_path}/tok.yaml: lang_dir: {empty}: holds no file or folder named"):
+        cfg.language_inputs()
+
+
 @pytest.mark.parametrize(
     "text, message",
     [
         (BASE + "languages: {eng: en/}\n", "languages: replaces data (the text by language); give one of them"),
-        ("name: tok\nvocab_size: 1000\n", "data: required (or languages: the text by language)"),
+        ("name: tok\nvocab_size: 1000\n", "data: required (or languages: or lang_dir: the text by language)"),
+        (BASE + "lang_dir: ud/\n", "lang_dir: gives the text by language; give it, languages or data, one of them"),
         ("name: tok\nvocab_size: 1000\nlanguages: {Eng: en/}\n", "languages: 'Eng' is not a language code"),
         ("name: tok\nvocab_size: 1000\nlanguages: {eng: []}\n", "languages: expected a mapping of language code"),
         ("name: tok\nvocab_size: 1000\nlanguages: [en/]\n", "languages: expected a mapping of language code"),
-        (BASE + "mix: temperature=0.3\n", "mix: needs text by language (languages:)"),
-        (BASE + "parity: {dev: ntrex/}\n", "parity: needs text by language (languages:)"),
+        (BASE + "mix: temperature=0.3\n", "mix: needs text by language (languages: or lang_dir:)"),
+        (BASE + "parity: {dev: ntrex/}\n", "parity: needs text by language (languages: or lang_dir:)"),
         (LANGUAGES + "mix: temperature=3\n", "mix: expected temperature=A with A from 0 to 1"),
         (LANGUAGES + "mix: {eng: 1, hin: zero}\n", "mix: expected temperature=A or weights such as eng=1,hin=4"),
         (LANGUAGES + "parity: {variant: best}\n", "parity.variant: expected one of base, window, got 'best'"),

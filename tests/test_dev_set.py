@@ -4,9 +4,16 @@ such a set is one line naming the file."""
 
 from __future__ import annotations
 
-import pytest
+import os
+import threading
+import time
 
-from bpe.dev_set import dev_set, read_dev_set
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import bpe.dev_set
+from bpe.dev_set import dev_set, read_dev_set, sentence_batches
 from bpe.errors import InputError, SettingsError
 from tests.conftest import write_parquet
 
@@ -83,3 +90,57 @@ def test_a_missing_directory_or_language_is_named(tmp_path):
     with pytest.raises(SettingsError) as raised:
         read_dev_set(tmp_path, ["eng", "hin"])
     assert str(raised.value) == f"languages: 'hin' is not in the dev set {tmp_path} (it has eng)"
+
+
+def release_later(fifo) -> None:
+    """Open `fifo` for writing, then close it, once a reader waits on it: a reader that blocks on
+    the FIFO gets an empty file instead of waiting forever."""
+
+    def release() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            try:
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:  # no reader yet
+                continue
+
+    threading.Thread(target=release, daemon=True).start()
+
+
+@pytest.mark.parametrize("kind", ["a FIFO", "a character device", "a directory"])
+def test_a_fifo_a_device_or_a_directory_is_refused_without_reading_it(tmp_path, kind):
+    """Reading a FIFO waits for a writer forever, /dev/zero fills memory: a language's file that is
+    not a regular file is one line naming it, and nothing is read from it."""
+    write_dev(tmp_path, eng_txt="a\n")
+    if kind == "a FIFO":
+        os.mkfifo(tmp_path / "hin.txt")
+        release_later(tmp_path / "hin.txt")
+    elif kind == "a character device":
+        (tmp_path / "hin.txt").symlink_to("/dev/zero")
+    else:
+        (tmp_path / "hin.txt").mkdir()
+    with pytest.raises(InputError) as raised:
+        read_dev_set(tmp_path)
+    assert str(raised.value) == f"{tmp_path}/hin.txt: not a regular file ({kind}), so not a dev set's file"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lines=st.lists(st.text(st.sampled_from("ab é\r\U0001f600"), max_size=12), max_size=8),
+    bom=st.booleans(),
+    final_newline=st.booleans(),
+    block=st.integers(1, 9),
+)
+def test_a_text_file_read_a_block_at_a_time_gives_its_lines(tmp_path_factory, lines, bom, final_newline, block):
+    """However the file is cut into blocks (a line longer than a block, a character or a CRLF
+    across two), the sentences are the file's lines, as read whole."""
+    text = "\n".join(lines) + ("\n" if final_newline and lines else "")
+    path = tmp_path_factory.mktemp("blocks") / "eng.txt"
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8"))
+    expected = [line.removesuffix("\r") for line in text.removesuffix("\n").split("\n")] if text else []
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(bpe.dev_set, "BLOCK_BYTES", block)
+        batches = list(sentence_batches(str(path)))
+    assert [line for batch in batches for line in batch] == expected
+    assert len(batches) <= max(1, len(expected))  # a batch per block of whole lines, never one per line more

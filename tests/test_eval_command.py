@@ -177,3 +177,37 @@ def test_eval_runs_without_matplotlib_and_plot_names_the_extra(made, tmp_path):
     assert done.returncode == 1 and not Path(tmp_path / "p.png").exists()
     assert done.stderr.startswith("bpe: error: bpe eval --plot needs the [plot] extra (matplotlib is not installed)")
     assert done.stderr.count("\n") == 1
+
+
+def test_a_plot_that_cannot_be_written_is_refused_before_the_evaluation(made, capsys, tmp_path):
+    """--plot is checked first, in one line naming it and the path as given: a suffix matplotlib
+    does not write, a directory, a place under a file; a good suffix other than .png is its format."""
+    ours, dev = made["root"] / "ours", made["dev"]
+    (tmp_path / "file").write_text("")
+    for plot, why in [
+        (tmp_path / "figure.xyz", "expected a file ending in a format matplotlib writes ("),
+        (tmp_path / "figure", "expected a file ending in a format matplotlib writes"),
+        (tmp_path, "is a directory"),
+        (tmp_path / "file" / "figure.png", f"{tmp_path}/file is a file, not a directory"),
+    ]:
+        assert one_line_error(capsys, ours, "--dev", dev, "--plot", plot).startswith(f"--plot: {plot}: {why}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+    code, out, err = bpe(capsys, "eval", ours, "--dev", dev, "--plot", tmp_path / "figure.svg")
+    assert code == 0 and (tmp_path / "figure.svg").read_text().lstrip().startswith("<?xml"), err
+
+
+def test_a_url_that_cannot_be_read_is_one_line_naming_it(made, capsys, tmp_path, monkeypatch):
+    """A tokenizer or a dev set at a URL nothing answers, or in a store without credentials: one
+    line naming the URL, as `bpe encode` says it, rather than the HTTP or S3 library's traceback."""
+    pytest.importorskip("s3fs")
+    from tests.conftest import drop_s3_credentials
+
+    closed = "http://127.0.0.1:9"  # nothing listens on the discard port
+    ours, dev = made["root"] / "ours", made["dev"]
+    for args, url in [((f"{closed}/tok/", "--dev", dev), f"{closed}/tok/"), ((ours, "--dev", f"{closed}/dev/"), None)]:
+        url = url or f"{closed}/dev/"
+        assert one_line_error(capsys, *args).startswith(f"{url}: cannot read it (ClientConnectorError: ")
+    drop_s3_credentials(monkeypatch, tmp_path)
+    assert one_line_error(capsys, ours, "--dev", "s3://no-credentials/dev/") == (
+        "s3://no-credentials/dev/: cannot read it (NoCredentialsError: Unable to locate credentials)"
+    )

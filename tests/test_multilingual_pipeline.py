@@ -90,3 +90,43 @@ def test_languages_are_counted_apart_weighted_and_a_new_shard_is_counted_alone(
     served = {code: entry["merges"] for code, entry in published.manifest.languages.by_language.items()}
     assert served == {code: entry["merges"] for code, entry in local.manifest.languages.by_language.items()}
     assert published.manifest.languages.parity["global_merges_made"] == 20
+
+
+def test_a_language_given_as_one_text_file_is_never_held_out(local_cluster, tmp_path):
+    """`languages: {eng: eng.txt, hin: hin.txt}`: the pipeline reads a text file as one document,
+    and holding that document out took hin's only text ("no text to train on"). A text file read
+    whole is never held out; a language whose rows the hold-out took, all of them, is named with
+    `holdout_fraction` rather than blamed for holding no text. Counted as the flow counts them."""
+    from bpe.distributed.count_tasks import count_shard_to_files
+    from bpe.errors import InputError
+    from bpe.inputs.discover import discover
+    from bpe.languages import LanguagePlan
+    from bpe.pipeline.multilingual import count_languages
+    from bpe.pretokenize import Pretokenizer
+
+    _, client = local_cluster
+    candidates = (f"नमस्ते दुनिया {i}" for i in range(100_000))
+    held = next(t for t in candidates if holdout_mask(pa.array([t], pa.large_string()), 0.02)[0])
+
+    def counted(code: str, path: Path):
+        [shard] = discover([str(path)])
+        found = {**shard.fingerprint(), "kind": shard.kind, "language": code}
+        cache = tmp_path / "cache" / path.name
+        return count_shard_to_files(
+            client, found, Pretokenizer("cl100k"), "text", 0.02, f"{cache}.counts.parquet", f"{cache}.held.parquet"
+        )
+
+    (tmp_path / "eng.txt").write_text("the cat sat on the mat", encoding="utf-8")
+    (tmp_path / "hin.txt").write_text(held, encoding="utf-8")
+    plan = LanguagePlan(codes=("eng", "hin"))
+    count_languages(plan, [counted(code, tmp_path / f"{code}.txt") for code in plan.codes])
+    assert [s.held_out for s in plan.stats] == [0, 0] and all(s.words > 0 for s in plan.stats)
+    write_parquet(tmp_path / "hin.parquet", [held])
+    plan = LanguagePlan(codes=("eng", "hin"))
+    shards = [counted("eng", tmp_path / "eng.txt"), counted("hin", tmp_path / "hin.parquet")]
+    with pytest.raises(InputError) as raised:
+        count_languages(plan, shards)
+    assert str(raised.value) == (
+        f"hin: no text to train on in {tmp_path}/hin.parquet (holdout_fraction held out 1 of its 1 document(s) for "
+        "evaluation; give it more documents or a lower holdout_fraction)"
+    )

@@ -150,5 +150,5 @@ def test_the_dev_set_is_part_of_the_datas_fingerprint(dev, tmp_path):
     options = {"files": files, "text_format": "lines", "parity_dev": str(dev), "vocab_size": 300}
     before = train(**options).manifest.data.fingerprint
     assert train(**options).manifest.data.fingerprint == before
-    (dev / "hin.txt").write_text("किताब मेज़ पर है।\n", encoding="utf-8")
+    (dev / "hin.txt").write_text("किताब मेज़ पर है।\nबिल्ली सोती है।\n", encoding="utf-8")
     assert train(**options).manifest.data.fingerprint != before

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from bpe.tokenizer import Tokenizer
 from tests import test_pipeline
 from tests.conftest import claim_deployment_names, stdlib_paragraphs
 from tests.test_alerts import Receiver, automations, deploy
+from tests.test_dev_set import release_later
 from tests.test_pipeline import flow_here, run_deployment, run_here, write_shard
 
 pytestmark = pytest.mark.services
@@ -168,5 +170,11 @@ def test_a_dev_set_that_is_not_parallel_fails_the_run_before_counting(prefect_se
         shutil.copy(dev / "eng.txt", dev / "hin.txt")
         config.write_text(yaml.safe_dump({**cfg, "evaluation": {"dev": str(dev), "pivot": "fra"}}))
         with pytest.raises(Exception, match=r"evaluation.pivot: 'fra' is not a language of the dev set"):
+            train_bpe(config=str(config))
+        (dev / "hin.txt").unlink()
+        os.mkfifo(dev / "hin.txt")  # reading it would wait for a writer forever
+        release_later(dev / "hin.txt")
+        config.write_text(yaml.safe_dump({**cfg, "evaluation": {"dev": str(dev)}}))
+        with pytest.raises(InputError, match=r"hin.txt: not a regular file \(a FIFO\), so not a dev set's file$"):
             train_bpe(config=str(config))
     assert not (tmp_path / "art").exists()  # nothing staged, nothing counted into the cache

@@ -78,11 +78,11 @@ def nested(setting: Setting, value) -> dict:
 
 def base_config(setting: Setting) -> dict:
     """A configuration `setting` can be given in: a multilingual run's settings need text by
-    language (`languages:`, which replaces `data:`)."""
+    language (`languages:` or `lang_dir:`, which replace `data:`)."""
     if setting.group != "languages":
         return dict(BASE_CONFIG)
     config = {key: value for key, value in BASE_CONFIG.items() if key != "data"}
-    return config if setting.name == "languages" else {**config, "languages": EVERY["languages"].example}
+    return config if setting.name in ("languages", "lang_dir") else {**config, "languages": EVERY["languages"].example}
 
 
 def missing_from(setting: Setting, tmp_path) -> list[str]:

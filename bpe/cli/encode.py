@@ -140,15 +140,7 @@ def load_tokenizer(source: str, pattern: str | None = None):
     """The tokenizer at `source`; an object store that cannot be read (no credentials, no bucket,
     no endpoint: each library has its own errors) is one line naming the URL."""
     from bpe import storage
-    from bpe.errors import BpeError, InputError
     from bpe.tokenizer import Tokenizer
 
-    try:
+    with storage.naming_url(source):
         return Tokenizer.load(source, pattern=pattern)
-    except (BpeError, FileNotFoundError):
-        raise
-    except Exception as exc:
-        if not storage.is_remote(source):
-            raise
-        reason = (str(exc).splitlines() or [""])[0]
-        raise InputError(f"{source}: cannot read it ({type(exc).__name__}: {reason})") from None

@@ -20,6 +20,7 @@ EVAL_FLAGS = Spelling(
         "text_column": "--text-column",
         "num_threads": "--threads",
         "tokenizers": "TOKENIZER",
+        "plot": "--plot",
     }
 )
 
@@ -78,8 +79,8 @@ def add_eval_command(sub) -> None:
     v.add_argument(
         "--plot",
         metavar="FILE.png",
-        help="also draw tokens per sentence and bytes per token per language, a colour per tokenizer, to this PNG "
-        "(the [plot] extra)",
+        help="also draw tokens per sentence and bytes per token per language, a colour per tokenizer, to this file "
+        "(its suffix names the format: .png, .svg, .pdf; the [plot] extra)",
     )
     v.add_argument("--pattern", help="split pattern of a tokenizer file that records none (a .tiktoken file)")
     v.add_argument("--text-column", default="text", help="the Parquet column holding the sentences")
@@ -91,6 +92,7 @@ def run_eval(args: argparse.Namespace) -> int:
     """Evaluate, then print the table (or the JSON) on stdout; with --plot, also write the PNG."""
     from bpe.errors import BpeError, SettingsError, require_extra
     from bpe.evaluation import evaluate
+    from bpe.evaluation_result import check_plot
 
     try:
         if args.name is not None and len(args.name) != len(args.tokenizers):
@@ -103,6 +105,7 @@ def run_eval(args: argparse.Namespace) -> int:
             raise SettingsError(f"--name: {repeated!r} names two tokenizers; give each its own name")
         if args.plot:
             require_extra("plot", "bpe eval --plot")
+            check_plot(args.plot)  # before the evaluation, which can take minutes
         languages = None
         if args.lang is not None:
             languages = [code.strip() for given in args.lang for code in given.split(",") if code.strip()]

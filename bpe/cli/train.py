@@ -118,14 +118,28 @@ def run_train(args: argparse.Namespace) -> int:
     )
     for size in also_save:
         _check_out(also_save_path(args.out, size), args.force)
-    inputs, languages = given.pop("files"), given.pop("languages")
+    inputs, languages, lang_dir = given.pop("files"), given.pop("languages"), given.pop("lang_dir")
     if inputs and languages:
         raise SettingsError(
             f"{IN_FLAGS.languages}: give the text by language or as INPUT, not both (got INPUT {inputs[0]})",
             parameter="languages",
         )
+    if lang_dir is not None:
+        from bpe.language_plan import languages_in
+
+        if inputs or languages:
+            other = f"INPUT {inputs[0]}" if inputs else IN_FLAGS.languages
+            raise SettingsError(
+                f"{IN_FLAGS.lang_dir}: gives the text by language; give it, {IN_FLAGS.languages} or INPUT, one of "
+                f"them (got {other})",
+                parameter="lang_dir",
+            )
+        languages = languages_in(lang_dir)
     if not inputs and not languages:
-        raise SettingsError(f"give INPUT (files, directories, globs, URLs or -) or {IN_FLAGS.languages} CODE=INPUT")
+        raise SettingsError(
+            f"give INPUT (files, directories, globs, URLs or -), {IN_FLAGS.languages} CODE=INPUT or "
+            f"{IN_FLAGS.lang_dir} DIR"
+        )
     if not languages:
         from bpe.training import LANGUAGE_SETTINGS, refuse_without_languages
 
@@ -309,6 +323,15 @@ def summary(manifest: Manifest, out: str | Path, record: dict | None = None) -> 
     return "\n".join(lines)
 
 
+def _dev_used(dev: dict) -> str:
+    """The parity dev set, and which of its languages the run used when it holds more:
+    `dev flores/ (eng, hin of 15 languages)`."""
+    available = dev.get("available") or []
+    used = dev.get("languages") or list(dev.get("files", {}))
+    more = f" ({', '.join(used)} of {len(available)} languages)" if len(available) > len(used) else ""
+    return f"dev {dev['path']}{more}"
+
+
 def _languages(record: dict) -> str:
     """Each language's share of the text (and its multiplier, with a mixture; the merges that
     served it, with parity), then the mixture and the parity rule:
@@ -323,7 +346,7 @@ def _languages(record: dict) -> str:
         line += f"; mix {record['mix']['given']}"
     parity = record.get("parity")
     if parity:
-        driven = {"dev": f"dev {parity['dev']['path']}" if parity.get("dev") else "dev", "ratio": "ratios"}
+        driven = {"dev": _dev_used(parity["dev"]) if parity.get("dev") else "dev", "ratio": "ratios"}
         line += f"; parity {parity['variant']} by {driven.get(parity['lengths'], 'training lengths')}"
         if parity.get("global_merges"):
             line += f", {parity.get('global_merges_made', parity['global_merges']):,} global merges first"

@@ -15,7 +15,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from bpe import storage
-from bpe.counting import CountStats, WordCounter, counts_from_arrow, counts_to_arrow, use_system_allocator
+from bpe.counting import (
+    CountStats,
+    WordCounter,
+    counts_from_arrow,
+    counts_to_arrow,
+    shard_holdout,
+    use_system_allocator,
+)
 from bpe.engine.count import WordCounts
 from bpe.errors import BpeError, InputError
 from bpe.inputs.readers import check_parquet
@@ -39,7 +46,7 @@ def count_partition(
     Bad input comes back as {"error": BpeError} rather than failing the task, so that the worker logs
     no traceback for it (the client raises it); any other exception fails the task as usual."""
     use_system_allocator()
-    counter = WordCounter(pretokenizer, holdout=holdout)
+    counter = WordCounter(pretokenizer, holdout=shard_holdout(shard, holdout))
     try:
         for batch in _partition_batches(shard, row_group, text_column):
             counter.add_arrow(batch)

@@ -322,7 +322,15 @@ class _TokenizerConfig:
         return paths + ([self.parity.dev] if self.parity is not None and self.parity.dev else [])
 
     def language_inputs(self) -> dict[str, list[str]] | None:
-        """The inputs of each language (`languages:`), sorted by code; None for one text (`data:`)."""
+        """The inputs of each language (`languages:`, or the entries of `lang_dir:`), sorted by
+        code; None for one text (`data:`)."""
+        if self.lang_dir:
+            from bpe.language_plan import languages_in
+
+            try:
+                return languages_in(self.lang_dir)
+            except SettingsError as exc:
+                raise in_file(exc, self.source) from None
         return {code: self.languages[code] for code in sorted(self.languages)} if self.languages else None
 
     @property
@@ -373,9 +381,11 @@ TokenizerConfig = make_dataclass(
 )
 # The keys that decide a version's merges: the same data with the same values trains the same (the
 # data itself is compared by its fingerprint).
-# The inputs (`data`, `languages`) are compared by their content's fingerprint instead.
+# The inputs (`data`, `languages`, `lang_dir`) are compared by their content's fingerprint instead.
+INPUT_SETTINGS = ("files", "languages", "lang_dir")
+INPUT_KEYS = ("data", "languages", "lang_dir")  # a run's inputs, of one kind, replace the configuration's
 TRAINING_KEYS = tuple(
-    dict.fromkeys(s.key.split(".")[0] for s in CONFIG_SETTINGS if s.merges and s.name not in ("files", "languages"))
+    dict.fromkeys(s.key.split(".")[0] for s in CONFIG_SETTINGS if s.merges and s.name not in INPUT_SETTINGS)
 )
 LANGUAGE_SETTINGS = ("mix", *PARITY_KEYS)
 _KEYS = tuple(f.name for f in fields(TokenizerConfig) if f.name != "source")
@@ -425,24 +435,37 @@ def load_config(path: str | Path, overrides: dict | None = None, environ: dict |
             if key not in _KEYS:
                 raise SettingsError(f"{where}: unknown parameter {key!r}")
             values[key] = value
-            if key in ("data", "languages"):  # a run's inputs replace the configuration's, either kind
-                values.pop("languages" if key == "data" else "data", None)
+            if key in INPUT_KEYS:  # a run's inputs replace the configuration's, whichever kind
+                for other in set(INPUT_KEYS) - {key}:
+                    values.pop(other, None)
+    if values.get("lang_dir") not in (None, ""):  # text by language from a directory
+        other = next((k for k in ("languages", "data") if values.get(k) not in (None, "", [], {})), None)
+        if other is not None:
+            raise SettingsError(
+                f"{where}: lang_dir: gives the text by language; give it, languages or data, one of them (got {other})"
+            )
+        values["data"] = None
     if values.get("languages") not in (None, {}):  # text by language instead of `data`
         if values.get("data") not in (None, "", []):
             raise SettingsError(f"{where}: languages: replaces data (the text by language); give one of them")
         values["data"] = None
+    by_language = values.get("languages") or values.get("lang_dir")
     for setting in CONFIG_SETTINGS:
-        if setting.required and values.get(setting.key) in (None, "", []) and not values.get("languages"):
-            raise SettingsError(f"{where}: {setting.key}: required (or languages: the text by language)")
+        if setting.required and values.get(setting.key) in (None, "", []) and not by_language:
+            raise SettingsError(f"{where}: {setting.key}: required (or languages: or lang_dir: the text by language)")
     if values.get("base") and "pattern" not in values:
         values["pattern"] = None  # the base's
     elif "pattern" not in values:
         values["pattern"] = DEFAULT_PATTERN
     checked = {key: _checked(where, key, value) for key, value in values.items()}
     cfg = TokenizerConfig(**checked, source=where)
-    if cfg.languages is None and any(value != SETTING[name].default for name, value in cfg.language_settings().items()):
+    if (
+        cfg.languages is None
+        and cfg.lang_dir is None
+        and any(value != SETTING[name].default for name, value in cfg.language_settings().items())
+    ):
         name = next(n for n, v in cfg.language_settings().items() if v != SETTING[n].default)
-        raise SettingsError(f"{where}: {IN_KEYS(name)}: needs text by language (languages:)")
+        raise SettingsError(f"{where}: {IN_KEYS(name)}: needs text by language (languages: or lang_dir:)")
     if cfg.demo_corpus and (cfg.data is None or len(cfg.data) != 1 or "://" in cfg.data[0]):
         raise SettingsError(f"{where}: demo_corpus: true needs `data` to be one local directory, got {cfg.data}")
     if cfg.base is None:

@@ -335,7 +335,10 @@ def eval_rows(location: str, run_texts: Sequence[str], holdout_fraction: float, 
         return EvalRows([], None, notes, warnings)
     if frozen is None:
         if not run_texts:
-            warnings.append("no held-out rows to freeze as the evaluation set (holdout_fraction 0?)")
+            warnings.append(
+                "no held-out rows to freeze as the evaluation set (holdout_fraction 0, or only text files, "
+                "which are never held out?)"
+            )
             return EvalRows([], None, notes, warnings)
         frozen = freeze_eval_set(location, run_texts, holdout_fraction, version)
         if frozen.frozen_by == version:

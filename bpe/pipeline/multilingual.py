@@ -57,7 +57,9 @@ def count_languages(plan: LanguagePlan, counted: Sequence[ShardCount]) -> tuple[
         total = CountStats()
         for shard in shards:
             total.add(shard.stats)
-        plan.stats.append(LanguageStats(code, total.documents, total.bytes, total.pretokens, unique_words=None))
+        plan.stats.append(
+            LanguageStats(code, total.documents, total.bytes, total.pretokens, None, held_out=total.held_out_rows)
+        )
     check_counted(plan, [[c.shard["path"] for c in shards] for shards in by_language(counted, plan.codes)])
     if plan.mix is None:
         return (1,) * len(plan.codes)
