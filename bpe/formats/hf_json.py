@@ -14,7 +14,7 @@ from bpe.formats.gpt2 import vocab_json
 from bpe.formats.record import TokenizerRecord
 from bpe.formats.spelling import from_spelled, spelled
 from bpe.formats.transformers_config import CONFIG_FILE, read_max_length, read_roles
-from bpe.pretokenize import NAMED_PATTERNS, SUPERBPE_SPLIT, WHITESPACE_RUN, Pretokenizer
+from bpe.pretokenize import NAMED_PATTERNS, SUPERBPE_SPLIT, WHITESPACE_RUN, Pretokenizer, too_many_special_tokens
 
 HF_FILE = "tokenizer.json"
 
@@ -132,7 +132,10 @@ def read_document(path: Path) -> tuple[dict[str, int], list[tuple[str, str]], di
             raise ExportError(f"{path}: model.vocab: token {spelling!r} has id {token_id!r}, not an integer")
     merges = hf_merges(path, model["merges"])
     added: dict[str, int] = {}
-    for k, token in enumerate(doc.get("added_tokens") or []):
+    listed = doc.get("added_tokens") or []
+    if isinstance(listed, list) and (problem := too_many_special_tokens(len(listed))) is not None:
+        raise ExportError(f"{path}: added_tokens: {problem}")
+    for k, token in enumerate(listed):
         if not (isinstance(token, dict) and isinstance(token.get("content"), str) and type(token.get("id")) is int):
             raise ExportError(f"{path}: added_tokens[{k}] is not a token with a content and an id")
         if not token["content"]:

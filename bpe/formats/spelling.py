@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from bpe.errors import ExportError
 from bpe.formats.record import TokenizerRecord
-from bpe.pretokenize import Pretokenizer
+from bpe.pretokenize import Pretokenizer, too_many_special_tokens
 
 
 @lru_cache(maxsize=1)
@@ -222,6 +222,8 @@ def from_spelled(
                 f"{source}: token {spell(token)!r} (id {file_id}) is made by no merge and is not a byte{why}"
             )
         specials[text] = file_id
+    if (problem := too_many_special_tokens(len(specials))) is not None:
+        raise ExportError(f"{source}: {problem}")
     ids_of_tokens = [file_id for token, file_id in file_id_of_bytes.items() if token in internal_of]
     ids_of_tokens += list(specials.values())
     if len(set(ids_of_tokens)) != len(ids_of_tokens):
