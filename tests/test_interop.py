@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ from tokenizers import Tokenizer as HFTokenizer
 import bpe
 from bpe import Tokenizer, train
 from bpe.cli import main
-from bpe.errors import ExportError, SettingsError
+from bpe.errors import ExportError, NotApplied, SettingsError
 from bpe.formats.hf_json import HF_FILE, hf_split_regex
 from bpe.formats.spelling import bytes_to_unicode, unicode_to_bytes
 from bpe.formats.tiktoken_ranks import TIKTOKEN_FILE
@@ -409,6 +410,36 @@ def test_any_merges_of_a_tokenizer_json_give_hugging_faces_ids(tmp_path_factory,
     except ExportError:
         return
     assert encoding.encode_ordinary_batch(texts) == expected
+
+
+def test_a_tokenizer_jsons_truncation_and_padding_are_said_not_to_be_applied(tmp_path):
+    """Hugging Face applies a tokenizer.json's truncation and padding to every encode; a Tokenizer
+    gives the whole text's ids, unpadded (what Hugging Face gives without them), and says so as it
+    loads the file, naming it and both settings; the command in one line. A file without them loads
+    without a word."""
+    hf = hf_trained(BUILTIN, pre_tokenizers.ByteLevel(add_prefix_space=False))
+    hf.enable_truncation(max_length=5)
+    hf.enable_padding(length=5, pad_id=1, pad_token="<|pad|>")
+    path = tmp_path / HF_FILE
+    hf.save(str(path))
+    assert len(hf.encode(BUILTIN[0]).ids) == 5 and hf.encode("a").ids[1:] == [1, 1, 1, 1]
+    message = (
+        f"{path}: its truncation (to 5 tokens) and padding (to 5 tokens) are not applied: encode gives the ids "
+        "of the whole text, unpadded (as Hugging Face's encode does after no_truncation() and no_padding())"
+    )
+    with pytest.warns(NotApplied) as warned:
+        tok = Tokenizer.load(path)
+    assert [str(w.message) for w in warned] == [message]
+    done = subprocess.run([BPE, "encode", str(path), "--text", "hello"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stderr.splitlines() == [f"bpe: warning: {message}"], done.stderr
+    hf.no_truncation()
+    hf.no_padding()
+    assert tok.encode_batch(BUILTIN[:20]) == [e.ids for e in hf.encode_batch(BUILTIN[:20])]
+    assert len(tok.encode(BUILTIN[0])) > 5
+    hf.save(str(tmp_path / "plain.json"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert Tokenizer.load(tmp_path / "plain.json") == tok
 
 
 def test_our_own_tokenizer_json_alone_loads_as_the_same_tokenizer(tmp_path):
