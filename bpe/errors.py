@@ -100,5 +100,10 @@ def require_extra(extra: str, feature: str) -> None:
             )
 
 
+class NotApplied(UserWarning):
+    """A setting of a tokenizer file that a `Tokenizer` does not apply (a tokenizer.json's truncation
+    or padding), said as the file is loaded."""
+
+
 class StoppedEarly(UserWarning):
     """Training stopped below `vocab_size` though no setting asked it to (`min_frequency` does)."""

@@ -108,17 +108,19 @@ def _read(source: str | Path, pattern: str | None) -> Tokenizer:
     """The tokenizer at `source`, read with the run's `pattern` where its files record none."""
     from bpe import storage
     from bpe.errors import BpeError
+    from bpe.formats.spelling import each_merge_once
     from bpe.schema import check
 
     if pattern is not None:
         check("pattern", pattern)  # a bad one is named as such, not as the base's
     try:
-        try:
-            return Tokenizer.load(source, pattern)
-        except SettingsError as exc:
-            if pattern is None or exc.parameter != "pattern":
-                raise
-            return Tokenizer.load(source)  # a tokenizer.json records its own: the run's replaces it after
+        with each_merge_once():  # a repeated merge stops the reading there, not after the file's last line
+            try:
+                return Tokenizer.load(source, pattern)
+            except SettingsError as exc:
+                if pattern is None or exc.parameter != "pattern":
+                    raise
+                return Tokenizer.load(source)  # a tokenizer.json records its own: the run's replaces it after
     except FileNotFoundError as exc:
         missing = str(exc)  # `exc` is unbound after the clause, where the message may be composed again
         raise SettingsError(lambda s: f"{s.base}: {missing}", parameter="base") from None

@@ -339,6 +339,22 @@ def _nullable(items) -> bool:
     return True
 
 
+# The most special tokens a tokenizer may have. Released tokenizers have a few hundred (Llama 3
+# reserves 256) to a few thousand; the encoders match every one with a regex (tiktoken's takes
+# about 5 KB a token: some 300 MB at this bound, where 1.6 million took 7.4 GB).
+MAX_SPECIAL_TOKENS = 1 << 16
+
+
+def too_many_special_tokens(count: int) -> str | None:
+    """Why `count` special tokens are more than a tokenizer may have, in words; None if they are not."""
+    if count <= MAX_SPECIAL_TOKENS:
+        return None
+    return (
+        f"{count:,} special tokens, more than {MAX_SPECIAL_TOKENS:,}, the most a tokenizer may have (released ones "
+        "have a few thousand at most, and each costs the encoder about 5 KB)"
+    )
+
+
 @dataclass(frozen=True)
 class Pretokenizer:
     """A split pattern plus the special tokens that are cut out before it applies."""
@@ -353,6 +369,8 @@ class Pretokenizer:
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "regex", pattern_regex)
         object.__setattr__(self, "special_tokens", tuple(self.special_tokens))
+        if (problem := too_many_special_tokens(len(self.special_tokens))) is not None:
+            raise SettingsError(lambda s: f"{s.special_tokens}: {problem}", parameter="special_tokens")
         for token in self.special_tokens:
             if not token:
                 raise SettingsError(

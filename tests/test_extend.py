@@ -18,7 +18,7 @@ from bpe.counting import count_words
 from bpe.engine.count import WordCounts
 from bpe.engine.merge import learn_merges
 from bpe.engine.replay import BaseMerges
-from bpe.errors import SettingsError
+from bpe.errors import ExportError, SettingsError
 from tests.conftest import GPT2, shared_corpus, stdlib_paragraphs
 from tests.reference import train_reference
 
@@ -246,6 +246,34 @@ def test_a_base_url_that_cannot_be_read_is_one_line_naming_it(texts, tmp_path, c
 def test_a_base_that_repeats_a_merge_is_not_a_bpe_sequence():
     with pytest.raises(SettingsError, match=r"base: a Tokenizer: merge 2 repeats merge 0"):
         train(["ab ab"], vocab_size=300, base=Tokenizer([(97, 98), (98, 97), (97, 98)]))
+
+
+def test_a_base_file_that_repeats_a_merge_is_refused_at_the_repeat_before_reading_on(texts, tmp_path, capsys):
+    """merges.txt repeating its first merge at line 4, followed by a line that is not UTF-8: the
+    base is refused for the repeat, naming its line, so nothing after it was read. The same files
+    load as a tokenizer (Hugging Face applies a repeated pair at its later place, and so does it)."""
+    train(texts[:300], vocab_size=300, pattern="gpt2").save(tmp_path / "saved")
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "vocab.json").write_bytes((tmp_path / "saved" / "vocab.json").read_bytes())
+    lines = (tmp_path / "saved" / "merges.txt").read_bytes().splitlines()
+    (base / "merges.txt").write_bytes(b"\n".join([*lines[:3], lines[1], *lines[3:]]) + b"\n")
+    assert Tokenizer.load(base).merges[2] == Tokenizer.load(base).merges[0]
+    (base / "merges.txt").write_bytes(b"\n".join([*lines[:3], lines[1], b"\xff\xfe \xff", *lines[3:]]) + b"\n")
+    first = lines[1].decode()
+    message = (
+        f"{base / 'merges.txt'}:4: merge 2 ({first}) repeats merge 0, so it could never apply; the merges are not "
+        "a BPE sequence"
+    )
+    with pytest.raises(ExportError) as raised:
+        train(texts[:300], vocab_size=320, base=base)
+    assert str(raised.value) == message
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(texts[:300]), encoding="utf-8")
+    out = tmp_path / "t"
+    assert main(["train", str(corpus), "--from", str(base), "--vocab-size", "320", "--out", str(out), "--quiet"]) == 1
+    assert capsys.readouterr().err == f"bpe: error: {message}\n"
+    assert not out.exists()
 
 
 @pytest.mark.services  # starts a Dask cluster: the slow tier, as tests/test_dask.py

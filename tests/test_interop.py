@@ -15,12 +15,14 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 import tiktoken
 import transformers
 from hypothesis import given, settings
+from hypothesis import strategies as st
 from tiktoken.load import data_gym_to_mergeable_bpe_ranks, load_tiktoken_bpe
 from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HFTokenizer
@@ -28,7 +30,7 @@ from tokenizers import Tokenizer as HFTokenizer
 import bpe
 from bpe import Tokenizer, train
 from bpe.cli import main
-from bpe.errors import ExportError, SettingsError
+from bpe.errors import ExportError, NotApplied, SettingsError
 from bpe.formats.hf_json import HF_FILE, hf_split_regex
 from bpe.formats.spelling import bytes_to_unicode, unicode_to_bytes
 from bpe.formats.tiktoken_ranks import TIKTOKEN_FILE
@@ -340,6 +342,104 @@ def test_a_hugging_face_tokenizer_json_gives_its_ids_on_real_text(hf_made, corpu
 def test_a_hugging_face_tokenizer_json_gives_its_ids_on_any_text(hf_made, text):
     hf, directory, _ = hf_made
     assert Tokenizer.load(directory).encode(text, allowed_special="all") == hf.encode(text).ids  # HF: added tokens
+
+
+def hf_bpe_file(path: Path, merges: list[tuple[str, str]], pre_tokenizer=None) -> HFTokenizer:
+    """A byte-level tokenizer.json of these merges (of tokens spelled as GPT-2 spells them), each new
+    token numbered after the 256 bytes as it is first made, written and read by Hugging Face."""
+    vocab = {bytes_to_unicode()[b]: b for b in range(256)}
+    for a, b in merges:
+        vocab.setdefault(a + b, len(vocab))
+    hf = HFTokenizer(models.BPE(vocab, merges))
+    hf.pre_tokenizer = pre_tokenizer or pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    hf.save(str(path))
+    return HFTokenizer.from_file(str(path))
+
+
+@st.composite
+def letter_merges(draw) -> list[tuple[str, str]]:
+    """Merges of the tokens of a, b and c, each joining two tokens made before it, no pair twice
+    (Hugging Face would save the later one only) but a token by two pairs now and then: in any
+    order, so that merging by rank often reaches a token through a pair no merge joins."""
+    tokens, merges = ["a", "b", "c"], []
+    for _ in range(draw(st.integers(0, 12))):
+        pair = (draw(st.sampled_from(tokens)), draw(st.sampled_from(tokens)))
+        if pair not in merges:
+            merges.append(pair)
+            tokens.append(pair[0] + pair[1])
+    return merges
+
+
+def test_a_token_its_merges_never_reach_encodes_as_hugging_face_does(tmp_path):
+    """Merges (b c), (a b), (ab c): "abc" is a token, but "ab" never stands before "c", so Hugging
+    Face gives [a, bc]. Merging by rank (tiktoken) would give [abc]: the merges are applied in order
+    instead, the tiktoken ranks file is left out of a save, and to_tiktoken refuses in one line."""
+    hf = hf_bpe_file(tmp_path / HF_FILE, [("b", "c"), ("a", "b"), ("ab", "c")])
+    tok = Tokenizer.load(tmp_path / HF_FILE)
+    texts = ["abc", "xabcab abc", "cabcabc", ""]
+    expected = [e.ids for e in hf.encode_batch(texts)]
+    assert expected[0] == [97, 256]
+    assert [tok.encode(t) for t in texts] == tok.encode_batch(texts) == expected
+    ids, offsets = tok.encode_batch_to_numpy(texts)
+    assert [ids[offsets[k] : offsets[k + 1]].tolist() for k in range(len(texts))] == expected
+    with pytest.raises(ExportError) as raised:
+        tok.to_tiktoken()
+    assert str(raised.value) == (
+        "tiktoken cannot encode as this tokenizer does: encoding by rank (tiktoken's) makes 'abc' one token, which "
+        "its merges never make: merge 2 joins 'ab' and 'c', which the merges before it never leave side by side"
+    )
+    tok.save(tmp_path / "saved")
+    assert not (tmp_path / "saved" / TIKTOKEN_FILE).exists()
+    assert Tokenizer.load(tmp_path / "saved").encode_batch(texts) == expected
+    assert HFTokenizer.from_file(str(tmp_path / "saved" / HF_FILE)).encode("abc").ids == [97, 256]
+
+
+@settings(max_examples=300, deadline=None)
+@given(merges=letter_merges(), texts=st.lists(st.text("abc ", max_size=12), min_size=1, max_size=4))
+def test_any_merges_of_a_tokenizer_json_give_hugging_faces_ids(tmp_path_factory, merges, texts):
+    """Every byte-level tokenizer.json of small random merges loads and gives Hugging Face's ids;
+    those whose merges tiktoken can stand for give tiktoken's too."""
+    path = tmp_path_factory.mktemp("merges") / HF_FILE
+    hf = hf_bpe_file(path, merges)
+    tok = Tokenizer.load(path)
+    expected = [e.ids for e in hf.encode_batch(texts)]
+    assert tok.encode_batch(texts) == expected
+    try:
+        encoding = tok.to_tiktoken()
+    except ExportError:
+        return
+    assert encoding.encode_ordinary_batch(texts) == expected
+
+
+def test_a_tokenizer_jsons_truncation_and_padding_are_said_not_to_be_applied(tmp_path):
+    """Hugging Face applies a tokenizer.json's truncation and padding to every encode; a Tokenizer
+    gives the whole text's ids, unpadded (what Hugging Face gives without them), and says so as it
+    loads the file, naming it and both settings; the command in one line. A file without them loads
+    without a word."""
+    hf = hf_trained(BUILTIN, pre_tokenizers.ByteLevel(add_prefix_space=False))
+    hf.enable_truncation(max_length=5)
+    hf.enable_padding(length=5, pad_id=1, pad_token="<|pad|>")
+    path = tmp_path / HF_FILE
+    hf.save(str(path))
+    assert len(hf.encode(BUILTIN[0]).ids) == 5 and hf.encode("a").ids[1:] == [1, 1, 1, 1]
+    message = (
+        f"{path}: its truncation (to 5 tokens) and padding (to 5 tokens) are not applied: encode gives the ids "
+        "of the whole text, unpadded (as Hugging Face's encode does after no_truncation() and no_padding())"
+    )
+    with pytest.warns(NotApplied) as warned:
+        tok = Tokenizer.load(path)
+    assert [str(w.message) for w in warned] == [message]
+    done = subprocess.run([BPE, "encode", str(path), "--text", "hello"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stderr.splitlines() == [f"bpe: warning: {message}"], done.stderr
+    hf.no_truncation()
+    hf.no_padding()
+    assert tok.encode_batch(BUILTIN[:20]) == [e.ids for e in hf.encode_batch(BUILTIN[:20])]
+    assert len(tok.encode(BUILTIN[0])) > 5
+    hf.save(str(tmp_path / "plain.json"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert Tokenizer.load(tmp_path / "plain.json") == tok
 
 
 def test_our_own_tokenizer_json_alone_loads_as_the_same_tokenizer(tmp_path):

@@ -4,6 +4,7 @@ and merging, it ends in one line, exit code 130, no traceback, and nothing writt
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import random
@@ -13,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -33,9 +35,12 @@ def slow_merges(tmp_path_factory) -> Path:
     return path
 
 
-def interrupt_when(args: list[str], seen: bytes, cwd: Path, timeout: float = 120) -> tuple[int, str]:
-    """Run `bpe args` on a pseudo-terminal; when `seen` shows on it, press Ctrl-C (SIGINT to the
-    process group); returns the exit code and everything the terminal showed."""
+def interrupt_when(
+    args: list[str], seen: bytes | Callable[[int], bool], cwd: Path, timeout: float = 120
+) -> tuple[int, str]:
+    """Run `bpe args` on a pseudo-terminal; when `seen` shows on it (or `seen(pid)` is true), press
+    Ctrl-C (SIGINT to the process group); returns the exit code and everything the terminal showed,
+    once every process of the group has ended."""
     leader, follower = pty.openpty()
     # A shell gives a foreground command the default SIGINT; a test run started in the background
     # (as a CI job may be) would otherwise hand down "ignore SIGINT", which bpe rightly respects.
@@ -62,7 +67,7 @@ def interrupt_when(args: list[str], seen: bytes, cwd: Path, timeout: float = 120
             if not chunk and process.poll() is not None:
                 break
             shown += chunk
-        if not interrupted and seen in shown:
+        if not interrupted and (seen(process.pid) if callable(seen) else seen in shown):
             os.killpg(process.pid, signal.SIGINT)
             interrupted = True
         if process.poll() is not None and not ready:
@@ -71,7 +76,30 @@ def interrupt_when(args: list[str], seen: bytes, cwd: Path, timeout: float = 120
     os.close(leader)
     text = re.sub(r"\x1b\[[0-9;]*m", "", shown.decode(errors="replace"))  # colour resets some libraries print
     assert interrupted, text[-2000:]
+    deadline = time.monotonic() + 30
+    while group_alive(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not group_alive(process.pid), f"processes left behind: {text[-2000:]}"  # a worker, say
     return code, text
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a process of the group is left."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, 0)
+        return True
+    return False
+
+
+def has_spawned_a_worker(pid: int) -> bool:
+    """Whether `pid` has started a process of multiprocessing's spawn (a Dask worker's), rather than
+    none or only its resource tracker (Linux: /proc/PID/task/*/children, their command lines)."""
+    with contextlib.suppress(OSError):  # it, or a child, has ended
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            for child in task.joinpath("children").read_text().split():
+                if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    return True
+    return False
 
 
 def test_ctrl_c_in_the_local_merge_loop(slow_merges, tmp_path):
@@ -92,3 +120,22 @@ def test_ctrl_c_on_the_dask_engine(slow_merges, tmp_path, phase):
     assert "Traceback" not in shown, shown[-3000:]
     assert shown.rstrip().endswith("bpe: interrupted; nothing was written"), shown[-3000:]
     assert not (tmp_path / "tok").exists()
+
+
+@pytest.mark.services
+@pytest.mark.parametrize("languages", [False, True], ids=["one-corpus", "multilingual"])
+def test_ctrl_c_while_the_dask_engine_starts_its_cluster(tmp_path, languages):
+    """Ctrl-C once the local cluster's start has spawned a worker, before it has returned: the
+    driver answers it as soon as the start returns (exit 130, nothing written, the cluster stopped),
+    and the workers print nothing."""
+    words = " ".join(f"word{i}" for i in range(2000))
+    (tmp_path / "a.txt").write_text(words, encoding="utf-8")
+    (tmp_path / "b.txt").write_text(words.upper(), encoding="utf-8")
+    inputs = ["--lang", "eng=a.txt", "--lang", "fra=b.txt"] if languages else ["a.txt"]
+    args = ["train", *inputs, "--vocab-size", "3000", "--engine", "dask", "--workers", "2", "--out", "o"]
+    code, shown = interrupt_when(args, has_spawned_a_worker, tmp_path)
+    assert code == 130, shown[-3000:]
+    assert "started a local Dask cluster" not in shown  # it was still starting when Ctrl-C came
+    assert "Traceback" not in shown and "KeyboardInterrupt" not in shown, shown[-3000:]
+    assert shown.rstrip().endswith("bpe: interrupted; nothing was written"), shown[-3000:]
+    assert not (tmp_path / "o").exists() and not list(tmp_path.glob(".o*"))

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bpe import Tokenizer, train
+from bpe import Tokenizer, pretokenize, train
 from bpe.cli import main
-from bpe.errors import SpecialTokenError
+from bpe.errors import SettingsError, SpecialTokenError
 from tests.conftest import stdlib_paragraphs, write_parquet
 
 BIN = Path(sys.executable).parent
@@ -114,4 +114,22 @@ def test_a_special_token_spelled_like_a_byte_is_refused_before_counting(tmp_path
     assert main(["train", str(data), "--vocab-size", "300", "--special-token", "a", "--out", str(tmp_path / "t")]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("bpe: error: --special-token: 'a' is spelled like a byte token"), err
+    assert not (tmp_path / "t").exists()
+
+
+def test_more_special_tokens_than_any_tokenizer_has_are_refused_naming_the_setting(tmp_path, capsys, monkeypatch):
+    """With the bound lowered to 2 (it is 65,536: the encoders match each special token with a regex)."""
+    monkeypatch.setattr(pretokenize, "MAX_SPECIAL_TOKENS", 2)
+    tokens = ["<|a|>", "<|b|>", "<|c|>"]
+    reason = (
+        "3 special tokens, more than 2, the most a tokenizer may have (released ones have a few thousand at most, "
+        "and each costs the encoder about 5 KB)"
+    )
+    with pytest.raises(SettingsError) as raised:
+        Tokenizer([(104, 105)], "gpt2", tokens)
+    assert str(raised.value) == f"special_tokens: {reason}"
+    data = write_parquet(tmp_path / "data" / "part.parquet", ["the cat sat on the mat"] * 100)
+    flags = [arg for token in tokens for arg in ("--special-token", token)]
+    assert main(["train", str(data), "--vocab-size", "300", *flags, "--out", str(tmp_path / "t")]) == 1
+    assert capsys.readouterr().err == f"bpe: error: --special-token: {reason}\n"
     assert not (tmp_path / "t").exists()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bpe import Tokenizer, train
+from bpe import Tokenizer, pretokenize, train
 from bpe.errors import ExportError
 from bpe.formats import files
 
@@ -250,6 +250,51 @@ def test_an_empty_special_token_in_the_manifest_is_named_in_the_file(saved, tmp_
         ExportError, match=r"^" + str(path) + r": tokenizer\.special_tokens holds an empty token \(id 400\)"
     ):
         Tokenizer.load(directory)
+
+
+# -- more special tokens than any tokenizer has, named in the file that holds them --------------------
+
+
+def too_many(count: int, bound: int) -> str:
+    return (
+        f"{count:,} special tokens, more than {bound:,}, the most a tokenizer may have (released ones have a few "
+        "thousand at most, and each costs the encoder about 5 KB)"
+    )
+
+
+def test_a_tokenizer_json_with_more_added_tokens_than_any_tokenizer_is_refused_before_building_them(saved, tmp_path):
+    """65,537 added tokens (a 2.6 MB file, well under the size bound): refused in one line rather
+    than built into an encoder (tiktoken takes about 5 KB a special token; 1.6 million took 7.4 GB)."""
+    directory = hf_directory(saved, tmp_path / "tok")
+    path = directory / "tokenizer.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    first = max(document["model"]["vocab"].values()) + 1
+    count = pretokenize.MAX_SPECIAL_TOKENS + 1
+    extra = count - len(document["added_tokens"])  # after <|endoftext|>
+    document["added_tokens"] += [{"id": first + k, "content": f"<|extra_{k}|>"} for k in range(extra)]
+    path.write_text(json.dumps(document), encoding="utf-8")
+    done = subprocess.run([BPE, "encode", str(directory), "--text", "hello"], capture_output=True, text=True)
+    assert_refused(done, path, f"added_tokens: {too_many(count, count - 1)}")
+
+
+def test_special_tokens_beyond_the_bound_are_refused_in_every_file_that_lists_them(saved, tmp_path, monkeypatch):
+    """With the bound lowered to 1: a vocab.json whose entries are two special tokens, a saved
+    directory's manifest listing two, each named."""
+    monkeypatch.setattr(pretokenize, "MAX_SPECIAL_TOKENS", 1)
+    directory = gpt2_directory(saved, tmp_path / "gpt2")
+    vocab = json.loads((directory / "vocab.json").read_text(encoding="utf-8"))
+    vocab["<|pad|>"] = max(vocab.values()) + 1  # text the split pattern cuts: a special token, as <|endoftext|>
+    (directory / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    with pytest.raises(ExportError) as raised:
+        Tokenizer.load(directory)
+    assert str(raised.value) == f"{directory / 'vocab.json'}: {too_many(2, 1)}"
+    directory = Path(shutil.copytree(saved, tmp_path / "saved"))
+    manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+    manifest["tokenizer"]["special_tokens"]["<|pad|>"] = 400
+    (directory / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    with pytest.raises(ExportError) as raised:
+        Tokenizer.load(directory)
+    assert str(raised.value) == f"{directory / 'manifest.json'}: tokenizer.special_tokens: {too_many(2, 1)}"
 
 
 # -- object storage ----------------------------------------------------------------------------------

@@ -6,6 +6,9 @@ import argparse
 import os
 import re
 import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -136,11 +139,30 @@ def run_decode(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextmanager
+def not_applied_said() -> Iterator[None]:
+    """NotApplied warnings raised in here (settings of a tokenizer file that are not applied) said as
+    `bpe: warning: ...` lines on stderr; any other warning as Python says it."""
+    from bpe.errors import NotApplied
+
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", NotApplied)
+            yield
+    finally:
+        for warning in caught:
+            if issubclass(warning.category, NotApplied):
+                print(f"bpe: warning: {warning.message}", file=sys.stderr)
+            else:
+                warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+
+
 def load_tokenizer(source: str, pattern: str | None = None):
     """The tokenizer at `source`; an object store that cannot be read (no credentials, no bucket,
     no endpoint: each library has its own errors) is one line naming the URL."""
     from bpe import storage
     from bpe.tokenizer import Tokenizer
 
-    with storage.naming_url(source):
+    with storage.naming_url(source), not_applied_said():
         return Tokenizer.load(source, pattern=pattern)

@@ -110,9 +110,11 @@ def run_train(args: argparse.Namespace) -> int:
     roles = given["special_token_roles"]
     base = None
     if args.base is not None:
+        from bpe.cli.encode import not_applied_said
         from bpe.extend import load_base
 
-        base = load_base(args.base, args.pattern)  # a bad base fails here, before any input is read
+        with not_applied_said():
+            base = load_base(args.base, args.pattern)  # a bad base fails here, before any input is read
     also_save = also_save_sizes(
         args.also_save, args.vocab_size, args.special_tokens, roles, base.tokenizer.vocab_size if base else 0
     )

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from bpe.counting import use_system_allocator
+from bpe.engine.interrupts import interrupts_held
 from bpe.errors import SchedulerLost, SettingsError
 
 Log = Callable[[str], None]
@@ -47,38 +48,50 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, client
     # The worker processes log nothing below CRITICAL: a cluster started here speaks through our
     # errors, and stopping it (after Ctrl-C, say) may catch a worker's heartbeat in flight, which
     # it would report as an ERROR with a traceback.
-    with _children_ignore_ctrl_c():
-        cluster = LocalCluster(
-            n_workers=n,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address="127.0.0.1:0",
-            host="127.0.0.1",
-            silence_logs=logging.CRITICAL,
-        )
-    c = Client(cluster)
-    if log:
-        log(f"started a local Dask cluster: {n} worker processes; dashboard {cluster.dashboard_link}")
+    cluster = None
     try:
-        yield c, {"scheduler": cluster.scheduler_address, "started_here": True, "dashboard": cluster.dashboard_link}
+        with _children_ignore_ctrl_c():  # a Ctrl-C meanwhile is raised here, once the start has returned
+            cluster = LocalCluster(
+                n_workers=n,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address="127.0.0.1:0",
+                host="127.0.0.1",
+                silence_logs=logging.CRITICAL,
+            )
+        c = Client(cluster)
+        if log:
+            log(f"started a local Dask cluster: {n} worker processes; dashboard {cluster.dashboard_link}")
+        try:
+            yield c, {"scheduler": cluster.scheduler_address, "started_here": True, "dashboard": cluster.dashboard_link}
+        finally:
+            c.close(timeout=5)
     finally:
-        c.close(timeout=5)
-        cluster.close()
+        if cluster is not None:
+            cluster.close()
 
 
 @contextmanager
 def _children_ignore_ctrl_c():
-    """Processes started in here ignore Ctrl-C, which they inherit: a terminal sends it to the
-    whole process group, and it is this process that answers it, by stopping the cluster, rather
-    than every worker printing its own traceback."""
+    """Processes started in here never see Ctrl-C, which a terminal sends to the whole process
+    group: this process answers it, by stopping the cluster, rather than every worker printing its
+    own traceback. They start with SIGINT blocked, which a process inherits even through exec (a
+    handler is not: a spawned worker would get Python's own), and this process holds a Ctrl-C that
+    comes meanwhile, delivering it once the body has returned (`interrupts_held`)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    from multiprocessing import resource_tracker
+
+    # Started first: multiprocessing starts it with the first spawned process, and then unblocks
+    # SIGINT in the thread that spawns it, which would spawn that worker without the block.
+    resource_tracker.ensure_running()
+    with interrupts_held():
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # one sent meanwhile is held now
 
 
 _CLIENTS: dict = {}

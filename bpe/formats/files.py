@@ -19,7 +19,8 @@ from bpe.storage import Checked, open_regular
 
 # The largest tokenizer file read. Released tokenizers' files are tens of MB at most (a 200K-token
 # tokenizer.json is about 16 MB); JSON parsed into Python takes about ten times its size, so a file
-# at this bound costs a few GB, not the machine.
+# at this bound costs a few GB, not the machine. What the encoder builds of it is bounded too: the
+# special tokens, which cost the most each, by `bpe.pretokenize.MAX_SPECIAL_TOKENS`.
 MAX_FILE_BYTES = 256 << 20
 
 

@@ -5,16 +5,17 @@ in GPT-2's spelling, the special tokens as added tokens; written by `write`, rea
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from bpe.errors import ExportError
+from bpe.errors import ExportError, NotApplied
 from bpe.formats.files import check_ids, read_json
 from bpe.formats.gpt2 import vocab_json
 from bpe.formats.record import TokenizerRecord
 from bpe.formats.spelling import from_spelled, spelled
 from bpe.formats.transformers_config import CONFIG_FILE, read_max_length, read_roles
-from bpe.pretokenize import NAMED_PATTERNS, SUPERBPE_SPLIT, WHITESPACE_RUN, Pretokenizer
+from bpe.pretokenize import NAMED_PATTERNS, SUPERBPE_SPLIT, WHITESPACE_RUN, Pretokenizer, too_many_special_tokens
 
 HF_FILE = "tokenizer.json"
 
@@ -102,7 +103,8 @@ def read_document(path: Path) -> tuple[dict[str, int], list[tuple[str, str]], di
     BPE, a normalizer, a pre-tokenizer that is not byte-level, BPE options that change the result
     (dropout, word prefixes and suffixes) and added tokens that strip spaces raise ExportError
     naming the file and what is not supported. The post-processor (a BOS template, say) is not
-    applied: ids are those of the text alone, as `encode(text, add_special_tokens=False)` gives."""
+    applied: ids are those of the text alone, as `encode(text, add_special_tokens=False)` gives;
+    nor are truncation and padding, which a NotApplied warning names (`warn_not_applied`)."""
     doc = read_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
         raise ExportError(f"{path}: not a Hugging Face tokenizer.json (no 'model' object)")
@@ -118,6 +120,7 @@ def read_document(path: Path) -> tuple[dict[str, int], list[tuple[str, str]], di
             "encodes the text as it is; a normalizer would change it first)"
         )
     pattern = hf_pattern(path, doc.get("pre_tokenizer"))
+    warn_not_applied(path, doc)
     for option, neutral in (
         ("dropout", (None, 0, 0.0)),
         ("continuing_subword_prefix", (None, "")),
@@ -132,7 +135,10 @@ def read_document(path: Path) -> tuple[dict[str, int], list[tuple[str, str]], di
             raise ExportError(f"{path}: model.vocab: token {spelling!r} has id {token_id!r}, not an integer")
     merges = hf_merges(path, model["merges"])
     added: dict[str, int] = {}
-    for k, token in enumerate(doc.get("added_tokens") or []):
+    listed = doc.get("added_tokens") or []
+    if isinstance(listed, list) and (problem := too_many_special_tokens(len(listed))) is not None:
+        raise ExportError(f"{path}: added_tokens: {problem}")
+    for k, token in enumerate(listed):
         if not (isinstance(token, dict) and isinstance(token.get("content"), str) and type(token.get("id")) is int):
             raise ExportError(f"{path}: added_tokens[{k}] is not a token with a content and an id")
         if not token["content"]:
@@ -151,6 +157,29 @@ def read_document(path: Path) -> tuple[dict[str, int], list[tuple[str, str]], di
     check_ids(f"{path}: model.vocab", vocab, tokens)
     check_ids(f"{path}: added_tokens", added, tokens)
     return vocab, merges, added, pattern
+
+
+def warn_not_applied(path: Path, doc: dict) -> None:
+    """Say (a NotApplied warning naming the file) that the document's truncation and padding, where
+    set, are not applied: `encode` gives the ids of the whole text, unpadded, as a tiktoken encoder
+    does and as Hugging Face does after `no_truncation()` and `no_padding()`."""
+    settings = []
+    truncation, padding = doc.get("truncation"), doc.get("padding")
+    if truncation is not None:
+        length = truncation.get("max_length") if isinstance(truncation, dict) else None
+        settings.append(f"truncation (to {length} tokens)" if type(length) is int else "truncation")
+    if padding is not None:
+        strategy = padding.get("strategy") if isinstance(padding, dict) else None
+        fixed = strategy.get("Fixed") if isinstance(strategy, dict) else None
+        settings.append(f"padding (to {fixed} tokens)" if type(fixed) is int else "padding")
+    if settings:
+        warnings.warn(
+            f"{path}: its {' and '.join(settings)} {'is' if len(settings) == 1 else 'are'} not applied: "
+            "encode gives the ids of the whole text, unpadded (as Hugging Face's encode does after "
+            "no_truncation() and no_padding())",
+            NotApplied,
+            stacklevel=2,
+        )
 
 
 def hf_merges(path: Path, listed: list) -> list[tuple[str, str]]:

@@ -14,7 +14,7 @@ from bpe.formats.hf_json import HF_FILE
 from bpe.formats.tiktoken_ranks import TIKTOKEN_FILE
 from bpe.formats.transformers_config import CONFIG_FILE, SPECIAL_MAP_FILE
 from bpe.manifest import Manifest, TokenizerSection
-from bpe.pretokenize import NAMED_PATTERNS
+from bpe.pretokenize import NAMED_PATTERNS, too_many_special_tokens
 from bpe.roles import check_roles
 
 MANIFEST_FILE = "manifest.json"
@@ -89,6 +89,8 @@ def read_tokenizer_section(path: Path, manifest: Manifest) -> tuple[dict[str, in
         isinstance(token, str) and type(token_id) is int for token, token_id in special_tokens.items()
     ):
         raise ExportError(f"{path}: tokenizer.special_tokens is not a mapping of token -> id")
+    if (problem := too_many_special_tokens(len(special_tokens))) is not None:
+        raise ExportError(f"{path}: tokenizer.special_tokens: {problem}")
     if "" in special_tokens:
         raise ExportError(
             f"{path}: tokenizer.special_tokens holds an empty token (id {special_tokens['']}), which no text can hold"

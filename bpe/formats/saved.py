@@ -14,6 +14,7 @@ from bpe.formats.files import MAX_FILE_BYTES, check_unique, limit_text
 from bpe.formats.gpt2 import MERGES_FILE, VOCAB_FILE, merges_with_places, read_vocab_json
 from bpe.formats.hf_json import HF_FILE
 from bpe.formats.manifest_json import MANIFEST_FILE
+from bpe.formats.rank_order import ids_order_problem, rank_order_break
 from bpe.formats.record import TokenizerRecord
 from bpe.formats.spelling import bytes_to_unicode, merge_ids, spell, unspell
 from bpe.formats.tiktoken_ranks import TIKTOKEN_FILE, read_ranks, tokens_by_rank
@@ -22,7 +23,8 @@ from bpe.pretokenize import Pretokenizer
 
 
 def write(directory: Path, record: TokenizerRecord, description: Manifest | None = None) -> None:
-    """Write every format of `record` into an existing directory; with `description` (the
+    """Write every format of `record` into an existing directory (tiktoken ranks only where tiktoken
+    encodes as the merges do: `bpe.formats.rank_order`); with `description` (the
     manifest: how it was trained, with its `tokenizer` section), the manifest last, recording the
     export time (if it records time at all) and each file's SHA-256."""
     started = time.perf_counter()
@@ -32,7 +34,9 @@ def write(directory: Path, record: TokenizerRecord, description: Manifest | None
     gpt2.write(directory, record)
     hf_json.write(directory / HF_FILE, record)
     transformers_config.write(directory, record)
-    tiktoken_ranks.write(directory / TIKTOKEN_FILE, record)
+    ids = record.id_list()
+    if ids_order_problem(ids[256:] if ids else []) is None and rank_order_break(vocab, record.merges) is None:
+        tiktoken_ranks.write(directory / TIKTOKEN_FILE, record)  # else tiktoken would encode otherwise: none
     if description is None:
         return
     if description.seconds is not None:

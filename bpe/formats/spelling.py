@@ -6,11 +6,13 @@ pairs here (`merge_ids`), and a spelled vocabulary with its merges becomes a rec
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 
 from bpe.errors import ExportError
 from bpe.formats.record import TokenizerRecord
-from bpe.pretokenize import Pretokenizer
+from bpe.pretokenize import Pretokenizer, too_many_special_tokens
 
 
 @lru_cache(maxsize=1)
@@ -132,6 +134,22 @@ def special_text(token: bytes, pretokenizer: Pretokenizer) -> str | None:
     return text if pretokenizer.split_ordinary(text) != [text] else None
 
 
+# Whether the merges read must each be new. A file may repeat a merge (Hugging Face then applies
+# the pair at its later place, as `Tokenizer` does); a base to train from may not (`bpe.extend`
+# replays each merge once), and its reading stops at the repeat rather than at the end of the file.
+_EACH_MERGE_ONCE: ContextVar[bool] = ContextVar("each_merge_once", default=False)
+
+
+@contextmanager
+def each_merge_once() -> Iterator[None]:
+    """Tokenizer files read in here refuse a merge that repeats an earlier one, at the repeat."""
+    reset = _EACH_MERGE_ONCE.set(True)
+    try:
+        yield
+    finally:
+        _EACH_MERGE_ONCE.reset(reset)
+
+
 def from_spelled(
     vocab: dict[str, int],
     merges: Iterable[tuple[str, str]],
@@ -148,7 +166,8 @@ def from_spelled(
     with `orphans_are_special` special tokens when the split pattern cuts their text (GPT-2's
     vocab.json lists <|endoftext|> so); a word no merge makes is still an error (a merges.txt cut
     short). Bytes valid UTF-8 never holds may be missing (`absent_bytes`): they have no id. Merges
-    are checked as they come. Errors name `source` (the vocabulary) or `where(k)` (merge k)."""
+    are checked as they come (in `each_merge_once`, a repeated merge too). Errors name `source`
+    (the vocabulary) or `where(k)` (merge k)."""
     file_id_of_bytes: dict[bytes, int] = {}
     specials = dict(special_tokens)
     for spelling, file_id in vocab.items():
@@ -168,6 +187,7 @@ def from_spelled(
     vocab_bytes = [bytes([b]) for b in range(256)]
     internal_of = {token: b for b, token in enumerate(vocab_bytes) if b not in absent}
     pairs: list[tuple[int, int]] = []
+    first: dict[tuple[int, int], int] | None = {} if _EACH_MERGE_ONCE.get() else None
     for k, (left, right, a, b) in enumerate(unspelled(merges, where)):
         for token, spelling in ((left, a), (right, b)):
             if token not in internal_of:
@@ -176,7 +196,13 @@ def from_spelled(
         merged = left + right
         if merged not in file_id_of_bytes:
             raise ExportError(f"{where(k)}: makes {spell(merged)!r}, which {lacks} lacks")
-        pairs.append((internal_of[left], internal_of[right]))
+        pair = (internal_of[left], internal_of[right])
+        if first is not None and first.setdefault(pair, k) != k:
+            raise ExportError(
+                f"{where(k)}: merge {k} ({a} {b}) repeats merge {first[pair]}, so it could never apply; the "
+                "merges are not a BPE sequence"
+            )
+        pairs.append(pair)
         ours[len(vocab_bytes)] = file_id_of_bytes[merged]
         internal_of.setdefault(merged, len(vocab_bytes))
         vocab_bytes.append(merged)
@@ -196,6 +222,8 @@ def from_spelled(
                 f"{source}: token {spell(token)!r} (id {file_id}) is made by no merge and is not a byte{why}"
             )
         specials[text] = file_id
+    if (problem := too_many_special_tokens(len(specials))) is not None:
+        raise ExportError(f"{source}: {problem}")
     ids_of_tokens = [file_id for token, file_id in file_id_of_bytes.items() if token in internal_of]
     ids_of_tokens += list(specials.values())
     if len(set(ids_of_tokens)) != len(ids_of_tokens):

@@ -14,10 +14,10 @@ import string
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-import numpy as np
 import regex
 
 from bpe.errors import ExportError, SettingsError
+from bpe.formats.rank_order import ids_order_problem
 from bpe.formats.record import TokenizerRecord
 from bpe.formats.tiktoken_ranks import from_ranks
 from bpe.pretokenize import NAMED_PATTERNS, WHITESPACE_WORD, Pretokenizer, can_match_empty, isolated, oniguruma_regex
@@ -40,14 +40,11 @@ def to_tiktoken(
     """`Tokenizer.to_tiktoken`: ranks are the token ids; ExportError where tiktoken cannot hold them."""
     import tiktoken
 
-    if len(set(vocabulary.tokens)) != len(vocabulary.tokens):
-        raise ExportError("this tokenizer holds two tokens with the same bytes, which tiktoken's ranks cannot")
-    made = vocabulary.to_ids[256 : len(vocabulary.tokens)]
-    if made.size > 1 and np.any(np.diff(made) <= 0):
-        raise ExportError(
-            "the ids of this tokenizer's merged tokens do not follow the merge order, so they "
-            "cannot serve as tiktoken's ranks"
-        )
+    if vocabulary.rank_problem is not None:
+        raise ExportError(f"tiktoken cannot encode as this tokenizer does: {vocabulary.rank_problem}")
+    problem = ids_order_problem(vocabulary.to_ids[256 : len(vocabulary.tokens)].tolist())
+    if problem is not None:
+        raise ExportError(f"tiktoken cannot encode as this tokenizer does: {problem}")
     ranks = {vocabulary.tokens[i]: token_id for i, token_id in vocabulary.given_ids().items()}
     try:
         encoding = tiktoken.Encoding(

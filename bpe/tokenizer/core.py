@@ -341,8 +341,9 @@ class Tokenizer:
         split pattern and special tokens are this tokenizer's. What tiktoken has no place for, the
         special tokens' roles and `model_max_length`, ride along as attributes of the same names,
         which `from_tiktoken` reads back. ExportError when tiktoken cannot hold it (two tokens with
-        the same bytes, ids that do not follow the merge order, a pattern tiktoken's regex engine
-        cannot compile, or a user's regex that can match the empty string).
+        the same bytes, ids that do not follow the merge order, merges that tiktoken's merging by
+        rank would not follow (`bpe.formats.rank_order`), a pattern tiktoken's regex engine cannot
+        compile, or a user's regex that can match the empty string).
 
         >>> Tokenizer([(104, 105)], "gpt2").to_tiktoken().encode("hi hi")
         [256, 32, 256]
@@ -379,7 +380,8 @@ class Tokenizer:
         under an object store URL (`s3://bucket/tok/`: uploaded, then marked complete): merges.txt
         and vocab.json (GPT-2's), tokenizer.json with tokenizer_config.json and
         special_tokens_map.json (for `transformers.AutoTokenizer.from_pretrained(directory)`), the
-        tiktoken ranks, and manifest.json (how it was trained, the roles, each file's SHA-256); the
+        tiktoken ranks (where tiktoken encodes as the merges do, as it always does for trained
+        ones), and manifest.json (how it was trained, the roles, each file's SHA-256); the
         tokenizer's manifest is then the one written."""
         described = as_manifest(manifest or self.manifest).copy()
         path = persistence.publish(directory, lambda tmp: self.write_files(tmp, described), force)

@@ -4,7 +4,9 @@ Encoding runs on tiktoken (ranks = merge order), the fast and widely trusted enc
 pattern is split by tiktoken itself; a user's regex cuts text as Hugging Face's `Split` does
 (`bpe.pretokenize.split_isolated`), and tiktoken encodes the pieces (each distinct piece once per
 `PIECE_CACHE_SIZE` of them). Where tiktoken cannot take the vocabulary (two tokens with the same
-bytes), a plain Python encoder applies the merges in order instead. Batches run on threads
+bytes) or would encode it otherwise than its merges (`bpe.formats.rank_order`: a token that merging
+by rank reaches through a pair the merges never join), a plain Python encoder applies the merges in
+order instead, as Hugging Face does. Batches run on threads
 (`bpe.batching.in_runs`); `encode_batch_to_numpy` hands tiktoken's buffers over without building
 Python lists of ids.
 """
@@ -175,20 +177,26 @@ class Encoder:
     # -- the encoders -------------------------------------------------------------------------
 
     def tiktoken(self):
-        """tiktoken's Encoding of this vocabulary, or None where tiktoken cannot hold it."""
+        """tiktoken's Encoding of this vocabulary (for decoding; for encoding where
+        `_encoding_tiktoken` gives it), or None where tiktoken cannot hold it."""
         if self.encoding is None:
             self.encoding = _build_tiktoken(self.vocabulary, self.pretokenizer) or False
         return self.encoding or None
 
+    def _encoding_tiktoken(self):
+        """The Encoding where encoding by its ranks gives the merges' ids (`Vocabulary.rank_problem`),
+        else None."""
+        return self.tiktoken() if self.vocabulary.rank_problem is None else None
+
     def _splitting_tiktoken(self):
-        """The Encoding where tiktoken also splits text as this tokenizer does (the named patterns);
-        None for a user's regex, whose pieces `_encode_pieces` cuts."""
-        return self.tiktoken() if self.pretokenizer.name != "custom" else None
+        """`_encoding_tiktoken` where tiktoken also splits text as this tokenizer does (the named
+        patterns); None for a user's regex, whose pieces `_encode_pieces` cuts."""
+        return self._encoding_tiktoken() if self.pretokenizer.name != "custom" else None
 
     def _encode_pieces(self, text: str, allowed: set[str]) -> list[int]:
         """Cut the text into pieces with the pretokenizer and encode each with tiktoken's encoder of
-        one piece, or with `encode_python` where tiktoken cannot take the vocabulary."""
-        encoding = self.tiktoken()
+        one piece, or with `encode_python` where tiktoken cannot encode the vocabulary."""
+        encoding = self._encoding_tiktoken()
         encode_piece = getattr(getattr(encoding, "_core_bpe", None), "encode_single_piece", None)
         if encode_piece is None:
             return self.encode_python(text, allowed)

@@ -15,11 +15,13 @@ lacks it): -1 in the table, never encoded.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from functools import cached_property
 
 import numpy as np
 
 from bpe.errors import ExportError, InputError, SettingsError
 from bpe.formats.files import id_problem, max_id
+from bpe.formats.rank_order import rank_order_problem
 from bpe.formats.spelling import NEVER_IN_TEXT, spell, unspell
 
 
@@ -143,6 +145,14 @@ class Vocabulary:
                     index.setdefault(token, internal)
             self._internal_of_bytes = index
         return self._internal_of_bytes
+
+    @cached_property
+    def rank_problem(self) -> str | None:
+        """Why encoding by rank (tiktoken's, ranks = internal ids) would not give the merges' ids,
+        or None where it gives them on every text (`bpe.formats.rank_order`); the tokens distinct."""
+        if len(set(self.tokens)) != len(self.tokens):
+            return "two tokens have the same bytes, which tiktoken's ranks cannot hold"
+        return rank_order_problem(self.tokens, self.merges)
 
     # -- internal ids, as the encoders give them ----------------------------------------------
 
