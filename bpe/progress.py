@@ -224,3 +224,30 @@ def say_of(progress: object) -> Callable[[str], None] | None:
     """Where a run's lines that are not a phase's progress go: the progress reporter's `say`
     (bars, log lines), or nowhere for a plain callable."""
     return getattr(progress, "say", None)
+
+
+class Heartbeat:
+    """`with Heartbeat(say, "starting Prefect"):` says `what...` as the block starts, then `what...
+    N s` every `every` seconds until it ends: a wait on something that reports no progress of its
+    own (a server starting) is never silent for long."""
+
+    def __init__(self, say: Callable[[str], None], what: str, every: float = 5.0) -> None:
+        self.say, self.what, self.every = say, what, every
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _beat(self) -> None:
+        started = time.perf_counter()
+        while not self._done.wait(self.every):
+            self.say(f"{self.what}... {time.perf_counter() - started:.0f} s")
+
+    def __enter__(self) -> Heartbeat:
+        self.say(f"{self.what}...")
+        self._thread = threading.Thread(target=self._beat, name="bpe-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()

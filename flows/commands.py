@@ -14,6 +14,7 @@ from pathlib import Path
 
 from bpe.errors import require_extra
 from bpe.install import this_bpe
+from bpe.progress import Heartbeat
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -86,18 +87,20 @@ def run_demo(args: argparse.Namespace) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     # Prefect waits 20 s for its ephemeral server to answer; a busy 2-core machine can take longer.
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
-    from prefect.settings import PREFECT_API_URL
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    with Heartbeat(say, "starting Prefect"):
+        from prefect.settings import PREFECT_API_URL
 
-    from bpe.flows.train_bpe import train_bpe  # imports Prefect: only the pipeline's commands pay for it
-    from bpe.pipeline.demo import quiet_prefect_console
-    from bpe.pipeline.services import start_ephemeral_server, tie_ephemeral_server_to_this_process
+        from bpe.flows.train_bpe import train_bpe  # imports Prefect: only the pipeline's commands pay for it
+        from bpe.pipeline.demo import quiet_prefect_console
+        from bpe.pipeline.services import start_ephemeral_server, tie_ephemeral_server_to_this_process
 
-    tie_ephemeral_server_to_this_process()
-    if "PREFECT_LOGGING_LEVEL" not in os.environ:  # asked for: Prefect's own lines too
-        quiet_prefect_console()
-    server = PREFECT_API_URL.value()
-    if not server:
-        start_ephemeral_server()
+        tie_ephemeral_server_to_this_process()
+        if "PREFECT_LOGGING_LEVEL" not in os.environ:  # asked for: Prefect's own lines too
+            quiet_prefect_console()
+        server = PREFECT_API_URL.value()
+        if not server:
+            start_ephemeral_server()  # its database made the first time: seconds
     compiled()  # the flow's own check then finds every kernel it needs compiled
     print(f"running the train-bpe flow {f'on {server}' if server else 'in Prefect ephemeral mode'}", file=sys.stderr)
     # promote: the demo's --vocab-size is what the user asked for, and it becomes latest

@@ -8,6 +8,7 @@ import contextlib
 import functools
 import json
 import os
+import shutil
 import sys
 import time
 import uuid
@@ -678,3 +679,23 @@ def _build_wheel(source: Path, out: Path) -> dict:
     assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-3000:]
     (path,) = out.glob("*.whl")
     return {"path": path, "output": build.stdout + build.stderr}
+
+
+def cache_lacking(tmp_path: Path, groups: tuple[str, ...], kernels: tuple[str, ...]) -> dict:
+    """An environment whose kernel cache is a copy of this machine's without the groups `groups`
+    and the kernel files starting with `kernels` (theirs): for them, a first run's path."""
+    from bpe.engine.kernel_cache import kernel_cache_base, kernel_cache_name
+
+    name = kernel_cache_name()
+    target = tmp_path / "kernel-cache" / name
+    source = Path(kernel_cache_base()) / name
+    if source.is_dir():
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns(".compiling", "*.tmp.*"))
+    (target / "engine").mkdir(parents=True, exist_ok=True)
+    for path in (target / "engine").iterdir():
+        if path.name.startswith(kernels):
+            path.unlink()
+    for group in groups:
+        for marker in (target / "groups").glob(f"{group.replace(' ', '-')}.*"):
+            marker.unlink()
+    return {**os.environ, "BPE_KERNEL_CACHE": str(tmp_path / "kernel-cache")}

@@ -10,8 +10,6 @@ that lacks a group or two: the path is the same as from nothing, group by group,
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import time
@@ -22,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_parquet
+from tests.conftest import cache_lacking, write_parquet
 from tests.reference import train_reference
 
 BPE = str(Path(sys.executable).parent / "bpe")
@@ -34,26 +32,6 @@ SILENCE = 10.0  # the longest a first run may go without a line while it compile
 @pytest.fixture
 def data(tmp_path) -> Path:
     return write_parquet(tmp_path / "data" / "part.parquet", TEXT)
-
-
-def cache_lacking(tmp_path: Path, groups: tuple[str, ...], kernels: tuple[str, ...]) -> dict:
-    """An environment whose kernel cache is a copy of this machine's without the groups `groups`
-    and the kernel files starting with `kernels` (theirs): for them, a first run's path."""
-    from bpe.engine.kernel_cache import kernel_cache_base, kernel_cache_name
-
-    name = kernel_cache_name()
-    target = tmp_path / "kernel-cache" / name
-    source = Path(kernel_cache_base()) / name
-    if source.is_dir():
-        shutil.copytree(source, target, ignore=shutil.ignore_patterns(".compiling", "*.tmp.*"))
-    (target / "engine").mkdir(parents=True, exist_ok=True)
-    for path in (target / "engine").iterdir():
-        if path.name.startswith(kernels):
-            path.unlink()
-    for group in groups:
-        for marker in (target / "groups").glob(f"{group.replace(' ', '-')}.*"):
-            marker.unlink()
-    return {**os.environ, "BPE_KERNEL_CACHE": str(tmp_path / "kernel-cache")}
 
 
 def reference_merges(vocab_size: int, pattern: str) -> list[tuple[int, int]]:
