@@ -45,7 +45,7 @@ from bpe.schema import FROM_BASE, PARITY_KEYS, SETTING, On, check, check_all, on
 from bpe.settings import Settings
 from bpe.superwords import stage_progress, train_in_stages
 from bpe.tokenizer import Tokenizer
-from bpe.warm import compile_ahead, groups_of_run
+from bpe.warm import compile_ahead, groups_for, groups_of_run
 
 if TYPE_CHECKING:  # the compiled engine is imported by the runs that use it (see `bpe.small_corpus`)
     from bpe.engine.count import WordCounts
@@ -419,7 +419,7 @@ def train_locally(
     if shards is not None and input_bytes is None and languages is None:
         input_bytes = sum(shard.size * (4 if shard.kind == "parquet" or shard.compression else 1) for shard in shards)
     if _small(settings, threads, base, languages, input_bytes):
-        return _train_small(settings, shards, texts, progress)
+        return _train_small(settings, shards, texts, progress, say)
     parity = languages is not None and languages.parity is not None
     compiled = compile_ahead(groups_of_run(settings, "local", threads, base is not None, parity), say)
     t0 = time.perf_counter()
@@ -445,12 +445,13 @@ def train_locally(
     from bpe.engine.merge import learn_merges
 
     release_memory()
-    t1 = time.perf_counter()
+    t1, late = time.perf_counter(), 0.0
     with CompileWatch() as merging_compiles:
         words = len(counts) if languages is None or languages.parity is None else sum(map(len, per_language))
         merge_threads = threads or merge_threads_for(words)
         if merge_threads > 1 and (languages is None or languages.parity is None):
-            compiled.seconds += compile_ahead(["merge loop on threads"], say).seconds  # if not foreseen
+            late = compile_ahead(["merge loop on threads"], say).seconds  # if not foreseen
+            compiled.seconds += late
         loop = PhaseClock(progress, compiling=lambda: merging_compiles.seconds)
         if languages is not None and languages.parity is not None:
             from bpe.engine.parity import learn_parity_merges
@@ -481,7 +482,7 @@ def train_locally(
                 release_counts=True,
                 on_index=lambda done, words: loop("index", done, words),
             )
-    merging = time.perf_counter() - t1  # the queue is made before learn_merges starts its clock: time it all here
+    merging = time.perf_counter() - t1 - late  # the queue is made before learn_merges starts its clock: time it all
     compiling = compiled.seconds + counting_compiles.seconds + merging_compiles.seconds  # a first run only
     return TrainingRun(
         stats=stats,
@@ -520,7 +521,11 @@ def _small(
 
 
 def _train_small(
-    settings: Settings, shards: Sequence[Shard] | None, texts: Iterable[str] | None, progress: ProgressFn | None
+    settings: Settings,
+    shards: Sequence[Shard] | None,
+    texts: Iterable[str] | None,
+    progress: ProgressFn | None,
+    say: Callable[[str], None] | None = None,
 ) -> TrainingRun:
     """A small input counted with the `regex` module, and its merges learnt in pure Python unless
     its words are too long for that (then by the compiled engine, on one thread)."""
@@ -539,6 +544,7 @@ def _train_small(
     t1 = time.perf_counter()
     compiled = merge_work(words) > SMALL_CORPUS_WORK
     options = {"tie_break": settings.tie_break, "min_frequency": settings.min_frequency}
+    ahead = compile_ahead(groups_for((), "local"), say).seconds if compiled else 0.0  # the loop on one thread
     with CompileWatch() as compiles:
         loop = PhaseClock(progress, compiling=lambda: compiles.seconds)
         report = _merge_progress(loop, settings.n_merges())
@@ -555,14 +561,14 @@ def _train_small(
             merged = learn_merges_small(words, settings.n_merges(), **options, progress=report,
                                         max_token_length=settings.max_token_length)  # fmt: skip
             unique_words = len(words)
-    merging = time.perf_counter() - t1
+    merging = time.perf_counter() - t1 - ahead
     return TrainingRun(
         stats=stats,
         unique_words=unique_words,
         merges=merged,
         fingerprints=fingerprints,
         seconds={
-            "compile": compiles.seconds,
+            "compile": ahead + compiles.seconds,
             "count": t1 - t0,
             "merge": max(merging - compiles.seconds, 0.0),
             "merge_loop": loop.seconds("merge"),

@@ -112,6 +112,7 @@ def test_bpe_warm_compiles_what_the_cache_lacks_and_lists_the_groups(tmp_path):
 KERNELS_LOADED = """
 import json, sys
 from numba.core.registry import CPUDispatcher
+import bpe.warm
 
 def loaded():
     found = set()
@@ -122,6 +123,17 @@ def loaded():
             if isinstance(value, CPUDispatcher):
                 found |= {f"{name}.{attr}{signature}" for signature in value.signatures}
     return sorted(found)
+
+asked = []  # the groups the run asks to have compiled first
+compile_ahead = bpe.warm.compile_ahead
+
+def recording(names, *args, **kwargs):
+    asked.extend(name for name in names if name not in asked)
+    return compile_ahead(names, *args, **kwargs)
+
+bpe.warm.compile_ahead = recording
+import bpe.training
+bpe.training.compile_ahead = recording
 """
 
 RUNS = {
@@ -130,30 +142,29 @@ RUNS = {
     "from a tokenizer": ({"threads": 1, "tie_break": "ids"}, {"base": True}),
     "superwords": ({"threads": 1, "superwords": True, "transition": 262}, {}),
     "parity": ({"threads": 1, "parity": True}, {"languages": True}),
+    "a small text of long words": ({"threads": None}, {"texts": ["ab" * 700 + " the cat"]}),
 }
 
 
 @pytest.mark.parametrize("run", list(RUNS))
 def test_every_kernel_a_run_calls_is_in_the_groups_it_compiles_first(run, data, tmp_path):
-    """The groups a run compiles ahead load, in a process of their own, every kernel the run then
-    calls, with the same argument types (a read-only array or a literal is a kernel of its own)."""
+    """The groups a run asks to have compiled before it starts load, in a process of their own,
+    every kernel the run then calls, with the same argument types (a read-only array or a literal
+    is a kernel of its own)."""
     options, kind = RUNS[run]
     base = tmp_path / "base"
     if kind.get("base"):
         subprocess.run([BPE, "train", str(data), "--vocab-size", "262", "--out", str(base)], check=True, timeout=600)
     files = {"eng": str(data), "deu": str(data)} if kind.get("languages") else [str(data)]
+    given = f"texts={kind['texts']!r}" if "texts" in kind else f"files={files!r}"
     script = (
         KERNELS_LOADED
         + f"""
 from bpe import train
-from bpe.settings import Settings
-from bpe.warm import GROUPS, compile_ahead, groups_of_run
 options = {options!r}
 base = {str(base) if kind.get("base") else None!r}
-tok = train(files={files!r}, vocab_size=280, base=base, **options)
-settings = Settings(**{{k: v for k, v in options.items() if k in ("pattern", "superwords", "transition", "tie_break")}})
-groups = groups_of_run(settings, "local", options["threads"], base is not None, "parity" in options)
-print(json.dumps({{"groups": groups, "loaded": loaded()}}))
+tok = train({given}, vocab_size=280, base=base, **options)
+print(json.dumps({{"groups": asked, "loaded": loaded()}}))
 """
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900)
@@ -185,15 +196,15 @@ def test_a_dask_runs_driver_and_workers_call_only_kernels_of_its_groups(data, tm
         + f"""
 from distributed import Client, LocalCluster
 from bpe import train
-from bpe.settings import Settings
-from bpe.warm import DRIVER_GROUPS, GROUPS, groups_of_run
+from bpe.warm import GROUPS
 
 with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \\
         Client(cluster) as client:
     train(files=[{str(data)!r}], vocab_size=280, engine="dask", client=client)
     on_workers = client.run(loaded)
 driver = loaded()
-groups = groups_of_run(Settings(), "dask")
+groups = list(asked)  # the driver's own, with a client given; the workers load theirs
+groups += [name for name in ("word tables", "count cl100k") if name not in groups]
 for name in groups:
     GROUPS[name].run()
 print(json.dumps({{
