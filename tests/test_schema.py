@@ -153,7 +153,7 @@ def test_no_surface_has_a_setting_the_schema_does_not_declare():
     dests = {a.dest for a in train_parser()._actions} - COMMAND_OPTIONS
     flagged = {dest for s in SETTINGS if On.CLI in s.on for dest in s.flags}
     assert dests == {d if d != "files" else "inputs" for d in flagged}
-    keys = {f.name for f in fields(TokenizerConfig)} - {"source"}
+    keys = {f.name for f in fields(TokenizerConfig)} - {"source", "origins"}
     assert keys == {s.key.split(".")[0] for s in CONFIG_SETTINGS}
     for section, cls in SECTION_CLASSES.items():
         assert {f.name for f in fields(cls)} == {

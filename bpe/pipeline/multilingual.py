@@ -31,7 +31,6 @@ def language_plan(cfg: TokenizerConfig, settings: Settings) -> LanguagePlan | No
     """The plan of a configuration with `languages:` (None without): its mixture, its parity rule
     and its dev set, read as `settings` split text. Errors name the file and the key."""
     from bpe.errors import SettingsError
-    from bpe.pipeline.config import in_file
 
     inputs = cfg.language_inputs()
     if inputs is None:
@@ -41,7 +40,7 @@ def language_plan(cfg: TokenizerConfig, settings: Settings) -> LanguagePlan | No
             list(inputs), settings.pretokenizer, cfg.text_column, settings.superwords, **cfg.language_settings()
         )
     except SettingsError as exc:
-        raise in_file(exc, cfg.source) from None
+        raise cfg.located(exc) from None
 
 
 def by_language(counted: Sequence[ShardCount], codes: Sequence[str]) -> list[list[ShardCount]]:
