@@ -81,8 +81,8 @@ def train_bpe(
     base = load_base(cfg.base, cfg.pattern) if cfg.base else None
     training = cfg.settings(base)
     dev = configured_dev_set(cfg)  # the dev set by language, if any: unreadable, it fails the run here
-    count_cache_key()  # the key that signs the count cache's entries: a bad one fails the run here
     logger = get_run_logger()
+    count_cache_key(warn=logger.warning)  # the key that signs the count cache's entries: a bad one fails the run here
     started = time.perf_counter()
     if cfg.demo_corpus:
         write_demo_corpus(cfg.data[0])  # kept if already there

@@ -112,10 +112,12 @@ def write_parquet(path: Path, texts, column: str = "text") -> Path:
 HEADROOM = 128 << 20  # address space a load may take beyond what the interpreter holds once imported
 
 
-def limited(*command: str, imports: str = "bpe.cli, bpe.tokenizer", timeout: float = 60) -> subprocess.CompletedProcess:
+def limited(
+    *command: str, imports: str = "bpe.cli, bpe.tokenizer", timeout: float = 60, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """`command` (lines of Python, `sys` imported) in a process whose address space is limited to
     what it holds after importing `imports` plus HEADROOM, stopped after `timeout` seconds: a read
-    of /dev/zero or of a FIFO fails the test, not the machine."""
+    of /dev/zero or of a FIFO fails the test, not the machine. `env`: its environment (this one's)."""
     import textwrap
 
     limit = textwrap.dedent(
@@ -127,16 +129,18 @@ def limited(*command: str, imports: str = "bpe.cli, bpe.tokenizer", timeout: flo
         """
     )
     return subprocess.run(
-        [sys.executable, "-c", limit + "\n".join(command)], capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-c", limit + "\n".join(command)], capture_output=True, text=True, timeout=timeout, env=env
     )
 
 
-def raised_in_limits(statement: str, imports: str, timeout: float = 30) -> subprocess.CompletedProcess:
+def raised_in_limits(
+    statement: str, imports: str, timeout: float = 30, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """`statement` (after `from MODULE import *` of each module of `imports`) run by `limited`,
     which prints the exception it raises, if any, as `<class name> <message>`."""
     stars = "\n".join(f"from {module.strip()} import *" for module in imports.split(","))
     attempt = f"try:\n    {statement}\nexcept Exception as exc:\n    print(type(exc).__name__, exc)"
-    return limited(stars, attempt, imports=imports, timeout=timeout)
+    return limited(stars, attempt, imports=imports, timeout=timeout, env=env)
 
 
 def not_a_regular_file(path: Path, replacement: str) -> None:
