@@ -649,38 +649,47 @@ class VersionStore:
 
 def describe_versions(store: VersionStore) -> list[dict]:
     """One row per version for `bpe versions`: date, channel, vocabulary, data, compression, and
-    its change in bytes per token against the previous promoted version (the newest version
-    before it that was ever `latest`), only like with like: both measured on the same evaluation
-    rows (`evaluation.eval_set.fingerprint`: figures on other text do not compare) at the same
-    vocabulary size (a larger vocabulary compresses better by itself). Otherwise `incomparable`
-    says why there is no change: the other's vocabulary size, or its other evaluation rows."""
-    promotions = store.promotions()
-    target = promotions.rollback_target
-    rows = []
-    previous: tuple[str, float | None, str | None, int | None] | None = None  # the newest promoted so far
+    its change in bytes per token against the version that served (was `latest`) when it was
+    published, as the history records it: after a rollback, the version rolled back to (for a
+    version the history does not record, the newest version before it that was ever `latest`).
+    Only like with like: both measured on the same evaluation rows (`evaluation.eval_set.
+    fingerprint`: figures on other text do not compare) at the same vocabulary size (a larger
+    vocabulary compresses better by itself). Otherwise `incomparable` says why there is no
+    change: the other's vocabulary size, its other evaluation rows, or that it was pruned."""
+    history = store.history()
+    promotions = Promotions.replay(history, store.latest(), store.versions())
+    serving = {e["version"]: e.get("latest_before") for e in history if e.get("action") == "publish"}
+    figures: dict[str, tuple[Manifest, float | None, str | None, int | None]] = {}
     for version in promotions.versions:
         try:
             m = store.manifest(version)
         except (FileNotFoundError, json.JSONDecodeError):
             continue
         evaluation = m.evaluation or {}
-        bytes_per_token = evaluation.get("bytes_per_token")
         eval_set = (evaluation.get("eval_set") or {}).get("fingerprint")
         vocab_size = m.result.vocab_size if m.result is not None else None
+        figures[version] = (m, evaluation.get("bytes_per_token"), eval_set, vocab_size)
+    rows = []
+    newest_promoted = None  # the fallback: the newest version so far that was ever latest
+    for version, (m, bytes_per_token, eval_set, vocab_size) in figures.items():
+        compared = serving[version] if version in serving else newest_promoted
+        then = figures.get(compared) if compared is not None else None
         change, incomparable = None, None
-        measured = isinstance(bytes_per_token, (int, float)) and previous and isinstance(previous[1], (int, float))
-        if measured and not (eval_set and previous[2] == eval_set):
+        measured = then is not None and isinstance(bytes_per_token, (int, float)) and isinstance(then[1], (int, float))
+        if compared is not None and compared not in promotions.versions:
+            incomparable = "pruned"
+        elif measured and not (eval_set and then[2] == eval_set):
             incomparable = "other evaluation rows"
-        elif measured and vocab_size != previous[3]:
-            incomparable = f"{previous[3]:,} tokens" if isinstance(previous[3], int) else "unknown vocabulary size"
+        elif measured and vocab_size != then[3]:
+            incomparable = f"{then[3]:,} tokens" if isinstance(then[3], int) else "unknown vocabulary size"
         elif measured:
-            change = bytes_per_token - previous[1]
+            change = bytes_per_token - then[1]
         rows.append(
             {
                 "version": version,
                 "latest": version == promotions.latest,
                 "promoted": version in promotions.promoted,
-                "rollback_target": version == target,
+                "rollback_target": version == promotions.rollback_target,
                 "channel": m.channel or MAIN,
                 "created": m.created or "",
                 "vocab_size": vocab_size,
@@ -688,11 +697,11 @@ def describe_versions(store: VersionStore) -> list[dict]:
                 "data_bytes": m.counts.bytes if m.counts is not None else None,
                 "bytes_per_token": bytes_per_token,
                 "eval_set": eval_set,
-                "previous_promoted": previous[0] if previous else None,
+                "previous_promoted": compared,
                 "change": change,
                 "incomparable": incomparable,
             }
         )
         if version in promotions.promoted:
-            previous = (version, bytes_per_token, eval_set, vocab_size)
+            newest_promoted = version
     return rows
