@@ -65,15 +65,19 @@ def deploy_all(
     `conf/`) and an installed package (`bpe/flows`, `bpe/conf`). A configuration whose data is not
     there yet is registered with its schedule paused, rather than failing every scheduled run: resume
     it once the data is in place (`prefect deployment schedule resume`, or deploy again). Every
-    configuration (and BPE_ALERT_WEBHOOK) is validated before anything is registered."""
+    configuration (and BPE_ALERT_WEBHOOK) is validated before anything is registered, as a run
+    validates it before reading any data: a configuration every run would refuse is not deployed."""
     from prefect import get_client
 
     from bpe.flows.train_bpe import train_bpe
     from bpe.pipeline.alerts import ENV, ensure_alert, remove_alert, webhook_for
     from bpe.pipeline.config import load_config, redact_url
+    from bpe.pipeline.multilingual import language_plan
 
     paths = sorted(Path(conf_dir or source / "conf").glob("*.yaml"))
     configs = [(path, load_config(path)) for path in paths]
+    for _, cfg in configs:
+        language_plan(cfg, None)  # what a run refuses before reading its data, refused here (load_config: the rest)
     webhooks = {cfg.name: webhook_for(cfg) for _, cfg in configs}
     say(f"registering flows/train_bpe.py:train_bpe from {source} on work pool {pool}")
     ensure_pool(pool)

@@ -494,6 +494,47 @@ def flow_here(prefect_server, monkeypatch):
         yield train_bpe
 
 
+REFUSED_BY_EVERY_RUN = {  # a configuration's parity or mixture -> the line every run of it fails with
+    "parity: {variant: window, alpha: .inf}": "parity.alpha: expected a number above 0, got inf",
+    "parity: {dev: ntrex/, ratio: {eng: 1, hin: 2}}": "parity.ratio: replaces the dev set: give a dev set or "
+    "ratios, not both",
+    "mix: {eng: 1, fra: 2}": "mix: fra is not one of the run's languages (eng, hin)",
+}
+
+
+def test_bpe_deploy_refuses_a_configuration_every_run_would_refuse(prefect_server, tmp_path, monkeypatch):
+    """Checked as a run checks it before reading any data, with the run's one line: such a
+    configuration was deployed, and each of its runs failed."""
+    from prefect import get_client
+    from prefect.exceptions import ObjectNotFound
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from bpe.errors import SettingsError
+
+    claim_deployment_names(__name__, "refused")
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    config = conf / "refused.yaml"
+    for keys, line in REFUSED_BY_EVERY_RUN.items():
+        base = {"name": "refused", "vocab_size": 600, "languages": {"eng": "en/", "hin": "hi/"}}
+        config.write_text(yaml.safe_dump(base) + keys + "\n")
+        done = subprocess.run(
+            [str(Path(os.sys.executable).parent / "bpe"), "deploy", "--conf", str(conf), "--pool", "bpe-refused"],
+            env={**os.environ, "PREFECT_API_URL": prefect_server["api"]},
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
+        assert (done.returncode, done.stdout, done.stderr) == (1, "", f"bpe: error: {config}: {line}\n")
+        with flow_here(prefect_server, monkeypatch) as train_bpe, pytest.raises(SettingsError) as raised:
+            train_bpe(config=str(config))
+        assert str(raised.value) == f"{config}: {line}", "the run's own line"
+    with temporary_settings({PREFECT_API_URL: prefect_server["api"]}), get_client(sync_client=True) as client:
+        with pytest.raises(ObjectNotFound):
+            client.read_deployment_by_name("train-bpe/refused")
+
+
 def one_shard_config(tmp_path: Path, scheduler: str, name: str, rows: list[str], **settings) -> tuple[Path, dict]:
     """A configuration of one Parquet shard of `rows` (its file, and the configuration as a dict)."""
     write_shard(tmp_path / "data" / "part-00000.parquet", rows)
