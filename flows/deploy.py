@@ -68,11 +68,14 @@ def deploy_all(
     configuration (and BPE_ALERT_WEBHOOK) is validated before anything is registered, as a run
     validates it before reading any data: a configuration every run would refuse is not deployed."""
     from prefect import get_client
+    from prefect.client.schemas.actions import DeploymentUpdate
+    from prefect.utilities.callables import parameter_schema
 
     from bpe.flows.train_bpe import train_bpe
     from bpe.pipeline.alerts import ENV, ensure_alert, remove_alert, webhook_for
     from bpe.pipeline.config import load_config, redact_url
     from bpe.pipeline.multilingual import language_plan
+    from bpe.pipeline.parameters import run_form
 
     paths = sorted(Path(conf_dir or source / "conf").glob("*.yaml"))
     configs = [(path, load_config(path)) for path in paths]
@@ -84,6 +87,7 @@ def deploy_all(
     if configs and not any(webhooks.values()):
         say(f"alerts: none configured (set `alerts: {{webhook: URL}}` in a configuration, or {ENV})")
     flow = train_bpe.from_source(source=str(source), entrypoint="flows/train_bpe.py:train_bpe")
+    flow_schema = parameter_schema(flow).model_dump(exclude_unset=True)
     lines = []
     with get_client(sync_client=True) as client:
         for path, cfg in configs:
@@ -103,6 +107,9 @@ def deploy_all(
                 tags=["bpe", cfg.name],
             )
             deployment_id = deployment.apply(work_pool_name=pool)
+            # the run form (Prefect's UI): each setting once, its configuration's value shown, not sent
+            form = run_form(flow_schema, cfg, _relative_to(path, source))
+            client.update_deployment(deployment_id, DeploymentUpdate(parameter_openapi_schema=form))
             full_name = f"train-bpe/{cfg.name}"
             schedule = f"schedule {cfg.schedule!r}" if cfg.schedule else "no schedule"
             state = f"paused: {', '.join(missing)} not found" if missing else "active"
