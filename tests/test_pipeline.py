@@ -546,14 +546,19 @@ def test_bpe_deploy_without_a_server_is_an_error(tmp_path):
 @contextlib.contextmanager
 def flow_here(prefect_server, monkeypatch):
     """The train-bpe flow, to call in this process against the session's Prefect server (faster
-    than a deployment's run: no worker poll, no process start), under a count cache key of its own."""
+    than a deployment's run: no worker poll, no process start), under a count cache key of its own.
+    The runs' last log lines are sent before the block ends (not once the server may be gone)."""
+    from prefect.logging.handlers import APILogWorker
     from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     from bpe.flows.train_bpe import train_bpe
 
     monkeypatch.setenv("BPE_CACHE_KEY", "tests.test_pipeline's count cache key, 32+ characters")
     with temporary_settings({PREFECT_API_URL: prefect_server["api"], PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
-        yield train_bpe
+        try:
+            yield train_bpe
+        finally:
+            APILogWorker.drain_all(timeout=10)
 
 
 REFUSED_BY_EVERY_RUN = {  # a configuration's parity or mixture -> the line every run of it fails with
