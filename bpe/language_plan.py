@@ -14,7 +14,7 @@ from typing import Any
 
 from bpe.engine.count import WordCounts
 from bpe.engine.errors import Spelling
-from bpe.engine.parity import ParityRule
+from bpe.engine.parity import ParityRule, check_rule
 from bpe.errors import InputError, SettingsError
 from bpe.languages import LanguagePlan, check_code, language_error, parity_ratios
 from bpe.manifest import LanguagesRecord
@@ -167,7 +167,7 @@ def read_dev_set(
 
 def make_plan(
     codes: Sequence[str],
-    pretokenizer: Pretokenizer,
+    pretokenizer: Pretokenizer | None,
     text_column: str = "text",
     superwords: bool = False,
     mix: object | None = None,
@@ -179,8 +179,9 @@ def make_plan(
     parity_window: int = 100,
     parity_alpha: float = 2.0,
 ) -> LanguagePlan:
-    """The plan of a run on `codes` (sorted): its mixture, its parity rule and dev set read (as
-    `pretokenizer` splits text). Parity cannot make superwords (`superwords`: a superword run)."""
+    """The plan of a run on `codes` (sorted): its mixture, its parity rule (checked as the engine
+    checks it) and dev set read (as `pretokenizer` splits text; None: the dev set is not read, the
+    settings only are checked). Parity cannot make superwords (`superwords`: a superword run)."""
     from bpe.mixture import Mix
 
     mixture = Mix.of(mix) if mix is not None else None
@@ -191,8 +192,10 @@ def make_plan(
     )
     if rule is not None and superwords:
         raise SettingsError(_no_superwords, parameter="parity")
+    if rule is not None:
+        check_rule(rule, len(codes))  # before any text is read, not once counted
     plan = LanguagePlan(codes=tuple(codes), mix=mixture, parity=rule)
-    if rule is not None and parity_dev is not None:
+    if rule is not None and parity_dev is not None and pretokenizer is not None:
         plan.dev, plan.dev_record = read_dev_set(parity_dev, codes, pretokenizer, text_column)
     return plan
 

@@ -65,21 +65,29 @@ def deploy_all(
     `conf/`) and an installed package (`bpe/flows`, `bpe/conf`). A configuration whose data is not
     there yet is registered with its schedule paused, rather than failing every scheduled run: resume
     it once the data is in place (`prefect deployment schedule resume`, or deploy again). Every
-    configuration (and BPE_ALERT_WEBHOOK) is validated before anything is registered."""
+    configuration (and BPE_ALERT_WEBHOOK) is validated before anything is registered, as a run
+    validates it before reading any data: a configuration every run would refuse is not deployed."""
     from prefect import get_client
+    from prefect.client.schemas.actions import DeploymentUpdate
+    from prefect.utilities.callables import parameter_schema
 
     from bpe.flows.train_bpe import train_bpe
     from bpe.pipeline.alerts import ENV, ensure_alert, remove_alert, webhook_for
     from bpe.pipeline.config import load_config, redact_url
+    from bpe.pipeline.multilingual import language_plan
+    from bpe.pipeline.parameters import run_form
 
     paths = sorted(Path(conf_dir or source / "conf").glob("*.yaml"))
     configs = [(path, load_config(path)) for path in paths]
+    for _, cfg in configs:
+        language_plan(cfg, None)  # what a run refuses before reading its data, refused here (load_config: the rest)
     webhooks = {cfg.name: webhook_for(cfg) for _, cfg in configs}
     say(f"registering flows/train_bpe.py:train_bpe from {source} on work pool {pool}")
     ensure_pool(pool)
     if configs and not any(webhooks.values()):
         say(f"alerts: none configured (set `alerts: {{webhook: URL}}` in a configuration, or {ENV})")
     flow = train_bpe.from_source(source=str(source), entrypoint="flows/train_bpe.py:train_bpe")
+    flow_schema = parameter_schema(flow).model_dump(exclude_unset=True)
     lines = []
     with get_client(sync_client=True) as client:
         for path, cfg in configs:
@@ -99,6 +107,9 @@ def deploy_all(
                 tags=["bpe", cfg.name],
             )
             deployment_id = deployment.apply(work_pool_name=pool)
+            # the run form (Prefect's UI): each setting once, its configuration's value shown, not sent
+            form = run_form(flow_schema, cfg, _relative_to(path, source))
+            client.update_deployment(deployment_id, DeploymentUpdate(parameter_openapi_schema=form))
             full_name = f"train-bpe/{cfg.name}"
             schedule = f"schedule {cfg.schedule!r}" if cfg.schedule else "no schedule"
             state = f"paused: {', '.join(missing)} not found" if missing else "active"

@@ -1,10 +1,9 @@
 """The `train-bpe` flow: shards -> counts (cached per shard) -> merges on Dask -> a new version.
 
-Its parameters are the configuration file, the settings of the run (`settings`, one typed
-parameter made from the schema: `bpe.pipeline.parameters.RunSettings`) and `promote`; each setting
-is also a parameter of its own (`-p vocab_size=4096`), which wins over the same field of
-`settings`. Each setting left out comes from the configuration file (and its BPE_* environment
-overrides). A run with the configuration's own training settings publishes to the
+Its parameters are the configuration file, `promote`, and each setting a run may give, as a
+parameter of its own (`-p vocab_size=4096`), typed and bounded as the schema says
+(`bpe.pipeline.parameters`). Each setting left out comes from the configuration file (and its
+BPE_* environment overrides). A run with the configuration's own training settings publishes to the
 main line and moves `latest`; a run whose parameters change a training setting publishes an
 experiment, which moves `latest` only with promote=True. A run whose data and settings equal a
 published version's (of either channel) does not train: it logs "no new data since vNNNN" and
@@ -29,7 +28,7 @@ from bpe.pipeline.config import TRAINING_KEYS, load_config
 from bpe.pipeline.demo import write_demo_corpus
 from bpe.pipeline.language_evaluation import alert_message, configured_dev_set
 from bpe.pipeline.multilingual import count_languages, language_plan, shard_multipliers
-from bpe.pipeline.parameters import RunSettings, overrides, with_single_settings
+from bpe.pipeline.parameters import overrides, with_settings
 from bpe.pipeline.report import one_line
 from bpe.pipeline.retention import apply_retention, record_counts_in_use
 from bpe.pipeline.security import count_cache_key
@@ -55,23 +54,17 @@ from bpe.warm import groups_of_run
 
 
 @flow(name="train-bpe")
-@with_single_settings
-def train_bpe(
-    config: str = "conf/demo.yaml",
-    settings: RunSettings = RunSettings(),
-    promote: bool = False,
-    **single,
-) -> dict:
+@with_settings
+def train_bpe(config: str = "conf/demo.yaml", promote: bool = False, **settings) -> dict:
     """Train the tokenizer that `config` describes and publish it as the next version: on the main
     line, or, when the parameters change a training setting, as an experiment that moves `latest`
     only if `promote`.
 
     Args:
-        config: the tokenizer's configuration file (conf/<name>.yaml), relative to the source directory
-        settings: the settings of this run; each one left unset is the configuration's
+        config: the tokenizer's configuration file (conf/NAME.yaml), relative to the source directory
         promote: move `latest` to the new version even when the run is an experiment
     """
-    given = overrides(settings, single)
+    given = overrides(settings)
     cfg = load_config(config, given)
     configured = load_config(config, {k: v for k, v in given.items() if k not in TRAINING_KEYS})
     overridden = overridden_settings(configured, cfg)
@@ -82,8 +75,8 @@ def train_bpe(
     base = load_base(cfg.base, cfg.pattern) if cfg.base else None
     training = cfg.settings(base)
     dev = configured_dev_set(cfg)  # the dev set by language, if any: unreadable, it fails the run here
-    count_cache_key()  # the key that signs the count cache's entries: a bad one fails the run here
     logger = get_run_logger()
+    count_cache_key(warn=logger.warning)  # the key that signs the count cache's entries: a bad one fails the run here
     started = time.perf_counter()
     if cfg.demo_corpus:
         write_demo_corpus(cfg.data[0])  # kept if already there

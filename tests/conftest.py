@@ -9,6 +9,7 @@ import functools
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 import uuid
@@ -107,6 +108,51 @@ def write_parquet(path: Path, texts, column: str = "text") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table({column: pa.array(list(texts), pa.string())}), path)
     return path
+
+
+HEADROOM = 128 << 20  # address space a load may take beyond what the interpreter holds once imported
+
+
+def limited(
+    *command: str, imports: str = "bpe.cli, bpe.tokenizer", timeout: float = 60, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """`command` (lines of Python, `sys` imported) in a process whose address space is limited to
+    what it holds after importing `imports` plus HEADROOM, stopped after `timeout` seconds: a read
+    of /dev/zero or of a FIFO fails the test, not the machine. `env`: its environment (this one's)."""
+    import textwrap
+
+    limit = textwrap.dedent(
+        f"""
+        import resource, sys
+        import {imports}
+        size = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (size + {HEADROOM}, size + {HEADROOM}))
+        """
+    )
+    return subprocess.run(
+        [sys.executable, "-c", limit + "\n".join(command)], capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+def raised_in_limits(
+    statement: str, imports: str, timeout: float = 30, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """`statement` (after `from MODULE import *` of each module of `imports`) run by `limited`,
+    which prints the exception it raises, if any, as `<class name> <message>`."""
+    stars = "\n".join(f"from {module.strip()} import *" for module in imports.split(","))
+    attempt = f"try:\n    {statement}\nexcept Exception as exc:\n    print(type(exc).__name__, exc)"
+    return limited(stars, attempt, imports=imports, timeout=timeout, env=env)
+
+
+def not_a_regular_file(path: Path, replacement: str) -> None:
+    """Put at `path` what is not a regular file: a FIFO (`fifo`), a directory (`directory`), or a
+    link to `replacement` (`/dev/zero`, `/dev/urandom`)."""
+    if replacement == "fifo":
+        os.mkfifo(path)
+    elif replacement == "directory":
+        path.mkdir()
+    else:
+        path.symlink_to(replacement)
 
 
 def publish_as(

@@ -24,7 +24,7 @@ from bpe.cli import main
 from bpe.errors import SettingsError
 from bpe.pipeline.config import Retention, load_config
 from bpe.pipeline.retention import mark_in_use, sweep_count_cache
-from bpe.pipeline.store import VersionStore
+from bpe.pipeline.store import VersionStore, describe_versions
 from tests import test_pipeline
 from tests.conftest import claim_deployment_names, publish_as, stdlib_paragraphs, unique_bucket
 from tests.test_pipeline import POOL, run_deployment, run_here, write_shard
@@ -176,6 +176,33 @@ def test_versions_compare_bytes_per_token_only_at_one_vocabulary_size(tmp_path, 
         ["4,096", "2", "1.5", "MB", "3.500", "+0.1000", "vs", "v0002", "(promoted,", "rollback", "target)"],
         ["4,096", "2", "1.5", "MB", "3.600", "-", "vs", "v0003", "(other", "evaluation", "rows)", "(latest)"],
     ]
+
+
+def test_after_a_rollback_the_next_version_is_compared_with_the_one_it_replaces(tmp_path, capsys):
+    """`bpe versions` compares a version with the one serving when it was published: after a
+    rollback, the version rolled back to, not the one rolled back from."""
+    store = VersionStore(str(tmp_path), "tok")
+    publish_as(store, bpt=3.5)  # v0001
+    publish_as(store, bpt=3.6)  # v0002
+    assert store.rollback() == ("v0002", "v0001")
+    publish_as(store, bpt=3.4)  # v0003: replaces v0001, which served
+    store.promote("v0002")
+    publish_as(store, bpt=3.45)  # v0004: replaces v0002, promoted again
+    rows = describe_versions(store)
+    assert [(r["previous_promoted"], r["change"] and round(r["change"], 6)) for r in rows] == [
+        (None, None),
+        ("v0001", 0.1),
+        ("v0001", -0.1),
+        ("v0002", -0.15),
+    ]
+    code, out, _ = bpe(capsys, "versions", f"{tmp_path}/tok")
+    lines = {line.split()[0]: line for line in out.splitlines()}
+    assert code == 0 and "-0.1000 vs v0001" in lines["v0003"] and "-0.1500 vs v0002" in lines["v0004"]
+    # the version that served, removed since: nothing to compare with, and why
+    assert store.unpublish("v0001", lambda promotions: set()) is not None
+    code, out, _ = bpe(capsys, "versions", f"{tmp_path}/tok")
+    lines = {line.split()[0]: line for line in out.splitlines()}
+    assert code == 0 and "- vs v0001 (pruned)" in lines["v0002"] and "- vs v0001 (pruned)" in lines["v0003"]
 
 
 def test_prune_command_is_a_dry_run_without_yes(tmp_path, capsys):
@@ -469,7 +496,8 @@ def test_an_override_is_an_experiment_and_promote_and_rollback_move_latest(servi
     rows = {line.split()[0]: line for line in listed.stdout.splitlines()[1:]}
     assert rows["v0001"].endswith("(latest)") and " main " in rows["v0001"]
     assert " experiment " in rows["v0002"] and rows["v0002"].endswith("(promoted)")
-    assert " vs v0001" in rows["v0002"] and " vs v0002" in rows["v0003"]  # v0002 was promoted (then rolled back)
+    # each against what served when it was published: v0002 was promoted only after v0003 was published
+    assert "- vs v0001 (600 tokens)" in rows["v0002"] and "- vs v0001 (600 tokens)" in rows["v0003"]
 
     dry = command("prune", where, "--keep", "1")
     assert dry.returncode == 0 and dry.stdout.splitlines()[1:] == [

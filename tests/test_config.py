@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
 from bpe.errors import SettingsError
 from bpe.pipeline.config import find_configs, load_config
+from tests.conftest import HEADROOM, not_a_regular_file, raised_in_limits
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -71,12 +73,13 @@ def test_numbers_past_what_the_kernels_hold_are_refused_in_the_file_and_as_the_f
     tmp_path, key, value, message
 ):
     """The flow's parameters go through `load_config(path, overrides)`, as the file's keys do (once
-    `vocab_size` of 10**30 reached the Dask engine's kernels as a numba TypingError)."""
-    for written, overrides in ((f"{BASE}{key}: {value}\n", None), (BASE, {key: value})):
+    `vocab_size` of 10**30 reached the Dask engine's kernels as a numba TypingError); an error in a
+    parameter names the parameter, not the file."""
+    for written, overrides, where in ((f"{BASE}{key}: {value}\n", None, "{path}: "), (BASE, {key: value}, "")):
         path = write(tmp_path, written)
         with pytest.raises(SettingsError) as raised:
             load_config(path, overrides)
-        assert str(raised.value).startswith(f"{path}: {message}") and raised.value.parameter == key
+        assert str(raised.value).startswith(where.format(path=path) + message) and raised.value.parameter == key
     with pytest.raises(SettingsError, match=r"superwords.max_words: expected at most 2,147,483,647 words"):
         load_config(write(tmp_path, BASE + f"superwords: {{transition: 600, max_words: {10**20}}}\n"))
 
@@ -123,10 +126,142 @@ def test_environment_then_parameters_override(tmp_path):
     assert cfg.dask_scheduler == "tcp://10.0.0.1:8786" and cfg.vocab_size == 2000
     cfg = load_config(path, overrides={"vocab_size": 3000, "pattern": None}, environ=env)
     assert cfg.vocab_size == 3000 and cfg.pattern == "cl100k"
-    with pytest.raises(SettingsError, match="BPE_|vocab_size"):
+    with pytest.raises(SettingsError, match="^BPE_VOCAB_SIZE: expected an integer >= 256, got 12$"):
         load_config(path, environ={"BPE_VOCAB_SIZE": "12"})
     scoped = {"BPE_DATA": "/all", "BPE_TOK_DATA": "/only-tok", "BPE_OTHER_DATA": "/other"}
     assert load_config(path, environ=scoped).data == ["/only-tok"]
+
+
+@pytest.mark.parametrize(
+    "variable, value, expected",
+    [
+        ("BPE_SCHEDULE", "* * * * *", "* * * * *"),  # YAML would read `*` as an alias
+        ("BPE_SCHEDULE", "*/5 * * * *", "*/5 * * * *"),
+        ("BPE_TOK_SCHEDULE", "0 3 * * *", "0 3 * * *"),
+        ("BPE_DATA", "*.parquet", ["*.parquet"]),
+        ("BPE_DATA", "[a/, b/]", ["a/", "b/"]),  # YAML where it is YAML
+        ("BPE_DATA", "s3://bucket/en: 2024/", ["s3://bucket/en: 2024/"]),  # a mapping? no: a path
+        ("BPE_ARTIFACT_ROOT", "{a: [b", "{a: [b"),
+        ("BPE_PATTERN", "[a-z]+|[0-9]", "[a-z]+|[0-9]"),  # a YAML list, and a regex
+        ("BPE_TEXT_COLUMN", "2024", "2024"),
+    ],
+)
+def test_an_environment_value_that_is_not_yaml_is_taken_as_the_string_it_is(tmp_path, variable, value, expected):
+    key = variable.removeprefix("BPE_").removeprefix("TOK_").lower()
+    given = load_config(write(tmp_path, BASE), environ={variable: value})
+    assert getattr(given, "files" if key == "files" else key) == expected
+
+
+@pytest.mark.parametrize(
+    "environ, message",
+    [
+        ({"BPE_SCHEDULE": "every: day"}, "BPE_SCHEDULE: expected a cron expression such as '0 3 * * *' or null"),
+        ({"BPE_TOK_VOCAB_SIZE": "big"}, "BPE_TOK_VOCAB_SIZE: expected an integer >= 256, got 'big'"),
+        ({"BPE_SUPERWORDS": "{transition: 100}"}, "BPE_SUPERWORDS (superwords.transition): expected a vocabulary"),
+        ({"BPE_SUPERWORDS": "{max_words: 3}"}, "BPE_SUPERWORDS (superwords.transition): required"),
+        ({"BPE_SUPERWORDS": "[600]"}, "BPE_SUPERWORDS: expected a mapping with transition"),
+        ({"BPE_RETENTION": "{keep: 1}"}, "BPE_RETENTION: unknown key 'keep'"),
+        ({"BPE_MIX": "temperature=2"}, "BPE_MIX: expected temperature=A with A from 0 to 1"),
+        ({"BPE_MIX": "temperature=0.5"}, "BPE_MIX: needs text by language (languages:)"),
+    ],
+)
+def test_an_environment_value_that_cannot_work_is_named_by_its_variable(tmp_path, environ, message):
+    with pytest.raises(SettingsError) as raised:
+        load_config(write(tmp_path, BASE), environ=environ)
+    assert str(raised.value).startswith(message), str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"mix": "temperature=2"}, "mix: expected temperature=A with A from 0 to 1"),
+        ({"parity": {"alpha": 0}}, "parity.alpha: expected a number above 0, got 0"),
+        ({"languages": {"Eng": "en/"}}, "languages: 'Eng' is not a language code"),
+        ({"vocab_size": 1000, "superwords": {"transition": 5000}}, "superwords.transition: expected a vocabulary"),
+        ({"vocab": 5000}, "vocab: unknown parameter (known: name, "),
+    ],
+)
+def test_a_parameter_that_cannot_work_is_named_as_the_run_names_it_not_blamed_on_the_file(tmp_path, overrides, message):
+    """`prefect deployment run -p mix=...` spells it `mix`; the file holds nothing wrong."""
+    path = write(tmp_path, LANGUAGES)
+    with pytest.raises(SettingsError) as raised:
+        load_config(path, overrides)
+    assert str(raised.value).startswith(message) and str(path) not in str(raised.value), str(raised.value)
+
+
+def test_a_message_naming_settings_from_several_places_spells_each_as_it_was_given(tmp_path):
+    """The setting at fault says where the message starts: the file's key after the file's name."""
+    mixed = write(tmp_path, LANGUAGES + "superwords: {transition: 900}\n")
+    with pytest.raises(SettingsError, match=f"^{mixed}: superwords.transition: .* to 850 \\(vocab_size less"):
+        load_config(mixed, {"vocab_size": 850})
+    with pytest.raises(SettingsError, match=r"^superwords.transition: .* to 800 \(BPE_VOCAB_SIZE less"):
+        load_config(write(tmp_path, LANGUAGES), {"superwords": {"transition": 900}}, environ={"BPE_VOCAB_SIZE": "800"})
+
+
+SPECIAL = {"/dev/zero": "a character device", "fifo": "a FIFO", "directory": "a directory"}
+
+
+@pytest.mark.parametrize("replacement", list(SPECIAL))
+def test_a_configuration_that_is_not_a_regular_file_is_refused_without_reading_it(tmp_path, replacement):
+    """/dev/zero would fill memory, a FIFO wait for a writer forever: both in a process of their own,
+    under a time limit and an address-space limit, so that a regression fails the test."""
+    path = tmp_path / "conf" / "tok.yaml"
+    path.parent.mkdir()
+    not_a_regular_file(path, replacement)
+    for load in (f"load_config({str(path)!r})", f"find_configs({str(path.parent)!r})"):
+        done = raised_in_limits(load, imports="bpe.pipeline.config")
+        reason = f"not a regular file ({SPECIAL[replacement]}), so not a configuration file"
+        assert done.stdout == f"SettingsError {path}: {reason}\n", done.stderr[-2000:]
+
+
+def test_a_configuration_larger_than_any_is_refused_by_its_size(tmp_path):
+    path = write(tmp_path, BASE)
+    with open(path, "r+b") as f:
+        f.truncate(2 * HEADROOM)  # sparse: costs no disk
+    with pytest.raises(SettingsError) as raised:
+        load_config(path)
+    assert str(raised.value) == f"{path}: holds {2 * HEADROOM:,} bytes, more than 1 MiB (no configuration is)"
+    path.write_bytes(BASE.encode() + b"name: \xff\n")
+    with pytest.raises(SettingsError, match=f"^{path}: not UTF-8 text \\(byte {len(BASE) + 6}\\)$"):
+        load_config(path)
+
+
+def alias_bomb(levels: int = 9) -> str:
+    """`special_tokens:` holding 9 ** levels strings in a few lines of YAML aliases."""
+    lines = ["special_tokens:", "  - &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"  - &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_is_refused_at_once_naming_the_alias(tmp_path):
+    """Nine lines that hold 387 million strings: refused in a process of its own, whose time and
+    memory are limited (a message that formats the value took 35 s and ended in MemoryError)."""
+    path = write(tmp_path, BASE + alias_bomb())
+    started = time.monotonic()
+    done = raised_in_limits(f"load_config({str(path)!r})", imports="bpe.pipeline.config")
+    assert done.stdout == (
+        f"SettingsError {path}: line 6: *a0 is an alias, which a configuration does not take: write the value out\n"
+    ), done.stderr[-2000:]
+    assert time.monotonic() - started < 15
+    # in the environment, where a `*` is more often a glob or a cron field: the string it is
+    with pytest.raises(SettingsError, match="^BPE_SPECIAL_TOKENS: expected a list of strings, got '\\[&a"):
+        load_config(write(tmp_path, BASE), environ={"BPE_SPECIAL_TOKENS": "[&a [x, x], [*a, *a]]"})
+
+
+@pytest.mark.parametrize(
+    "value, variable",
+    [
+        ({"special_tokens": [["x"] * 1000] * 1000}, "special_tokens"),
+        ({"languages": {"eng": [[str(i) for i in range(1000)]] * 1000}}, "languages"),
+        ({"superwords": list(range(100_000))}, "superwords"),
+    ],
+)
+def test_a_long_value_is_cut_in_the_one_line_that_refuses_it(tmp_path, value, variable):
+    """A million items given as a parameter (or written out in a file): the message shows their start."""
+    with pytest.raises(SettingsError) as raised:
+        load_config(write(tmp_path, BASE), value)
+    message = str(raised.value)
+    assert message.startswith(f"{variable}: ") and "..." in message and len(message) < 400, message[:1000]
 
 
 def test_settings_that_only_fail_together_are_refused_on_load_naming_the_file_and_the_keys(tmp_path):

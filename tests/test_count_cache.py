@@ -22,7 +22,7 @@ from bpe import Tokenizer, storage, train
 from bpe.counting import CountStats, holdout_mask
 from bpe.distributed.count_tasks import ShardCount
 from bpe.pipeline.count_cache import CountCache
-from tests.conftest import stdlib_paragraphs, unique_bucket, write_parquet
+from tests.conftest import not_a_regular_file, raised_in_limits, stdlib_paragraphs, unique_bucket, write_parquet
 
 VOCAB = 400
 
@@ -351,7 +351,7 @@ def test_the_count_cache_key_comes_from_the_deployment(tmp_path):
         count_cache_key({"BPE_CACHE_KEY": "short"})
     (tmp_path / "key").write_text("f" * 64 + "\n")
     assert count_cache_key({"BPE_CACHE_KEY_FILE": str(tmp_path / "key")}) == b"f" * 64
-    with pytest.raises(SettingsError, match=r"^BPE_CACHE_KEY_FILE: .*/absent: cannot read the count cache key \("):
+    with pytest.raises(SettingsError, match=r"^BPE_CACHE_KEY_FILE: .*/absent: missing$"):
         count_cache_key({"BPE_CACHE_KEY_FILE": str(tmp_path / "absent")})
 
     home = tmp_path / "prefect-home"
@@ -367,6 +367,52 @@ def test_the_count_cache_key_comes_from_the_deployment(tmp_path):
     assert len(key) == 64 and (home / "bpe-cache-key").read_text().strip() == key
     assert (home / "bpe-cache-key").stat().st_mode & 0o777 == 0o600
     assert sorted(p.name for p in home.iterdir()) == ["bpe-cache-key"]  # no temporary file left
+
+
+@pytest.mark.parametrize("replacement", ["/dev/zero", "fifo", "directory", "/nowhere/key"])
+@pytest.mark.parametrize("variable", ["BPE_CACHE_KEY_FILE", "PREFECT_HOME"])
+def test_a_key_file_that_is_not_a_regular_file_is_refused_in_one_line_without_reading_it(
+    tmp_path, variable, replacement
+):
+    """/dev/zero would fill memory and a FIFO wait for a writer forever (in a process of their own,
+    under a time limit and an address-space limit, so that a regression fails the test); a
+    directory or a link to nothing was an OS error's words, or a traceback."""
+    import os
+
+    path = tmp_path / ("bpe-cache-key" if variable == "PREFECT_HOME" else "key")
+    not_a_regular_file(path, replacement)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BPE_CACHE_KEY")}
+    env[variable] = str(path if variable == "BPE_CACHE_KEY_FILE" else tmp_path)
+    done = raised_in_limits("count_cache_key()", imports="bpe.pipeline.security, prefect.settings", env=env)
+    named = "BPE_CACHE_KEY_FILE: " if variable == "BPE_CACHE_KEY_FILE" else ""
+    kind = {"/dev/zero": "a character device", "fifo": "a FIFO", "directory": "a directory"}.get(replacement)
+    if kind:
+        reason = f"not a regular file ({kind}), so not a count cache key file"
+    else:
+        reason = "a link to /nowhere/key, which does not exist"
+    assert done.stdout == f"SettingsError {named}{path}: {reason}\n", done.stdout + done.stderr[-2000:]
+
+
+def test_a_key_file_others_can_read_is_used_with_a_warning(tmp_path):
+    """As ssh says of a private key: the key works, and the run's log says who else can read it."""
+    from bpe.errors import SettingsError
+    from bpe.pipeline.security import count_cache_key
+
+    path = tmp_path / "key"
+    path.write_text("f" * 64 + "\n")
+    said: list[str] = []
+    path.chmod(0o600)
+    assert count_cache_key({"BPE_CACHE_KEY_FILE": str(path)}, warn=said.append) == b"f" * 64 and said == []
+    path.chmod(0o644)
+    assert count_cache_key({"BPE_CACHE_KEY_FILE": str(path)}, warn=said.append) == b"f" * 64
+    assert said == [
+        f"BPE_CACHE_KEY_FILE: {path}: the count cache key is open to other users (mode 0644), and whoever reads it "
+        f"can sign count cache entries: chmod 600 {path}"
+    ]
+    with open(path, "r+b") as f:
+        f.truncate(1 << 30)  # sparse: costs no disk
+    with pytest.raises(SettingsError, match=r"^BPE_CACHE_KEY_FILE: .*/key: holds 1,073,741,824 bytes, more than 4 KiB"):
+        count_cache_key({"BPE_CACHE_KEY_FILE": str(path)})
 
 
 # -- through the flow --------------------------------------------------------------------------

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.services  # starts real services: the slow tier
 REPO = Path(__file__).resolve().parent.parent
 
 
-def demo(tmp_path: Path, env: dict, vocab_size: int) -> subprocess.CompletedProcess:
+def demo(tmp_path: Path, env: dict, vocab_size: int, succeeds: bool = True) -> subprocess.CompletedProcess:
     """`bpe demo` in a subprocess, as a newcomer runs it: its two streams into one, as on a terminal
     (line-buffered, so the lines are in the order they were printed), with the longest time it
     went without a line (`silence`: seconds, and the line that ended it)."""
@@ -41,7 +41,7 @@ def demo(tmp_path: Path, env: dict, vocab_size: int) -> subprocess.CompletedProc
         lines.append(line)
     done = subprocess.CompletedProcess(command, process.wait(timeout=600), "".join(lines))
     done.silence = silence
-    assert done.returncode == 0, done.stdout[-4000:]
+    assert (done.returncode == 0) == succeeds, done.stdout[-4000:]
     return done
 
 
@@ -126,6 +126,36 @@ def test_demo_runs_the_flow_in_ephemeral_mode(tmp_path):
     assert unchanged_demo(config, {**parameters, "vocab_size": 1100}) is None
     write_parquet(tmp_path / "demo-data" / "part-00004.parquet", ["a shard added since v0001"])
     assert unchanged_demo(config, parameters) is None
+
+
+def test_a_failed_flow_run_is_one_line_with_its_traceback_left_in_the_runs_logs(tmp_path):
+    """Prefect logs a failed run's exception with its traceback (20 to 100 lines) on the terminal's
+    handler too: the demo says the one line, and the traceback stays in the run's logs."""
+    import sqlite3
+
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "BPE_CACHE_KEY"))},
+        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "BPE_CACHE_KEY": "short",  # the flow refuses it when it starts
+    }
+    done = demo(tmp_path, env, 1024, succeeds=False)
+    line = (
+        "BPE_CACHE_KEY: the count cache key has 5 characters; expected at least 32 (e.g. the output of `openssl rand "
+    )
+    said = [
+        said
+        for said in done.stdout.splitlines()
+        if not said.startswith(("writing the demo corpus", "starting Prefect", "bpe: compil"))  # its progress
+    ]
+    assert done.returncode == 1 and said == [
+        f"demo corpus: 4 Parquet shards in {tmp_path / 'demo-data'}/",
+        "running the train-bpe flow in Prefect ephemeral mode",
+        f"bpe: error: {line}-hex 32`)",
+    ], done.stdout
+    with sqlite3.connect(tmp_path / "prefect-home" / "prefect.db") as db:
+        logs = [message for (message,) in db.execute("SELECT message FROM log")]
+    assert any("Traceback (most recent call last)" in m and line in m for m in logs), logs
 
 
 def _command_line(process) -> str:

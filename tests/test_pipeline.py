@@ -310,6 +310,68 @@ def test_a_deployment_whose_data_is_missing_is_registered_paused(services, deplo
             assert not client.read_deployment_by_name("train-bpe/first").paused
 
 
+def test_the_run_form_shows_each_setting_once_typed_with_its_configurations_value(prefect_server, tmp_path):
+    """Prefect's UI shows the deployment's parameter schema as the form of a custom run: it showed
+    every setting twice (within `settings` and on its own), each "of type None", no configuration's
+    value, and descriptions without what was between `<` and `>` (dropped as markup)."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from bpe.pipeline.parameters import RunSettings
+
+    claim_deployment_names(__name__, "form")
+    cfg = {
+        "name": "form",
+        "data": str(tmp_path / "shards"),
+        "vocab_size": 600,
+        "pattern": "cl100k",
+        "special_tokens": ["<|endoftext|>"],
+        "superwords": {"transition": 500, "max_words": 3},
+        "artifact_root": str(tmp_path / "artifacts"),
+    }
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "form.yaml").write_text(yaml.safe_dump(cfg))
+    done = subprocess.run(
+        [str(Path(os.sys.executable).parent / "bpe"), "deploy", "--conf", str(tmp_path / "conf"), "--pool", "bpe-form"],
+        env={**os.environ, "PREFECT_API_URL": prefect_server["api"]},
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    with temporary_settings({PREFECT_API_URL: prefect_server["api"]}), get_client(sync_client=True) as client:
+        deployment = client.read_deployment_by_name("train-bpe/form")
+    form = deployment.parameter_openapi_schema
+    assert list(form["properties"]) == ["config", "promote", *RunSettings.model_fields]  # each setting once
+    assert deployment.parameters == {"config": str(tmp_path / "conf" / "form.yaml")}, "the form fills in nothing"
+
+    def described(prop: dict) -> list[str]:  # every description, nested ones too
+        inner = [d for kind in prop.get("anyOf", []) for d in described(kind)]
+        inner += [d for nested in prop.get("properties", {}).values() for d in described(nested)]
+        return [prop["description"], *inner] if "description" in prop else inner
+
+    where = f"{tmp_path / 'conf' / 'form.yaml'} as deployed: ".replace("_", "\\_")  # as markdown shows it
+    for key in RunSettings.model_fields:
+        prop = form["properties"][key]
+        kinds = [kind.get("type") for kind in prop.get("anyOf", [prop])]
+        assert "null" not in kinds and "default" not in prop, (key, prop)  # a real type, nothing filled in
+        assert where in prop["description"], key  # the configuration's value, as deployed
+    for key, value in [("vocab_size", 600), ("special_tokens", ["<|endoftext|>"]), ("name", "form")]:
+        assert form["properties"][key]["examples"] == [value], key  # the field's placeholder
+    assert form["properties"]["vocab_size"]["type"] == "integer"
+    assert form["properties"]["vocab_size"]["description"].endswith(
+        f"{where}600; left empty, a run takes the configuration's value."
+    )
+    assert f'{where}\\["&lt;|endoftext|&gt;"\\]' in form["properties"]["special_tokens"]["description"]
+    superwords = form["properties"]["superwords"]
+    assert superwords["examples"] == [{"transition": 500, "pattern": "superbpe", "max_words": 3, "colon_space": False}]
+    assert superwords["properties"]["max_words"]["examples"] == [4], "a section's own keys: their defaults"
+    assert "train-bpe/NAME" in form["properties"]["name"]["description"]
+    for description in [d for prop in form["properties"].values() for d in described(prop)]:
+        assert "<" not in description and ">" not in description, description
+
+
 def test_the_demo_deployment_runs_on_a_fresh_cluster_without_its_data(services, deployed):
     """`bpe cluster up` then `prefect deployment run 'train-bpe/demo'`, with no `bpe demo` run
     before: the demo's configuration says its data is the demo corpus, so the deployment is active
@@ -484,14 +546,60 @@ def test_bpe_deploy_without_a_server_is_an_error(tmp_path):
 @contextlib.contextmanager
 def flow_here(prefect_server, monkeypatch):
     """The train-bpe flow, to call in this process against the session's Prefect server (faster
-    than a deployment's run: no worker poll, no process start), under a count cache key of its own."""
+    than a deployment's run: no worker poll, no process start), under a count cache key of its own.
+    The runs' last log lines are sent before the block ends (not once the server may be gone)."""
+    from prefect.logging.handlers import APILogWorker
     from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     from bpe.flows.train_bpe import train_bpe
 
     monkeypatch.setenv("BPE_CACHE_KEY", "tests.test_pipeline's count cache key, 32+ characters")
     with temporary_settings({PREFECT_API_URL: prefect_server["api"], PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
-        yield train_bpe
+        try:
+            yield train_bpe
+        finally:
+            APILogWorker.drain_all(timeout=10)
+
+
+REFUSED_BY_EVERY_RUN = {  # a configuration's parity or mixture -> the line every run of it fails with
+    "parity: {variant: window, alpha: .inf}": "parity.alpha: expected a number above 0, got inf",
+    "parity: {dev: ntrex/, ratio: {eng: 1, hin: 2}}": "parity.ratio: replaces the dev set: give a dev set or "
+    "ratios, not both",
+    "mix: {eng: 1, fra: 2}": "mix: fra is not one of the run's languages (eng, hin)",
+}
+
+
+def test_bpe_deploy_refuses_a_configuration_every_run_would_refuse(prefect_server, tmp_path, monkeypatch):
+    """Checked as a run checks it before reading any data, with the run's one line: such a
+    configuration was deployed, and each of its runs failed."""
+    from prefect import get_client
+    from prefect.exceptions import ObjectNotFound
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from bpe.errors import SettingsError
+
+    claim_deployment_names(__name__, "refused")
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    config = conf / "refused.yaml"
+    for keys, line in REFUSED_BY_EVERY_RUN.items():
+        base = {"name": "refused", "vocab_size": 600, "languages": {"eng": "en/", "hin": "hi/"}}
+        config.write_text(yaml.safe_dump(base) + keys + "\n")
+        done = subprocess.run(
+            [str(Path(os.sys.executable).parent / "bpe"), "deploy", "--conf", str(conf), "--pool", "bpe-refused"],
+            env={**os.environ, "PREFECT_API_URL": prefect_server["api"]},
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
+        assert (done.returncode, done.stdout, done.stderr) == (1, "", f"bpe: error: {config}: {line}\n")
+        with flow_here(prefect_server, monkeypatch) as train_bpe, pytest.raises(SettingsError) as raised:
+            train_bpe(config=str(config))
+        assert str(raised.value) == f"{config}: {line}", "the run's own line"
+    with temporary_settings({PREFECT_API_URL: prefect_server["api"]}), get_client(sync_client=True) as client:
+        with pytest.raises(ObjectNotFound):
+            client.read_deployment_by_name("train-bpe/refused")
 
 
 def one_shard_config(tmp_path: Path, scheduler: str, name: str, rows: list[str], **settings) -> tuple[Path, dict]:

@@ -26,7 +26,7 @@ from bpe.pipeline.config import (
     config_value,
     load_config,
 )
-from bpe.pipeline.parameters import RunSettings, overrides
+from bpe.pipeline.parameters import RunSettings, overrides, plain
 from bpe.pipeline.reference import settings_reference
 from bpe.schema import RESOLVED, SETTINGS, On, Setting
 from bpe.settings import Settings
@@ -122,11 +122,8 @@ def missing_from(setting: Setting, tmp_path) -> list[str]:
         if head not in RunSettings.model_fields:
             missing.append("flow")
         else:
-            cfg = load_config(path, overrides(RunSettings(**{head: value}), {}))
-            single = load_config(path, overrides(None, {head: value}))
-            if not same(config_value(cfg, setting), setting.example) or config_value(single, setting) != config_value(
-                cfg, setting
-            ):
+            given = getattr(RunSettings(**{head: value}), head)  # the parameter, as Prefect hands it to the flow
+            if not same(config_value(load_config(path, overrides({head: given})), setting), setting.example):
                 missing.append("flow")
     if f"| {setting.name} |" not in settings_reference():
         missing.append("reference page")
@@ -153,7 +150,7 @@ def test_no_surface_has_a_setting_the_schema_does_not_declare():
     dests = {a.dest for a in train_parser()._actions} - COMMAND_OPTIONS
     flagged = {dest for s in SETTINGS if On.CLI in s.on for dest in s.flags}
     assert dests == {d if d != "files" else "inputs" for d in flagged}
-    keys = {f.name for f in fields(TokenizerConfig)} - {"source"}
+    keys = {f.name for f in fields(TokenizerConfig)} - {"source", "origins"}
     assert keys == {s.key.split(".")[0] for s in CONFIG_SETTINGS}
     for section, cls in SECTION_CLASSES.items():
         assert {f.name for f in fields(cls)} == {
@@ -187,28 +184,27 @@ def test_the_command_groups_its_options_as_the_schema_groups_them():
             assert set(setting.flags) <= groups[setting.group], setting.name
 
 
-def test_the_flow_shows_each_setting_with_its_description_and_bounds():
-    """What Prefect's UI renders as the run form and validates before a run starts."""
+def test_the_flow_shows_each_setting_once_with_its_description_and_bounds():
+    """What Prefect's UI renders as the run form (`run_form` adds each deployment's configuration:
+    tests/test_pipeline.py) and validates before a run starts."""
     from bpe.flows.train_bpe import train_bpe
 
     schema = train_bpe.parameters.model_dump()
-    model = schema["definitions"]["RunSettings"]["properties"]
     for setting in CONFIG_SETTINGS:
-        if On.FLOW in setting.on and "." not in setting.key:
-            assert model[setting.key]["description"] == setting.doc_spelt(IN_KEYS)
-            assert setting.key in schema["properties"]  # given on its own: -p vocab_size=4096
-    assert model["vocab_size"]["anyOf"][0] == {"type": "integer", "minimum": 256, "maximum": 2**32}
-    assert model["tie_break"]["anyOf"][0]["enum"] == ["bytes", "ids"]
-    assert list(schema["properties"])[:3] == ["config", "settings", "promote"]
+        if On.FLOW in setting.on and "." not in setting.key:  # given on its own: -p vocab_size=4096
+            assert schema["properties"][setting.key]["description"] == plain(setting.doc_spelt(IN_KEYS))
+    assert schema["properties"]["vocab_size"]["anyOf"][0] == {"type": "integer", "minimum": 256, "maximum": 2**32}
+    assert schema["properties"]["tie_break"]["anyOf"][0]["enum"] == ["bytes", "ids"]
+    assert list(schema["properties"])[:2] == ["config", "promote"] and "settings" not in schema["properties"]
 
 
-def test_a_setting_given_on_its_own_wins_over_the_same_field_of_the_settings():
-    assert overrides(RunSettings(vocab_size=5000, min_frequency=3), {"vocab_size": 6000, "pattern": None}) == {
+def test_a_run_overrides_the_settings_it_gives():
+    assert overrides({"vocab_size": 6000, "pattern": None, "min_frequency": 3}) == {
         "vocab_size": 6000,
         "min_frequency": 3,
     }
     # a section replaces the configuration's: the keys it leaves out take their defaults
-    assert overrides({"superwords": {"transition": 600}}, {}) == {"superwords": {"transition": 600}}
-    # a section given on its own, as the flow receives it once Prefect has checked it (its model)
+    assert overrides({"superwords": {"transition": 600}}) == {"superwords": {"transition": 600}}
+    # a section as the flow receives it once Prefect has checked it (its model): the keys it sets
     section = RunSettings(parity={"dev": "ntrex/", "window": 50}).parity
-    assert overrides(None, {"parity": section}) == {"parity": {"dev": "ntrex/", "window": 50}}
+    assert overrides({"parity": section}) == {"parity": {"dev": "ntrex/", "window": 50}}

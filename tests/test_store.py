@@ -15,7 +15,7 @@ import yaml
 from bpe.errors import SettingsError
 from bpe.pipeline.config import load_config
 from bpe.pipeline.store import COMPLETE, Staged, VersionStore, describe_versions
-from tests.conftest import publish_as
+from tests.conftest import HEADROOM, limited, not_a_regular_file, publish_as
 from tests.publishers import publish, publish_many, stage_and_commit, stage_then_die
 
 
@@ -455,3 +455,45 @@ def test_a_full_disk_at_any_step_of_a_commit_leaves_the_store_as_it_was(small_di
         assert room > 2, "committed with no room to commit"
     assert store.versions() == ["v0001", "v0002"] and store.latest() == "v0002"
     assert [e["version"] for e in store.history()] == ["v0001", "v0002"]
+
+
+# -- the history: read a line at a time, a regular file only -------------------------------------
+
+
+@pytest.mark.parametrize("replacement", ["/dev/zero", "fifo"])
+@pytest.mark.parametrize("command", [["history"], ["promote", "1"]])
+def test_a_history_that_is_not_a_regular_file_is_refused_without_reading_it(tmp_path, command, replacement):
+    """/dev/zero would fill memory, a FIFO wait for a writer forever: `bpe history` and `bpe promote`
+    run in a process of their own, under a time limit and an address-space limit."""
+    store = VersionStore(str(tmp_path), "tok")
+    publish_as(store)
+    publish_as(store)
+    history = tmp_path / "tok" / "history.jsonl"
+    history.unlink()
+    not_a_regular_file(history, replacement)
+    args = [command[0], str(tmp_path / "tok"), *command[1:]]
+    done = limited(f"sys.exit(bpe.cli.main({args!r}))", imports="bpe.cli, bpe.pipeline.store, fsspec", timeout=30)
+    kind = "a character device" if replacement == "/dev/zero" else "a FIFO"
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr[-2000:]
+    assert done.stderr == f"bpe: error: {history}: not a regular file ({kind}), so not a store's history\n"
+    assert store.latest() == "v0002", "a refused promote changes nothing"
+
+
+def test_a_history_larger_than_memory_is_read_a_line_at_a_time(tmp_path):
+    """A history grows with the store's life: `bpe history` keeps one line in memory, not the file
+    (here 256 MB of NUL bytes on one line, then the events, in a process whose address space holds
+    half of it), and a promote copies it into the new history a block at a time."""
+    store = VersionStore(str(tmp_path), "tok")
+    publish_as(store)
+    history = tmp_path / "tok" / "history.jsonl"
+    events = history.read_bytes()
+    with open(history, "wb") as f:
+        f.truncate(2 * HEADROOM)  # sparse: costs no disk
+        f.seek(2 * HEADROOM)
+        f.write(b"\n" + events)
+    done = limited(f"sys.exit(bpe.cli.main(['history', {str(tmp_path / 'tok')!r}]))", imports="bpe.cli, fsspec")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert [line.split()[1:4] for line in done.stdout.splitlines()[1:]] == [["publish", "v0001", "-"]]
+    publish_as(store)
+    assert [e["version"] for e in store.history()] == ["v0001", "v0002"]
+    assert history.stat().st_size > 2 * HEADROOM, "what was there is kept"

@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -20,10 +19,10 @@ import pytest
 from bpe import Tokenizer, pretokenize, train
 from bpe.errors import ExportError
 from bpe.formats import files
+from tests.conftest import HEADROOM, limited, not_a_regular_file
 
 BPE = str(Path(sys.executable).parent / "bpe")
-HEADROOM = 128 << 20  # address space a load may take beyond what the interpreter holds once imported
-# A file larger than the bound: a regression reading it whole would need more than HEADROOM.
+# A file larger than the bound: a regression reading it whole would need more than `limited`'s HEADROOM.
 HUGE = 2 << 30
 
 
@@ -34,22 +33,6 @@ def saved(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("saved") / "tok"
     train(texts, vocab_size=300, pattern="gpt2", special_tokens=["<|endoftext|>"]).save(out)
     return out
-
-
-def limited(*command: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    """`command` in a process whose address space is limited to what it holds after importing the
-    library plus HEADROOM, stopped after `timeout` seconds (a FIFO read would wait forever)."""
-    limit = textwrap.dedent(
-        f"""
-        import resource, sys
-        import bpe.cli, bpe.tokenizer
-        size = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
-        resource.setrlimit(resource.RLIMIT_AS, (size + {HEADROOM}, size + {HEADROOM}))
-        """
-    )
-    return subprocess.run(
-        [sys.executable, "-c", limit + "\n".join(command)], capture_output=True, text=True, timeout=timeout
-    )
 
 
 def encode_command(directory: Path) -> subprocess.CompletedProcess:
@@ -107,12 +90,7 @@ def test_a_tokenizer_file_that_is_not_a_regular_file_is_refused_without_reading_
     directory = Path(make(saved, tmp_path / "tok"))
     path = directory / name
     path.unlink()
-    if replacement == "fifo":
-        os.mkfifo(path)
-    elif replacement == "directory":
-        path.mkdir()
-    else:
-        path.symlink_to(replacement)
+    not_a_regular_file(path, replacement)
     assert_refused(
         encode_command(directory), path, f"not a regular file ({SPECIAL_FILES[replacement]}), so not a tokenizer file"
     )

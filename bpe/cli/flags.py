@@ -6,7 +6,7 @@ library's are with parameter names, rather than rewritten after.
 
 from __future__ import annotations
 
-from bpe.engine.errors import BpeError, Spelling
+from bpe.engine.errors import BpeError, Spelling, shown
 from bpe.schema import SETTING, SETTINGS, On
 
 # The library names settings by parameter; the command by flag: the schema's, then the options of
@@ -33,7 +33,7 @@ class FlagSpelling(Spelling):
     def expected(self, name: str, what: str, value: object, unset: str | None = None) -> str:
         setting = SETTING.get(name)
         how = f"{setting.cli_none} for" if setting is not None and setting.cli_none else "leave it out for"
-        return f"{self(name)}: expected {what}, got {value!r}" + (f"; {how} {unset}" if unset else "")
+        return f"{self(name)}: expected {what}, got {shown(value)}" + (f"; {how} {unset}" if unset else "")
 
 
 IN_FLAGS = FlagSpelling(FLAGS)

@@ -15,7 +15,42 @@ the command by its flag (`--max-token-length`), a configuration file by its key 
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Callable, Mapping
+from itertools import islice
+
+SHOWN_CHARS = 160  # the most of a value an error shows: the line stays one line
+
+
+class _Cut(reprlib.Repr):
+    """`repr` that walks a value no further than it shows: a few items a level, three levels deep
+    (a value read from YAML can share its parts into billions of items), dicts in their own order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxstring, self.maxother = 3, 60, 60
+        self.maxlist = self.maxtuple = self.maxset = self.maxfrozenset = self.maxdeque = self.maxdict = 8
+
+    def repr_dict(self, x, level):
+        if not x or level <= 0:
+            return "{}" if not x else "{...}"
+        items = islice(x.items(), self.maxdict)
+        pieces = [f"{self.repr1(key, level - 1)}: {self.repr1(value, level - 1)}" for key, value in items]
+        return "{" + ", ".join(pieces + (["..."] if len(x) > self.maxdict else [])) + "}"
+
+
+_CUT = _Cut()
+
+
+def shown(value: object) -> str:
+    """`repr(value)` as an error shows it: cut to `SHOWN_CHARS` characters, and computed without
+    walking more of the value than that.
+
+    >>> shown(list(range(100))), shown({"eng": [[[1]]]})
+    ('[0, 1, 2, 3, 4, 5, 6, 7, ...]', "{'eng': [[[...]]]}")
+    """
+    text = _CUT.repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
 
 
 class Spelling:
@@ -42,13 +77,13 @@ class Spelling:
 
     def given(self, name: str, value: object) -> str:
         """A setting given a value: `engine='dask'`."""
-        return f"{self(name)}={value!r}"
+        return f"{self(name)}={shown(value)}"
 
     def expected(self, name: str, what: str, value: object, unset: str | None = None) -> str:
         """`name: expected <what>, got <value>`; `unset` says what leaving the setting unset means,
         when that is allowed (`or None (no limit)`)."""
         none = f" or {self.none} ({unset})" if unset else ""
-        return f"{self(name)}: expected {what}{none}, got {value!r}"
+        return f"{self(name)}: expected {what}{none}, got {shown(value)}"
 
 
 PYTHON = Spelling()

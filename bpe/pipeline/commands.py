@@ -27,8 +27,9 @@ VERSIONS_COLUMNS = (
     ("bytes/token", "compression on the tokenizer's fixed evaluation set (held-out rows, never trained on)"),
     (
         "change vs promoted",
-        "bytes/token minus that of the previous promoted version (the newest before it that was ever latest); "
-        "'-' and why, where the two cannot be compared (another vocabulary size or evaluation set)",
+        "bytes/token minus that of the version that was latest when it was published (after a rollback, the one "
+        "rolled back to); '-' and why, where the two cannot be compared (another vocabulary size or evaluation set, "
+        "or it was pruned)",
     ),
 )
 VERSIONS_MARKS = "(latest) where `latest` points, (promoted) once latest, (rollback target) where `bpe rollback` goes"

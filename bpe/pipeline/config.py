@@ -5,25 +5,28 @@ their key paths) and the pipeline's own (`PIPELINE_SETTINGS`, declared here in t
 `TokenizerConfig` and its sections are made from them. Every key can be overridden from the
 environment: BPE_<KEY> for every tokenizer (for example BPE_DASK_SCHEDULER or BPE_ARTIFACT_ROOT),
 BPE_<NAME>_<KEY> for one (BPE_EN_DATA=/data/en); the flow's parameters win over both. Errors name
-the file and the key path:
+a value as it was given (`Sources`): the file and the key path, the variable, or the parameter:
 
     conf/en.yaml: superwords.max_words: expected an integer >= 1 or null (no limit), got 0
+    BPE_VOCAB_SIZE: expected an integer >= 256, got 12
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, field, fields, make_dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, make_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from bpe.engine.errors import Spelling
+from bpe.engine.errors import Spelling, shown
 from bpe.errors import SettingsError
 from bpe.pretokenize import DEFAULT_PATTERN
 from bpe.schema import PARITY_KEYS, SETTING, SETTINGS, YES_NO, Check, Number, On, Setting, check, integer, on, text
 from bpe.settings import Settings
+from bpe.storage import Checked, read_regular
 
 if TYPE_CHECKING:
     from bpe.extend import Base
@@ -238,6 +241,40 @@ class KeySpelling(Spelling):
 
 
 IN_KEYS = KeySpelling({setting.name: setting.key for setting in (*SETTINGS, *CONFIG_SETTINGS) if setting.key})
+PARAMETER = "parameter"  # a value a flow run's parameter gave (`-p mix=...`), in `Sources.given`
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where a configuration's values came from, so that an error names a value as its giver spelt
+    it: a key of the file by the file and its key path (`conf/en.yaml: parity.alpha`), a value of
+    the environment by its variable (`BPE_PARITY (parity.alpha)`), a flow run's parameter by its
+    name, the key path (`parity.alpha`). `given`: top-level key -> its variable, or PARAMETER."""
+
+    file: str
+    given: Mapping[str, str] = field(default_factory=dict)
+
+    def spelling(self) -> KeySpelling:
+        """Each setting by its key path, or by its variable when the environment gave it."""
+        return KeySpelling({name: self.name(key) for name, key in IN_KEYS.names.items()})
+
+    def at(self, key: str) -> str:
+        """A key path as a message starts with it: after the file's name when the file gave it."""
+        return self.name(key) if key.split(".")[0] in self.given else f"{self.file}: {key}"
+
+    def name(self, key: str) -> str:
+        """A key path as its giver spelt it: the key path, or the variable (with the key path inside a section)."""
+        giver = self.given.get(key.split(".")[0], PARAMETER)
+        if giver == PARAMETER:
+            return key
+        return giver if "." not in key else f"{giver} ({key})"
+
+    def located(self, exc: SettingsError) -> SettingsError:
+        """`exc` with its settings spelt as their givers spelt them, after the file's name unless
+        the setting at fault (`exc.parameter`) came from elsewhere."""
+        head = IN_KEYS(exc.parameter).split(".")[0] if exc.parameter else None
+        message = exc.spelt(self.spelling())
+        return SettingsError(message if head in self.given else f"{self.file}: {message}", parameter=exc.parameter)
 
 
 def _sections() -> dict[str, list[Setting]]:
@@ -301,7 +338,15 @@ class _TokenizerConfig:
                 values.update(base_settings(base, self.vocab_size, self.special_tokens, self.pattern))
             return Settings(**values)
         except SettingsError as exc:
-            raise in_file(exc, self.source) from None
+            raise self.located(exc) from None
+
+    def located(self, exc: SettingsError) -> SettingsError:
+        """`exc` naming the file and key, the variable or the parameter that gave the setting at fault."""
+        return Sources(self.source, self.origins).located(exc)
+
+    def at(self, key: str) -> str:
+        """A key path as an error about its value starts: `conf/en.yaml: evaluation.pivot`, or the variable."""
+        return Sources(self.source, self.origins).at(key)
 
     def training_settings(self) -> dict:
         """What decides the merges (a change here means retraining even if the data is the same),
@@ -330,7 +375,7 @@ class _TokenizerConfig:
             try:
                 return languages_in(self.lang_dir)
             except SettingsError as exc:
-                raise in_file(exc, self.source) from None
+                raise self.located(exc) from None
         return {code: self.languages[code] for code in sorted(self.languages)} if self.languages else None
 
     @property
@@ -346,6 +391,7 @@ class _TokenizerConfig:
         """The configuration as plain data (recorded in each version's manifest), with the alert
         webhook cut to its scheme and host: a webhook's path is often its secret (Slack's are)."""
         values = asdict(self)
+        values.pop("origins")
         values["alerts"] = {"webhook": redact_url(self.alerts.webhook)}
         return values
 
@@ -369,7 +415,9 @@ def _config_fields() -> list[tuple]:
             later.append(
                 (key, setting.type | None if setting.optional else setting.type, field(default=setting.default))
             )
-    return [*made, *later, ("source", str, field(default=""))]
+    # `source`: the file; `origins`: the keys given by the environment or a run's parameters (`Sources.given`)
+    origins = ("origins", dict, field(default_factory=dict, compare=False, repr=False))
+    return [*made, *later, ("source", str, field(default="")), origins]
 
 
 TokenizerConfig = make_dataclass(
@@ -388,7 +436,7 @@ TRAINING_KEYS = tuple(
     dict.fromkeys(s.key.split(".")[0] for s in CONFIG_SETTINGS if s.merges and s.name not in INPUT_SETTINGS)
 )
 LANGUAGE_SETTINGS = ("mix", *PARITY_KEYS)
-_KEYS = tuple(f.name for f in fields(TokenizerConfig) if f.name != "source")
+_KEYS = tuple(f.name for f in fields(TokenizerConfig) if f.name not in ("source", "origins"))
 
 
 def config_value(cfg, setting: Setting) -> Any:
@@ -403,94 +451,155 @@ def config_value(cfg, setting: Setting) -> Any:
     return setting.default if value is None else getattr(value, tail)
 
 
-def in_file(exc: SettingsError, where: str) -> SettingsError:
-    """`exc` as a configuration file says it: `<file>: <key path>: ...`."""
-    return SettingsError(f"{where}: {exc.spelt(IN_KEYS)}", parameter=exc.parameter)
+# A configuration is a screenful of keys (those in conf/ are under 2 KB): 1 MiB holds any real one,
+# with thousands of inputs or special tokens, and stops /dev/zero or a runaway file before YAML
+# parses it (parsed YAML takes tens of times its text's size in memory).
+MAX_CONFIG_BYTES = 1 << 20
+CONFIG_FILE = Checked(SettingsError, ", so not a configuration file", MAX_CONFIG_BYTES, "1 MiB (no configuration is)")
 
 
-def load_config(path: str | Path, overrides: dict | None = None, environ: dict | None = None) -> TokenizerConfig:
-    """Read, override (environment, then `overrides`), and validate one configuration file."""
-    path = Path(path)
+class AliasRefused(yaml.MarkedYAMLError):
+    """An alias (`*name`) in a configuration: `_NoAliases` refuses them."""
+
+
+class _NoAliases(yaml.SafeLoader):
+    """YAML as a configuration is read: an alias (`*name`) is refused, so that a value holds no more
+    than its text says (nine lines of aliases can hold a billion items, which any check, message
+    or manifest would then walk)."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise AliasRefused(problem=f"*{event.anchor}", problem_mark=event.start_mark)
+        return super().compose_node(parent, index)
+
+
+def parse_yaml(text: str) -> Any:
+    """`text` read as YAML without aliases (`_NoAliases`); yaml.YAMLError if it is not that."""
+    return yaml.load(text, Loader=_NoAliases)  # noqa: S506 (a SafeLoader)
+
+
+def _read_config(path: Path) -> dict:
+    """The mapping a configuration file holds: a regular file (`CONFIG_FILE`), UTF-8, YAML."""
     where = str(path)
+    if not path.exists():
+        raise SettingsError(f"{where}: no such configuration file")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise SettingsError(f"{where}: no such configuration file") from None
+        raw = parse_yaml(read_regular(path, CONFIG_FILE).decode("utf-8")) or {}
+    except UnicodeDecodeError as exc:
+        raise SettingsError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+    except AliasRefused as exc:
+        raise SettingsError(
+            f"{where}: line {exc.problem_mark.line + 1}: {exc.problem} is an alias, which a configuration does not "
+            "take: write the value out"
+        ) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        at = f"line {mark.line + 1}: " if mark is not None else ""
+        raise SettingsError(f"{where}: {at}not valid YAML ({exc.problem or exc.context})") from None
     except yaml.YAMLError as exc:
         raise SettingsError(f"{where}: not valid YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(raw, dict):
         raise SettingsError(f"{where}: expected a mapping of keys to values")
+    return raw
+
+
+def environment_value(key: str, text: str) -> Any:
+    """A BPE_<KEY> variable's value: its text read as YAML (a number, a list, a mapping, null),
+    unless that is not YAML, or gives a string key something other than a string (or a list key
+    something other than a list), where a user means the text as it is: a cron expression (`*`
+    starts a YAML alias), a regex class (`[a-z]`, a YAML list), a path with `: ` (a YAML mapping)."""
+    try:
+        value = parse_yaml(text)
+    except yaml.YAMLError:
+        return text
+    kind = BY_KEY[key].type if key in BY_KEY and key not in SECTIONS else None
+    wanted = str if kind is str else (str, list) if kind == list[str] else object
+    return text if value is not None and not isinstance(value, wanted) else value
+
+
+def load_config(path: str | Path, overrides: dict | None = None, environ: dict | None = None) -> TokenizerConfig:
+    """Read, override (environment, then `overrides`), and validate one configuration file. Errors
+    name what gave the value at fault: the file and key, the variable, or the parameter (`Sources`)."""
+    path = Path(path)
+    where = str(path)
+    raw = _read_config(path)
     unknown = sorted(set(raw) - set(_KEYS))
     if unknown:
         raise SettingsError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(_KEYS)})")
     values = dict(raw)
+    given: dict[str, str] = {}  # the keys given other than by the file (`Sources.given`)
     env = os.environ if environ is None else environ
     scoped = ENV_PREFIX + "".join(c if c.isalnum() else "_" for c in str(values.get("name", ""))).upper() + "_"
     for prefix in (ENV_PREFIX, scoped):  # BPE_<KEY> for every tokenizer, then BPE_<NAME>_<KEY> for this one
         for key in _KEYS:
             if prefix + key.upper() in env:
-                values[key] = yaml.safe_load(env[prefix + key.upper()])
+                values[key], given[key] = environment_value(key, env[prefix + key.upper()]), prefix + key.upper()
     for key, value in (overrides or {}).items():
         if value is not None:
             if key not in _KEYS:
-                raise SettingsError(f"{where}: unknown parameter {key!r}")
-            values[key] = value
+                raise SettingsError(f"{key}: unknown parameter (known: {', '.join(_KEYS)})")
+            values[key], given[key] = value, PARAMETER
             if key in INPUT_KEYS:  # a run's inputs replace the configuration's, whichever kind
                 for other in set(INPUT_KEYS) - {key}:
                     values.pop(other, None)
+    sources = Sources(where, given)
     if values.get("lang_dir") not in (None, ""):  # text by language from a directory
         other = next((k for k in ("languages", "data") if values.get(k) not in (None, "", [], {})), None)
         if other is not None:
             raise SettingsError(
-                f"{where}: lang_dir: gives the text by language; give it, languages or data, one of them (got {other})"
+                f"{sources.at('lang_dir')}: gives the text by language; give it, {sources.name('languages')} or "
+                f"{sources.name('data')}, one of them (got {sources.name(other)})"
             )
         values["data"] = None
     if values.get("languages") not in (None, {}):  # text by language instead of `data`
         if values.get("data") not in (None, "", []):
-            raise SettingsError(f"{where}: languages: replaces data (the text by language); give one of them")
+            data = sources.name("data")
+            raise SettingsError(f"{sources.at('languages')}: replaces {data} (the text by language); give one of them")
         values["data"] = None
     by_language = values.get("languages") or values.get("lang_dir")
     for setting in CONFIG_SETTINGS:
         if setting.required and values.get(setting.key) in (None, "", []) and not by_language:
-            raise SettingsError(f"{where}: {setting.key}: required (or languages: or lang_dir: the text by language)")
+            by = "languages: or lang_dir: the text by language"
+            raise SettingsError(f"{sources.at(setting.key)}: required (or {by})")
     if values.get("base") and "pattern" not in values:
         values["pattern"] = None  # the base's
     elif "pattern" not in values:
         values["pattern"] = DEFAULT_PATTERN
-    checked = {key: _checked(where, key, value) for key, value in values.items()}
-    cfg = TokenizerConfig(**checked, source=where)
+    checked = {key: _checked(sources, key, value) for key, value in values.items()}
+    cfg = TokenizerConfig(**checked, source=where, origins=given)
     if (
         cfg.languages is None
         and cfg.lang_dir is None
         and any(value != SETTING[name].default for name, value in cfg.language_settings().items())
     ):
         name = next(n for n, v in cfg.language_settings().items() if v != SETTING[n].default)
-        raise SettingsError(f"{where}: {IN_KEYS(name)}: needs text by language (languages: or lang_dir:)")
+        raise SettingsError(f"{sources.at(IN_KEYS(name))}: needs text by language (languages: or lang_dir:)")
     if cfg.demo_corpus and (cfg.data is None or len(cfg.data) != 1 or "://" in cfg.data[0]):
-        raise SettingsError(f"{where}: demo_corpus: true needs `data` to be one local directory, got {cfg.data}")
+        raise SettingsError(f"{sources.at('demo_corpus')}: true needs `data` to be one local directory, got {cfg.data}")
     if cfg.base is None:
         cfg.settings()  # what no key can say alone (a transition within the vocabulary); with a base, once loaded
     return cfg
 
 
-def _checked(where: str, key: str, value: Any) -> Any:
+def _checked(sources: Sources, key: str, value: Any) -> Any:
     """A top-level key's value, checked (a section's keys each), as TokenizerConfig holds it."""
     if key in SECTIONS:
-        return _section(where, key, value)
+        return _section(sources, key, value)
     setting = BY_KEY[key]
     if key == "pattern" and value is None:  # set so only for a configuration with `base`
         return value
-    return _value(where, setting, value)
+    return _value(sources, setting, value)
 
 
-def _value(where: str, setting: Setting, value: Any) -> Any:
-    """One key's value, checked (naming the file and the key path) and as the configuration holds it."""
+def _value(sources: Sources, setting: Setting, value: Any) -> Any:
+    """One key's value, checked (naming what gave it) and as the configuration holds it."""
     if value is None and isinstance(setting.default, tuple):
         return []  # a list left empty
     try:
         check(setting.name, value, setting)
     except SettingsError as exc:
-        raise in_file(exc, where) from None
+        raise sources.located(exc) from None
     if isinstance(value, str) and setting.type == list[str]:
         return [value]  # `data: corpus/`: one path (a check refuses one string for any other list)
     if setting.type == dict[str, list[str]] and value is not None:  # `languages:`: code -> path(s), sorted
@@ -500,7 +609,7 @@ def _value(where: str, setting: Setting, value: Any) -> Any:
     return list(value) if isinstance(value, list) else value
 
 
-def _section(where: str, key: str, value: Any):
+def _section(sources: Sources, key: str, value: Any):
     """A section (`superwords:`, `parity:`, `retention:`, `alerts:`): null is its default (None for
     one that turns something on, the section's defaults otherwise), a mapping is checked key by
     key; `true` turns a section on with its defaults, `false` leaves it off."""
@@ -514,18 +623,18 @@ def _section(where: str, key: str, value: Any):
         return value
     known = [f.name for f in fields(cls)]
     if not isinstance(value, dict):
-        raise SettingsError(f"{where}: {key}: expected a mapping with {' and/or '.join(known)}, got {value!r}")
+        raise SettingsError(f"{sources.at(key)}: expected a mapping with {' and/or '.join(known)}, got {shown(value)}")
     unknown = sorted(set(value) - set(known))
     if unknown:
-        raise SettingsError(f"{where}: {key}: unknown key {unknown[0]!r} (known: {', '.join(known)})")
+        raise SettingsError(f"{sources.at(key)}: unknown key {unknown[0]!r} (known: {', '.join(known)})")
     found = {}
     for setting in SECTIONS[key]:
         name = setting.key.split(".", 1)[1]
         if name not in value:
             if setting.key in SECTION_REQUIRES:
-                raise SettingsError(f"{where}: {setting.key}: required ({setting.doc_spelt(IN_KEYS)})")
+                raise SettingsError(f"{sources.at(setting.key)}: required ({setting.doc_spelt(sources.spelling())})")
             continue
-        found[name] = _value(where, setting, value[name])
+        found[name] = _value(sources, setting, value[name])
     return cls(**found)
 
 

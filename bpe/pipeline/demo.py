@@ -4,7 +4,8 @@ The corpus is English prose every Python installation carries, the standard libr
 `write_demo_corpus(dir)` writes them as Parquet shards (one string column `text`, one row per
 paragraph), the same shape as a real corpus, so the demo exercises the real path end to end.
 `unchanged_demo` answers a run again on the same data without Prefect (whose temporary server takes
-seconds to start); `FlowLinesOnly` keeps Prefect's own INFO lines off the terminal.
+seconds to start); `FlowLinesOnly` keeps Prefect's own INFO lines, and the tracebacks of a failed run,
+off the terminal.
 """
 
 from __future__ import annotations
@@ -94,7 +95,11 @@ def unchanged_demo(config: str | Path, overrides: dict, warn: Callable[[str], No
 class FlowLinesOnly(logging.Filter):
     """For the terminal's log handler: the flow's and tasks' own lines (progress, results) at every
     level, Prefect's own (a run beginning, each task's final state, the temporary server starting
-    and stopping) only from WARNING up. Records are told apart by the file that logged them."""
+    and stopping) only from WARNING up, and never those of a failure: the exception a run or task
+    failed with, with its traceback (20 to 100 lines), or a run's final state. The run's logs keep
+    them; the command says the error itself, in one line. Nor Prefect's note, as the process ends,
+    that it is still sending the run's logs or events to the server (it sends them). Records are
+    told apart by the file that logged them."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -103,7 +108,11 @@ class FlowLinesOnly(logging.Filter):
         self.prefect_dir = str(Path(prefect.__file__).resolve().parent)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.WARNING or not record.pathname.startswith(self.prefect_dir)
+        if not record.pathname.startswith(self.prefect_dir):
+            return True
+        said = record.getMessage()
+        failure = bool(record.exc_info) or said.startswith("Finished in state")
+        return record.levelno >= logging.WARNING and not failure and not said.startswith("Still processing items")
 
 
 def quiet_prefect_console() -> None:

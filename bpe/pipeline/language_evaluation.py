@@ -26,14 +26,14 @@ LANGUAGES_PLOT = "languages.png"
 
 def configured_dev_set(cfg: TokenizerConfig) -> DevSet | None:
     """The configuration's dev set, read and checked when the run starts (before any counting):
-    None without `evaluation.dev`. A pivot the set lacks is one line naming the file and key."""
+    None without `evaluation.dev`. A pivot the set lacks is one line naming the file and key (or the variable)."""
     if not cfg.evaluation.dev:
         return None
     dev = read_dev_set(cfg.evaluation.dev)
     pivot = cfg.evaluation.pivot
     if pivot is not None and pivot not in dev.codes:
         raise SettingsError(
-            f"{cfg.source}: evaluation.pivot: {pivot!r} is not a language of the dev set {cfg.evaluation.dev} "
+            f"{cfg.at('evaluation.pivot')}: {pivot!r} is not a language of the dev set {cfg.evaluation.dev} "
             f"(it has {', '.join(dev.codes)})"
         )
     return dev

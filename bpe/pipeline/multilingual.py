@@ -27,21 +27,22 @@ from bpe.settings import Settings
 from bpe.training import merge_threads_for
 
 
-def language_plan(cfg: TokenizerConfig, settings: Settings) -> LanguagePlan | None:
+def language_plan(cfg: TokenizerConfig, settings: Settings | None) -> LanguagePlan | None:
     """The plan of a configuration with `languages:` (None without): its mixture, its parity rule
-    and its dev set, read as `settings` split text. Errors name the file and the key."""
+    and its dev set, read as `settings` split text (None: checked, as `bpe deploy` checks it,
+    without reading the dev set). Errors name the file and key, the variable or the parameter."""
     from bpe.errors import SettingsError
-    from bpe.pipeline.config import in_file
 
     inputs = cfg.language_inputs()
     if inputs is None:
         return None
+    pretokenizer = settings.pretokenizer if settings is not None else None
     try:
         return make_plan(
-            list(inputs), settings.pretokenizer, cfg.text_column, settings.superwords, **cfg.language_settings()
+            list(inputs), pretokenizer, cfg.text_column, cfg.superwords is not None, **cfg.language_settings()
         )
     except SettingsError as exc:
-        raise in_file(exc, cfg.source) from None
+        raise cfg.located(exc) from None
 
 
 def by_language(counted: Sequence[ShardCount], codes: Sequence[str]) -> list[list[ShardCount]]:

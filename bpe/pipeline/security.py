@@ -17,17 +17,22 @@ import hmac
 import ipaddress
 import os
 import secrets
+import stat
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from bpe.errors import SettingsError
+from bpe.storage import Checked, read_regular
 
 CACHE_KEY_ENV = "BPE_CACHE_KEY"  # the count cache's key itself
 CACHE_KEY_FILE_ENV = "BPE_CACHE_KEY_FILE"  # or a file holding it
 CACHE_KEY_FILE = "bpe-cache-key"  # else this file in PREFECT_HOME, made on first use
 MIN_KEY_CHARS = 32
+# A key is a line of 64 hex digits (`openssl rand -hex 32`, or the one made here): 4 KiB holds any key
+# one would write, and stops /dev/zero or a runaway file before it is read into memory.
+KEY_FILE = Checked(SettingsError, ", so not a count cache key file", 4096, "4 KiB (a key is a line of 64 hex digits)")
 
 
 @dataclass(frozen=True)
@@ -109,28 +114,42 @@ def make_auth_string(path: Path) -> str:
     return auth
 
 
-def count_cache_key(environ: Mapping[str, str] | None = None) -> bytes:
+def count_cache_key(environ: Mapping[str, str] | None = None, warn: Callable[[str], None] | None = None) -> bytes:
     """The secret that signs count cache entries (`bpe.pipeline.count_cache`): `BPE_CACHE_KEY`, else
     the file `BPE_CACHE_KEY_FILE` names, else `<PREFECT_HOME>/bpe-cache-key`, made on first use (64
     random hex digits, readable by its owner only). Only the processes that run the flow need it
-    (they write and read the entries' records); it must never sit where the cache's writers can read."""
+    (they write and read the entries' records); it must never sit where the cache's writers can read.
+    A key file that others may read is used, and said through `warn` (as ssh says of a private key)."""
     env = os.environ if environ is None else environ
     if env.get(CACHE_KEY_ENV):
         return _checked_key(env[CACHE_KEY_ENV], CACHE_KEY_ENV)
     if env.get(CACHE_KEY_FILE_ENV):
-        path = Path(env[CACHE_KEY_FILE_ENV])
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-            raise SettingsError(f"{CACHE_KEY_FILE_ENV}: {path}: cannot read the count cache key ({reason})") from None
-        return _checked_key(text, f"{CACHE_KEY_FILE_ENV}: {path}")
+        return _key_file(Path(env[CACHE_KEY_FILE_ENV]), f"{CACHE_KEY_FILE_ENV}: ", warn)
     from prefect.settings import PREFECT_HOME
 
     path = Path(PREFECT_HOME.value()).expanduser() / CACHE_KEY_FILE
-    if not path.exists():
+    if not os.path.lexists(path):
         _create_private_once(path, (secrets.token_hex(32) + "\n").encode())
-    return _checked_key(path.read_text(encoding="utf-8"), str(path))
+    return _key_file(path, "", warn)
+
+
+def _key_file(path: Path, named: str, warn: Callable[[str], None] | None) -> bytes:
+    """The key a file holds, read as `KEY_FILE` says; errors are one line naming the file after `named`."""
+    if path.is_symlink() and not path.exists():
+        raise SettingsError(f"{named}{path}: a link to {os.readlink(path)}, which does not exist")
+    try:
+        text = read_regular(path, KEY_FILE).decode("utf-8")
+    except SettingsError as exc:
+        raise SettingsError(f"{named}{exc}") from None
+    except UnicodeDecodeError:
+        raise SettingsError(f"{named}{path}: not a count cache key (not UTF-8 text)") from None
+    mode = stat.S_IMODE(os.stat(path).st_mode)
+    if mode & 0o077 and warn is not None:
+        warn(
+            f"{named}{path}: the count cache key is open to other users (mode {mode:04o}), and whoever reads it can "
+            f"sign count cache entries: chmod 600 {path}"
+        )
+    return _checked_key(text, f"{named}{path}")
 
 
 def entry_signature(key: bytes, payload: bytes) -> str:

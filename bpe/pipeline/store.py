@@ -25,22 +25,28 @@ import re
 import shutil
 import socket
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from bpe import storage
 from bpe.errors import InputError, OutputError, SettingsError, full_disk
 from bpe.formats.manifest_json import MANIFEST_FILE
-from bpe.leftovers import process_is_gone
+from bpe.leftovers import process_is_gone, temporary_prefix
 from bpe.manifest import Manifest
-from bpe.storage import COMPLETE
+from bpe.storage import COMPLETE, Checked
 
 VERSION = re.compile(r"^v(\d{4,})$")
 HISTORY = "history.jsonl"  # one JSON object per line: every publish, promote, rollback and prune
+# The history grows with the store's life, so it is read as a stream, a line at a time, with no
+# bound on its size; a line longer than any event is not one (an event is a few hundred bytes).
+HISTORY_FILE = Checked(InputError, ", so not a store's history")
+LONGEST_EVENT = 64 << 10
 MAIN, EXPERIMENT = "main", "experiment"  # a version's channel
 # A tokenizer's name is one path segment: it cannot climb out of the artifact root ("..") or nest.
 ABANDONED_AFTER = 24 * 3600.0  # seconds after which another host's reservation is abandoned
@@ -85,6 +91,16 @@ def who() -> str:
     except (KeyError, OSError):
         user = str(os.getuid()) if hasattr(os, "getuid") else "unknown"
     return f"{user}@{socket.gethostname()}"
+
+
+def _lines(f: BinaryIO) -> Iterator[bytes]:
+    """The lines of a file read a line at a time, each of at most LONGEST_EVENT bytes: the rest of
+    a longer one is skipped, and it is given cut (no JSON object then)."""
+    while line := f.readline(LONGEST_EVENT):
+        if not line.endswith(b"\n") and len(line) == LONGEST_EVENT:
+            while (rest := f.readline(LONGEST_EVENT)) and not rest.endswith(b"\n"):
+                pass
+        yield line
 
 
 def describe_names(versions: list[str]) -> str:
@@ -229,20 +245,28 @@ class VersionStore:
 
     def history(self) -> list[dict]:
         """Every recorded publish, promote, rollback and prune, oldest first (a line that is not a
-        JSON object, e.g. edited by hand, is skipped)."""
-        try:
-            text = self.fs.cat_file(f"{self.base}/{HISTORY}").decode()
-        except FileNotFoundError:
-            return []
+        JSON object, e.g. edited by hand, is skipped). Read a line at a time: the file grows with
+        the store's life; one that is not a regular file (a FIFO, a device) is an InputError."""
         events = []
-        for line in text.splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict):
-                events.append(event)
+        with self._open_history() as f:
+            for line in _lines(f) if f is not None else ():
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict):
+                    events.append(event)
         return events
+
+    @contextmanager
+    def _open_history(self) -> Iterator[BinaryIO | None]:
+        """The history opened for reading (`storage.open_regular`, no bound), or None when there is none."""
+        path = f"{self.base}/{HISTORY}" if self.local else storage.join(self.url, HISTORY)
+        if not (os.path.lexists(path) if self.local else self.fs.exists(f"{self.base}/{HISTORY}")):
+            yield None
+            return
+        with storage.open_regular(path, HISTORY_FILE) as f:
+            yield f
 
     def channels(self, versions: list[str] | None = None) -> dict[str, str]:
         """Each version's channel, `main` or `experiment` (one whose manifest cannot be read: main)."""
@@ -397,17 +421,8 @@ class VersionStore:
             current = self._pointer()
             forward = not current or int(current[1:]) < int(version[1:])
             moves = promote and forward
-            # The new history is written first (it is what needs room), put in place last.
-            history = self._new_history(
-                "publish", version, current, version if moves else current, by, channel=channel, promoted=promote
-            )
-            try:
-                if moves:
-                    self._set_latest(version)
-                self._put_history(history)
-            except BaseException:
-                self._drop_history(history)
-                raise
+            after = version if moves else current
+            self._record("publish", version, current, after, by, move=moves, channel=channel, promoted=promote)
 
     def promote(self, version: str, by: str | None = None) -> tuple[str | None, str]:
         """Move `latest` to `version` (backwards too) and record it; returns (before, after). An
@@ -422,8 +437,7 @@ class VersionStore:
                 if self._pointer() != version:
                     self._set_latest(version)
                 return before, version
-            self._set_latest(version)
-            self._record("promote", version, before, version, by)
+            self._record("promote", version, before, version, by, move=True)
         return before, version
 
     def rollback(self, by: str | None = None) -> tuple[str, str]:
@@ -439,8 +453,7 @@ class VersionStore:
                     f"{self.location_of_store()}: nothing to roll back to: no version was promoted "
                     f"before {current} (that is still in the store)"
                 )
-            self._set_latest(target)
-            self._record("rollback", target, current, target, by)
+            self._record("rollback", target, current, target, by, move=True)
         return current, target
 
     def unpublish(self, version: str, protected, by: str | None = None) -> Removed | None:
@@ -528,13 +541,24 @@ class VersionStore:
             self.fs.pipe_file(pointer, f"{version}\n".encode())
 
     def _record(
-        self, action: str, version: str, before: str | None, after: str | None, by: str | None, **details
+        self,
+        action: str,
+        version: str,
+        before: str | None,
+        after: str | None,
+        by: str | None,
+        move: bool = False,
+        **details,
     ) -> None:
-        """Append one event to the history (the caller holds `.latest.lock`): the whole file is
-        rewritten under a temporary name and renamed over the old one (one object on object
-        storage), so a reader sees the history before or after, never half of it."""
+        """Append one event to the history (the caller holds `.latest.lock`), and with `move`, point
+        `latest` at `after`. The new history is written first (it is what needs room, and the old
+        one may be refused), under a temporary name, then `latest` moves, then the history is
+        renamed over the old one (one object on object storage): a reader sees the history before
+        or after, never half of it, and a failure leaves `latest` where it was."""
         history = self._new_history(action, version, before, after, by, **details)
         try:
+            if move:
+                self._set_latest(after)
             self._put_history(history)
         except BaseException:
             self._drop_history(history)
@@ -542,9 +566,9 @@ class VersionStore:
 
     def _new_history(
         self, action: str, version: str, before: str | None, after: str | None, by: str | None, **details
-    ) -> str | bytes:
-        """The history with one more event, written beside the old one (its temporary path), or,
-        on object storage, its bytes; `_put_history` puts it in place."""
+    ) -> str:
+        """The history with one more event, copied a block at a time into a temporary file (beside
+        the old one; on object storage, on this machine), whose path `_put_history` puts in place."""
         event = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "action": action,
@@ -554,36 +578,34 @@ class VersionStore:
             **details,
             "by": by or who(),
         }
-        path = f"{self.base}/{HISTORY}"
+        if self.local:  # beside the history, to be renamed over it
+            tmp = f"{self.base}/.{HISTORY}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        else:  # on this machine, to be uploaded as one object
+            fd, tmp = tempfile.mkstemp(prefix=temporary_prefix("bpe-history-"))
+            os.close(fd)
         try:
-            old = self.fs.cat_file(path)
-        except FileNotFoundError:
-            old = b""
-        if old and not old.endswith(b"\n"):
-            old += b"\n"
-        data = old + (json.dumps(event) + "\n").encode()
-        if not self.local:
-            return data
-        tmp = f"{self.base}/.{HISTORY}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+            with open(tmp, "wb") as out, self._open_history() as old:
+                last = b"\n"
+                while old is not None and (block := old.read(1 << 20)):
+                    out.write(block)
+                    last = block[-1:]
+                out.write((b"" if last == b"\n" else b"\n") + (json.dumps(event) + "\n").encode())
+                out.flush()
+                os.fsync(out.fileno())
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
         return tmp
 
-    def _put_history(self, history: str | bytes) -> None:
-        if isinstance(history, bytes):
-            self.fs.pipe_file(f"{self.base}/{HISTORY}", history)
-        else:
+    def _put_history(self, history: str) -> None:
+        if self.local:
             os.replace(history, f"{self.base}/{HISTORY}")
-
-    def _drop_history(self, history: str | bytes) -> None:
-        if isinstance(history, str):
+        else:
+            self.fs.put_file(history, f"{self.base}/{HISTORY}")
             Path(history).unlink(missing_ok=True)
+
+    def _drop_history(self, history: str) -> None:
+        Path(history).unlink(missing_ok=True)
 
     @contextmanager
     def _lock(self, name: str, stale_after: float = 60.0):
@@ -627,38 +649,47 @@ class VersionStore:
 
 def describe_versions(store: VersionStore) -> list[dict]:
     """One row per version for `bpe versions`: date, channel, vocabulary, data, compression, and
-    its change in bytes per token against the previous promoted version (the newest version
-    before it that was ever `latest`), only like with like: both measured on the same evaluation
-    rows (`evaluation.eval_set.fingerprint`: figures on other text do not compare) at the same
-    vocabulary size (a larger vocabulary compresses better by itself). Otherwise `incomparable`
-    says why there is no change: the other's vocabulary size, or its other evaluation rows."""
-    promotions = store.promotions()
-    target = promotions.rollback_target
-    rows = []
-    previous: tuple[str, float | None, str | None, int | None] | None = None  # the newest promoted so far
+    its change in bytes per token against the version that served (was `latest`) when it was
+    published, as the history records it: after a rollback, the version rolled back to (for a
+    version the history does not record, the newest version before it that was ever `latest`).
+    Only like with like: both measured on the same evaluation rows (`evaluation.eval_set.
+    fingerprint`: figures on other text do not compare) at the same vocabulary size (a larger
+    vocabulary compresses better by itself). Otherwise `incomparable` says why there is no
+    change: the other's vocabulary size, its other evaluation rows, or that it was pruned."""
+    history = store.history()
+    promotions = Promotions.replay(history, store.latest(), store.versions())
+    serving = {e["version"]: e.get("latest_before") for e in history if e.get("action") == "publish"}
+    figures: dict[str, tuple[Manifest, float | None, str | None, int | None]] = {}
     for version in promotions.versions:
         try:
             m = store.manifest(version)
         except (FileNotFoundError, json.JSONDecodeError):
             continue
         evaluation = m.evaluation or {}
-        bytes_per_token = evaluation.get("bytes_per_token")
         eval_set = (evaluation.get("eval_set") or {}).get("fingerprint")
         vocab_size = m.result.vocab_size if m.result is not None else None
+        figures[version] = (m, evaluation.get("bytes_per_token"), eval_set, vocab_size)
+    rows = []
+    newest_promoted = None  # the fallback: the newest version so far that was ever latest
+    for version, (m, bytes_per_token, eval_set, vocab_size) in figures.items():
+        compared = serving[version] if version in serving else newest_promoted
+        then = figures.get(compared) if compared is not None else None
         change, incomparable = None, None
-        measured = isinstance(bytes_per_token, (int, float)) and previous and isinstance(previous[1], (int, float))
-        if measured and not (eval_set and previous[2] == eval_set):
+        measured = then is not None and isinstance(bytes_per_token, (int, float)) and isinstance(then[1], (int, float))
+        if compared is not None and compared not in promotions.versions:
+            incomparable = "pruned"
+        elif measured and not (eval_set and then[2] == eval_set):
             incomparable = "other evaluation rows"
-        elif measured and vocab_size != previous[3]:
-            incomparable = f"{previous[3]:,} tokens" if isinstance(previous[3], int) else "unknown vocabulary size"
+        elif measured and vocab_size != then[3]:
+            incomparable = f"{then[3]:,} tokens" if isinstance(then[3], int) else "unknown vocabulary size"
         elif measured:
-            change = bytes_per_token - previous[1]
+            change = bytes_per_token - then[1]
         rows.append(
             {
                 "version": version,
                 "latest": version == promotions.latest,
                 "promoted": version in promotions.promoted,
-                "rollback_target": version == target,
+                "rollback_target": version == promotions.rollback_target,
                 "channel": m.channel or MAIN,
                 "created": m.created or "",
                 "vocab_size": vocab_size,
@@ -666,11 +697,11 @@ def describe_versions(store: VersionStore) -> list[dict]:
                 "data_bytes": m.counts.bytes if m.counts is not None else None,
                 "bytes_per_token": bytes_per_token,
                 "eval_set": eval_set,
-                "previous_promoted": previous[0] if previous else None,
+                "previous_promoted": compared,
                 "change": change,
                 "incomparable": incomparable,
             }
         )
         if version in promotions.promoted:
-            previous = (version, bytes_per_token, eval_set, vocab_size)
+            newest_promoted = version
     return rows
