@@ -1,7 +1,8 @@
 """MkDocs hooks: the pages that are generated from the code at build time, so that they cannot
 drift from it. A page holds a marker comment where the generated Markdown goes:
 
-- `<!-- cli reference: generated -->`: every `bpe` command's `--help`, from `bpe.cli.build_parser()`;
+- `<!-- cli reference: generated -->`: a table of contents linking every `bpe` command, then each
+  command's `--help`, from `bpe.cli.build_parser()`;
 - `<!-- settings reference: generated -->`: every setting as each surface spells it, from the
   settings schema (`bpe.schema`, rendered by `bpe.pipeline.reference.settings_reference`).
 
@@ -28,22 +29,47 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
 
 
 def cli_markdown() -> str:
-    """A section per command, `bpe` first, each holding the command's `--help` as printed."""
+    """A table of contents linking every command, then a section per command, `bpe` first (under the
+    page's title), each holding the command's `--help` as printed."""
     from bpe.cli import build_parser, commands
 
     before = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = HELP_WIDTH
     try:
-        parts = []
-        for prog, parser in commands(build_parser()):
-            level = "#" * (prog.count(" ") + 1)
-            parts += [f"{level} `{prog}`", "", "```text", parser.format_help().rstrip(), "```", ""]
-        return "\n".join(parts)
+        every = list(commands(build_parser()))
+        helps = {name: help for prog, parser in every for name, help in summaries(parser, prog).items()}
+        contents, parts = ["Commands:", ""], []
+        for prog, parser in every:
+            depth = prog.count(" ")
+            summary = f": {helps[prog]}" if helps.get(prog) else ""
+            contents.append(f"{'    ' * depth}- [`{prog}`](#{anchor(prog)}){summary}")
+            heading = f"{'#' * (depth + 2)} `{prog}` {{ #{anchor(prog)} }}"  # under the page's title
+            parts += [heading, "", "```text", parser.format_help().rstrip(), "```", ""]
+        return "\n".join([*contents, "", *parts])
     finally:
         if before is None:
             del os.environ["COLUMNS"]
         else:
             os.environ["COLUMNS"] = before
+
+
+def summaries(parser, prog: str) -> dict[str, str]:
+    """The one-line help of each command directly under `parser` (`prog`), by its full name: as
+    `bpe --help` lists it in its groups (`bpe.cli.help.Commands.listed`), or as argparse does."""
+    import argparse
+
+    lines = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            listed = [(name, help) for _, name, help in getattr(action, "listed", [])]
+            for name, help in listed + [(choice.dest, choice.help) for choice in action._choices_actions]:
+                lines[f"{prog} {name}"] = help
+    return lines
+
+
+def anchor(prog: str) -> str:
+    """A command's section id: `bpe cluster up` -> `bpe-cluster-up`."""
+    return prog.replace(" ", "-")
 
 
 def settings_markdown() -> str:

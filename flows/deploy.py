@@ -63,10 +63,11 @@ def deploy_all(
 
     The source tree is where this file's folder sits, so the same code serves a checkout (`flows/`,
     `conf/`) and an installed package (`bpe/flows`, `bpe/conf`). A configuration whose data is not
-    there yet is registered with its schedule paused, rather than failing every scheduled run: resume
-    it once the data is in place (`prefect deployment schedule resume`, or deploy again). Every
-    configuration (and BPE_ALERT_WEBHOOK) is validated before anything is registered, as a run
-    validates it before reading any data: a configuration every run would refuse is not deployed."""
+    there yet is registered paused, rather than failing every scheduled run: the deployment, not its
+    schedule (which `prefect deployment schedule resume` would find already active); deploying again
+    once the data is in place registers it active. Every configuration (and BPE_ALERT_WEBHOOK) is
+    validated before anything is registered, as a run validates it before reading any data: a
+    configuration every run would refuse is not deployed."""
     from prefect import get_client
     from prefect.client.schemas.actions import DeploymentUpdate
     from prefect.utilities.callables import parameter_schema

@@ -162,10 +162,13 @@ def publish_as(
     bpt: float = 3.0,
     eval_set: str = "set-a",
     vocab_size: int = 600,
+    created: str = "2026-11-30T08:50:18+00:00",
+    shards: int = 2,
+    data_bytes: int = 1_500_000,
 ) -> str:
     """Publish a version as the flow does, without training: its manifest says its channel, whether
     it is promoted, its vocabulary size, and its bytes per token on the evaluation rows with
-    fingerprint `eval_set`."""
+    fingerprint `eval_set` (and when it was made, from how many shards of how many bytes)."""
     import json
 
     staged = store.stage()
@@ -173,10 +176,10 @@ def publish_as(
         "channel": channel,
         "promoted": channel == "main" if promoted is None else promoted,
         "evaluation": {"bytes_per_token": bpt, "eval_set": {"fingerprint": eval_set}},
-        "created": "2026-11-30T08:50:18+00:00",
+        "created": created,
         "result": {"vocab_size": vocab_size},
-        "counts": {"bytes": 1_500_000},
-        "data": {"shards": [{}, {}]},
+        "counts": {"bytes": data_bytes},
+        "data": {"shards": [{}] * shards},
     }
     (staged.directory / "manifest.json").write_text(json.dumps(manifest))
     store.commit(staged)

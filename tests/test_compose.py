@@ -266,6 +266,43 @@ def constraints() -> dict[str, str]:
     return pins
 
 
+def compose_page_block(heading: str, language: str) -> str:
+    """The first `language` block under `heading` of the Docker Compose page."""
+    from tests.test_docs import blocks
+
+    page = "docs/pipeline/compose.md"
+    start = (REPO / page).read_text().splitlines().index(heading) + 1
+    return next(b.code for b in blocks(page) if b.line > start and b.language == language)
+
+
+def test_the_compose_page_mounts_the_multilingual_data_where_both_workers_read_it(compose):
+    """The override the page gives puts every path of conf/multilingual.yaml (relative to the
+    image's working directory, as the flow runs resolve them) under a read-only mount of the
+    Prefect worker, which reads the dev set, and of the Dask workers, which count the shards:
+    without it `bpe deploy` registers the deployment paused."""
+    import posixpath
+
+    override = yaml.safe_load(compose_page_block("## The multilingual deployment", "yaml"))["services"]
+    workdir = re.search(r"^WORKDIR (\S+)", (REPO / "Dockerfile").read_text(), re.M).group(1)
+    config = load("conf/multilingual.yaml")
+    paths = [*config["languages"].values(), config["parity"]["dev"]]
+    for service in ("prefect-worker", "dask-worker"):
+        assert service in compose["services"]
+        mounts = [volume.split(":") for volume in override[service]["volumes"]]
+        for path in paths:
+            where = posixpath.normpath(posixpath.join(workdir, path))
+            assert any(where.startswith(target + "/") and mode == "ro" for _, target, mode in mounts), (service, where)
+
+
+def test_the_compose_page_names_every_volume_down_v_deletes(compose, s3):
+    stop = compose_page_block("## Stop it", "bash")
+    page = (REPO / "docs" / "pipeline" / "compose.md").read_text()
+    section = page[page.index("## Stop it") :]
+    assert "docker compose down" in stop and "docker compose down -v" in stop
+    for volume in (*compose["volumes"], *s3["volumes"]):
+        assert f"`{volume}`" in section or volume in stop, f"the page does not say that down -v deletes {volume}"
+
+
 def test_the_image_pins_every_dependency():
     from packaging.requirements import Requirement
 

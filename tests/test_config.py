@@ -162,7 +162,7 @@ def test_an_environment_value_that_is_not_yaml_is_taken_as_the_string_it_is(tmp_
         ({"BPE_SUPERWORDS": "[600]"}, "BPE_SUPERWORDS: expected a mapping with transition"),
         ({"BPE_RETENTION": "{keep: 1}"}, "BPE_RETENTION: unknown key 'keep'"),
         ({"BPE_MIX": "temperature=2"}, "BPE_MIX: expected temperature=A with A from 0 to 1"),
-        ({"BPE_MIX": "temperature=0.5"}, "BPE_MIX: needs text by language (languages:)"),
+        ({"BPE_MIX": "temperature=0.5"}, "BPE_MIX: needs text by language (languages: or lang_dir:)"),
     ],
 )
 def test_an_environment_value_that_cannot_work_is_named_by_its_variable(tmp_path, environ, message):

@@ -132,6 +132,14 @@ def test_every_block_names_its_language_and_runs_or_says_why_not():
     assert sum(runs(b) for page in PAGES for b in blocks(page)) >= 20
 
 
+def test_no_block_writes_into_the_repository():
+    """Blocks, run or not, write into the reader's working directory or a temporary one: a copied
+    command never overwrites the site's own files (a plot written to `docs/languages.png`)."""
+    writing = re.compile(r"(?:--plot|--out|--json|-o|>)\s*['\"]?(?:\./)?docs/")
+    found = [str(b) for page in PAGES for b in blocks(page) if writing.search(b.code)]
+    assert not found, f"blocks that write into docs/: {found}"
+
+
 def runs(block: Block) -> bool:
     return block.language in RUNNERS and block.not_run is None
 
@@ -190,10 +198,12 @@ def test_the_train_encode_decode_block_runs_as_written_and_does_what_its_comment
     assert np.load(work / "ids.npy").size > 0 and (work / "docs.npy").exists()
 
 
-def test_the_site_builds_without_a_warning(tmp_path):
-    """`mkdocs build --strict` fails on any warning (a broken link or anchor, a page left out of the
-    navigation, an API object that does not resolve); the generated pages hold what they promise."""
-    site = tmp_path / "site"
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site, built once for the tests that read its pages: `mkdocs build --strict` fails on any
+    warning (a broken link or anchor, a page left out of the navigation, an API object that does
+    not resolve)."""
+    site = tmp_path_factory.mktemp("site")
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
         cwd=REPO,
@@ -203,12 +213,62 @@ def test_the_site_builds_without_a_warning(tmp_path):
         timeout=300,
     )
     assert done.returncode == 0 and "WARNING" not in done.stderr, done.stderr[-5000:]
+    return site
+
+
+def test_the_site_builds_without_a_warning(site):
+    """The site builds (the fixture), and the generated pages hold what they promise."""
     cli = (site / "reference" / "cli" / "index.html").read_text()
     for command in ("bpe train", "bpe encode", "bpe versions", "bpe cluster up"):
         assert f"<code>{command}</code>" in cli, command
     assert "--vocab-size" in (site / "reference" / "settings" / "index.html").read_text()
     api = (site / "reference" / "python" / "index.html").read_text()
     assert "encode_batch_to_numpy" in api and "<blockquote>" not in api  # doctests shown as code, not quotes
+
+
+def test_the_command_reference_opens_with_contents_linking_every_command(site):
+    from bpe.cli import build_parser, commands
+
+    cli = (site / "reference" / "cli" / "index.html").read_text()
+    article = cli[cli.index("<h1") :]
+    contents = article[: article.index("<h2")]  # what comes before the first command's section
+    for prog, _ in commands(build_parser()):
+        anchor = prog.replace(" ", "-")
+        assert f'href="#{anchor}"' in contents, f"{prog} is not in the contents"
+        assert f'id="{anchor}"' in article, f"{prog} has no section of that id"
+
+
+def test_the_settings_tables_never_break_a_name(site):
+    """A name (setting, flag, key, type) in a settings table is code of the class `nowrap`, which
+    the site's CSS keeps on one line: a narrow column cut them mid-word (`vocab_siz` / `e`)."""
+    page = (site / "reference" / "settings" / "index.html").read_text()
+    rows = re.findall(r"<tr>\s*<td>(.*?)</td>\s*<td>(.*?)</td>", page, re.S)
+    assert len(rows) >= 40 and any("--vocab-size" in names for names, _ in rows)
+    for names, kind in rows:
+        codes = re.findall(r"<code[^>]*>", names + kind)
+        assert codes and all('class="nowrap"' in code for code in codes), (names, kind)
+    styles = [(site / link).read_text() for link in re.findall(r'<link[^>]+href="\.\./\.\./([^"]+\.css)"', page)]
+    assert any(re.search(r"code\.nowrap\s*\{[^}]*white-space:\s*nowrap", css) for css in styles)
+
+
+def test_the_versions_page_shows_what_bpe_versions_prints(tmp_path):
+    """The listing on the Versions page is what `bpe versions` prints for the store its commands
+    make: the three versions' manifests as those runs of the demo wrote them."""
+    from bpe.pipeline.store import VersionStore
+    from tests.conftest import publish_as
+
+    store = VersionStore(str(tmp_path), "demo")
+    for channel, created, vocab_size, bytes_per_token in [
+        ("main", "2026-12-06T02:47:59+00:00", 4096, 3.7506),
+        ("main", "2026-12-06T02:49:23+00:00", 4096, 3.7074),  # BPE_PATTERN=gpt2
+        ("experiment", "2026-12-06T02:51:12+00:00", 8192, 4.1787),  # --vocab-size 8192, promoted by bpe demo
+    ]:
+        publish_as(store, channel, True, bytes_per_token, "bab2f030", vocab_size, created, 4, 1_480_041)
+    bpe = Path(sys.executable).parent / "bpe"
+    done = subprocess.run([bpe, "versions", tmp_path / "demo"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    shown = next(b for b in blocks("docs/pipeline/versions.md") if b.code.startswith("version   created"))
+    assert shown.language == "text" and done.stdout == shown.code
 
 
 def test_the_readme_is_a_front_door_whose_links_lead_to_the_pages():

@@ -13,49 +13,65 @@ from __future__ import annotations
 from bpe.pipeline.config import CONFIG_SETTINGS, SECTIONS
 from bpe.schema import GROUPS, SETTINGS, On, Setting, grouped
 
-COLUMNS = ("setting", "Python parameter", "CLI flag", "YAML key", "type", "default", "description", "changes merges?")
+NOWRAP = ".nowrap"  # an attribute list (the attr_list extension): the class of code that never wraps
+# The first column stacks a setting's three spellings, one a line, in the order its heading names them:
+# one narrow column where three would leave the description too little width (or cut the names).
+SPELLINGS = ("`train()` parameter", "`bpe train` flag", "YAML key")
+COLUMNS = ("<br>".join(SPELLINGS), "type", "default", "description", "changes merges?")
 
 
 def settings_reference(heading_level: int = 2) -> str:
     """The reference page's body: an introduction, then per group a heading and a table."""
-    every = {setting.name: setting for setting in (*SETTINGS, *CONFIG_SETTINGS)}.values()
+    every = {setting.name: setting for setting in (*SETTINGS, *CONFIG_SETTINGS)}
     lines = [
-        "Every setting, as each surface spells it: a parameter of `bpe.train`, a flag of `bpe train`, a key of a "
-        "pipeline configuration (`conf/<name>.yaml`; *flow* marks the keys a run of the train-bpe flow can "
-        "override, as `settings.<key>` or `-p <key>=...`). Generated from `bpe.schema`; \u2014 means the setting "
-        "is not there.",
+        "Every setting, as each surface spells it, one a line in the first column: a parameter of `bpe.train`, "
+        "a flag of `bpe train`, a key of a pipeline configuration (`conf/<name>.yaml`; *flow* marks the keys a "
+        "run of the train-bpe flow can override, as `settings.<key>` or `-p <key>=...`). Generated from "
+        "`bpe.schema`; \u2014 means the setting is not there.",
         "",
     ]
-    for group, settings in grouped(list(every)).items():
+    for group, settings in grouped(list(every.values())).items():
         lines += [f"{'#' * heading_level} {group.capitalize()}", "", f"{_sentence(GROUPS[group])}.", ""]
         lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        lines += ["| " + " | ".join(_cell(text) for text in row(setting)) + " |" for setting in settings]
+        lines += ["| " + " | ".join(_cell(text) for text in row(setting, every)) + " |" for setting in settings]
         lines.append("")
     return "\n".join(lines)
 
 
-def row(setting: Setting) -> tuple[str, ...]:
-    """A setting's cells, in the order of COLUMNS."""
-    flags = ", ".join(f"`{flag}`" for flag in setting.flags.values()) if On.CLI in setting.on else "\u2014"
+def row(setting: Setting, every: dict[str, Setting]) -> tuple[str, ...]:
+    """A setting's cells, in the order of COLUMNS (`every`: all settings by name, which its
+    description may name)."""
+    flags = ", ".join(name(flag) for flag in setting.flags.values()) if On.CLI in setting.on else "\u2014"
     key = "\u2014"
     if setting.key:
         section = " (a section, with the keys below)" if setting.key in SECTIONS else ""
-        key = f"`{setting.key}`{section}" + (" (flow)" if On.FLOW in setting.on else "")
+        key = name(setting.key) + section + (" (flow)" if On.FLOW in setting.on else "")
+    python = name(setting.name) if On.TRAIN in setting.on else "\u2014"
     return (
-        setting.name,
-        f"`{setting.name}`" if On.TRAIN in setting.on else "\u2014",
-        flags,
-        key,
-        _type(setting),
-        _default(setting),
-        setting.doc_spelt(lambda name: f"`{name}`"),
+        "<br>".join((python, flags, key)),
+        " or ".join(name(kind) for kind in _type(setting).split(" | ")),
+        _text(_default(setting)),
+        _text(setting.doc_spelt(lambda other: name(spelling(every.get(other), other)))),
         "yes" if setting.merges else "no",
     )
 
 
+def spelling(setting: Setting | None, fallback: str) -> str:
+    """How the table shows a setting a description names: its `train()` parameter, or its key."""
+    if setting is None or On.TRAIN in setting.on or not setting.key:
+        return fallback
+    return setting.key
+
+
+def name(text: str) -> str:
+    """`text` as code that a table cell never breaks (class `nowrap`, docs/stylesheets/extra.css):
+    a setting's name, flag, key or type, which a narrow column would otherwise cut mid-word."""
+    return f"`{text}`{{ {NOWRAP} }}"
+
+
 def _type(setting: Setting) -> str:
     kind = getattr(setting.type, "__name__", None) if not hasattr(setting.type, "__args__") else None
-    return f"`{kind or setting.type}`"
+    return str(kind or setting.type)
 
 
 def _default(setting: Setting) -> str:
@@ -71,6 +87,14 @@ def _default(setting: Setting) -> str:
 
 def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:]
+
+
+def _text(markdown: str) -> str:
+    """`markdown` with `<` and `>` outside its code spans escaped: `<code>.txt` and
+    `<artifact_root>` are words to show, not HTML tags."""
+    parts = markdown.split("`")
+    parts[::2] = [part.replace("<", "&lt;").replace(">", "&gt;") for part in parts[::2]]
+    return "`".join(parts)
 
 
 def _cell(text: str) -> str:
