@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from bpe.counting import use_system_allocator
 from bpe.engine.interrupts import interrupts_held
 from bpe.errors import SchedulerLost, SettingsError
+from bpe.progress import Heartbeat
 
 Log = Callable[[str], None]
 
@@ -201,7 +202,12 @@ def ready_workers(client, groups: Sequence[str] | None = None, log: Log | None =
     is said in the log as a step of its own, with its time."""
     if not client.scheduler_info()["workers"]:
         client.wait_for_workers(1, timeout=60)
-    warmed = client.run(warm_up, groups)
+    if log is None:
+        warmed = client.run(warm_up, groups)
+    else:
+        workers = len(client.scheduler_info()["workers"])
+        with Heartbeat(log, f"loading the kernels on {workers} worker(s)"):
+            warmed = client.run(warm_up, groups)
     compile_seconds = max((w["compile_seconds"] for w in warmed.values()), default=0.0)
     if log is not None:
         compiled = sum(w["compile_seconds"] >= 0.5 for w in warmed.values())

@@ -326,7 +326,7 @@ def table_make_room(table, length):
 
 @njit(cache=True)
 def _table_add_words(table, data, offsets, weights):
-    i = 0
+    i = np.int64(0)
     while i < len(weights):
         i = _insert_until_full(table, data, offsets, weights, i)
         if i < len(weights):

@@ -259,7 +259,7 @@ def _pop(state):
     top_count, top_key = heap_count[0], heap_key[0]
     meta[_HEAP_SIZE] -= 1
     n = meta[_HEAP_SIZE]
-    _sift_down(state, 0, heap_count[n], heap_key[n], n)
+    _sift_down(state, np.int64(0), heap_count[n], heap_key[n], n)
     return top_count, top_key
 
 
@@ -336,7 +336,7 @@ def _held_pairs(state, counts):
 def _refill(state):
     """The heap made again from the pair table: one entry per pair it holds, at its count."""
     counts, heap_count, heap_key = state.counts, state.heap_count, state.heap_key
-    n = 0
+    n = np.int64(0)
     for r in range(len(counts)):
         if counts[r, KEY_COLUMN] != 0 and _held(state, counts[r, _COUNT], counts[r, KEY_COLUMN] - 1):
             heap_count[n] = counts[r, _COUNT]
@@ -561,7 +561,7 @@ def queue_next_round(state, max_merges, min_frequency):
     while k > 1 and taken_count[k - 1] <= stop_count:
         k -= 1
         _push(view, taken_count[k], taken_key[k])
-    new_bytes = 0
+    new_bytes = np.int64(0)
     for t in range(k):
         a, b = unpack(taken_key[t])
         new_bytes += state.tok_len[a] + state.tok_len[b]

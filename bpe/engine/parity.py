@@ -232,7 +232,7 @@ def _window_choice(ps, queues, dev, tables, first_table, values, lowest):
     window, threshold, recent_count = ps.meta[_WINDOW], ps.threshold[0], ps.recent_count
     _fill(ps, values)
     while True:
-        best = 0
+        best = np.int64(0)
         best_value = lowest
         for i in range(n):
             if not masked[i] and values[i] > best_value:
@@ -262,12 +262,12 @@ def _choose(ps, queues, dev, tables, first_table):
         return _NONE
     if meta[_MADE] < meta[_GLOBAL]:
         return GLOBAL
-    language = -1
+    language = np.int64(-1)
     if meta[_VARIANT] == 1:
         if meta[_MODE] == _RATIO:
             language = _window_choice(ps, queues, dev, tables, first_table, np.empty(n, np.float64), -np.inf)
         else:
-            language = _window_choice(ps, queues, dev, tables, first_table, np.empty(n, np.int64), _INT64_MIN)
+            language = _window_choice(ps, queues, dev, tables, first_table, np.empty(n, np.int64), np.int64(_INT64_MIN))
         ring = ps.recent
         if meta[_FILLED] == meta[_WINDOW]:
             ps.recent_count[ring[meta[_HEAD]]] -= 1
@@ -278,7 +278,7 @@ def _choose(ps, queues, dev, tables, first_table):
         meta[_HEAD] = (meta[_HEAD] + 1) % meta[_WINDOW]
         return language
     while True:
-        language = -1
+        language = np.int64(-1)
         if meta[_MODE] == _RATIO:  # the lowest adjusted compression
             lowest = np.inf
             for i in range(n):
@@ -327,7 +327,7 @@ def parity_next_merge(queues, dev, ps, tables, first_table, min_frequency):
         else:
             q = language
             _bring_words(ps, queues, tables, first_table, language)
-        state, batch = queue_next_round(queues[q], 1, min_frequency)
+        state, batch = queue_next_round(queues[q], np.int64(1), min_frequency)
         if len(batch) == 0:
             state, best = queue_best_count(state)
             queues[q] = state

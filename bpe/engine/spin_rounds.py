@@ -104,7 +104,7 @@ def _serve(words, control, merges, out_keys, out_deltas, me):
     line = _LINE * (me + 1)
     seen = 0
     chunks = 0
-    spins = 0
+    spins = np.int64(0)
     while True:
         posted = load_acquire(control, _ROUND)
         if posted == seen:
@@ -113,7 +113,7 @@ def _serve(words, control, merges, out_keys, out_deltas, me):
             spins = backoff(spins)
             continue
         seen = posted
-        spins = 0
+        spins = np.int64(0)
         words = words_apply_merges(words, merges[: control[_N_MERGES]])
         keys, deltas = words_take_deltas(words)
         sent = 0
@@ -128,7 +128,7 @@ def _serve(words, control, merges, out_keys, out_deltas, me):
             store_release(control, line + _SENT, 2 * chunks + (1 if last else 0))
             if last:
                 break
-            spins = 0
+            spins = np.int64(0)
             while load_acquire(control, line + _ACKED) != chunks:
                 if load_acquire(control, _STOP) != 0:
                     return words, seen
@@ -139,7 +139,7 @@ def _serve(words, control, merges, out_keys, out_deltas, me):
 def _collect(queue, control, out_keys, out_deltas, sent_seen, worker):
     """Add worker `worker`'s deltas of this round to the queue; False if the worker failed."""
     line = _LINE * (worker + 1)
-    spins = 0
+    spins = np.int64(0)
     while True:
         sent = load_acquire(control, line + _SENT)
         if sent == sent_seen[worker]:
@@ -147,7 +147,7 @@ def _collect(queue, control, out_keys, out_deltas, sent_seen, worker):
                 return queue, False
             spins = backoff(spins)
             continue
-        spins = 0
+        spins = np.int64(0)
         sent_seen[worker] = sent
         m = control[line + _COUNT]
         queue = queue_add_deltas(queue, out_keys[worker, :m], out_deltas[worker, :m])
