@@ -330,6 +330,21 @@ SLOWEST_MODULES = (
 )
 
 
+def pytest_sessionstart(session) -> None:
+    """Compile every kernel group this machine's cache lacks, once, before any test runs (on the
+    pytest-xdist controller, before its workers start): a fresh machine's first run compiles, and
+    without this each test process would wait on the others' compiling mid-test, and the cold tests
+    (`cache_lacking`) would copy a cache still half empty. Said on the terminal as a run says it."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    from bpe.warm import GROUPS, compile_ahead
+
+    def say(line: str) -> None:
+        print(f"bpe: {line}", file=sys.__stderr__, flush=True)
+
+    compile_ahead(list(GROUPS), say)
+
+
 def pytest_configure(config) -> None:
     """pytest-xdist hands out modules (`--dist loadfile`) in the order of the most tests first
     unless told to keep the collection's order, which `pytest_collection_modifyitems` sets."""

@@ -219,4 +219,5 @@ def ready_workers(client, groups: Sequence[str] | None = None, log: Log | None =
         else:
             slowest = max((w["seconds"] for w in warmed.values()), default=0.0)
             log(f"kernels loaded on {len(warmed)} worker(s) in {slowest:.1f} s")
-    return WorkersReady(len(client.scheduler_info()["workers"]), compile_seconds)
+    # The workers that ran it: the client's copy of the scheduler's worker list may lag behind.
+    return WorkersReady(len(warmed), compile_seconds)
