@@ -363,6 +363,10 @@ def compile_in_background(names: Sequence[str], say: Callable[[str], None] | Non
     """`compile_ahead(names, say)` on a thread of its own, so that compiling overlaps other work;
     returns the function that waits for it (and raises what it raised). The thread does not keep
     the process alive: a process that ends (Ctrl-C) ends its compiling processes with it."""
+    # Checked here: on the thread, numba's import would share the interpreter with whatever this
+    # thread runs meanwhile (the demo writing its corpus) and start compiling seconds late.
+    if not missing(dict.fromkeys(names)):
+        return Compiled  # nothing to wait for: calling it gives an empty Compiled
     outcome: dict[str, object] = {}
 
     def run() -> None:

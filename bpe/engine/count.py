@@ -20,6 +20,7 @@ from numba import njit
 
 from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below are cached)
 from bpe.engine.borrow import borrowed
+from bpe.engine.copying import copy_into
 from bpe.engine.errors import InputError
 from bpe.engine.hashing import FNV_OFFSET_BASIS, fnv1a_step, hash_buckets
 from bpe.engine.interrupts import holds_interrupts
@@ -158,7 +159,7 @@ def _gather_words(data, offsets, keep, new_offsets):
     out = np.empty(new_offsets[-1], dtype=np.uint8)
     for i in range(len(keep)):
         start = offsets[keep[i]]
-        out[new_offsets[i] : new_offsets[i + 1]] = data[start : start + new_offsets[i + 1] - new_offsets[i]]
+        copy_into(out[new_offsets[i] : new_offsets[i + 1]], data[start : start + new_offsets[i + 1] - new_offsets[i]])
     return out
 
 
@@ -286,7 +287,7 @@ def table_entry(table, data, start, end, weight):
                 slots[i, _COUNT] += np.uint64(weight)
                 return np.int64(m & _ENTRY_MASK) - 1
         i = (i + np.uint64(1)) & mask
-    store[used : used + length] = data[start:end]
+    copy_into(store[used : used + length], data[start:end])
     starts[entries] = used
     slots[i, _HASH] = h
     slots[i, _PREFIX] = prefix
@@ -311,15 +312,15 @@ def table_make_room(table, length):
                 i = slots[r, _HASH] & mask
                 while bigger[i, _ENTRY] != 0:
                     i = (i + np.uint64(1)) & mask
-                bigger[i] = slots[r]
+                copy_into(bigger[i], slots[r])
         slots = bigger
         more_starts = np.empty(capacity // 2 + 1, dtype=np.int64)
-        more_starts[:entries] = starts[:entries]
+        copy_into(more_starts[:entries], starts[:entries])
         starts = more_starts
     used = meta[_BYTES_USED]
     if used + length > len(store):
         more_store = np.empty(max(2 * len(store), used + length), dtype=np.uint8)
-        more_store[:used] = store[:used]
+        copy_into(more_store[:used], store[:used])
         store = more_store
     return CountTable(slots, starts, store, meta)
 

@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit
 
 from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below are cached)
+from bpe.engine.copying import copy_rows_into
 from bpe.engine.cores import available_cores
 from bpe.engine.count import WordCounts
 from bpe.engine.interrupts import interrupts_held
@@ -152,7 +153,7 @@ def _run_rounds(words, queue, budget, min_frequency, one_per_round):
         words = words_apply_merges(words, batch)
         keys, deltas = words_take_deltas(words)
         queue = queue_add_deltas(queue, keys, deltas)
-        made[n : n + len(batch)] = batch
+        copy_rows_into(made[n : n + len(batch)], batch)
         n += len(batch)
         rounds += 1
     return words, queue, made[:n].copy(), rounds

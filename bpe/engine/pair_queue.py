@@ -64,6 +64,7 @@ from bpe.engine import (
     kernel_cache,  # noqa: F401  (sets where the kernels below are cached)
 )
 from bpe.engine.borrow import borrowed
+from bpe.engine.copying import copy_into, copy_rows_into
 from bpe.engine.errors import SettingsError
 from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.pair_keys import KEY_COLUMN, most_pairs, slot_of, unpack
@@ -280,7 +281,7 @@ def _grow(state, new_pairs, new_heap, new_tokens, new_bytes):
         bigger = np.zeros((capacity, _PAIR_COLUMNS), dtype=np.int64)
         for r in range(len(counts)):
             if counts[r, KEY_COLUMN] != 0:
-                bigger[slot_of(bigger, counts[r, KEY_COLUMN] - 1)] = counts[r]
+                copy_into(bigger[slot_of(bigger, counts[r, KEY_COLUMN] - 1)], counts[r])
         counts = bigger
     if meta[_HEAP_SIZE] + new_heap > len(heap_count):
         # Full: refilled from the pair table, which drops stale entries, in a heap grown by half when
@@ -299,14 +300,14 @@ def _grow(state, new_pairs, new_heap, new_tokens, new_bytes):
         more_start = np.empty(size, dtype=np.int64)
         more_len = np.empty(size, dtype=np.int64)
         more_marks = np.zeros((size, 2), dtype=np.int64)
-        more_start[:n_tokens] = tok_start[:n_tokens]
-        more_len[:n_tokens] = tok_len[:n_tokens]
-        more_marks[:n_tokens] = marks[:n_tokens]
+        copy_into(more_start[:n_tokens], tok_start[:n_tokens])
+        copy_into(more_len[:n_tokens], tok_len[:n_tokens])
+        copy_rows_into(more_marks[:n_tokens], marks[:n_tokens])
         tok_start, tok_len, marks = more_start, more_len, more_marks
     used = meta[_BYTES_USED]
     if used + new_bytes > len(tok_data):
         more_data = np.empty(max(2 * len(tok_data), used + new_bytes), dtype=np.uint8)
-        more_data[:used] = tok_data[:used]
+        copy_into(more_data[:used], tok_data[:used])
         tok_data = more_data
     return QueueState(counts, heap_count, heap_key, tok_start, tok_len, tok_data, marks, meta)
 
@@ -488,8 +489,8 @@ def _append_token(state, a, b):
     used = meta[_BYTES_USED]
     tok_start[new] = used
     tok_len[new] = tok_len[a] + tok_len[b]
-    tok_data[used : used + tok_len[a]] = tok_data[tok_start[a] : tok_start[a] + tok_len[a]]
-    tok_data[used + tok_len[a] : used + tok_len[new]] = tok_data[tok_start[b] : tok_start[b] + tok_len[b]]
+    copy_into(tok_data[used : used + tok_len[a]], tok_data[tok_start[a] : tok_start[a] + tok_len[a]])
+    copy_into(tok_data[used + tok_len[a] : used + tok_len[new]], tok_data[tok_start[b] : tok_start[b] + tok_len[b]])
     meta[_N_TOKENS] = new + 1
     meta[_BYTES_USED] = used + tok_len[new]
     return new

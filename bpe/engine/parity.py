@@ -38,6 +38,7 @@ from numba import njit
 from numba.typed import List
 
 from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below are cached)
+from bpe.engine.copying import copy_into
 from bpe.engine.count import WordCounts
 from bpe.engine.errors import SettingsError
 from bpe.engine.interrupts import holds_interrupts
@@ -311,7 +312,7 @@ def parity_next_merge(queues, dev, ps, tables, first_table, min_frequency):
     n = len(ps.closed)
     if meta[_STARTED] == 0:
         meta[_STARTED] = 1
-        ps.initial[:] = ps.tokens
+        copy_into(ps.initial, ps.tokens)
         for i in range(n):  # ratio targets serve by compression, which a language without text has none of
             if meta[_MODE] == _RATIO and ps.tokens[i] == 0:
                 ps.closed[i] = 1
@@ -344,7 +345,7 @@ def parity_next_merge(queues, dev, ps, tables, first_table, min_frequency):
             if other != q and (other < n or global_next):
                 state, _ = queue_add_token(queues[other], a, b)
                 queues[other] = state
-        ps.log[meta[_MADE], :] = batch[0, :3]
+        copy_into(ps.log[meta[_MADE], :], batch[0, :3])
         meta[_MADE] += 1
         if len(tables) == 0:
             ps.seen[:] = meta[_MADE]  # the driver brings the training words up to date itself
@@ -592,7 +593,7 @@ def _parity_rounds(queues, dev, ps, tables, first_table, budget, min_frequency):
         row, language = parity_next_merge(queues, dev, ps, tables, first_table, min_frequency)
         if language == _NONE:
             break
-        made[n, :4] = row
+        copy_into(made[n, :4], row)
         made[n, 4] = language
         n += 1
     return made[:n].copy()

@@ -33,6 +33,7 @@ import numpy as np
 from numba import njit
 
 from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below are cached)
+from bpe.engine.copying import copy_into
 from bpe.engine.count import WordCounts, borrowed_table, table_entry, table_make_room, table_new, table_result
 from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.pair_keys import KEY_COLUMN, pack, slot_of
@@ -176,7 +177,7 @@ def _joined_segments(segment_of, per_word, tokens, lengths):
     for w in range(len(per_word)):
         for _ in range(per_word[w]):
             e = segment_of[s]
-            out[i : i + lengths[e]] = tokens[starts[e] : starts[e + 1]]
+            copy_into(out[i : i + lengths[e]], tokens[starts[e] : starts[e + 1]])
             i += lengths[e]
             s += 1
     return out, word_lengths

@@ -27,6 +27,7 @@ from numba import njit
 
 from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below are cached)
 from bpe.engine.atomics import backoff, load_acquire, store_release
+from bpe.engine.copying import copy_into, copy_rows_into
 from bpe.engine.pair_queue import PairQueue, queue_add_deltas, queue_next_round
 from bpe.engine.word_table import WordTable, words_apply_merges, words_take_deltas
 
@@ -119,8 +120,8 @@ def _serve(words, control, merges, out_keys, out_deltas, me):
         sent = 0
         while True:
             m = min(out_keys.shape[1], len(keys) - sent)
-            out_keys[me, :m] = keys[sent : sent + m]
-            out_deltas[me, :m] = deltas[sent : sent + m]
+            copy_into(out_keys[me, :m], keys[sent : sent + m])
+            copy_into(out_deltas[me, :m], deltas[sent : sent + m])
             control[line + _COUNT] = m
             sent += m
             chunks += 1
@@ -171,7 +172,7 @@ def _run_rounds(words, queue, control, merges, out_keys, out_deltas, sent_seen, 
         k = len(batch)
         if k == 0:
             break
-        merges[:k] = batch
+        copy_rows_into(merges[:k], batch)
         control[_N_MERGES] = k
         store_release(control, _ROUND, control[_ROUND] + 1)
         words = words_apply_merges(words, batch)
@@ -182,7 +183,7 @@ def _run_rounds(words, queue, control, merges, out_keys, out_deltas, sent_seen, 
             if not ok:
                 failed = worker
                 break
-        made[n : n + k] = batch
+        copy_rows_into(made[n : n + k], batch)
         n += k
         rounds += 1
     return words, queue, made[:n].copy(), rounds, failed

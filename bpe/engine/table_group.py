@@ -19,6 +19,7 @@ from numba import njit
 from numba.typed import List
 
 from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below are cached)
+from bpe.engine.copying import copy_into
 from bpe.engine.word_table import WordTable, words_apply_merges, words_take_deltas
 
 Deltas = tuple[np.ndarray, np.ndarray]
@@ -106,7 +107,7 @@ def _take_all(states):
     start = 0
     for i in range(len(parts)):
         k, d = parts[i]
-        keys[start : start + len(k)] = k
-        deltas[start : start + len(k)] = d
+        copy_into(keys[start : start + len(k)], k)
+        copy_into(deltas[start : start + len(k)], d)
         start += len(k)
     return keys, deltas, ends

@@ -34,6 +34,7 @@ from numba import njit
 
 from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below are cached)
 from bpe.engine.borrow import borrowed
+from bpe.engine.copying import copy_into
 from bpe.engine.count import WordCounts
 from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.pair_keys import KEY_COLUMN, LOW32, most_pairs, pack, slot_of, unpack
@@ -374,7 +375,7 @@ def _make_room(state, new_pairs, new_nodes):
         for r in range(len(old)):
             if old[r, KEY_COLUMN] != 0:
                 i = slot_of(pairs, old[r, KEY_COLUMN] - 1)
-                pairs[i] = old[r]
+                copy_into(pairs[i], old[r])
                 if old[r, _LINKS] < 0:  # TOUCHED
                     touched[meta[_N_TOUCHED]] = i
                     meta[_N_TOUCHED] += 1
@@ -387,8 +388,8 @@ def _make_room(state, new_pairs, new_nodes):
         used = meta[_NODES_USED]
         more_word = np.empty(size, dtype=np.int32)
         more_next = np.empty(size, dtype=np.int32)
-        more_word[:used] = node_word[:used]
-        more_next[:used] = node_next[:used]
+        copy_into(more_word[:used], node_word[:used])
+        copy_into(more_next[:used], node_next[:used])
         node_word, node_next = more_word, more_next
     return WordState(
         state.tokens, state.starts, state.lengths, state.freqs, pairs, node_word, node_next, touched, meta,
@@ -619,7 +620,7 @@ def _current_tokens(state):
                 c += step
             k += 1
         else:
-            out[o : o + lengths[w]] = tokens[s : s + lengths[w]]
+            copy_into(out[o : o + lengths[w]], tokens[s : s + lengths[w]])
             o += lengths[w]
     return out
 
