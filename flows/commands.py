@@ -57,6 +57,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     dep.set_defaults(run=run_deploy)
 
 
+def said(line: str) -> None:
+    """A line on stderr in one write: the demo's threads (compiling, Prefect's start) say lines at
+    once, and print's two writes (the text, then its newline) could run two lines into one."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
 def run_demo(args: argparse.Namespace) -> int:
     """Write the demo corpus, then run the train-bpe flow on it in this process; when a version of
     the same data and settings is there already, say so at once, without starting Prefect."""
@@ -72,10 +79,10 @@ def run_demo(args: argparse.Namespace) -> int:
     }
     compiled = None
     if not demo_corpus_written(args.data):  # a first run: the kernels compile while the corpus is written
+        said(f"writing the demo corpus (the standard library's docstrings) into {args.data}/...")
         compiled = compile_for_the_demo(config, parameters)
-        print(f"writing the demo corpus (the standard library's docstrings) into {args.data}/...", file=sys.stderr)
     paths = write_demo_corpus(args.data)
-    print(f"demo corpus: {len(paths)} Parquet shards in {args.data}/", file=sys.stderr)
+    said(f"demo corpus: {len(paths)} Parquet shards in {args.data}/")
     known = unchanged_demo(config, parameters, warn=lambda line: print(f"bpe demo: {line}", file=sys.stderr))
     if known:
         version, location = known
@@ -87,8 +94,7 @@ def run_demo(args: argparse.Namespace) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     # Prefect waits 20 s for its ephemeral server to answer; a busy 2-core machine can take longer.
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
-    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    with Heartbeat(say, "starting Prefect"):
+    with Heartbeat(said, "starting Prefect"):
         from prefect.settings import PREFECT_API_URL
 
         from bpe.flows.train_bpe import train_bpe  # imports Prefect: only the pipeline's commands pay for it
@@ -102,7 +108,7 @@ def run_demo(args: argparse.Namespace) -> int:
         if not server:
             start_ephemeral_server()  # its database made the first time: seconds
     compiled()  # the flow's own check then finds every kernel it needs compiled
-    print(f"running the train-bpe flow {f'on {server}' if server else 'in Prefect ephemeral mode'}", file=sys.stderr)
+    said(f"running the train-bpe flow {f'on {server}' if server else 'in Prefect ephemeral mode'}")
     # promote: the demo's --vocab-size is what the user asked for, and it becomes latest
     result = train_bpe(config=config, **parameters, promote=True)
     if result["trained"]:
@@ -126,7 +132,7 @@ def compile_for_the_demo(config: str, parameters: dict) -> Callable[[], object]:
 
     cfg = load_config(config, parameters)
     groups = [] if cfg.base else groups_of_run(cfg.settings(), "dask", parity=cfg.parity is not None)
-    return compile_in_background(groups, lambda line: print(f"bpe: {line}", file=sys.stderr, flush=True))
+    return compile_in_background(groups, lambda line: said(f"bpe: {line}"))
 
 
 def run_deploy(args: argparse.Namespace) -> int:
