@@ -73,6 +73,15 @@ def interrupt_when(
         if process.poll() is not None and not ready:
             break
     code = process.wait(timeout=60)
+    while True:  # what it wrote just before it ended: the loop above may stop before reading it
+        ready, _, _ = select.select([leader], [], [], 0.5)
+        try:
+            chunk = os.read(leader, 65536) if ready else b""
+        except OSError:  # the terminal's other side closed: all of it read
+            chunk = b""
+        if not chunk:
+            break
+        shown += chunk
     os.close(leader)
     text = re.sub(r"\x1b\[[0-9;]*m", "", shown.decode(errors="replace"))  # colour resets some libraries print
     assert interrupted, text[-2000:]
