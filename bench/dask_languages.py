@@ -21,12 +21,15 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from bench.measure import REPO
-from bpe.counting import count_words
 from bpe.engine.merge import learn_merges
 from bpe.engine.parity import ParityRule, learn_parity_merges
-from bpe.languages import LanguagePlan
-from bpe.mixture import Mix, weighted_sum
-from bpe.settings import Settings
+from bpe.languages.mixture import Mix, weighted_sum
+from bpe.training.counting import count_words
+from bpe.training.plan import LanguagePlan
+from bpe.training.settings import Settings
+
+# Hugging Face's ParityBpeTrainer's defaults, as bpe.schema's
+BASE_RULE = ParityRule(variant="base", global_merges=0, window=100, alpha=2.0, ratio=None)
 
 SHARED = Path(os.environ.get("BPE_SHARED", REPO.parent / "shared")) / "corpora"  # as the tests find it
 
@@ -57,12 +60,12 @@ def main() -> None:
     try:
         small = Settings(vocab_size=300, pattern=args.pattern)
         train_on_dask(
-            small, None, [t[:50] for t in texts], client=client, languages=LanguagePlan(codes, parity=ParityRule())
+            small, None, [t[:50] for t in texts], client=client, languages=LanguagePlan(codes, parity=BASE_RULE)
         )
-        learn_parity_merges([c for c in counts], 10, ParityRule(), dev=dev)
+        learn_parity_merges([c for c in counts], 10, BASE_RULE, dev=dev)
         print(f"{len(codes)} languages ({', '.join(codes)}), {n:,} merges, {args.workers} Dask workers")
         for name, rule, mix in (
-            ("parity, base, NTREX dev", ParityRule(), None),
+            ("parity, base, NTREX dev", BASE_RULE, None),
             ("mixture temperature=0.3", None, "temperature=0.3"),
         ):
             plan = LanguagePlan(codes, mix=Mix.parse(mix) if mix else None, parity=rule, dev=dev if rule else None)

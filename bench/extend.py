@@ -31,11 +31,11 @@ DEFAULT_GPT2 = REPO.parent / "shared" / "gpt2"
 def replay_against_counting(data: Path, gpt2: Path) -> dict:
     """Seconds to count `data` and to replay GPT-2's merges on its unique words (best of 3 each)."""
     from bpe import Tokenizer
-    from bpe.counting import count_shards
     from bpe.engine.cores import available_cores
-    from bpe.extend import Base
     from bpe.inputs.discover import discover
     from bpe.pretokenize import Pretokenizer
+    from bpe.training.counting import count_shards
+    from bpe.training.extend import Base
 
     shards = discover([str(data)])
     pretokenizer = Pretokenizer("gpt2", ["<|endoftext|>"])

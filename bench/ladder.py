@@ -7,7 +7,7 @@
 Every rung learns the same merges from the same documents (asserted): pre-tokenize, take the words'
 UTF-8 bytes as token ids 0..255, then merge i makes token 256 + i; the most frequent pair wins and
 ties go to the largest pair of ids (a, then b). Each rung is timed from the list of documents to the
-list of merges, counting included. Rungs 1-5 are the textbook trainers of bpe/reference.py, plain
+list of merges, counting included. Rungs 1-5 are the textbook trainers of bpe/training/_educational.py, plain
 Python in the style of karpathy/minbpe; rung 6 is our local engine, rung 7 our Dask engine on 2
 local workers; this module is the harness that times them. Prints a markdown table and writes
 <out>/ladder.png; --scaling repeats the ladder at --sizes, skips a rung where it would take over
@@ -28,18 +28,18 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from bpe import train
-from bpe.counting import count_words
 from bpe.engine.merge import learn_merges
 from bpe.errors import SettingsError
 from bpe.pretokenize import resolve_pattern
-from bpe.reference import TEXTBOOK, Merges, Rung, Trainer, pretokenize
+from bpe.training._educational import TEXTBOOK, Merges, Rung, Trainer, pretokenize
+from bpe.training.counting import count_words
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "corpora" / "en"
 
 
 # ---------------------------------------------------------------------------------------------
-# The rungs: the textbook's five (bpe/reference.py), then our engines on the same documents.
+# The rungs: the textbook's five (bpe/training/_educational.py), then our engines on the same documents.
 
 
 def train_local_engine(texts: Sequence[str], n_merges: int, pattern: str = "whitespace") -> Merges:

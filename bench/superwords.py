@@ -4,7 +4,7 @@
     python -m bench.superwords --scale 500 --sizes 32768 --transitions 0.7 --engine dask   # at scale
 
 The rows the pipeline holds out for its evaluation set (`holdout_fraction` 0.01, the same hash:
-`bpe.counting.holdout_mask`) are set aside; every tokenizer trains on the others, as `bpe train`
+`bpe.training.counting.holdout_mask`) are set aside; every tokenizer trains on the others, as `bpe train`
 in a process of its own (wall time and peak memory of its process tree: bench/measure.py), and is
 measured on the held-out rows with the pipeline's `bytes_per_token`. Transitions are fractions of
 the vocabulary size (0.7 at 32,768: the superword stage starts at 22,938 tokens). Hugging Face
@@ -35,8 +35,8 @@ def split_rows(data: Path, work: Path) -> tuple[Path, Path]:
     """Write the corpus less its held-out rows (train.parquet) and the held-out rows
     (held-out.parquet) into `work`. Run in a process of its own (`--split`): a process's peak
     memory carries over to the processes it starts, so the measuring process never holds the data."""
-    from bpe.counting import holdout_mask
     from bpe.inputs.discover import discover
+    from bpe.training.counting import holdout_mask
 
     kept, held_out = [], []
     for shard in discover([str(data)]):

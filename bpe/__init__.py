@@ -5,7 +5,7 @@
 >>> tok.decode(tok.encode("hello world"))
 'hello world'
 
-`evaluate` measures tokenizers language by language on a parallel dev set (`bpe.evaluation`).
+`evaluate` measures tokenizers language by language on a parallel dev set (`bpe.evaluation.evaluate`).
 
 The package is built in tiers whose imports point one way:
 
@@ -28,7 +28,7 @@ os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
 
 # `train`, `Tokenizer` and `evaluate` are imported when first used: `import bpe` (and so `bpe --help`)
 # loads neither numpy nor numba.
-_LAZY = {"train": "bpe.training", "Tokenizer": "bpe.tokenizer", "evaluate": "bpe.evaluation"}
+_LAZY = {"train": "bpe.training.trainer", "Tokenizer": "bpe.tokenizer", "evaluate": "bpe.evaluation.evaluate"}
 
 
 def __getattr__(name: str):

@@ -3,7 +3,7 @@ data, counts, result, engine, time, library versions, base), what the pipeline a
 configuration, evaluation, Prefect run, channel), what `save` adds (the tokenizer section, each
 file's checksum), and what a cut records (`truncation`).
 
-`bpe.training.build_manifest` writes one, the pipeline and `save` fill in their sections, and every
+`bpe.training.trainer.build_manifest` writes one, the pipeline and `save` fill in their sections, and every
 reader reads attributes. `to_json()` is the JSON written to disk, `Manifest.from_json` reads it
 back. A manifest read from disk is written back as it was read: keys this version has no field for
 are kept (in `extra`) in their place, and a key that was absent stays absent.
@@ -79,7 +79,7 @@ def _json(value: Any) -> Any:
 
 
 class _SettingsRecord(Section):
-    """`settings`: `bpe.settings.Settings` as recorded (`Settings.record()`: the pattern's name and
+    """`settings`: `bpe.training.settings.Settings` as recorded (`Settings.record()`: the pattern's name and
     its regex): the schema's settings marked `On.RECORD` (`bpe.schema`), with what the record adds;
     the pipeline adds the `holdout_fraction` its counts were made with. A superword run's settings
     are recorded for such a run only."""
@@ -129,7 +129,7 @@ class DataRecord(Section):
 
 @dataclass
 class Counts(Section):
-    """`counts`: what counting saw (`bpe.counting.CountStats`) and the unique words it found."""
+    """`counts`: what counting saw (`bpe.training.counting.CountStats`) and the unique words it found."""
 
     documents: int
     bytes: int
@@ -188,7 +188,7 @@ class EngineRecord(Section):
     seconds_waiting_for_buckets: float | None = None
     bucket_peak_mb: list[int] | None = None
     bucket_threads: list[int] | None = None
-    compiled: bool | None = None  # the local engine: False on the path for small corpora (bpe.small_corpus)
+    compiled: bool | None = None  # the local engine: False on the path for small corpora (bpe.training.small_corpus)
 
 
 @dataclass
@@ -225,7 +225,7 @@ class Seconds(Section):
 
 @dataclass
 class BaseRecord(Section):
-    """`base`: the tokenizer training started from (`bpe.extend.Base`): where it came from and
+    """`base`: the tokenizer training started from (`bpe.training.extend.Base`): where it came from and
     the SHA-256 of what decides the extended tokenizer."""
 
     source: str
@@ -269,7 +269,7 @@ class TokenizerSection(Section):
 @dataclass
 class SuperwordsRecord(Section):
     """`superwords`: a superword run's transition and what each of its two stages did
-    (`bpe.superwords.stage_record`: merges, unique words or pieces, stop reason, seconds)."""
+    (`bpe.training.superwords.stage_record`: merges, unique words or pieces, stop reason, seconds)."""
 
     transition: int
     stages: list[dict[str, Any]]
@@ -281,7 +281,7 @@ class LanguagesRecord(Section):
     (`by_language`) its documents, bytes, words (pre-tokens) and unique words counted, its share
     of the bytes, the integer its word counts were multiplied by and its share of the bytes so
     weighted (`weighted_share`), and, for a parity-aware run, the merges that served it; the
-    mixture as given (`mix`, `bpe.mixture.Mix.record`) and the parity settings (`parity`: variant,
+    mixture as given (`mix`, `bpe.languages.mixture.Mix.record`) and the parity settings (`parity`: variant,
     global merges, window, alpha, ratios, the dev set's files with their SHA-256, and the global
     merges made). The merges served are the whole run's, in a tokenizer cut from it too."""
 
@@ -356,7 +356,7 @@ class Manifest(Section, Mapping):
     versions: dict[str, str] | None = None
     base: BaseRecord | None = None
     superwords: SuperwordsRecord | None = None
-    languages: LanguagesRecord | None = None  # a multilingual run's (bpe.language_plan.languages_record)
+    languages: LanguagesRecord | None = None  # a multilingual run's (bpe.training.plan.languages_record)
     truncation: Truncation | None = None
     config: dict[str, Any] | None = None  # the pipeline's: its configuration (`TokenizerConfig.as_dict`)
     evaluation: dict[str, Any] | None = None  # `bpe.pipeline.evaluate.evaluate_version_on_set`

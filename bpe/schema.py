@@ -32,14 +32,13 @@ from typing import Any
 from bpe.engine import TIE_BREAKS
 from bpe.engine.errors import Spelling
 from bpe.errors import SettingsError
-from bpe.formats.files import ID_LIMIT
 from bpe.pretokenize import PATTERNS, SUPERWORD_PATTERN, Pretokenizer, resolve_pattern, superword_regex
 
 ENGINES = ("local", "dask")
 # The roles transformers gives special tokens, in the order `train` adds role tokens it was not given.
 ROLES = ("bos", "eos", "pad", "unk")
 # A superword run's settings describe the whole run ("whole"), or one of its two stages: ordinary
-# BPE up to the transition ("subwords"), then merges across words ("superwords"). See bpe.superwords.
+# BPE up to the transition ("subwords"), then merges across words ("superwords"). See bpe.training.superwords.
 STAGES = ("whole", "subwords", "superwords")
 PARITY_VARIANTS = ("base", "window")  # bpe.engine.parity.VARIANTS, here so that `bpe --help` stays light
 TEXT_FORMATS = ("doc", "lines")  # a text file is one document, or one document per line (bpe.inputs.readers)
@@ -59,7 +58,8 @@ LIMIT_UNITS = {
 }
 # Upper bounds, so that a number too large for the kernels (64-bit) is one line naming its setting,
 # never an overflow deep inside: token ids are unsigned 32-bit, counts 64-bit, and no token or word
-# count comes near 2**31.
+# count comes near 2**31. Token ids are written as uint32 (.npy, .bin) and are tiktoken's u32 ranks.
+ID_LIMIT = 1 << 32
 MAX_VOCAB_SIZE = ID_LIMIT
 MAX_COUNT = 2**63 - 1
 MAX_LENGTH = 2**31 - 1
@@ -71,7 +71,7 @@ class On(enum.Flag):
     """Where a setting appears."""
 
     TRAIN = enum.auto()  # a parameter of `bpe.train`
-    SETTINGS = enum.auto()  # a field of `bpe.settings.Settings`: what decides the merges, resolved
+    SETTINGS = enum.auto()  # a field of `bpe.training.settings.Settings`: what decides the merges, resolved
     RECORD = enum.auto()  # a key of the manifest's `settings` (`bpe.manifest.SettingsRecord`)
     CLI = enum.auto()  # an option of `bpe train`
     YAML = enum.auto()  # a key of a pipeline configuration (`bpe.pipeline.config`)
@@ -235,7 +235,7 @@ def _by_language(value: Any) -> bool:
 
 
 def _codes(name: str, value: Any) -> None:
-    from bpe.languages import check_code
+    from bpe.languages.codes import check_code
 
     for code in value:
         check_code(code, name)
@@ -254,13 +254,13 @@ def _text_or_numbers(value: Any) -> bool:
 
 
 def _mix(name: str, value: Any) -> None:
-    from bpe.mixture import Mix
+    from bpe.languages.mixture import Mix
 
     Mix.of(value)
 
 
 def _ratio(name: str, value: Any) -> None:
-    from bpe.languages import parity_ratios
+    from bpe.languages.parity import parity_ratios
 
     parity_ratios(value)
 
@@ -286,7 +286,7 @@ class Setting:
     merges: bool = True
     none: str | None = None  # what None means, when a setting may be unset
     required: bool = False
-    from_base: bool = False  # unset with a base: the base's (`bpe.extend.base_settings`)
+    from_base: bool = False  # unset with a base: the base's (`bpe.training.extend.base_settings`)
     flag: str = ""  # default: --<name with dashes>
     key: str = ""  # default: <name>
     metavar: str | None = None
@@ -689,7 +689,7 @@ SETTINGS = (
         "the {key} token for transformers, written to tokenizer_config.json (added as a special token if no "
         "{special_tokens} names it)",
         "vocabulary",
-        Check("a mapping of role -> token", lambda value: isinstance(value, Mapping)),  # then bpe.roles
+        Check("a mapping of role -> token", lambda value: isinstance(value, Mapping)),  # then bpe.formats.roles
         on=On.TRAIN | On.CLI,
         none="no roles",
         flag="--{}-token",
@@ -811,12 +811,16 @@ RESOLVED = (
     ),
 )
 SETTING = {setting.name: setting for setting in (*SETTINGS, *RESOLVED)}
+# Each setting's default, for the signatures that take it (`train()`): declared above, nowhere else.
+DEFAULT = {setting.name: setting.default for setting in SETTINGS}
 # The settings a base tokenizer sets unless given (its pattern; its special tokens, first).
 FROM_BASE = tuple(s.name for s in SETTINGS if s.from_base)
 # The settings that only a superword run reads (the manifest records them for such a run only).
 SUPERWORD_KEYS = tuple(s.name for s in SETTINGS if s.group == "superwords" and s.name != "superwords")
-# The settings of parity-aware merges, as `train()` takes them (bpe.language_plan reads them).
+# The settings of parity-aware merges, as `train()` takes them (bpe.training.plan reads them).
 PARITY_KEYS = tuple(s.name for s in SETTINGS if s.key.startswith("parity"))
+# What a multilingual run takes beyond its text by language: the mixture and the parity settings.
+LANGUAGE_SETTINGS = ("mix", *PARITY_KEYS)
 
 
 def on(where: On, settings: Sequence[Setting] = SETTINGS) -> tuple[Setting, ...]:

@@ -128,10 +128,10 @@ def compile_for_the_demo(config: str, parameters: dict) -> Callable[[], object]:
     Prefect's start; returns the function that waits for it. The flow checks again and compiles
     what this left out (a base tokenizer's, say)."""
     from bpe.pipeline.config import load_config
-    from bpe.warm import compile_in_background, groups_of_run
+    from bpe.training.warm import compile_in_background, groups_of_run
 
     cfg = load_config(config, parameters)
-    groups = [] if cfg.base else groups_of_run(cfg.settings(), "dask", parity=cfg.parity is not None)
+    groups = [] if cfg.base else groups_of_run(cfg.settings(), "dask", parity_merges=cfg.parity is not None)
     return compile_in_background(groups, lambda line: said(f"bpe: {line}"))
 
 

@@ -21,8 +21,6 @@ from prefect.context import get_run_context
 from bpe import storage
 from bpe.distributed.client import dask_client, prepare_kernels, ready_workers, share_client
 from bpe.engine.replay import BaseMerges
-from bpe.extend import load_base
-from bpe.language_plan import dev_fingerprints
 from bpe.pipeline.alerts import send_gini_alert
 from bpe.pipeline.config import TRAINING_KEYS, load_config
 from bpe.pipeline.demo import write_demo_corpus
@@ -43,14 +41,16 @@ from bpe.pipeline.version import (
     unchanged_since,
     version_manifest,
 )
-from bpe.results import TrainingRun
-from bpe.settings import Settings
-from bpe.superwords import train_in_stages
 from bpe.tasks.artifacts import evaluate_version, export_version, publish_version
 from bpe.tasks.data import combine_counts, count_all, discover_shards
 from bpe.tasks.merges import train_merges, train_parity_merges
-from bpe.training import data_fingerprint
-from bpe.warm import groups_of_run
+from bpe.training.extend import load_base
+from bpe.training.plan import dev_fingerprints
+from bpe.training.results import TrainingRun
+from bpe.training.settings import Settings
+from bpe.training.superwords import train_in_stages
+from bpe.training.trainer import data_fingerprint
+from bpe.training.warm import groups_of_run
 
 
 @flow(name="train-bpe")
@@ -110,7 +110,7 @@ def train_bpe(config: str = "conf/demo.yaml", promote: bool = False, **settings)
     stage_counts: list[tuple[list, int]] = []  # (counted, cached) of each stage
     try:
         parity = plan is not None and plan.parity is not None
-        groups = groups_of_run(training, "dask", base=base is not None, parity=parity)
+        groups = groups_of_run(training, "dask", base=base is not None, parity_merges=parity)
         worker_groups, compiled = prepare_kernels(groups, cfg.dask_scheduler is None, logger.info)
         t0 = time.perf_counter()
         with dask_client(cfg.dask_scheduler, cfg.dask_workers, log=logger.info) as (client, cluster):

@@ -8,19 +8,19 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
 from bpe import storage
-from bpe.dev_set import DevSet
 from bpe.distributed.count_tasks import ShardCount, read_held_out
-from bpe.extend import Base, trained_tokenizer
+from bpe.evaluation.dev_set import DevSet
 from bpe.formats.manifest_json import write as write_manifest
-from bpe.long_tokens import long_tokens
 from bpe.manifest import Manifest
 from bpe.pipeline.evaluate import compared_with_previous, evaluate_version_on_set
 from bpe.pipeline.language_evaluation import LANGUAGES_PLOT, evaluate_languages
 from bpe.pipeline.report import languages_table, metrics_table, summary_markdown
 from bpe.pipeline.store import Staged, VersionStore
 from bpe.pipeline.version import identical_version
-from bpe.settings import Settings
 from bpe.tasks.data import retry_if_transient
+from bpe.training.extend import Base, trained_tokenizer
+from bpe.training.long_tokens import long_tokens
+from bpe.training.settings import Settings
 
 HELD_OUT_SAMPLE_BYTES = 4 << 20
 

@@ -16,7 +16,7 @@ from bpe.pipeline.config import TokenizerConfig
 from bpe.pipeline.count_cache import CountCache, counting_settings, shard_count_key
 from bpe.pipeline.store import lasting
 from bpe.pretokenize import Pretokenizer
-from bpe.settings import Settings
+from bpe.training.settings import Settings
 
 
 def retry_if_transient(task, task_run, state) -> bool:

@@ -9,10 +9,10 @@ from bpe.distributed.client import client_for
 from bpe.distributed.count_tasks import ShardCount
 from bpe.distributed.driver import DistributedMerge, merge_on_workers
 from bpe.engine.replay import BaseMerges
-from bpe.languages import LanguagePlan
 from bpe.pipeline.multilingual import parity_merges
 from bpe.progress import LogProgress
-from bpe.settings import Settings
+from bpe.training.plan import LanguagePlan
+from bpe.training.settings import Settings
 
 
 @task(name="train-merges", cache_policy=NONE)

@@ -104,6 +104,17 @@ def corpus_rows(corpus) -> list[str]:
     return [t for t in table.column("text").to_pylist()[:3000] if t]
 
 
+def parity_rule(**given):
+    """The engine's parity rule (`bpe.engine.parity.ParityRule`) with the schema's defaults for
+    whatever is not given, as `train()` would build it."""
+    from bpe.engine.parity import ParityRule
+    from bpe.schema import DEFAULT
+
+    names = {"variant": "parity_variant", "global_merges": "global_merges", "window": "parity_window"}
+    names["alpha"] = "parity_alpha"
+    return ParityRule(**{**{field: DEFAULT[name] for field, name in names.items()}, "ratio": None, **given})
+
+
 def write_parquet(path: Path, texts, column: str = "text") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table({column: pa.array(list(texts), pa.string())}), path)
@@ -188,12 +199,12 @@ def publish_as(
 
 @pytest.fixture
 def no_counting(monkeypatch) -> None:
-    """Counting must not start: the check under test comes first (`bpe.training`'s count_shards raises)."""
+    """Counting must not start: the check under test comes first (`bpe.training.trainer`'s count_shards raises)."""
 
     def counting_started(*args, **kwargs):
         raise AssertionError("counting started before the check")
 
-    monkeypatch.setattr(sys.modules["bpe.training"], "count_shards", counting_started)
+    monkeypatch.setattr(sys.modules["bpe.training.trainer"], "count_shards", counting_started)
 
 
 @pytest.fixture
@@ -314,9 +325,8 @@ SLOWEST_MODULES = (
     "test_demo",
     "test_extend_pipeline",
     "test_docs",
-    "test_pipeline_languages",
+    "test_multilingual",
     "test_count_cache",
-    "test_multilingual_pipeline",
     "test_long_words",
     "test_extend",
     "test_inputs",
@@ -337,7 +347,7 @@ def pytest_sessionstart(session) -> None:
     (`cache_lacking`) would copy a cache still half empty. Said on the terminal as a run says it."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return
-    from bpe.warm import GROUPS, compile_ahead
+    from bpe.training.warm import GROUPS, compile_ahead
 
     def say(line: str) -> None:
         print(f"bpe: {line}", file=sys.__stderr__, flush=True)
@@ -628,7 +638,7 @@ def dask_services(tmp_path_factory) -> Iterator[dict]:
     """A Dask scheduler and two workers (`dask worker`: a nanny and its worker each, with the
     pipeline's preload) on 127.0.0.1 for the session, one set for all the pytest-xdist workers:
     the train-bpe flow's cluster (`pipeline_services`) and the running scheduler commands are
-    pointed at (tests.test_dask). Yields once they are started: call `ready()` before using them,
+    pointed at (tests.distributed.test_dask). Yields once they are started: call `ready()` before using them,
     which waits until both workers have registered (they start while their users start other
     services). Stopped at the end of the session, workers first."""
 
@@ -673,7 +683,7 @@ def pipeline_services(request, tmp_path_factory) -> Iterator[dict]:
     """The session's Dask cluster (`dask_services`) and a Prefect process worker on the pool
     `bpe-test`, all on 127.0.0.1 against the session's Prefect server (one set for all the
     pytest-xdist workers): shared by the modules that deploy the train-bpe flow with local artifact
-    roots (`tests.test_pipeline`'s `services` gives each module a directory of its own). The Prefect
+    roots (`tests.pipeline.test_pipeline`'s `services` gives each module a directory of its own). The Prefect
     server, asked for once the Dask processes are started, starts while they do (it takes longer).
     Stopped at the end of the session: the Prefect worker, the server, then the Dask cluster."""
     dask = request.getfixturevalue("dask_services")

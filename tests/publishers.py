@@ -1,4 +1,4 @@
-"""What tests/test_store.py's concurrency tests run in processes of their own (multiprocessing's
+"""What tests/pipeline/test_store.py's concurrency tests run in processes of their own (multiprocessing's
 spawn): publishing to a version store, and dying half-way. A module that imports only the store,
 so that each process starts in a fifth of the time it takes to import the test module (pytest, its
 fixtures, their imports) for them."""

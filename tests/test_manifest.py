@@ -9,7 +9,7 @@ import pytest
 
 from bpe import Tokenizer, train
 from bpe.manifest import EngineRecord, Manifest, Seconds, SettingsRecord
-from bpe.settings import Settings
+from bpe.training.settings import Settings
 from tests.conftest import stdlib_paragraphs
 
 TEXTS = stdlib_paragraphs()[:300]

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe import pretokenize, train
-from bpe.counting import WordCounter, count_words
 from bpe.engine.scanner import SCANNER_IDS, split_offsets
 from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer, scanner_tables
-from bpe.settings import Settings
+from bpe.training.counting import WordCounter, count_words
+from bpe.training.settings import Settings
 from tests.conftest import stdlib_paragraphs
 from tests.reference import encode_word, train_reference
 

@@ -7,9 +7,11 @@ schema does not declare."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import re
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 import yaml
@@ -29,10 +31,11 @@ from bpe.pipeline.config import (
 )
 from bpe.pipeline.parameters import RunSettings, overrides, plain
 from bpe.pipeline.reference import settings_reference
-from bpe.schema import RESOLVED, SETTINGS, On, Setting
-from bpe.settings import Settings
-from bpe.training import train
+from bpe.schema import RESOLVED, SETTING, SETTINGS, On, Setting
+from bpe.training.settings import Settings
+from bpe.training.trainer import train
 
+REPO = Path(__file__).resolve().parent.parent
 EVERY = {setting.name: setting for setting in (*SETTINGS, *PIPELINE_SETTINGS)}
 NOT_SETTINGS = {"texts", "progress", "engine_options"}  # what train() reads and reports, and engine objects
 COMMAND_OPTIONS = {"help", "out", "force", "json", "quiet", "also_save"}  # `bpe train`'s own
@@ -193,7 +196,7 @@ def test_the_command_groups_its_options_as_the_schema_groups_them():
 
 def test_the_flow_shows_each_setting_once_with_its_description_and_bounds():
     """What Prefect's UI renders as the run form (`run_form` adds each deployment's configuration:
-    tests/test_pipeline.py) and validates before a run starts."""
+    tests/pipeline/test_pipeline.py) and validates before a run starts."""
     from bpe.flows.train_bpe import train_bpe
 
     schema = train_bpe.parameters.model_dump()
@@ -215,3 +218,59 @@ def test_a_run_overrides_the_settings_it_gives():
     # a section as the flow receives it once Prefect has checked it (its model): the keys it sets
     section = RunSettings(parity={"dev": "ntrex/", "window": 50}).parity
     assert overrides({"parity": section}) == {"parity": {"dev": "ntrex/", "window": 50}}
+
+
+# The settings that decide the merges beyond the vocabulary size: the merge rules and parity's.
+RULES = ("min_frequency", "tie_break", "max_token_length", "max_words", "colon_space", "superword_pattern")
+PARITY = ("parity", "parity_dev", "parity_ratio", "global_merges", "parity_variant", "parity_window", "parity_alpha")
+# Where a setting may be checked: the schema, and `Settings`, which checks settings against each other.
+CHECKED_IN = ("bpe/schema.py", "bpe/training/settings.py")
+
+
+def literal_defaults(path: Path, names: tuple[str, ...]) -> list[str]:
+    """`function(name=<literal>)` for each parameter of `names` in `path` given a literal default."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            positional = args.posonlyargs + args.args
+            pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults))
+            pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+            found += [
+                f"{node.name}({a.arg}={d.value!r})"
+                for a, d in pairs
+                if a.arg in names and isinstance(d, ast.Constant) and d.value is not None
+            ]
+    return found
+
+
+def test_no_parity_default_is_written_outside_the_schema():
+    """Parity's defaults are declared once (`bpe.schema`): `train()` reads them from there
+    (`DEFAULT`), the plan and the engine take them as given."""
+    written = {
+        str(path.relative_to(REPO)): found
+        for path in (REPO / "bpe").rglob("*.py")
+        if path.name != "schema.py" and (found := literal_defaults(path, PARITY))
+    }
+    assert written == {}
+
+
+def test_train_takes_its_defaults_from_the_schema():
+    for name, parameter in inspect.signature(train).parameters.items():
+        if name in SETTING and parameter.default is not None:
+            assert parameter.default == SETTING[name].default, name
+    assert literal_defaults(REPO / "bpe" / "training" / "trainer.py", tuple(SETTING)) == []
+
+
+def test_no_engine_checks_a_merge_rule_or_parity_setting_with_a_message_of_its_own():
+    """A setting is refused once, where it is given, in one line naming it as the caller spells
+    it: not again, worded otherwise, inside an engine."""
+    names = "|".join(RULES + PARITY + ("tie_break",))
+    own_check = re.compile(rf"""(?:\b(?:{names})[`'"]?: expected|expected\(\s*["'](?:{names})["'])""")
+    for path in (REPO / "bpe").rglob("*.py"):
+        where = str(path.relative_to(REPO))
+        if where in CHECKED_IN:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Raise) and (found := own_check.search(ast.unparse(node))):
+                raise AssertionError(f"{where}:{node.lineno} checks {found.group(0)!r}")

@@ -1,8 +1,10 @@
-"""The tiers: core (`bpe`, `bpe.inputs`, `bpe.engine`) <- `bpe.distributed` <- `bpe.pipeline` <- flows and tasks.
+"""The tiers: the core (`bpe`'s loose modules and its packages engine, languages, inputs, formats,
+tokenizer, evaluation, training, cli) <- `bpe.distributed` <- `bpe.pipeline` <- flows and tasks.
 
-Imports point one way; the library and `bpe train` run without Prefect, Dask, PyYAML or
-matplotlib; a command that needs a missing extra says which one; the wheel ships the flows, tasks
-and demo configuration inside the package and installs no generic top-level package.
+Imports point one way, between modules and between packages; the library and `bpe train` run
+without Prefect, Dask, PyYAML or matplotlib; a command that needs a missing extra says which one;
+the wheel ships the flows, tasks and demo configuration inside the package and installs no generic
+top-level package.
 """
 
 from __future__ import annotations
@@ -23,17 +25,18 @@ REPO = Path(__file__).resolve().parent.parent
 PIPELINE_ONLY = ("prefect", "yaml", "matplotlib")
 DASK = ("dask", "distributed")
 UPPER_TIERS = ("bpe.distributed", "bpe.pipeline", "bpe.flows", "bpe.tasks")
+CORE_PACKAGES = ("engine", "languages", "inputs", "formats", "tokenizer", "evaluation", "training", "cli")
 
 # The one place where the core reaches up, inside a function and behind `require_extra`: train()
 # dispatching to the Dask engine. The `bpe` command finds the pipeline's subcommands through the
 # `bpe.commands` entry point group, without importing the pipeline.
 ALLOWED_UPWARD = {
-    "bpe/training.py": ("bpe.distributed.driver",),
+    "bpe/training/trainer.py": ("bpe.distributed.driver",),
 }
 # The core's one drawing, behind `require_extra("plot", ...)`: `bpe eval --plot` imports matplotlib
 # (the [plot] extra) inside the function that draws.
 ALLOWED_EXTRAS = {
-    "bpe/evaluation_result.py": ("matplotlib",),
+    "bpe/evaluation/report.py": ("matplotlib",),
 }
 
 
@@ -52,7 +55,11 @@ def imports(path: Path) -> list[tuple[str, bool]]:
 
 
 def modules(folder: str) -> list[Path]:
-    return sorted((REPO / folder).glob("*.py"))
+    return sorted((REPO / folder).rglob("*.py"))
+
+
+def core_modules() -> list[Path]:
+    return sorted((REPO / "bpe").glob("*.py")) + [path for name in CORE_PACKAGES for path in modules(f"bpe/{name}")]
 
 
 def reaches(name: str, targets: tuple[str, ...]) -> bool:
@@ -60,9 +67,7 @@ def reaches(name: str, targets: tuple[str, ...]) -> bool:
 
 
 def test_the_core_imports_neither_dask_nor_prefect_nor_an_upper_tier():
-    for path in (
-        modules("bpe") + modules("bpe/inputs") + modules("bpe/engine") + modules("bpe/cli") + modules("bpe/formats")
-    ):
+    for path in core_modules():
         where = str(path.relative_to(REPO))
         for name, at_top in imports(path):
             extra = not at_top and reaches(name, ALLOWED_EXTRAS.get(where, ()))
@@ -80,40 +85,94 @@ def test_the_engine_imports_only_itself_numpy_numba_and_the_standard_library():
             assert reaches(name, ("bpe.engine",)) or name.split(".")[0] in allowed, f"{path.name} imports {name}"
 
 
-def test_no_module_of_the_package_imports_one_that_imports_it_back():
-    """No import circle anywhere in `bpe/`, counting every import (inside functions and under
-    TYPE_CHECKING too): each module can be read, and loaded, before those that use it."""
+def import_graph(top_level: bool = False) -> dict[str, set[str]]:
+    """module -> the modules of `bpe/` it imports, counting every import (inside functions and under
+    TYPE_CHECKING too). With `top_level`, each module stands for its top-level package or module
+    (`bpe.training.plan` is `bpe.training`), less the one allowed lazy import (`ALLOWED_UPWARD`)."""
     package = {}
     for path in (REPO / "bpe").rglob("*.py"):
         parts = path.relative_to(REPO).with_suffix("").parts
         package[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    graph = {}
+    allowed = {".".join(Path(where).with_suffix("").parts): names for where, names in ALLOWED_UPWARD.items()}
+
+    def top(module: str) -> str:
+        return ".".join(module.split(".")[:2]) if top_level else module
+
+    graph: dict[str, set[str]] = {}
     for module, path in package.items():
-        targets = set()
+        targets = graph.setdefault(top(module), set())
         for name, _ in imports(path):
+            if top_level and reaches(name, allowed.get(module, ())):
+                continue
             while name and name not in package:
                 name = name.rpartition(".")[0]
-            if name and name != module:
-                targets.add(name)
-        graph[module] = targets
+            if name and top(name) not in (top(module), "bpe"):
+                targets.add(top(name))
+    return graph
+
+
+def circle_in(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of `graph` (its modules, the first repeated at the end), or None."""
     state: dict[str, str] = {}
     path_so_far: list[str] = []
 
-    def visit(module: str) -> None:
+    def visit(module: str) -> list[str] | None:
         state[module] = "open"
         path_so_far.append(module)
-        for target in sorted(graph[module]):
+        for target in sorted(graph.get(module, ())):
             if state.get(target) == "open":
-                circle = path_so_far[path_so_far.index(target) :] + [target]
-                raise AssertionError("import circle: " + " -> ".join(circle))
-            if target not in state:
-                visit(target)
+                return path_so_far[path_so_far.index(target) :] + [target]
+            if target not in state and (found := visit(target)):
+                return found
         path_so_far.pop()
         state[module] = "done"
+        return None
 
     for module in sorted(graph):
-        if module not in state:
-            visit(module)
+        if module not in state and (found := visit(module)):
+            return found
+    return None
+
+
+def test_no_module_of_the_package_imports_one_that_imports_it_back():
+    """No import circle anywhere in `bpe/`: each module can be read, and loaded, before those
+    that use it."""
+    circle = circle_in(import_graph())
+    assert circle is None, "import circle: " + " -> ".join(circle or [])
+
+
+def test_no_top_level_package_imports_one_that_imports_it_back():
+    """Nor between `bpe`'s packages and loose modules (`bpe.formats` -> `bpe.schema` ->
+    `bpe.formats` was one): the packages stand in floors, read bottom up. The one exception is
+    `train(engine="dask")` reaching the Dask engine inside a function (`ALLOWED_UPWARD`); the Dask
+    engine counts and loads kernels with the training package's modules."""
+    graph = import_graph(top_level=True)
+    assert {"bpe.training", "bpe.languages", "bpe.evaluation"} <= set(graph)  # the measurement sees the packages
+    circle = circle_in(graph)
+    assert circle is None, "import circle between packages: " + " -> ".join(circle or [])
+
+
+def test_bpe_keeps_few_loose_modules_and_a_package_per_concept():
+    """At most 10 modules at `bpe/`'s top level (those the whole library shares: errors, schema,
+    storage, ...); training, languages and evaluation are packages. Each package is declared for
+    the wheel in pyproject.toml."""
+    loose = sorted(p.name for p in (REPO / "bpe").glob("*.py"))
+    assert len(loose) <= 10, loose
+    packages = sorted(
+        ".".join(p.parent.relative_to(REPO).parts)
+        for p in (REPO / "bpe").rglob("__init__.py")
+        if "__pycache__" not in str(p)
+    )
+    declared = (REPO / "pyproject.toml").read_text()
+    for name in packages:
+        assert f'"{name}"' in declared, f"{name} is not in pyproject.toml's packages"
+
+
+def test_production_code_never_imports_the_textbook_trainers():
+    """`bpe.training._educational` is to read and to test against, as tiktoken's `_educational.py`."""
+    for path in (REPO / "bpe").rglob("*.py"):
+        for name, _ in imports(path):
+            assert not reaches(name, ("bpe.training._educational",)), f"{path.relative_to(REPO)} imports {name}"
 
 
 def test_the_dask_engine_never_imports_prefect_or_the_pipeline():
@@ -138,7 +197,7 @@ def test_import_bpe_loads_neither_prefect_nor_dask():
     )
     loaded = {line.split("|")[-1].strip().split(".")[0] for line in done.stderr.splitlines() if "|" in line}
     assert "numpy" in loaded and "regex" in loaded  # the measurement sees real imports
-    # nor numba nor pyarrow: they load when a run needs them (a small text file's does not, bpe.small_corpus)
+    # nor numba nor pyarrow: they load when a run needs them (a small text file's does not, bpe.training.small_corpus)
     heavy = {"prefect", "dask", "distributed", "matplotlib", "numba", "pyarrow"}
     assert not loaded & heavy, sorted(loaded & heavy)
 
@@ -147,7 +206,11 @@ def test_the_command_and_its_errors_load_no_kernels_until_a_command_needs_them()
     """`bpe --help` (the command's module, its settings and errors) loads neither numpy nor numba:
     the engine's errors and tie-breaks sit in modules that set up no kernel cache."""
     done = subprocess.run(
-        [sys.executable, "-c", "import sys, bpe.cli, bpe.errors, bpe.settings; print(' '.join(sorted(sys.modules)))"],
+        [
+            sys.executable,
+            "-c",
+            "import sys, bpe.cli, bpe.errors, bpe.training.settings; print(' '.join(sorted(sys.modules)))",
+        ],
         capture_output=True,
         text=True,
         check=True,

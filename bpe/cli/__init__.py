@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.parse_args(argv)  # reports what is not understood, as argparse does, and exits
         args.inputs += extra
     if args.command != "encode":  # encoding imports no numba (80 MB): it sets Arrow's allocator itself
-        from bpe.counting import use_system_allocator
+        from bpe.training.counting import use_system_allocator
 
         use_system_allocator()
     previous = signal.getsignal(signal.SIGINT)

@@ -1,4 +1,4 @@
-"""`bpe encode` and `bpe decode`: the command's arguments and flags around `bpe.encode_stream`."""
+"""`bpe encode` and `bpe decode`: the command's arguments and flags around `bpe.tokenizer.stream`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bpe.encode_stream import Inputs
+    from bpe.tokenizer.stream import Inputs
 
 # How `bpe encode` spells the parameters of `encode_inputs` that its errors name.
 ENCODE_FLAGS = {
@@ -32,10 +32,10 @@ _PATH_LIKE = re.compile(r"[^\s]*[/\\][^\s]*|~[^\s]*|[^\s.]+(\.[^\s.]+)*\.[A-Za-z
 
 
 def run_encode(args: argparse.Namespace) -> int:
-    """Encode files or stdin, streamed in batches (bpe.encode_stream), or the arguments as text. The
+    """Encode files or stdin, streamed in batches (bpe.tokenizer.stream), or the arguments as text. The
     input's bytes must be UTF-8: invalid bytes are an error naming the file and offset, never
     silently U+FFFD. A summary line goes to stderr when inputs were named."""
-    from bpe.encode_stream import Names, encode_inputs
+    from bpe.tokenizer.stream import Names, encode_inputs
 
     if args.threads is not None and args.threads < 1:
         from bpe.errors import SettingsError
@@ -78,8 +78,8 @@ def classify_arguments(arguments: list[str], as_text: bool = False) -> Inputs:
     none is, the arguments are text, as before files were read, unless one looks like a path
     (`ten.txt`, `data/x`): a file that does not exist is an error, never encoded as its name. No
     argument at all: stdin, quietly (the old form)."""
-    from bpe.encode_stream import Inputs
     from bpe.errors import InputError
+    from bpe.tokenizer.stream import Inputs
 
     if as_text:
         # Python hands over invalid bytes in arguments as lone surrogates; this gives them back.

@@ -1,5 +1,5 @@
 """`bpe eval`: tokenizers side by side on a multi-parallel dev set, language by language
-(`bpe.evaluation`): a table, --json for scripts, --plot for a PNG."""
+(`bpe.evaluation.evaluate`): a table, --json for scripts, --plot for a PNG."""
 
 from __future__ import annotations
 
@@ -91,8 +91,8 @@ def add_eval_command(sub) -> None:
 def run_eval(args: argparse.Namespace) -> int:
     """Evaluate, then print the table (or the JSON) on stdout; with --plot, also write the PNG."""
     from bpe.errors import BpeError, SettingsError, require_extra
-    from bpe.evaluation import evaluate
-    from bpe.evaluation_result import check_plot
+    from bpe.evaluation.evaluate import evaluate
+    from bpe.evaluation.report import check_plot
 
     try:
         if args.name is not None and len(args.name) != len(args.tokenizers):

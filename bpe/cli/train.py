@@ -14,14 +14,6 @@ from bpe.errors import require_extra
 from bpe.manifest import Manifest
 from bpe.schema import GROUPS, Choice, On, Setting, grouped, on
 
-STOP_REASONS = {
-    "vocab_size": "vocabulary size reached",
-    "min_frequency": "best pair below --min-frequency",
-    "no_pairs": "no pairs left",
-    "max_token_length": "every pair left would make a token longer than --max-token-length",
-    "superword_rules": "every pair left would make a superword --max-words or the colon rule refuses",
-}
-
 
 def add_training_options(p: argparse.ArgumentParser) -> dict[str, argparse._ArgumentGroup]:
     """`bpe train`'s settings, made from the schema (`bpe.schema`): the required ones in a group of
@@ -88,7 +80,7 @@ def given_settings(args: argparse.Namespace) -> dict:
         if setting.cli_none is not None and str(value) == setting.cli_none:
             value = None
         if setting.type == dict[str, list[str]] and value is not None:
-            from bpe.language_plan import parse_languages
+            from bpe.languages.codes import parse_languages
 
             value = parse_languages(value, setting.name)
         values[setting.name] = value
@@ -99,9 +91,9 @@ def run_train(args: argparse.Namespace) -> int:
     from bpe.engine.compilation import CompileWatch
     from bpe.errors import SettingsError, StoppedEarly
     from bpe.inputs.discover import Skipped, discover
-    from bpe.long_tokens import LongTokensWarning, long_tokens
     from bpe.progress import Bars
-    from bpe.training import train
+    from bpe.training.long_tokens import LongTokensWarning, long_tokens
+    from bpe.training.trainer import train
 
     if args.also_save is not None:
         also_save_path(args.out, 0)  # an --out with no place beside it: refused before anything is read
@@ -111,7 +103,7 @@ def run_train(args: argparse.Namespace) -> int:
     base = None
     if args.base is not None:
         from bpe.cli.encode import not_applied_said
-        from bpe.extend import load_base
+        from bpe.training.extend import load_base
 
         with not_applied_said():
             base = load_base(args.base, args.pattern)  # a bad base fails here, before any input is read
@@ -127,7 +119,7 @@ def run_train(args: argparse.Namespace) -> int:
             parameter="languages",
         )
     if lang_dir is not None:
-        from bpe.language_plan import languages_in
+        from bpe.languages.codes import languages_in
 
         if inputs or languages:
             other = f"INPUT {inputs[0]}" if inputs else IN_FLAGS.languages
@@ -143,7 +135,8 @@ def run_train(args: argparse.Namespace) -> int:
             f"{IN_FLAGS.lang_dir} DIR"
         )
     if not languages:
-        from bpe.training import LANGUAGE_SETTINGS, refuse_without_languages
+        from bpe.schema import LANGUAGE_SETTINGS
+        from bpe.training.trainer import refuse_without_languages
 
         refuse_without_languages({name: given[name] for name in LANGUAGE_SETTINGS}, f"{IN_FLAGS.languages} CODE=INPUT")
     skipped = Skipped()
@@ -215,7 +208,7 @@ def also_save_sizes(
     [300, 280]
     """
     from bpe.errors import SettingsError
-    from bpe.roles import with_role_tokens
+    from bpe.formats.roles import with_role_tokens
 
     if text is None:
         return []
@@ -296,13 +289,15 @@ def _check_out(out: str, force: bool) -> None:
 
 def summary(manifest: Manifest, out: str | Path, record: dict | None = None) -> str:
     """The short report printed after training (`summary_record`, or `record`, as text)."""
+    from bpe.training.results import why_stopped
+
     d = summary_record(manifest, out) if record is None else record
     lines = [
         f"trained {str(out).rstrip('/')}/ in {d['seconds'].get('total', 0):.1f} s",
         f"  data      {d['files']} file(s), {d['documents']:,} documents ({d['null_rows']:,} null rows skipped), "
         f"{d['bytes'] / 1e6:,.1f} MB, {_words(d)}",
         f"  merges    {_merges(d)} (vocabulary {d['vocab_size']:,} with {d['special_tokens']} special token(s)); "
-        f"stopped: {STOP_REASONS.get(d['stop_reason'], d['stop_reason'])}",
+        f"stopped: {why_stopped(d['stop_reason'], manifest.settings, IN_FLAGS)}",
         f"  compress  {d['bytes_per_token'] or 0:.3f} bytes per token on the training text",
         f"  time      {_time(d)}",
     ]
@@ -419,7 +414,7 @@ def summary_record(manifest: Manifest, out: str | Path, total_seconds: float | N
         from bpe.inputs.discover import describe_inputs
 
         inputs = describe_inputs([f["path"] for f in shards], manifest.settings)
-    from bpe.training import stopped_early
+    from bpe.training.trainer import stopped_early
 
     stopped = stopped_early(manifest, IN_FLAGS)
     warned = [stopped] if stopped is not None else []

@@ -9,7 +9,7 @@ import sys
 def run_warm(args: argparse.Namespace) -> int:
     """Compile the kernel groups the cache lacks (every group, or those named) and say what each took."""
     from bpe.errors import SettingsError
-    from bpe.warm import GROUPS, cache_dir, compile_ahead, missing
+    from bpe.training.warm import GROUPS, cache_dir, compile_ahead, missing
 
     names = list(args.groups) or list(GROUPS)
     unknown = [name for name in names if name not in GROUPS]

@@ -39,7 +39,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from bpe import storage
-from bpe.counting import counts_from_arrow, counts_to_arrow
 from bpe.distributed import channel
 from bpe.engine.cores import available_cores
 from bpe.engine.count import WordCounts
@@ -48,6 +47,7 @@ from bpe.engine.replay import BaseMerges
 from bpe.engine.table_group import TableGroup, join
 from bpe.engine.word_slices import ThreadedWordTable, word_table
 from bpe.engine.word_table import WordTable
+from bpe.training.counting import counts_from_arrow, counts_to_arrow
 
 HELLO_BYTES = 4096  # what a peer may send before it has shown it knows the secret
 HELLO_SECONDS = 10.0  # how long it has to show it

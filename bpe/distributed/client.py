@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from bpe.counting import use_system_allocator
 from bpe.engine.interrupts import interrupts_held
 from bpe.errors import SchedulerLost, SettingsError
 from bpe.progress import Heartbeat
+from bpe.training.counting import use_system_allocator
 
 Log = Callable[[str], None]
 
@@ -165,10 +165,10 @@ def check_scheduler(client, ping: bool = False) -> None:
 
 
 def warm_up(groups: Sequence[str] | None = None) -> dict[str, float]:
-    """Load the compiled kernels of `groups` (`bpe.warm`; all a worker may run: None) in this worker,
+    """Load the compiled kernels of `groups` (`bpe.training.warm`; all a worker may run: None) in this worker,
     compiling those its machine's cache lacks, so that the first real task does not pay for it;
     returns the seconds it took and how many of them went to compiling."""
-    from bpe.warm import WORKER_GROUPS, load
+    from bpe.training.warm import WORKER_GROUPS, load
 
     use_system_allocator()
     started = time.perf_counter()
@@ -177,10 +177,10 @@ def warm_up(groups: Sequence[str] | None = None) -> dict[str, float]:
 
 
 def prepare_kernels(groups: Sequence[str], workers_here: bool, say: Log | None = None) -> tuple[list[str], float]:
-    """Compile ahead, on this machine's cores, the kernel groups a Dask run needs (`bpe.warm`): all
+    """Compile ahead, on this machine's cores, the kernel groups a Dask run needs (`bpe.training.warm`): all
     of them when its workers run here (a cluster started here shares this machine's kernel
     cache), else the driver's alone. Returns the groups the workers load and the seconds spent."""
-    from bpe.warm import DRIVER_GROUPS, compile_ahead
+    from bpe.training.warm import DRIVER_GROUPS, compile_ahead
 
     on_workers = [name for name in groups if name not in DRIVER_GROUPS]
     here = list(groups) if workers_here else [name for name in groups if name in DRIVER_GROUPS]

@@ -1,6 +1,6 @@
 """Counting on a Dask cluster, in tasks the workers run: one task per Parquet row group (or whole
 .txt/.jsonl file), summed on the workers by a tree reduction, and split into word buckets by a
-stable hash (`bpe.counting` counts the documents each task reads).
+stable hash (`bpe.training.counting` counts the documents each task reads).
 
 Nothing but small statistics comes back to the client: partial counts move between workers, and
 the pipeline's per-shard counts are written by workers straight to Parquet files (on a shared
@@ -15,7 +15,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from bpe import storage
-from bpe.counting import (
+from bpe.engine.count import WordCounts
+from bpe.errors import BpeError, InputError
+from bpe.inputs.readers import check_parquet
+from bpe.inputs.shard import Shard
+from bpe.pretokenize import Pretokenizer
+from bpe.progress import estimate_text_bytes
+from bpe.training.counting import (
     CountStats,
     WordCounter,
     counts_from_arrow,
@@ -23,12 +29,6 @@ from bpe.counting import (
     shard_holdout,
     use_system_allocator,
 )
-from bpe.engine.count import WordCounts
-from bpe.errors import BpeError, InputError
-from bpe.inputs.readers import check_parquet
-from bpe.inputs.shard import Shard
-from bpe.pretokenize import Pretokenizer
-from bpe.progress import estimate_text_bytes
 
 # ---------------------------------------------------------------------------------------------
 # Tasks that run on workers (plain functions of an importable module, so workers can run them).

@@ -38,7 +38,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from bpe import storage
-from bpe.counting import CountStats
 from bpe.distributed import channel
 from bpe.distributed.client import Log, check_scheduler, dask_client, prepare_kernels, ready_workers
 from bpe.distributed.count_tasks import count_languages_on_dask, count_on_dask
@@ -53,12 +52,13 @@ from bpe.engine.rules import SuperwordRules
 from bpe.engine.table_group import split
 from bpe.errors import SchedulerLost, WorkersLost
 from bpe.inputs.shard import Shard
-from bpe.languages import LanguagePlan
 from bpe.leftovers import sweep, temporary_prefix
 from bpe.progress import PhaseClock, ProgressFn
-from bpe.results import TrainingRun
-from bpe.settings import Settings
-from bpe.warm import groups_of_run
+from bpe.training.counting import CountStats
+from bpe.training.plan import LanguagePlan
+from bpe.training.results import TrainingRun
+from bpe.training.settings import Settings
+from bpe.training.warm import groups_of_run
 
 REBUILD_ATTEMPTS = 3  # workers tried for one rebuild before giving up
 LOSSES_PER_CALL = 5  # rebuilds of one bucket's holder within one request before giving up
@@ -482,7 +482,7 @@ def train_on_dask(
     (`languages.mix`; 1 without)."""
     seconds: dict[str, float] = {}
     parity_run = languages is not None and languages.parity is not None
-    groups = groups_of_run(settings, "dask", base=base is not None, parity=parity_run)
+    groups = groups_of_run(settings, "dask", base=base is not None, parity_merges=parity_run)
     worker_groups, seconds["compile"] = prepare_kernels(groups, client is None and not scheduler, say)
     t0 = time.perf_counter()
     own_scratch = scratch is None

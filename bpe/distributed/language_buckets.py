@@ -16,11 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bpe.counting import CountStats
 from bpe.engine.count import WordCounts
-from bpe.language_plan import check_counted
-from bpe.languages import LanguagePlan, LanguageStats
-from bpe.mixture import check_weighted_bytes, weighted, weighted_sum
+from bpe.languages.mixture import check_weighted_bytes, weighted, weighted_sum
+from bpe.training.counting import CountStats
+from bpe.training.plan import LanguagePlan, LanguageStats, check_counted
 
 # ---------------------------------------------------------------------------------------------
 # Tasks that run on workers.

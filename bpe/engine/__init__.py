@@ -5,7 +5,7 @@
 
 Kernels are compiled once per version of this folder's source and CPU, and cached
 (`kernel_cache`, which every module with kernels imports first). Installing compiles nothing: a
-machine's first run compiles the groups of kernels it needs first, on every core (`bpe.warm`).
+machine's first run compiles the groups of kernels it needs first, on every core (`bpe.training.warm`).
 
 This tier imports only itself, the standard library, numpy and numba; its errors
 (`bpe.engine.errors`) are the base of those the whole package raises.

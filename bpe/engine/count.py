@@ -1,6 +1,6 @@
 """Counting pre-tokens, the compiled part: unique words with their frequencies (`WordCounts`), and
 a compiled hash table (`Tally`) that counts the pieces the scanners in `bpe.engine.scanner` cut
-from UTF-8 text, or adds counts already made. `bpe.counting` feeds it documents.
+from UTF-8 text, or adds counts already made. `bpe.training.counting` feeds it documents.
 
 >>> tally = Tally()
 >>> tally.add(WordCounts.from_dict({b"the": 2, b" cat": 1}))

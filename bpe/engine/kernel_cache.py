@@ -1,7 +1,7 @@
 """Where compiled kernels are cached, set up before any kernel is defined: every module of this
 package that defines kernels imports this one first. Kernels are cached per version of this
 folder's source and of numba, and numba keys each by the CPU it was compiled for. Nothing is
-compiled when the package is installed: a run compiles what the cache lacks first (`bpe.warm`).
+compiled when the package is installed: a run compiles what the cache lacks first (`bpe.training.warm`).
 """
 
 import hashlib

@@ -1,6 +1,6 @@
 """What learning merges hands back, on every path: the compiled engine's (`bpe.engine.merge`,
 parity-aware merges, the Dask driver's) and the pure-Python one for small corpora
-(`bpe.small_corpus`). Only numpy: reading a result loads no kernel."""
+(`bpe.training.small_corpus`). Only numpy: reading a result loads no kernel."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ above goes over the pairs that may be chosen. The argument holds among those: a 
 (a, b) creates, (x, ab) say, is longer than the touched pair (x, a) that bounds it, so if it may be
 chosen, so may (x, a), which therefore ranks at or below the stopping pair.
 
-`SuperwordRules` (the second stage of a superword tokenizer, `bpe.superwords`): a pair whose
+`SuperwordRules` (the second stage of a superword tokenizer, `bpe.training.superwords`): a pair whose
 token would hold more than `max_words` words (runs of bytes other than the space, b" ") or, unless
 `colon_space`, the bytes b": " is never chosen either. Like the length, these depend only on the
 token's bytes, and a token that keeps them leaves every part of it keeping them (a part of a token
@@ -65,7 +65,6 @@ from bpe.engine import (
 )
 from bpe.engine.borrow import borrowed
 from bpe.engine.copying import copy_into, copy_rows_into
-from bpe.engine.errors import SettingsError
 from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.pair_keys import KEY_COLUMN, most_pairs, slot_of, unpack
 from bpe.engine.rules import SuperwordRules
@@ -110,14 +109,8 @@ class PairQueue:
         self, tie_break: str = "bytes", max_token_length: int | None = None, superwords: SuperwordRules | None = None
     ) -> None:
         """`max_token_length`: pairs whose token would be longer (in bytes) are never chosen; None:
-        no limit. `superwords`: nor are those whose token the rules refuse; None: no rules."""
-        if tie_break not in TIE_BREAK_CODES:
-            raise SettingsError(
-                f"tie_break: expected one of {', '.join(TIE_BREAKS)}, got {tie_break!r}", parameter="tie_break"
-            )
-        if max_token_length is not None and (type(max_token_length) is not int or max_token_length < 2):
-            raise SettingsError(f"max_token_length: expected an integer >= 2 (bytes) or None (no limit), got "
-                                f"{max_token_length!r}", parameter="max_token_length")  # fmt: skip
+        no limit. `superwords`: nor are those whose token the rules refuse; None: no rules. The
+        settings were checked where they were given (`bpe.schema`)."""
         self._state = _new(TIE_BREAK_CODES[tie_break])
         self._state.meta[_MAX_LEN] = max_token_length or 0
         self.superwords = superwords

@@ -55,7 +55,7 @@ class BaseMerges:
 
     def _ranks_and_joined(self) -> tuple[np.ndarray, np.ndarray]:
         """The pair -> rank table and the pairs no merge joins, made at the first replay: a run
-        loads a base before it compiles the kernels it needs (`bpe.warm`), and these are some."""
+        loads a base before it compiles the kernels it needs (`bpe.training.warm`), and these are some."""
         if self._tables is None:
             self._tables = _rank_table(self.merges), _joined_bytes(self.merges)
         return self._tables

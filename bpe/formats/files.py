@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from bpe.errors import ExportError
+from bpe.schema import ID_LIMIT
 from bpe.storage import Checked, open_regular
 
 # The largest tokenizer file read. Released tokenizers' files are tens of MB at most (a 200K-token
@@ -99,12 +100,9 @@ def check_unique(vocab: Sequence[bytes]) -> None:
         seen[token] = token_id
 
 
-# Token ids are written as uint32 (.npy, .bin) and are tiktoken's u32 ranks. Tables indexed by id
-# (id -> token) have the largest id + 1 entries, so ids must also be dense: at most twice the tokens
-# plus 2**20 (an 8 MB table at worst), which leaves room for gaps and special tokens set far apart.
-ID_LIMIT = 1 << 32
-
-
+# Tables indexed by id (id -> token) have the largest id + 1 entries, so ids below ID_LIMIT must also
+# be dense: at most twice the tokens plus 2**20 (an 8 MB table at worst), which leaves room for gaps
+# and special tokens set far apart.
 SPARSE_IDS = 1 << 20
 
 

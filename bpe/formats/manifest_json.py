@@ -11,11 +11,11 @@ from bpe.errors import ExportError, SettingsError
 from bpe.formats.files import open_checked, read_json
 from bpe.formats.gpt2 import MERGES_FILE, VOCAB_FILE
 from bpe.formats.hf_json import HF_FILE
+from bpe.formats.roles import check_roles
 from bpe.formats.tiktoken_ranks import TIKTOKEN_FILE
 from bpe.formats.transformers_config import CONFIG_FILE, SPECIAL_MAP_FILE
 from bpe.manifest import Manifest, TokenizerSection
 from bpe.pretokenize import NAMED_PATTERNS, too_many_special_tokens
-from bpe.roles import check_roles
 
 MANIFEST_FILE = "manifest.json"
 # The files of a saved tokenizer, the manifest last: it records the others' sizes and SHA-256.

@@ -1,4 +1,4 @@
-"""When tiktoken's ranks encode as a tokenizer's merges do. Hugging Face (and `bpe.reference`) apply
+"""When tiktoken's ranks encode as a tokenizer's merges do. Hugging Face (and `bpe.training._educational`) apply
 the listed merges, lowest first; tiktoken joins any two adjacent tokens whose bytes make a token,
 the lowest-ranked first. With ranks in merge order the two agree on every text exactly when no token
 is reached by rank through a pair its merges never join: merges (b c), (a b), (ab c) make "abc" of

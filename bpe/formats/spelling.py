@@ -135,7 +135,7 @@ def special_text(token: bytes, pretokenizer: Pretokenizer) -> str | None:
 
 
 # Whether the merges read must each be new. A file may repeat a merge (Hugging Face then applies
-# the pair at its later place, as `Tokenizer` does); a base to train from may not (`bpe.extend`
+# the pair at its later place, as `Tokenizer` does); a base to train from may not (`bpe.training.extend`
 # replays each merge once), and its reading stops at the repeat rather than at the end of the file.
 _EACH_MERGE_ONCE: ContextVar[bool] = ContextVar("each_merge_once", default=False)
 

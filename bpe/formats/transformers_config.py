@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bpe.formats.files import read_json
 from bpe.formats.record import TokenizerRecord
-from bpe.roles import ROLES
+from bpe.formats.roles import ROLES
 
 CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_MAP_FILE = "special_tokens_map.json"

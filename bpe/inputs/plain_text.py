@@ -1,5 +1,5 @@
 """A text file's documents as Python strings, without Arrow: what `bpe.inputs.readers` yields for
-a `.txt` file, read whole. The path for small corpora (`bpe.small_corpus`) reads text files with it,
+a `.txt` file, read whole. The path for small corpora (`bpe.training.small_corpus`) reads text files with it,
 so that a small run loads no pyarrow (0.1 s and 45 MB); the readers share its decoding.
 
 >>> documents("a\\r\\nb\\n\\nc", "lines"), documents("a b\\n", "doc")

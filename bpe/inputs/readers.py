@@ -302,7 +302,7 @@ def txt_chunks(
     punctuation; (2) the end of the first part acts as the space or newline did: no alternative takes
     either after such a character, `(?!\\S)` holds for both, `$` follows only whitespace; (3) the
     patterns have no lookbehind, so the rest scans as the whole text does from the cut.
-    `tests/test_inputs.py` checks this on random text. A custom regex gets the whole file at once.
+    `tests/inputs/test_inputs.py` checks this on random text. A custom regex gets the whole file at once.
     """
     head = f.read(len(BOM))
     skipped = len(BOM) if head == BOM else 0

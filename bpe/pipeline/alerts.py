@@ -22,7 +22,7 @@ with its configuration's `alerts` key, and the trigger matches the deployment by
 flow outside the deployments (`bpe demo`, a test) alerts nobody.
 
 A Gini rise is not a failure (the version is published as usual, and a team may promote it on
-purpose): the run emits an event, `bpe.evaluation.gini-rose`, related to its flow run and deployment,
+purpose): the run emits an event, `bpe.evaluation.evaluate.gini-rose`, related to its flow run and deployment,
 with the message in its payload, and a second automation, `train-bpe/<name>: Gini rose`, sends that
 message to the same webhook.
 
@@ -43,7 +43,7 @@ from bpe.pipeline.config import TokenizerConfig, check_webhook_url, redact_url
 
 ENV = "BPE_ALERT_WEBHOOK"  # a webhook for every configuration that names none
 EVENTS = ("prefect.flow-run.Failed", "prefect.flow-run.Crashed")
-GINI_EVENT = "bpe.evaluation.gini-rose"  # emitted by a run whose version's Gini rose past the margin
+GINI_EVENT = "bpe.evaluation.evaluate.gini-rose"  # emitted by a run whose version's Gini rose past the margin
 
 # Rendered by the server (Jinja, with the flow run read back from the API when the event arrives);
 # <deployment> is filled in here, when the automation is made.

@@ -24,12 +24,25 @@ import yaml
 from bpe.engine.errors import Spelling, shown
 from bpe.errors import SettingsError
 from bpe.pretokenize import DEFAULT_PATTERN
-from bpe.schema import PARITY_KEYS, SETTING, SETTINGS, YES_NO, Check, Number, On, Setting, check, integer, on, text
-from bpe.settings import Settings
+from bpe.schema import (
+    LANGUAGE_SETTINGS,
+    SETTING,
+    SETTINGS,
+    YES_NO,
+    Check,
+    Number,
+    On,
+    Setting,
+    check,
+    integer,
+    on,
+    text,
+)
 from bpe.storage import Checked, read_regular
+from bpe.training.settings import Settings
 
 if TYPE_CHECKING:
-    from bpe.extend import Base
+    from bpe.training.extend import Base
 
 ENV_PREFIX = "BPE_"
 
@@ -49,7 +62,7 @@ def _sizes(value: Any) -> bool:
 
 
 def _language_code(value: Any) -> bool:
-    from bpe.dev_set import CODE
+    from bpe.evaluation.dev_set import CODE
 
     return isinstance(value, str) and CODE.fullmatch(value) is not None
 
@@ -333,7 +346,7 @@ class _TokenizerConfig:
         values = {s.name: config_value(self, s) for s in CONFIG_SETTINGS if On.SETTINGS in s.on}
         try:
             if base is not None:
-                from bpe.extend import base_settings
+                from bpe.training.extend import base_settings
 
                 values.update(base_settings(base, self.vocab_size, self.special_tokens, self.pattern))
             return Settings(**values)
@@ -358,7 +371,7 @@ class _TokenizerConfig:
         return settings
 
     def language_settings(self) -> dict:
-        """The mixture and parity settings, as `train()` and `bpe.language_plan.make_plan` take them."""
+        """The mixture and parity settings, as `train()` and `bpe.training.plan.make_plan` take them."""
         return {s.name: config_value(self, s) for s in CONFIG_SETTINGS if s.name in LANGUAGE_SETTINGS}
 
     def input_paths(self) -> list[str]:
@@ -370,7 +383,7 @@ class _TokenizerConfig:
         """The inputs of each language (`languages:`, or the entries of `lang_dir:`), sorted by
         code; None for one text (`data:`)."""
         if self.lang_dir:
-            from bpe.language_plan import languages_in
+            from bpe.languages.codes import languages_in
 
             try:
                 return languages_in(self.lang_dir)
@@ -435,7 +448,6 @@ INPUT_KEYS = ("data", "languages", "lang_dir")  # a run's inputs, of one kind, r
 TRAINING_KEYS = tuple(
     dict.fromkeys(s.key.split(".")[0] for s in CONFIG_SETTINGS if s.merges and s.name not in INPUT_SETTINGS)
 )
-LANGUAGE_SETTINGS = ("mix", *PARITY_KEYS)
 _KEYS = tuple(f.name for f in fields(TokenizerConfig) if f.name not in ("source", "origins"))
 
 

@@ -31,11 +31,11 @@ from collections.abc import Callable
 from dataclasses import asdict, fields
 
 from bpe import storage
-from bpe.counting import CountStats, counting_code_version
 from bpe.distributed.count_tasks import ShardCount
 from bpe.pipeline.config import TokenizerConfig
 from bpe.pipeline.security import count_cache_key, entry_signature
-from bpe.settings import Settings
+from bpe.training.counting import CountStats, counting_code_version
+from bpe.training.settings import Settings
 
 Warn = Callable[[str], None]
 FORMAT = 2  # of the entries: signed records with their files' sizes (part of the key)

@@ -77,7 +77,7 @@ def unchanged_demo(config: str | Path, overrides: dict, warn: Callable[[str], No
     from bpe.pipeline.retention import record_counts_in_use
     from bpe.pipeline.store import VersionStore
     from bpe.pipeline.version import settle_latest, unchanged_since
-    from bpe.training import data_fingerprint
+    from bpe.training.trainer import data_fingerprint
 
     cfg = load_config(config, overrides)
     if cfg.base:

@@ -18,10 +18,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bpe import storage
-from bpe.counting import holdout_mask
 from bpe.manifest import Manifest
 from bpe.pipeline.store import VersionStore
 from bpe.tokenizer import Tokenizer
+from bpe.training.counting import holdout_mask
 
 
 def default_sizes(vocab_size: int) -> list[int]:
@@ -188,7 +188,7 @@ def plot_trend(ax, trend: list[dict], sizes: list[int]) -> None:
 # were on different text and could not be compared. The first version published with held-out
 # rows now freezes them as the tokenizer's evaluation set, `<artifact_root>/<name>/eval-set/`, and
 # every later version is measured on that same text. The rows were held out by a hash of their
-# own text (`bpe.counting.holdout_mask`), so wherever the same text turns up again (a later
+# own text (`bpe.training.counting.holdout_mask`), so wherever the same text turns up again (a later
 # shard, a duplicate), it is held out again and never trained on.
 
 EVAL_SET_DIR = "eval-set"

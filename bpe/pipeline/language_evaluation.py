@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bpe.dev_set import DevSet, read_dev_set
 from bpe.errors import SettingsError
-from bpe.evaluation import check_pivot, evaluate
-from bpe.evaluation_result import Evaluation, TokenizerEvaluation, bars
-from bpe.language_metrics import RENYI_ALPHA
+from bpe.evaluation.dev_set import DevSet, read_dev_set
+from bpe.evaluation.evaluate import check_pivot, evaluate
+from bpe.evaluation.metrics import RENYI_ALPHA
+from bpe.evaluation.report import Evaluation, TokenizerEvaluation, bars
 from bpe.manifest import Manifest
 from bpe.pipeline.config import TokenizerConfig
 from bpe.pipeline.evaluate import TREND_LIMIT, previous_promoted, published_manifests

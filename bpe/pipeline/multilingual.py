@@ -12,19 +12,18 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from bpe.counting import CountStats
 from bpe.distributed.count_tasks import ShardCount, read_counts
 from bpe.distributed.driver import DistributedMerge
 from bpe.engine.compilation import CompileWatch
 from bpe.engine.count import WordCounts, release_memory
 from bpe.engine.replay import BaseMerges
-from bpe.language_plan import check_counted, make_plan
-from bpe.languages import LanguagePlan, LanguageStats
-from bpe.mixture import check_weighted_bytes, weighted
+from bpe.languages.mixture import check_weighted_bytes, weighted
 from bpe.pipeline.config import TokenizerConfig
 from bpe.progress import ProgressFn
-from bpe.settings import Settings
-from bpe.training import merge_threads_for
+from bpe.training.counting import CountStats
+from bpe.training.plan import LanguagePlan, LanguageStats, ParitySettings, check_counted, make_plan
+from bpe.training.settings import Settings
+from bpe.training.trainer import merge_threads_for
 
 
 def language_plan(cfg: TokenizerConfig, settings: Settings | None) -> LanguagePlan | None:
@@ -38,9 +37,9 @@ def language_plan(cfg: TokenizerConfig, settings: Settings | None) -> LanguagePl
         return None
     pretokenizer = settings.pretokenizer if settings is not None else None
     try:
-        return make_plan(
-            list(inputs), pretokenizer, cfg.text_column, cfg.superwords is not None, **cfg.language_settings()
-        )
+        given = cfg.language_settings()
+        parity = ParitySettings.of(given)
+        return make_plan(list(inputs), pretokenizer, cfg.text_column, cfg.superwords is not None, given["mix"], parity)
     except SettingsError as exc:
         raise cfg.located(exc) from None
 

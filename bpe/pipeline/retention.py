@@ -29,7 +29,7 @@ from bpe import storage
 from bpe.errors import InputError, SettingsError
 from bpe.pipeline.count_cache import counting_settings, shard_count_key
 from bpe.pipeline.store import MAIN, Promotions, Removed, VersionStore
-from bpe.settings import Settings
+from bpe.training.settings import Settings
 
 COUNT_FILE = re.compile(r"^(count-[0-9a-f]{32})(\.json|\.parquet|\.held-out\.parquet)$")
 IN_USE = "in-use"

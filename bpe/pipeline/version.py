@@ -1,27 +1,20 @@
-"""The manifest of a published version: the tokenizer's own manifest (`bpe.training.build_manifest`)
+"""The manifest of a published version: the tokenizer's own manifest (`bpe.training.trainer.build_manifest`)
 plus what the pipeline knows: the configuration, which shards were counted or came from the
 cache, the held-out evaluation, the tokenizer's description and the Prefect run."""
 
 from __future__ import annotations
 
-from bpe.counting import CountStats
 from bpe.distributed.count_tasks import ShardCount
 from bpe.errors import InputError
-from bpe.extend import Base
-from bpe.languages import LanguagePlan
 from bpe.manifest import Manifest, TokenizerSection
 from bpe.pipeline.config import TRAINING_KEYS, TokenizerConfig
 from bpe.pipeline.store import MAIN, VersionStore
-from bpe.results import TrainingRun
-from bpe.settings import Settings
-from bpe.training import build_manifest
-
-WHY_NO_MERGES = {
-    "min_frequency": "no pair of tokens occurs min_frequency times",
-    "no_pairs": "no word has two tokens left to merge",
-    "max_token_length": "every pair would make a token longer than max_token_length",
-    "superword_rules": "the superword rules allow no merge",
-}
+from bpe.training.counting import CountStats
+from bpe.training.extend import Base
+from bpe.training.plan import LanguagePlan
+from bpe.training.results import TrainingRun, why_stopped
+from bpe.training.settings import Settings
+from bpe.training.trainer import build_manifest
 
 
 def summed_stats(counted: list[ShardCount]) -> CountStats:
@@ -191,5 +184,5 @@ def check_merges_learned(name: str, settings: Settings, run: TrainingRun, latest
     reason = run.merges.stop_reason
     raise InputError(
         f"{name}: training learned no merges from {run.unique_words:,} distinct words "
-        f"({WHY_NO_MERGES.get(reason, reason)}); nothing is published and latest stays {latest or 'unset'}"
+        f"({why_stopped(reason, settings)}); nothing is published and latest stays {latest or 'unset'}"
     )

@@ -19,9 +19,9 @@ import numpy as np
 import bpe.tokenizer.conversions as conversions
 import bpe.tokenizer.persistence as persistence
 from bpe.formats.record import TokenizerRecord
+from bpe.formats.roles import check_roles
 from bpe.manifest import Manifest, as_manifest
 from bpe.pretokenize import DEFAULT_PATTERN, Pretokenizer
-from bpe.roles import check_roles
 from bpe.schema import check
 from bpe.tokenizer.encoding import Encoder
 from bpe.tokenizer.truncation import cut

@@ -7,7 +7,7 @@ pattern is split by tiktoken itself; a user's regex cuts text as Hugging Face's 
 bytes) or would encode it otherwise than its merges (`bpe.formats.rank_order`: a token that merging
 by rank reaches through a pair the merges never join), a plain Python encoder applies the merges in
 order instead, as Hugging Face does. Batches run on threads
-(`bpe.batching.in_runs`); `encode_batch_to_numpy` hands tiktoken's buffers over without building
+(`bpe.tokenizer.batching.in_runs`); `encode_batch_to_numpy` hands tiktoken's buffers over without building
 Python lists of ids.
 """
 
@@ -20,10 +20,9 @@ from typing import Literal
 
 import numpy as np
 
-from bpe.batching import check_num_threads, in_runs, text_list
 from bpe.errors import LONE_SURROGATE, InputError, InvalidTextError, SettingsError, SpecialTokenError, lone_surrogate
 from bpe.pretokenize import Pretokenizer
-from bpe.reference import encode_word
+from bpe.tokenizer.batching import check_num_threads, in_runs, text_list
 from bpe.tokenizer.conversions import tiktoken_pattern
 from bpe.tokenizer.vocabulary import Vocabulary
 
@@ -243,8 +242,28 @@ def unicode_text(text: str, errors: str, row: int | None = None) -> str:
 
 
 def _encode_bytes(data: bytes, ranks: dict[tuple[int, int], int]) -> list[int]:
-    """The plain encoder of one piece: the merges applied in order."""
-    return encode_word(list(data), ranks)
+    """The plain encoder of one piece, where tiktoken cannot take the vocabulary: merge the
+    lowest-ranked adjacent pair (`ranks`: pair -> merge index; merge i made 256 + i) until none is
+    left, every occurrence left to right.
+
+    >>> _encode_bytes(bytes([1, 2, 3, 1, 2]), {(1, 2): 0, (256, 3): 1})
+    [257, 256]
+    """
+    ids = list(data)
+    while len(ids) > 1:
+        best = min(zip(ids, ids[1:]), key=lambda pair: ranks.get(pair, 1 << 62))
+        if best not in ranks:
+            break
+        new_id, merged, i = 256 + ranks[best], [], 0
+        while i < len(ids):
+            if i + 1 < len(ids) and (ids[i], ids[i + 1]) == best:
+                merged.append(new_id)
+                i += 2
+            else:
+                merged.append(ids[i])
+                i += 1
+        ids = merged
+    return ids
 
 
 def _build_tiktoken(vocabulary: Vocabulary, pretokenizer: Pretokenizer):

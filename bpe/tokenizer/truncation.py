@@ -39,7 +39,7 @@ def cut(vocabulary: Vocabulary, manifest: Manifest, vocab_size: int) -> Cut:
     kept = vocab_size - smallest
     ids = None
     special_tokens: list[str] | dict[str, int] = list(vocabulary.special_tokens)
-    if manifest.base is not None:  # trained from a base (bpe.extend): every id stays
+    if manifest.base is not None:  # trained from a base (bpe.training.extend): every id stays
         ids = vocabulary.given_ids(below=256 + kept)
         special_tokens = dict(vocabulary.special_tokens)
     elif vocabulary.foreign_ids:  # another tool's ids (GPT-2's vocab.json): kept if they still number 0..n-1

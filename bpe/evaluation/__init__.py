@@ -1,0 +1,1 @@
+"""Evaluation: tokenizers measured language by language on a parallel dev set, and the report."""
