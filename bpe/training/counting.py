@@ -257,7 +257,7 @@ def holdout_mask(array: pa.LargeStringArray, fraction: float) -> np.ndarray:
 # that decide which text of a shard is counted (finding the shards and in-memory documents do not:
 # cached counts are a shard's, keyed by its content).
 COUNTING_MODULES = (
-    "counting.py",
+    "training/counting.py",
     "engine/count.py",
     "engine/hashing.py",
     "engine/scanner.py",
@@ -277,7 +277,7 @@ def counting_code_version() -> str:
     import hashlib
     from pathlib import Path
 
-    package = Path(__file__).parent
+    package = Path(__file__).parent.parent
     digest = hashlib.sha256()
     for name in COUNTING_MODULES:
         digest.update(name.encode() + (package / name).read_bytes())

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+import bpe
 from bpe import Tokenizer, storage, train
 from bpe.distributed.count_tasks import ShardCount
 from bpe.pipeline.count_cache import CountCache
@@ -513,3 +514,12 @@ def test_a_planted_count_is_a_miss_and_the_run_publishes_a_clean_runs_merges(cou
     assert Tokenizer.load(result["location"]).merges == clean.merges and result["latest"] == "v0001"
     hit = CountCache(cfg["cache_dir"], b"the planted tests' count cache key, 32+ characters")
     assert hit.lookup(record_path.stem, {"path": str(shard)}) is not None, "the entry was replaced"
+
+
+def test_the_counting_code_version_reads_every_module_that_decides_counts():
+    """Cached counts are reused while this code is unchanged: each module it names must be there."""
+    from bpe.training.counting import COUNTING_MODULES, counting_code_version
+
+    package = Path(bpe.__file__).parent
+    assert [name for name in COUNTING_MODULES if not (package / name).is_file()] == []
+    assert len(counting_code_version()) == 16
