@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from bench.measure import REPO
 from bpe.engine.merge import learn_merges
 from bpe.engine.parity import ParityRule, learn_parity_merges
+from bpe.engine.rules import MergeRules
 from bpe.languages.mixture import Mix, weighted_sum
 from bpe.training.counting import count_words
 from bpe.training.plan import LanguagePlan
@@ -30,6 +31,7 @@ from bpe.training.settings import Settings
 
 # Hugging Face's ParityBpeTrainer's defaults, as bpe.schema's
 BASE_RULE = ParityRule(variant="base", global_merges=0, window=100, alpha=2.0, ratio=None)
+RULES = MergeRules(tie_break="bytes", min_frequency=1, max_token_length=None, superwords=None)
 
 SHARED = Path(os.environ.get("BPE_SHARED", REPO.parent / "shared")) / "corpora"  # as the tests find it
 
@@ -62,7 +64,7 @@ def main() -> None:
         train_on_dask(
             small, None, [t[:50] for t in texts], client=client, languages=LanguagePlan(codes, parity=BASE_RULE)
         )
-        learn_parity_merges([c for c in counts], 10, BASE_RULE, dev=dev)
+        learn_parity_merges([c for c in counts], 10, BASE_RULE, RULES, dev=dev)
         print(f"{len(codes)} languages ({', '.join(codes)}), {n:,} merges, {args.workers} Dask workers")
         for name, rule, mix in (
             ("parity, base, NTREX dev", BASE_RULE, None),
@@ -73,9 +75,9 @@ def main() -> None:
             multipliers = [s.multiplier for s in plan.stats]
             started = time.perf_counter()
             if rule is not None:
-                local = learn_parity_merges(counts, n, rule, dev=dev)
+                local = learn_parity_merges(counts, n, rule, RULES, dev=dev)
             else:
-                local = learn_merges(weighted_sum(counts, multipliers), n, threads=1)
+                local = learn_merges(weighted_sum(counts, multipliers), n, RULES, threads=1)
             local_seconds = time.perf_counter() - started
             same = run.merges.merges.tolist() == local.merges.tolist()
             loop, wait = run.seconds["merge_loop"], run.engine["seconds_waiting_for_buckets"]

@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from bpe import train
 from bpe.engine.merge import learn_merges
+from bpe.engine.rules import MergeRules
 from bpe.errors import SettingsError
 from bpe.pretokenize import resolve_pattern
 from bpe.training._educational import TEXTBOOK, Merges, Rung, Trainer, pretokenize
@@ -45,7 +46,10 @@ DEFAULT_DATA = REPO.parent / "shared" / "corpora" / "en"
 def train_local_engine(texts: Sequence[str], n_merges: int, pattern: str = "whitespace") -> Merges:
     """Step 6, our local engine: counting with a compiled scanner and hash table, then compiled
     merge kernels over flat arrays, several merges per round when that provably equals one at a time."""
-    result = learn_merges(count_words(texts, pattern), n_merges, tie_break="ids")
+    rules = MergeRules(
+        tie_break="ids", min_frequency=1, max_token_length=None, superwords=None
+    )  # the textbook tie-break
+    result = learn_merges(count_words(texts, pattern), n_merges, rules)
     return [(int(a), int(b)) for a, b in result.merges.tolist()]
 
 

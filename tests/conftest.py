@@ -104,6 +104,25 @@ def corpus_rows(corpus) -> list[str]:
     return [t for t in table.column("text").to_pylist()[:3000] if t]
 
 
+MERGE_RULES = ("tie_break", "min_frequency", "max_token_length", "superwords")
+
+
+def merge_rules(**given):
+    """The engines' merge rules (`bpe.engine.rules.MergeRules`) with the schema's defaults for
+    whatever is not given, as `Settings.merge_rules` builds them."""
+    from bpe.engine.rules import MergeRules
+    from bpe.schema import DEFAULT
+
+    defaults = {"tie_break": DEFAULT["tie_break"], "min_frequency": DEFAULT["min_frequency"]}
+    return MergeRules(**{**defaults, "max_token_length": None, "superwords": None, **given})
+
+
+def ruled(options: dict) -> tuple:
+    """`options` for an engine as its merge rules (`merge_rules`) and the rest, by name."""
+    rules = merge_rules(**{name: value for name, value in options.items() if name in MERGE_RULES})
+    return rules, {name: value for name, value in options.items() if name not in MERGE_RULES}
+
+
 def parity_rule(**given):
     """The engine's parity rule (`bpe.engine.parity.ParityRule`) with the schema's defaults for
     whatever is not given, as `train()` would build it."""

@@ -35,7 +35,8 @@ def run_encode(args: argparse.Namespace) -> int:
     """Encode files or stdin, streamed in batches (bpe.tokenizer.stream), or the arguments as text. The
     input's bytes must be UTF-8: invalid bytes are an error naming the file and offset, never
     silently U+FFFD. A summary line goes to stderr when inputs were named."""
-    from bpe.tokenizer.stream import Names, encode_inputs
+    from bpe.cli.flags import FlagSpelling
+    from bpe.tokenizer.stream import encode_inputs
 
     if args.threads is not None and args.threads < 1:
         from bpe.errors import SettingsError
@@ -60,7 +61,7 @@ def run_encode(args: argparse.Namespace) -> int:
             allow_special=args.allow_special,
             special_as_text=args.special_as_text,
             progress=named and not args.quiet,
-            names=Names(ENCODE_FLAGS),
+            names=FlagSpelling(ENCODE_FLAGS),
         )
     except BrokenPipeError:  # `bpe encode tok big.txt | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -48,7 +48,7 @@ from bpe.engine.count import check_pair_counts, release_memory
 from bpe.engine.merge import MergeResult, finish, first_id, stop_reason
 from bpe.engine.pair_queue import PairQueue
 from bpe.engine.replay import BaseMerges
-from bpe.engine.rules import SuperwordRules
+from bpe.engine.rules import MergeRules
 from bpe.engine.table_group import split
 from bpe.errors import SchedulerLost, WorkersLost
 from bpe.inputs.shard import Shard
@@ -316,17 +316,14 @@ def merge_on_dask(
     holders: Holders,
     initial: list[tuple[np.ndarray, np.ndarray]],
     n_merges: int,
-    tie_break: str,
-    min_frequency: int,
+    rules: MergeRules,
     progress: ProgressFn | None,
     checkpoint_seconds: float,
-    max_token_length: int | None = None,
-    superwords: SuperwordRules | None = None,
 ) -> MergeResult:
-    """The driver's loop: choose a round, send it, add the deltas the holders send back."""
+    """The driver's loop: choose a round by `rules`, send it, add the deltas the holders send back."""
     started = time.perf_counter()
     check_pair_counts([d for _, d in initial])
-    queue = PairQueue(tie_break, max_token_length, superwords)
+    queue = PairQueue(rules)
     if holders.base is not None:
         queue.add_tokens(holders.base.merges)
     queue.add(np.concatenate([k for k, _ in initial]), np.concatenate([d for _, d in initial]))
@@ -344,7 +341,7 @@ def merge_on_dask(
     if progress is not None:
         progress("merge", 0, n_merges)  # the loop starts: its progress and its rate are timed from here
     while done < n_merges:
-        batch = queue.next_round(n_merges - done, min_frequency)
+        batch = queue.next_round(n_merges - done)
         if not len(batch):
             break
         sent = time.perf_counter()
@@ -364,7 +361,7 @@ def merge_on_dask(
             holders.checkpoint()
             last_checkpoint = time.monotonic()
     check_scheduler(holders.client, ping=True)  # a run the scheduler did not live through is not trusted
-    reason = stop_reason(queue, done, n_merges, min_frequency)
+    reason = stop_reason(queue, done, n_merges, rules.min_frequency)
     return finish(batches, rounds, reason, started, first_id(holders.base))
 
 
@@ -414,23 +411,18 @@ def merge_on_workers(
                     initial,
                     parity,
                     settings.n_merges(),
-                    settings.tie_break,
-                    settings.min_frequency,
+                    settings.merge_rules,
                     loop,
                     checkpoint_seconds,
-                    settings.max_token_length,
                 )
             else:
                 merged = merge_on_dask(
                     holders,
                     initial,
                     settings.n_merges(),
-                    settings.tie_break,
-                    settings.min_frequency,
+                    settings.merge_rules,
                     loop,
                     checkpoint_seconds,
-                    settings.max_token_length,
-                    settings.superword_rules,
                 )
         merged.seconds -= compiles.seconds
         bucket_stats = holders.stats()

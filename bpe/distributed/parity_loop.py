@@ -23,6 +23,7 @@ from bpe.distributed.client import check_scheduler
 from bpe.engine.count import WordCounts, check_pair_counts
 from bpe.engine.merge import MergeResult, finish, first_id
 from bpe.engine.parity import ParityQueues, ParityRule
+from bpe.engine.rules import MergeRules
 from bpe.progress import ProgressFn
 
 
@@ -50,11 +51,9 @@ def merge_parity_on_dask(
     initial: list[tuple[np.ndarray, np.ndarray]],
     parity: ParityBuckets,
     n_merges: int,
-    tie_break: str,
-    min_frequency: int,
+    rules: MergeRules,
     progress: ProgressFn | None,
     checkpoint_seconds: float,
-    max_token_length: int | None = None,
 ) -> MergeResult:
     """The driver's parity loop over `holders` (a `driver.Holders` holding `parity`'s buckets, a
     group of them per holder): choose a merge and its language, send it, add each bucket's deltas
@@ -62,14 +61,7 @@ def merge_parity_on_dask(
     global merge)."""
     started = time.perf_counter()
     check_pair_counts([d for _, d in initial])
-    queues = ParityQueues(
-        parity.n_languages,
-        parity.rule,
-        dev=parity.dev,
-        tie_break=tie_break,
-        max_token_length=max_token_length,
-        base=holders.base,
-    )
+    queues = ParityQueues(parity.n_languages, parity.rule, rules, dev=parity.dev, base=holders.base)
     languages = range(parity.n_languages)
     by_language = [[b for b, i in enumerate(parity.languages) if i == language] for language in languages]
 
@@ -90,7 +82,7 @@ def merge_parity_on_dask(
     if progress is not None:
         progress("merge", 0, n_merges)  # the loop starts: its progress and its rate are timed from here
     while len(rows) < n_merges:
-        chosen = queues.next_merge(min_frequency)
+        chosen = queues.next_merge()
         if chosen is None:
             break
         row, language = chosen

@@ -7,7 +7,9 @@ hash and each slice applies every round on its own thread (the kernels release t
 engine's protocol without the sockets, so the merges are the same for any number of threads.
 
 >>> from bpe.engine.count import WordCounts
->>> result = learn_merges(WordCounts.from_dict({b"aaab": 1, b"aab": 1}), n_merges=2)
+>>> from bpe.engine.rules import MergeRules
+>>> rules = MergeRules(tie_break="bytes", min_frequency=1, max_token_length=None, superwords=None)
+>>> result = learn_merges(WordCounts.from_dict({b"aaab": 1, b"aab": 1}), 2, rules)
 >>> result.merges.tolist()
 [[97, 97], [256, 98]]
 """
@@ -29,7 +31,7 @@ from bpe.engine.interrupts import interrupts_held
 from bpe.engine.merge_result import MergeResult
 from bpe.engine.pair_queue import PairQueue, queue_add_deltas, queue_next_round
 from bpe.engine.replay import BaseMerges
-from bpe.engine.rules import SuperwordRules
+from bpe.engine.rules import MergeRules
 from bpe.engine.spin_rounds import SpinningSlices
 from bpe.engine.word_slices import ThreadedWordTable, split_tables
 from bpe.engine.word_table import WordTable, words_apply_merges, words_take_deltas
@@ -50,29 +52,26 @@ def stop_reason(queue: PairQueue, done: int, wanted: int, min_frequency: int) ->
 def learn_merges(
     counts: WordCounts,
     n_merges: int,
+    rules: MergeRules,
     *,
-    tie_break: str = "bytes",
-    min_frequency: int = 1,
     one_per_round: bool = False,
     progress: ProgressCallback | None = None,
     threads: int = 1,
-    max_token_length: int | None = None,
-    superwords: SuperwordRules | None = None,
     base: BaseMerges | None = None,
     release_counts: bool = False,
     on_index: Callable[[int, int], None] | None = None,
 ) -> MergeResult:
-    """Up to `n_merges` merges of byte-level BPE over `counts`, in one process, on `threads`
-    threads (the same merges for any number). Counts past what int64 can count exactly raise InputError.
-    `max_token_length`: no merge makes a token longer than that many bytes (None: no limit).
-    `superwords`: nor one the superword rules refuse (None: no rules).
+    """Up to `n_merges` merges of byte-level BPE over `counts` by `rules` (tie-break, minimum
+    count, token length, superword rules), in one process, on `threads` threads (the same merges
+    for any number). Counts past what int64 can count exactly raise InputError.
     `base`: a tokenizer's merges, replayed on the words first; the merges learnt then continue
     from them (ids from `base.first_new_id`), and the result holds only those. `release_counts`:
     empty `counts` (`WordCounts.clear`) once the word tables hold the words, for a caller that is
     done with them: their memory is not held through the loop. `on_index(done, words)`: the words
     put into the word tables so far (see `index_steps`), from 0 to all of them, before the loop."""
     counts.check_limit()
-    queue = PairQueue(tie_break, max_token_length, superwords)
+    queue = PairQueue(rules)
+    min_frequency = rules.min_frequency
     if base is not None:
         queue.add_tokens(base.merges)
     steps = index_steps(on_index, len(counts), base)

@@ -36,14 +36,16 @@ Two pairs that do not touch each other are taken in one round; the third, (2, 3)
 (1, 2) and stops the round:
 
 >>> from bpe.engine.pair_keys import pack
->>> queue = PairQueue()
+>>> from bpe.engine.rules import MergeRules
+>>> rules = MergeRules(tie_break="bytes", min_frequency=1, max_token_length=None, superwords=None)
+>>> queue = PairQueue(rules)
 >>> queue.add(np.array([pack(1, 2), pack(3, 4), pack(2, 3)]), np.array([5, 4, 3]))
 >>> queue.next_round(max_merges=10).tolist()  # rows (a, b, new id, count)
 [[1, 2, 256, 5], [3, 4, 257, 4]]
 
 A round ends after a pair (a, a), even when the next pair does not touch it:
 
->>> queue = PairQueue()
+>>> queue = PairQueue(rules)
 >>> queue.add(np.array([pack(97, 97), pack(98, 99)]), np.array([6, 2]))
 >>> queue.next_round(max_merges=10).tolist()
 [[97, 97, 256, 6]]
@@ -67,7 +69,7 @@ from bpe.engine.borrow import borrowed
 from bpe.engine.copying import copy_into, copy_rows_into
 from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.pair_keys import KEY_COLUMN, most_pairs, slot_of, unpack
-from bpe.engine.rules import SuperwordRules
+from bpe.engine.rules import MergeRules
 
 TIE_BREAK_CODES = {name: code for code, name in enumerate(TIE_BREAKS)}
 _BY_IDS = TIE_BREAK_CODES["ids"]
@@ -105,12 +107,12 @@ class PairQueue:
     """Pair counts summed over all word tables, and the vocabulary's byte strings."""
 
     @holds_interrupts
-    def __init__(
-        self, tie_break: str = "bytes", max_token_length: int | None = None, superwords: SuperwordRules | None = None
-    ) -> None:
-        """`max_token_length`: pairs whose token would be longer (in bytes) are never chosen; None:
-        no limit. `superwords`: nor are those whose token the rules refuse; None: no rules. The
-        settings were checked where they were given (`bpe.schema`)."""
+    def __init__(self, rules: MergeRules) -> None:
+        """A queue that chooses by `rules`: ties by `rules.tie_break`; a pair whose token would be
+        longer than `rules.max_token_length`, or one the superword rules refuse, never; one
+        counted fewer than `rules.min_frequency` times ends the merges (`next_round`)."""
+        tie_break, max_token_length, superwords = rules.tie_break, rules.max_token_length, rules.superwords
+        self.rules = rules
         self._state = _new(TIE_BREAK_CODES[tie_break])
         self._state.meta[_MAX_LEN] = max_token_length or 0
         self.superwords = superwords
@@ -131,9 +133,11 @@ class PairQueue:
         self._state = queue_add_deltas(self._state, np.asarray(keys, np.int64), np.asarray(deltas, np.int64))
 
     @holds_interrupts
-    def next_round(self, max_merges: int, min_frequency: int = 1) -> np.ndarray:
-        """The merges of the next round as an (n, 4) array (a, b, new id, count); empty when done."""
-        self._state, merges = queue_next_round(self._state, max(int(max_merges), 0), int(min_frequency))
+    def next_round(self, max_merges: int) -> np.ndarray:
+        """The merges of the next round as an (n, 4) array (a, b, new id, count); empty when done
+        (no pair left, or the best one below `min_frequency`)."""
+        min_frequency = int(self.rules.min_frequency)
+        self._state, merges = queue_next_round(self._state, max(int(max_merges), 0), min_frequency)
         return merges
 
     @holds_interrupts

@@ -20,8 +20,10 @@ Two languages, one merge each in turn (their dev sets tie, so the first goes fir
 
 >>> from bpe.engine.count import WordCounts
 >>> words = [WordCounts.from_dict({b"aabb": 10}), WordCounts.from_dict({b"ccdd": 10})]
+>>> from bpe.engine.rules import MergeRules
+>>> rules = MergeRules(tie_break="bytes", min_frequency=1, max_token_length=None, superwords=None)
 >>> rule = ParityRule(variant="base", global_merges=0, window=100, alpha=2.0, ratio=None)
->>> result = learn_parity_merges(words, 4, rule, dev=words)
+>>> result = learn_parity_merges(words, 4, rule, rules, dev=words)
 >>> result.merges.tolist(), result.languages.tolist()
 ([[98, 98], [100, 100], [97, 256], [99, 257]], [0, 1, 0, 1])
 """
@@ -45,6 +47,7 @@ from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.merge import MergeResult, ProgressCallback, drive, finish, first_id
 from bpe.engine.pair_queue import PairQueue, queue_add_deltas, queue_add_token, queue_best_count, queue_next_round
 from bpe.engine.replay import BaseMerges
+from bpe.engine.rules import MergeRules
 from bpe.engine.word_table import WordTable, words_apply_merges, words_take_deltas
 
 VARIANTS = ("base", "window")
@@ -381,7 +384,7 @@ class ParityQueues:
 
     A driver: `add` each language's initial pair counts (each bucket's `take_deltas()`, to its
     language), and `set_training_tokens` for each language (needed with ratio targets or without a
-    dev set); then repeat: `next_merge(min_frequency)` gives a merge row (a, b, new id, count) and
+    dev set); then repeat: `next_merge()` gives a merge row (a, b, new id, count) and
     the language served (GLOBAL = -1 for a global merge), or None when every language is exhausted;
     broadcast (a, b, new id) to every bucket of every language; `add` each bucket's deltas to its
     bucket's language. The deltas of every bucket must be in before the next `next_merge`.
@@ -392,10 +395,9 @@ class ParityQueues:
         self,
         n_languages: int,
         rule: ParityRule,
+        rules: MergeRules,
         *,
         dev: Sequence[WordCounts] | None = None,
-        tie_break: str = "bytes",
-        max_token_length: int | None = None,
         base: BaseMerges | None = None,
     ) -> None:
         """`dev`: the dev set's words, one `WordCounts` per language (ignored with ratio targets:
@@ -404,7 +406,8 @@ class ParityQueues:
         self.rule = rule
         self.n_languages = n_languages
         has_global = rule.global_merges > 0
-        queues = [PairQueue(tie_break, max_token_length) for _ in range(n_languages + has_global)]
+        self.rules = rules
+        queues = [PairQueue(rules) for _ in range(n_languages + has_global)]
         if base is not None:
             for queue in queues:
                 queue.add_tokens(base.merges)
@@ -465,7 +468,7 @@ class ParityQueues:
             self._state = state._replace(log=log)
 
     @holds_interrupts
-    def next_merge(self, min_frequency: int = 1) -> tuple[np.ndarray, int] | None:
+    def next_merge(self) -> tuple[np.ndarray, int] | None:
         """The next merge (a, b, new id, count) and the language it serves (GLOBAL: a global merge),
         made in every queue; None when no language has a merge left."""
         state = self._state
@@ -474,7 +477,7 @@ class ParityQueues:
             raise ValueError(f"set_training_tokens was not called for language {missing}: the choice needs it")
         self._room(1)
         row, language = parity_next_merge(
-            self._queues, self._dev, self._state, self._tables, self._first_table, max(int(min_frequency), 1)
+            self._queues, self._dev, self._state, self._tables, self._first_table, max(int(self.rules.min_frequency), 1)
         )
         return None if language == _NONE else (row, int(language))
 
@@ -521,11 +524,9 @@ def learn_parity_merges(
     counts: Sequence[WordCounts],
     n_merges: int,
     rule: ParityRule,
+    rules: MergeRules,
     *,
     dev: Sequence[WordCounts] | None = None,
-    tie_break: str = "bytes",
-    min_frequency: int = 1,
-    max_token_length: int | None = None,
     threads: int = 1,
     base: BaseMerges | None = None,
     progress: ProgressCallback | None = None,
@@ -535,10 +536,10 @@ def learn_parity_merges(
     language (None: ratio targets, or training tokens, choose). The result's `languages` holds the
     language each merge served (GLOBAL = -1 for a global merge). `threads`: each language's words
     are split into that many slices by their stable hash (the Dask engine's buckets), the same
-    merges for any number. The other settings mean what they mean to `learn_merges`."""
+    merges for any number. `rules` mean what they mean to `learn_merges` (parity makes no superwords)."""
     for words in counts:
         words.check_limit()
-    queues = ParityQueues(len(counts), rule, dev=dev, tie_break=tie_break, max_token_length=max_token_length, base=base)
+    queues = ParityQueues(len(counts), rule, rules, dev=dev, base=base)
     start = time.perf_counter()
     slices = max(int(threads), 1)
     states: list = []
@@ -556,7 +557,7 @@ def learn_parity_merges(
     served: list[np.ndarray] = []
 
     def run_rounds(budget: int) -> tuple[np.ndarray, int]:
-        made = queues.lend(_parity_rounds, budget, max(int(min_frequency), 1))
+        made = queues.lend(_parity_rounds, budget, max(int(rules.min_frequency), 1))
         served.append(made[:, 4])
         return made[:, :4], len(made)
 

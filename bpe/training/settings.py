@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, field, fields, make_dataclass, replace
 
 from bpe.engine import TIE_BREAKS
-from bpe.engine.rules import SuperwordRules
+from bpe.engine.rules import MergeRules, SuperwordRules
 from bpe.errors import SettingsError
 from bpe.manifest import SettingsRecord
 from bpe.pretokenize import DEFAULT_PATTERN, PATTERNS, Pretokenizer, superword_regex
@@ -132,6 +132,11 @@ class _Settings:
         if self.stage != "superwords":
             return None
         return SuperwordRules(max_words=self.max_words, colon_space=self.colon_space)
+
+    @property
+    def merge_rules(self) -> MergeRules:
+        """The rules every engine merges by, built once from these settings."""
+        return MergeRules(self.tie_break, self.min_frequency, self.max_token_length, self.superword_rules)
 
     def subword_stage(self) -> Settings:
         """A superword run's first stage: ordinary BPE up to the transition."""

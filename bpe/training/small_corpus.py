@@ -12,7 +12,9 @@ greatest pair of token byte strings (first token, then second) or of ids; `max_t
 `tests/training/test_small_corpus.py` against it and the reference trainer; only `rounds` differs (one
 merge a round). The run never imports numba.
 
->>> learn_merges_small({b"aaab": 1, b"aab": 1}, n_merges=2).merges.tolist()
+>>> from bpe.engine.rules import MergeRules
+>>> rules = MergeRules(tie_break="bytes", min_frequency=1, max_token_length=None, superwords=None)
+>>> learn_merges_small({b"aaab": 1, b"aab": 1}, 2, rules).merges.tolist()
 [[97, 97], [256, 98]]
 """
 
@@ -26,6 +28,7 @@ from heapq import heapify, heappop, heappush
 import numpy as np
 
 from bpe.engine.merge_result import MergeResult
+from bpe.engine.rules import MergeRules
 
 # Inputs of up to this many bytes of text are counted with the `regex` module (about 7 MB/s), when
 # the user leaves `threads` to the engine, does not start from a base tokenizer, and trains neither
@@ -68,15 +71,17 @@ class _Descending:
 def learn_merges_small(
     words: Mapping[bytes, int],
     n_merges: int,
+    rules: MergeRules,
     *,
-    tie_break: str = "bytes",
-    min_frequency: int = 1,
-    max_token_length: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> MergeResult:
-    """Up to `n_merges` merges of byte-level BPE over `words` (word -> count), in pure Python: the
-    compiled engine's merges (`bpe.engine.merge.learn_merges`) for the same settings. `progress`
-    is called with 0 as the loop starts, then with the merges made since the last call."""
+    """Up to `n_merges` merges of byte-level BPE over `words` (word -> count) by `rules` (which
+    make no superwords here), in pure Python: the compiled engine's merges
+    (`bpe.engine.merge.learn_merges`) for the same rules. `progress` is called with 0 as the loop
+    starts, then with the merges made since the last call."""
+    if rules.superwords is not None:
+        raise ValueError("the small-corpus path makes no superwords")
+    tie_break, min_frequency, max_token_length = rules.tie_break, rules.min_frequency, rules.max_token_length
     started = time.perf_counter()
     tokens = [bytes([i]) for i in range(256)]
     by_bytes = tie_break == "bytes"

@@ -490,10 +490,8 @@ def train_locally(
                 per_language,
                 settings.n_merges(),
                 languages.parity,
+                settings.merge_rules,
                 dev=languages.dev,
-                tie_break=settings.tie_break,
-                min_frequency=settings.min_frequency,
-                max_token_length=settings.max_token_length,
                 threads=merge_threads,
                 base=base,
                 progress=_merge_progress(loop, settings.n_merges()),
@@ -502,12 +500,9 @@ def train_locally(
             merged = learn_merges(
                 counts,
                 settings.n_merges(),
-                tie_break=settings.tie_break,
-                min_frequency=settings.min_frequency,
+                settings.merge_rules,
                 progress=_merge_progress(loop, settings.n_merges()),
                 threads=merge_threads,
-                max_token_length=settings.max_token_length,
-                superwords=settings.superword_rules,
                 base=base,
                 release_counts=True,
                 on_index=lambda done, words: loop("index", done, words),
@@ -573,7 +568,6 @@ def _train_small(
         fingerprints = None
     t1 = time.perf_counter()
     compiled = merge_work(words) > SMALL_CORPUS_WORK
-    options = {"tie_break": settings.tie_break, "min_frequency": settings.min_frequency}
     ahead = compile_ahead(groups_for((), "local"), say).seconds if compiled else 0.0  # the loop on one thread
     with CompileWatch() as compiles:
         loop = PhaseClock(progress, compiling=lambda: compiles.seconds)
@@ -584,12 +578,10 @@ def _train_small(
 
             counts = WordCounts.from_dict(words)
             del words
-            merged = learn_merges(counts, settings.n_merges(), **options, progress=report,
-                                  max_token_length=settings.max_token_length)  # fmt: skip
+            merged = learn_merges(counts, settings.n_merges(), settings.merge_rules, progress=report)
             unique_words = len(counts)
         else:
-            merged = learn_merges_small(words, settings.n_merges(), **options, progress=report,
-                                        max_token_length=settings.max_token_length)  # fmt: skip
+            merged = learn_merges_small(words, settings.n_merges(), settings.merge_rules, progress=report)
             unique_words = len(words)
     merging = time.perf_counter() - t1 - ahead
     return TrainingRun(

@@ -90,7 +90,7 @@ def _pair_queue() -> None:
     pairs = [(ord(a), ord(b)) for a, b in ("wa", "ar", "rm", "th", "he", "ke")]
     keys = np.array([pack(a, b) for a, b in pairs], dtype=np.int64)
     for tie_break in ("bytes", "ids"):
-        queue = PairQueue(tie_break, max_token_length=8)
+        queue = PairQueue(_rules(tie_break, max_token_length=8))
         queue.add_tokens(np.array([[ord("a"), ord("b")]]))  # a base's merge made first
         queue.add(keys, np.array([5, 4, 3, 3, 2, 1], dtype=np.int64))
         for _ in range(2):
@@ -101,13 +101,20 @@ def _pair_queue() -> None:
         queue.any_pair_left()
 
 
+def _rules(tie_break: str, max_token_length: int | None = None):
+    """Merge rules for a tiny run that calls the kernels once (every count merges)."""
+    from bpe.engine.rules import MergeRules
+
+    return MergeRules(tie_break, 1, max_token_length, None)
+
+
 def _merge_loop() -> None:
     """The local merge loop on one thread, with both tie-breaks, until no pair is left."""
     from bpe.engine.merge import learn_merges
 
     for tie_break in ("bytes", "ids"):
-        learn_merges(_counts(), 8, tie_break=tie_break, threads=1)
-        learn_merges(_counts(), 10_000, tie_break=tie_break, threads=1)  # until no pair is left
+        learn_merges(_counts(), 8, _rules(tie_break), threads=1)
+        learn_merges(_counts(), 10_000, _rules(tie_break), threads=1)  # until no pair is left
 
 
 def _merge_threads() -> None:
@@ -115,7 +122,7 @@ def _merge_threads() -> None:
     from bpe.engine.merge import learn_merges
 
     for tie_break in ("bytes", "ids"):
-        learn_merges(_counts(), 8, tie_break=tie_break, threads=2)
+        learn_merges(_counts(), 8, _rules(tie_break), threads=2)
 
 
 def _replay() -> None:
@@ -125,8 +132,8 @@ def _replay() -> None:
 
     for tie_break in ("bytes", "ids"):
         for threads in (1, 2):
-            base = BaseMerges(learn_merges(_counts(), 4, tie_break=tie_break, threads=1).merges)
-            learn_merges(_counts(), 4, tie_break=tie_break, base=base, threads=threads)
+            base = BaseMerges(learn_merges(_counts(), 4, _rules(tie_break), threads=1).merges)
+            learn_merges(_counts(), 4, _rules(tie_break), base=base, threads=threads)
 
 
 def _parity() -> None:
@@ -137,9 +144,9 @@ def _parity() -> None:
     two = [_counts(), WordCounts.from_dict({b"bar": 2, b"rab": 1})]
     for tie_break in ("bytes", "ids"):
         rule = ParityRule(variant="base", global_merges=0, window=100, alpha=2.0, ratio=None)
-        learn_parity_merges(two, 6, rule, dev=two, tie_break=tie_break)
+        learn_parity_merges(two, 6, rule, _rules(tie_break), dev=two)
         rule = ParityRule(variant="window", global_merges=1, window=4, alpha=2.0, ratio=(1.0, 2.0))
-        learn_parity_merges(two, 6, rule, tie_break=tie_break, max_token_length=4)
+        learn_parity_merges(two, 6, rule, _rules(tie_break, max_token_length=4))
 
 
 @dataclass(frozen=True)

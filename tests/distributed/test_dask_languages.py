@@ -26,7 +26,7 @@ from bpe.languages.mixture import Mix, check_weighted_limit, weighted, weighted_
 from bpe.training.counting import count_words
 from bpe.training.plan import LanguagePlan
 from bpe.training.settings import Settings
-from tests.conftest import parity_rule, scale, write_parquet
+from tests.conftest import merge_rules, parity_rule, scale, write_parquet
 from tests.reference import reference_parity_run
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
@@ -173,7 +173,7 @@ def test_parity_on_dask_equals_the_local_engine_on_any_languages(
     run = train_on_dask(Settings(vocab_size=300, pattern="whitespace", **options), None, case["texts"],
                         client=cluster[1], languages=plan)  # fmt: skip
     counts = [count_words(t, "whitespace") for t in case["texts"]]
-    local = learn_parity_merges(counts, 300 - 256, case["rule"], dev=dev, **options)
+    local = learn_parity_merges(counts, 300 - 256, case["rule"], merge_rules(**options), dev=dev)
     assert run.merges.merges.tolist() == local.merges.tolist()
     assert run.merges.languages.tolist() == local.languages.tolist()
     assert run.merges.stop_reason == local.stop_reason
@@ -201,7 +201,9 @@ def test_a_worker_lost_during_a_parity_run_is_rebuilt_and_merges_stay_exact(clus
     run = train_on_dask(Settings(vocab_size=500, pattern="cl100k"), None, corpus["texts"], client=client,
                         progress=kill_once, log=log.append, call_timeout=20, checkpoint_seconds=0.05,
                         languages=plan)  # fmt: skip
-    local = learn_parity_merges([count_words(t, "cl100k") for t in corpus["texts"]], 500 - 256, rule, dev=dev)
+    local = learn_parity_merges(
+        [count_words(t, "cl100k") for t in corpus["texts"]], 500 - 256, rule, merge_rules(), dev=dev
+    )
     assert killed and run.merges.merges.tolist() == local.merges.tolist()
     assert run.merges.languages.tolist() == local.languages.tolist()
     assert run.engine["recoveries"] >= 1
@@ -229,9 +231,9 @@ def test_languages_summed_without_a_mixture_are_plain_bpe_on_all_the_text(cluste
     shared = [texts + ["shared words in every language"] * 5 for texts in corpus["texts"]]
     run, plan = on_dask(cluster[1], shared)
     together = count_words([t for texts in shared for t in texts], "cl100k")
-    assert run.merges.merges.tolist() == learn_merges(together, 500 - 256).merges.tolist()
+    assert run.merges.merges.tolist() == learn_merges(together, 500 - 256, merge_rules()).merges.tolist()
     assert run.unique_words == len(together) and [s.multiplier for s in plan.stats] == [1] * len(CODES)
-    assert np.array_equal(run.merges.counts, learn_merges(together, 500 - 256).counts)
+    assert np.array_equal(run.merges.counts, learn_merges(together, 500 - 256, merge_rules()).counts)
 
 
 def test_parity_serves_every_language_after_its_global_merges(cluster, corpus, dev):
@@ -252,7 +254,7 @@ def test_a_holder_of_several_buckets_answers_for_each_and_is_rebuilt_from_their_
     from bpe.engine.word_table import WordTable
 
     buckets = [c.split_by_hash(2)[1] for c in counts]
-    rows = learn_merges(WordCounts.combine(counts), 120).merges
+    rows = learn_merges(WordCounts.combine(counts), 120, merge_rules()).merges
     log = np.column_stack([rows, 256 + np.arange(len(rows))]).astype(np.int64)
     holder = BucketHolder(buckets, str(tmp_path), [1, 3, 5, 7], "secret")
     alone = [WordTable(b) for b in buckets]
@@ -357,7 +359,9 @@ def test_mixtures_and_parity_on_any_number_of_workers_give_the_local_engines_mer
         given = dev if by == "dev" else None
         run, plan = on_dask(cluster[1], corpus["texts"], mix=mix, parity=rule, dev=given, tie_break=tie_break)
         multipliers = [s.multiplier for s in plan.stats]
-        local = learn_parity_merges(weighted(counts, multipliers), 500 - 256, rule, dev=given, tie_break=tie_break)
+        local = learn_parity_merges(
+            weighted(counts, multipliers), 500 - 256, rule, merge_rules(tie_break=tie_break), dev=given
+        )
         where = f"{name}, {tie_break}, {workers} worker(s)"
         assert run.merges.merges.tolist() == local.merges.tolist(), where
         assert run.merges.languages.tolist() == local.languages.tolist(), where
@@ -374,7 +378,7 @@ def test_mixtures_and_parity_on_any_number_of_workers_give_the_local_engines_mer
         run, plan = on_dask(cluster[1], shards=shards, mix=mix, tie_break=tie_break)
         multipliers = [s.multiplier for s in plan.stats]
         summed = weighted_sum(counts, multipliers)
-        local = learn_merges(summed, 500 - 256, tie_break=tie_break)
+        local = learn_merges(summed, 500 - 256, merge_rules(tie_break=tie_break))
         assert run.merges.merges.tolist() == local.merges.tolist(), f"{mix}, {tie_break}, {workers} worker(s)"
         assert run.merges.languages is None and run.unique_words == len(summed)
         assert run.engine["word_buckets"] == workers

@@ -33,7 +33,7 @@ from bpe.engine.word_table import WordTable
 from bpe.formats.files import MAX_FILE_BYTES
 from bpe.pretokenize import NAMED_PATTERNS
 from bpe.training.long_tokens import LONG_TOKEN_BYTES, LongTokensWarning
-from tests.conftest import stdlib_paragraphs
+from tests.conftest import merge_rules, ruled, stdlib_paragraphs
 from tests.reference import merge_ids, train_reference
 
 # Few symbols (ties, multi-byte characters) and runs of one of them (pairs (a, a), "a a a").
@@ -54,7 +54,8 @@ def long_words_from(tokens: int):
 
 
 def merges_of(counts: dict[bytes, int], n: int, **options) -> list[tuple[int, int]]:
-    return [tuple(pair) for pair in learn_merges(WordCounts.from_dict(counts), n, **options).merges.tolist()]
+    rules, options = ruled(options)
+    return [tuple(pair) for pair in learn_merges(WordCounts.from_dict(counts), n, rules, **options).merges.tolist()]
 
 
 def random_letters(n: int, seed: int = 0) -> str:
@@ -89,10 +90,10 @@ def test_long_words_after_a_base_tokenizer_give_the_reference_merges(counts, k, 
     """Replayed words (a base's merges applied first) are long or not by their tokens then."""
     base = train_reference(counts, k, tie_break)
     with long_words_from(3):
+        replayed = BaseMerges(np.array(base).reshape(-1, 2))
         made = learn_merges(
-            WordCounts.from_dict(counts), n, base=BaseMerges(np.array(base).reshape(-1, 2)), tie_break=tie_break,
-            threads=threads,
-        )  # fmt: skip
+            WordCounts.from_dict(counts), n, merge_rules(tie_break=tie_break), base=replayed, threads=threads
+        )
     assert base + [tuple(pair) for pair in made.merges.tolist()] == train_reference(counts, k + n, tie_break)
 
 
@@ -182,7 +183,7 @@ def test_slices_with_long_words_restored_from_a_checkpoint_carry_on_exactly():
     counts = WordCounts.from_dict(
         {random_letters(3000, seed=k).encode(): k + 1 for k in range(4)} | {b" " * 2500: 2, b"the": 9}
     )
-    merges = learn_merges(counts, 300).merges
+    merges = learn_merges(counts, 300, merge_rules()).merges
     rows = np.column_stack([merges, 256 + np.arange(len(merges))]).astype(np.int64)
     one = WordTable(counts)
     one.take_deltas()

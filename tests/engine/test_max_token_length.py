@@ -17,7 +17,7 @@ from bpe.engine.count import WordCounts
 from bpe.engine.merge import learn_merges
 from bpe.errors import SettingsError
 from bpe.training.counting import count_words
-from tests.conftest import stdlib_paragraphs
+from tests.conftest import merge_rules, ruled, stdlib_paragraphs
 from tests.reference import train_reference
 
 # As in tests/engine/test_merge.py: few symbols (many ties, multi-byte characters), and long runs (pairs (a, a)).
@@ -31,7 +31,8 @@ N_MERGES = 200
 
 
 def merges_of(counts: dict[bytes, int], n: int, **kwargs) -> list[tuple[int, int]]:
-    return [tuple(p) for p in learn_merges(WordCounts.from_dict(counts), n, **kwargs).merges.tolist()]
+    rules, kwargs = ruled(kwargs)
+    return [tuple(p) for p in learn_merges(WordCounts.from_dict(counts), n, rules, **kwargs).merges.tolist()]
 
 
 @settings(max_examples=300, deadline=None)
@@ -96,9 +97,9 @@ def test_no_token_is_longer_than_the_limit_and_the_limit_changes_the_merges():
 
 
 def test_a_limit_that_leaves_only_long_pairs_stops_with_its_own_reason(capsys, tmp_path):
-    result = learn_merges(WordCounts.from_dict({b"abcd": 5}), 10, max_token_length=2)
+    result = learn_merges(WordCounts.from_dict({b"abcd": 5}), 10, merge_rules(max_token_length=2))
     assert result.merges.tolist() == [[99, 100], [97, 98]] and result.stop_reason == "max_token_length"
-    assert learn_merges(WordCounts.from_dict({b"ab": 5}), 10, max_token_length=2).stop_reason == "no_pairs"
+    assert learn_merges(WordCounts.from_dict({b"ab": 5}), 10, merge_rules(max_token_length=2)).stop_reason == "no_pairs"
     path = tmp_path / "t.txt"
     path.write_text("abcd " * 5)
     assert (

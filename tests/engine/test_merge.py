@@ -15,6 +15,7 @@ from bpe.engine.word_slices import ThreadedWordTable
 from bpe.engine.word_table import WordTable
 from bpe.errors import InputError
 from bpe.training.counting import count_words
+from tests.conftest import merge_rules, ruled
 from tests.reference import merge_ids, train_reference
 
 # Words over few symbols give many equal counts (ties) and long runs like "aaaa".
@@ -25,7 +26,8 @@ corpora = st.dictionaries(st.one_of(word, single_byte), st.integers(1, 6), max_s
 
 
 def merges_of(counts: dict[bytes, int], n: int, **kwargs) -> list[tuple[int, int]]:
-    result = learn_merges(WordCounts.from_dict(counts), n, **kwargs)
+    rules, kwargs = ruled(kwargs)
+    result = learn_merges(WordCounts.from_dict(counts), n, rules, **kwargs)
     return [tuple(p) for p in result.merges.tolist()]
 
 
@@ -75,7 +77,7 @@ def test_threaded_words_restored_from_a_checkpoint_carry_on_exactly(corpus_rows)
     threads (`from_words`, as a Dask bucket holder restores its checkpoint) give the same deltas as
     one table all along."""
     counts = count_words(corpus_rows[:800], "cl100k")
-    merges = learn_merges(counts, 400).merges
+    merges = learn_merges(counts, 400, merge_rules()).merges
     rows = np.column_stack([merges, 256 + np.arange(len(merges))]).astype(np.int64)
     one = WordTable(counts)
     one.take_deltas()
@@ -109,7 +111,7 @@ def test_a_round_ends_after_a_pair_of_equal_tokens():
 
 
 def test_empty_input_gives_no_merges():
-    result = learn_merges(WordCounts.empty(), 10)
+    result = learn_merges(WordCounts.empty(), 10, merge_rules())
     assert len(result) == 0 and result.stop_reason == "no_pairs"
 
 
@@ -132,8 +134,8 @@ def test_the_merge_loop_on_threads_learns_what_one_thread_does(corpus_rows, thre
     if "small" in waits:
         monkeypatch.setattr(spin_rounds, "CHUNK", 7)
     counts = count_words(corpus_rows[:3000], "cl100k")
-    one = learn_merges(counts, 3000)
-    several = learn_merges(counts, 3000, threads=threads)
+    one = learn_merges(counts, 3000, merge_rules())
+    several = learn_merges(counts, 3000, merge_rules(), threads=threads)
     assert len(one) == 3000
     assert np.array_equal(several.merges, one.merges) and np.array_equal(several.counts, one.counts)
     assert several.tokens_after == one.tokens_after and several.stop_reason == one.stop_reason
@@ -156,7 +158,7 @@ def test_bytes_and_ids_tie_breaks_differ_when_token_ids_disagree_with_bytes():
 
 
 def test_min_frequency_stops_early():
-    result = learn_merges(WordCounts.from_dict({b"ab": 5, b"cd": 2}), 10, min_frequency=3)
+    result = learn_merges(WordCounts.from_dict({b"ab": 5, b"cd": 2}), 10, merge_rules(min_frequency=3))
     assert result.merges.tolist() == [[97, 98]] and result.stop_reason == "min_frequency"
 
 
@@ -182,14 +184,14 @@ def test_released_counts_are_emptied_and_the_merges_are_the_same(corpus_rows, th
     """`release_counts=True` (what a training run asks, to free the words during the loop) empties
     the counts once the word tables hold them, and changes no merge."""
     kept, released = count_words(corpus_rows[:300], "cl100k"), count_words(corpus_rows[:300], "cl100k")
-    expected = learn_merges(kept, 200, threads=threads)
-    result = learn_merges(released, 200, threads=threads, release_counts=True)
+    expected = learn_merges(kept, 200, merge_rules(), threads=threads)
+    result = learn_merges(released, 200, merge_rules(), threads=threads, release_counts=True)
     assert result.merges.tolist() == expected.merges.tolist() and len(kept) > 0
     assert len(released) == 0 and len(released.data) == 0
 
 
 def test_running_out_of_pairs_stops_with_a_reason():
-    result = learn_merges(WordCounts.from_dict({b"abc": 1}), 10)
+    result = learn_merges(WordCounts.from_dict({b"abc": 1}), 10, merge_rules())
     assert len(result) == 2 and result.stop_reason == "no_pairs"
 
 
@@ -218,7 +220,7 @@ def test_overlapping_runs_merge_left_to_right():
 
 
 def test_queue_refuses_deltas_that_do_not_match():
-    queue = PairQueue()
+    queue = PairQueue(merge_rules())
     queue.add(np.array([pack(1, 2)]), np.array([3]))
     with pytest.raises(ValueError, match="negative"):
         queue.add(np.array([pack(1, 2)]), np.array([-4]))
@@ -247,7 +249,7 @@ def tokens_after(counts: dict[bytes, int], merges: list[tuple[int, int]]) -> int
 @pytest.mark.parametrize("tie_break", ["bytes", "ids"])
 def test_counts_past_32_bits_give_the_reference_merges_and_exact_counts(counts, threads, tie_break):
     expected = train_reference(counts, 10, tie_break)
-    result = learn_merges(WordCounts.from_dict(counts), 10, tie_break=tie_break, threads=threads)
+    result = learn_merges(WordCounts.from_dict(counts), 10, merge_rules(tie_break=tie_break), threads=threads)
     assert [tuple(p) for p in result.merges.tolist()] == expected
     first = expected[0]
     assert result.counts[0] == sum(c * list(zip(w, w[1:])).count(first) for w, c in counts.items()) > 2**32
@@ -262,14 +264,14 @@ def test_counts_past_32_bits_give_the_reference_merges_and_exact_counts(counts, 
 def test_counts_past_what_int64_holds_are_refused_in_one_line(counts):
     """A count that wrapped negative would silently change the merges: refused, never wrapped."""
     with pytest.raises(InputError) as raised:
-        learn_merges(WordCounts.from_dict(counts), 10)
+        learn_merges(WordCounts.from_dict(counts), 10, merge_rules())
     message = str(raised.value)
     assert message.startswith("word counts: ") and "int64" in message and "\n" not in message, message
 
 
 def test_a_negative_word_count_is_refused():
     with pytest.raises(InputError, match=r"^word counts: word b'ab' has count -3, below 0$"):
-        learn_merges(WordCounts.from_dict({b"cd": 2, b"ab": -3}), 10)
+        learn_merges(WordCounts.from_dict({b"cd": 2, b"ab": -3}), 10, merge_rules())
 
 
 def test_the_dask_engines_pair_counts_past_the_limit_are_refused():

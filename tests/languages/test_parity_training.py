@@ -21,7 +21,7 @@ from bpe.engine.replay import BaseMerges
 from bpe.engine.word_table import WordTable
 from bpe.errors import SettingsError
 from bpe.training.trainer import train
-from tests.conftest import parity_rule
+from tests.conftest import merge_rules, parity_rule
 from tests.reference import merge_ids, reference_parity_run, train_reference
 
 # Words over few symbols: many equal counts (ties between pairs and between languages), long runs.
@@ -57,10 +57,10 @@ def learnt(run: dict, n_merges: int, threads: int = 1, base: list[tuple[int, int
         [WordCounts.from_dict(w) for w in run["languages"]],
         n_merges,
         rule,
+        merge_rules(**options),
         dev=None if run["dev"] is None else [WordCounts.from_dict(w) for w in run["dev"]],
         threads=threads,
         base=BaseMerges(np.array(base, dtype=np.int64).reshape(-1, 2)) if base else None,
-        **options,
     )
 
 
@@ -104,9 +104,12 @@ def test_a_driver_of_parity_queues_makes_the_references_merges(run, n_merges, bu
     queues = ParityQueues(
         len(run["languages"]),
         rule,
+        merge_rules(
+            tie_break=options["tie_break"],
+            min_frequency=options["min_frequency"],
+            max_token_length=options["max_token_length"],
+        ),
         dev=None if run["dev"] is None else [WordCounts.from_dict(w) for w in run["dev"]],
-        tie_break=options["tie_break"],
-        max_token_length=options["max_token_length"],
     )
     held: list[tuple[int, WordTable]] = []
     for language, counts in enumerate(run["languages"]):
@@ -119,7 +122,7 @@ def test_a_driver_of_parity_queues_makes_the_references_merges(run, n_merges, bu
         queues.set_training_tokens(language, sum(table.token_count() for table in tables))
         held += [(language, table) for table in tables]
     merges, served = [], []
-    while len(merges) < n_merges and (chosen := queues.next_merge(options["min_frequency"])) is not None:
+    while len(merges) < n_merges and (chosen := queues.next_merge()) is not None:
         row, language = chosen
         for bucket_language, table in held:
             table.apply(row[None, :3])
@@ -148,29 +151,34 @@ def test_tokens_after_stop_reasons_and_progress():
     languages = [{b"aab": 4, b"ab": 3}, {b"ccd": 5, b"c": 1}, {b"x": 2}]
     counts = [WordCounts.from_dict(w) for w in languages]
     calls: list[int] = []
-    result = learn_parity_merges(counts, 3, parity_rule(), dev=counts, progress=calls.append)
+    result = learn_parity_merges(counts, 3, parity_rule(), merge_rules(), dev=counts, progress=calls.append)
     assert calls == [0, 3] and result.stop_reason == "vocab_size"
     merges = [tuple(p) for p in result.merges.tolist()]
     assert result.tokens_after == sum(tokens_of(w, merges) for w in languages)
-    everything = learn_parity_merges(counts, 50, parity_rule(), dev=counts)
+    everything = learn_parity_merges(counts, 50, parity_rule(), merge_rules(), dev=counts)
     assert everything.stop_reason == "no_pairs" and len(everything) == 4  # aa, aab, cc, ccd or the like
-    assert learn_parity_merges(counts, 50, parity_rule(), min_frequency=5).stop_reason == "min_frequency"
-    assert learn_parity_merges(counts, 50, parity_rule(), max_token_length=2).stop_reason == "max_token_length"
+    assert learn_parity_merges(counts, 50, parity_rule(), merge_rules(min_frequency=5)).stop_reason == "min_frequency"
+    assert (
+        learn_parity_merges(counts, 50, parity_rule(), merge_rules(max_token_length=2)).stop_reason
+        == "max_token_length"
+    )
 
 
 def test_the_global_phase_merges_the_summed_counts():
     """With global merges only, parity-aware merges are plain BPE on the languages' summed words."""
     languages = [{b"hello world": 3, b"low": 2}, {b"lower": 4, b"hell": 1}, {b"world": 2}]
     counts = [WordCounts.from_dict(w) for w in languages]
-    result = learn_parity_merges(counts, 12, parity_rule(global_merges=12))
-    plain = learn_merges(WordCounts.combine(counts), 12)
+    result = learn_parity_merges(counts, 12, parity_rule(global_merges=12), merge_rules())
+    plain = learn_merges(WordCounts.combine(counts), 12, merge_rules())
     assert result.merges.tolist() == plain.merges.tolist() and set(result.languages.tolist()) == {GLOBAL}
 
 
 def test_parity_merges_ease_the_longest_language():
     """The language whose dev text is longest in tokens is served until it is no longer the longest."""
     counts = [WordCounts.from_dict({b"abab abab": 10}), WordCounts.from_dict({b"cdcdcdcd": 1})]
-    result = learn_parity_merges(counts, 3, parity_rule(), dev=[counts[0], WordCounts.from_dict({b"cdcdcdcd": 40})])
+    result = learn_parity_merges(
+        counts, 3, parity_rule(), merge_rules(), dev=[counts[0], WordCounts.from_dict({b"cdcdcdcd": 40})]
+    )
     assert result.languages.tolist() == [1, 1, 0]  # language 1's 320 dev tokens, then 160, then 80 < 90
 
 
@@ -188,9 +196,11 @@ def test_a_parity_setting_the_engine_cannot_follow_is_refused_by_the_schema_in_o
 
 def test_a_rule_that_does_not_fit_its_languages_is_a_programming_error():
     with pytest.raises(ValueError, match="2 languages has dev text for 1"):
-        learn_parity_merges([WordCounts.from_dict({b"ab": 1})] * 2, 5, parity_rule(), dev=[WordCounts.empty()])
+        learn_parity_merges(
+            [WordCounts.from_dict({b"ab": 1})] * 2, 5, parity_rule(), merge_rules(), dev=[WordCounts.empty()]
+        )
     with pytest.raises(ValueError, match="2 languages has 1 ratios"):
-        learn_parity_merges([WordCounts.from_dict({b"ab": 1})] * 2, 5, parity_rule(ratio=(1.0,)))
+        learn_parity_merges([WordCounts.from_dict({b"ab": 1})] * 2, 5, parity_rule(ratio=(1.0,)), merge_rules())
 
 
 def test_superwords_are_refused_naming_both_settings():
@@ -222,7 +232,7 @@ def test_ctrl_c_stops_parity_merges_cleanly():
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
-            learn_parity_merges(languages, 10**6, parity_rule(), dev=languages, progress=progress)
+            learn_parity_merges(languages, 10**6, parity_rule(), merge_rules(), dev=languages, progress=progress)
     finally:
         signal.signal(signal.SIGINT, previous)
     assert made[0] == 0 and sum(made) < 10**6

@@ -19,7 +19,7 @@ from bpe.engine.merge import learn_merges
 from bpe.engine.replay import BaseMerges
 from bpe.errors import ExportError, SettingsError
 from bpe.training.counting import count_words
-from tests.conftest import GPT2, shared_corpus, stdlib_paragraphs
+from tests.conftest import GPT2, ruled, shared_corpus, stdlib_paragraphs
 from tests.reference import train_reference
 
 # Few symbols (many ties, multi-byte characters, runs of one byte): as in tests/engine/test_merge.py.
@@ -44,7 +44,10 @@ def any_merges(draw) -> list[tuple[int, int]]:
 
 def extend(counts: dict[bytes, int], base: list[tuple[int, int]], n: int, **options) -> list[tuple[int, int]]:
     """The base's merges, then `n` more learnt by the local engine after replaying them."""
-    made = learn_merges(WordCounts.from_dict(counts), n, base=BaseMerges(np.array(base).reshape(-1, 2)), **options)
+    rules, options = ruled(options)
+    made = learn_merges(
+        WordCounts.from_dict(counts), n, rules, base=BaseMerges(np.array(base).reshape(-1, 2)), **options
+    )
     return base + [tuple(pair) for pair in made.merges.tolist()]
 
 

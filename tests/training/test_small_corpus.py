@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe.training.small_corpus import SMALL_CORPUS_BYTES, learn_merges_small
+from tests.conftest import merge_rules
 from tests.reference import train_reference
 
 # Few distinct bytes, so that pairs repeat, tie and overlap ("aaa"), and multi-byte characters.
@@ -26,7 +27,7 @@ tie_breaks = st.sampled_from(["bytes", "ids"])
 @given(words, st.integers(0, 60), tie_breaks, st.integers(1, 4), st.one_of(st.none(), st.integers(2, 6)))
 def test_small_corpus_merges_are_the_reference_merges(counts, n, tie_break, min_frequency, max_token_length):
     got = learn_merges_small(
-        counts, n, tie_break=tie_break, min_frequency=min_frequency, max_token_length=max_token_length
+        counts, n, merge_rules(tie_break=tie_break, min_frequency=min_frequency, max_token_length=max_token_length)
     )
     want = train_reference(counts, n, tie_break, min_frequency=min_frequency, max_token_length=max_token_length)
     assert [tuple(m) for m in got.merges.tolist()] == want
@@ -40,8 +41,8 @@ def test_small_corpus_result_is_the_compiled_engines(counts, n, tie_break, min_f
     from bpe.engine.merge import learn_merges
 
     options = {"tie_break": tie_break, "min_frequency": min_frequency, "max_token_length": max_token_length}
-    small = learn_merges_small(counts, n, **options)
-    compiled = learn_merges(WordCounts.from_dict(counts), n, **options)
+    small = learn_merges_small(counts, n, merge_rules(**options))
+    compiled = learn_merges(WordCounts.from_dict(counts), n, merge_rules(**options))
     assert small.merges.tolist() == compiled.merges.tolist()
     assert small.counts.tolist() == compiled.counts.tolist()
     assert (small.stop_reason, small.tokens_after) == (compiled.stop_reason, compiled.tokens_after)
@@ -53,7 +54,7 @@ def test_progress_reports_every_merge_once():
     rng = random.Random(0)
     counts = {bytes(rng.randrange(97, 123) for _ in range(30)): rng.randrange(1, 9) for _ in range(300)}
     calls: list[int] = []
-    result = learn_merges_small(counts, 3000, progress=calls.append)
+    result = learn_merges_small(counts, 3000, merge_rules(), progress=calls.append)
     assert calls[0] == 0 and sum(calls) == len(result) > 1024
 
 

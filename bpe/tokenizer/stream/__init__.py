@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from bpe.engine.errors import Spelling
 from bpe.errors import SettingsError
 from bpe.tokenizer.stream.encoder import Encoded, ahead, encode_texts
-from bpe.tokenizer.stream.names import Names
 from bpe.tokenizer.stream.reader import BATCH_BYTES, Inputs, find_shards, read_texts
 from bpe.tokenizer.stream.writers import (
     OUTPUT_FORMATS,
@@ -45,7 +45,7 @@ from bpe.tokenizer.stream.writers import (
 if TYPE_CHECKING:
     from bpe.tokenizer import Tokenizer
 
-__all__ = ["OUTPUT_FORMATS", "Inputs", "Names", "Summary", "encode_inputs"]
+__all__ = ["OUTPUT_FORMATS", "Inputs", "Summary", "encode_inputs"]
 
 
 @dataclass
@@ -144,7 +144,7 @@ def encode_inputs(
     special_as_text: bool = False,
     progress: bool = True,
     batch_bytes: int | None = None,
-    names: Names = Names(),
+    names: Spelling = Spelling(),
 ) -> Summary:
     """Encode the inputs into `out` (stdout when None) as `format` (one of OUTPUT_FORMATS; by
     default the one `out`'s suffix names, else txt); see the module's docstring. Errors name the

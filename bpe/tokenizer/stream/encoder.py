@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
+from bpe.engine.errors import Spelling
 from bpe.errors import SpecialTokenError
-from bpe.tokenizer.stream.names import Names
 from bpe.tokenizer.stream.reader import Batch
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def encode_texts(
     special_as_text: bool,
     eot: int | None,
     allow_special: bool = False,
-    names: Names = Names(),
+    names: Spelling = Spelling(),
 ) -> Iterator[Encoded]:
     """Each batch encoded on `num_threads` threads, its pieces of one document joined, and `eot`
     (an id, or None) appended after each document that ends in it. A special token's text in a

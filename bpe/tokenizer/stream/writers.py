@@ -16,9 +16,9 @@ from typing import IO, BinaryIO
 
 import numpy as np
 
+from bpe.engine.errors import Spelling
 from bpe.errors import SettingsError
 from bpe.storage import StagedFile
-from bpe.tokenizer.stream.names import Names
 
 OUTPUT_FORMATS = ("txt", "jsonl", "npy", "bin")
 SUFFIX_FORMATS = {".npy": "npy", ".bin": "bin", ".jsonl": "jsonl", ".ndjson": "jsonl"}
@@ -26,7 +26,7 @@ TEXT_IDS = 1 << 16  # ids turned into text at a time
 NPY_HEADER_BYTES = 128  # room kept for the .npy header, written last: it holds the length
 
 
-def output_format(requested: str | None, out: str | None, names: Names = Names()) -> str:
+def output_format(requested: str | None, out: str | None, names: Spelling = Spelling()) -> str:
     """`format`, or the one `out`'s suffix names (.npy, .bin, .jsonl), else txt."""
     if requested is not None:
         if requested not in OUTPUT_FORMATS:
@@ -38,7 +38,7 @@ def output_format(requested: str | None, out: str | None, names: Names = Names()
     return SUFFIX_FORMATS.get(os.path.splitext(out or "")[1].lower(), "txt")
 
 
-def check_distinct(out: str | None, offsets: str | None, names: Names = Names()) -> None:
+def check_distinct(out: str | None, offsets: str | None, names: Spelling = Spelling()) -> None:
     """Refuse `out` and `offsets` naming one file (`ids.npy`, `./ids.npy`, through a symlinked
     directory): each would be written over the other. Checked before anything is written."""
     if out is not None and offsets is not None and _replaced(out) == _replaced(offsets):
