@@ -115,6 +115,8 @@ class Holders:
         self.recoveries = 0
         self.wait_seconds = 0.0  # time the driver spent sending rounds and waiting for deltas
         self.base: BaseMerges | None = None  # a base tokenizer's merges, replayed by every holder first
+        self.checkpoint_seconds = 0.0  # between checkpoints in the loop (0: none); set by `start_rounds`
+        self._last_look = self._last_checkpoint = 0.0
 
     def start(self, bucket_futures: list, groups: list[list[int]] | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
         """Start a holder per group of buckets (`groups`, bucket indices; one per bucket without),
@@ -167,11 +169,34 @@ class Holders:
             self.info.append(info)
         return arrays
 
+    def start_rounds(self, checkpoint_seconds: float) -> None:
+        """The merge loop starts: from now on `after_round` checkpoints every `checkpoint_seconds`."""
+        self.checkpoint_seconds = checkpoint_seconds
+        self._last_look = self._last_checkpoint = time.monotonic()
+
     def round(self, merges: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
         """Send a round to every holder and collect each bucket's deltas (in bucket order),
-        rebuilding holders that are lost."""
+        rebuilding holders that are lost; the time it takes counts as waiting for the buckets."""
+        sent = time.perf_counter()
         flat = np.ascontiguousarray(merges[:, :3], dtype=np.int64).ravel()
-        return self._by_bucket(self._ask_all(b"MRGE", "a round", flat))
+        replies = self._by_bucket(self._ask_all(b"MRGE", "a round", flat))
+        self.wait_seconds += time.perf_counter() - sent
+        return replies
+
+    def after_round(self) -> None:
+        """The loop's upkeep between rounds: a look at the scheduler at most once a second, and a
+        checkpoint of every holder when `checkpoint_seconds` have passed since the last."""
+        now = time.monotonic()
+        if now - self._last_look > 1.0:
+            check_scheduler(self.client)
+            self._last_look = now
+        if self.checkpoint_seconds and now - self._last_checkpoint > self.checkpoint_seconds:
+            self.checkpoint()
+            self._last_checkpoint = time.monotonic()
+
+    def end_rounds(self) -> None:
+        """The loop ended: a run the scheduler did not live through is not trusted."""
+        check_scheduler(self.client, ping=True)
 
     def checkpoint(self) -> None:
         """Have every holder write a checkpoint; a holder found lost is rebuilt and asked again."""
@@ -337,30 +362,22 @@ def merge_on_dask(
 
     holders.merge_log = merge_log  # what a rebuilt holder replays (rounds sent and answered so far)
     done = rounds = 0
-    last_check = last_checkpoint = time.monotonic()
+    holders.start_rounds(checkpoint_seconds)
     if progress is not None:
         progress("merge", 0, n_merges)  # the loop starts: its progress and its rate are timed from here
     while done < n_merges:
         batch = queue.next_round(n_merges - done)
         if not len(batch):
             break
-        sent = time.perf_counter()
         replies = holders.round(batch)
-        holders.wait_seconds += time.perf_counter() - sent
         queue.add(np.concatenate([k for k, _ in replies]), np.concatenate([d for _, d in replies]))
         batches.append(batch)
         done += len(batch)
         rounds += 1
         if progress is not None:
             progress("merge", done, n_merges)
-        now = time.monotonic()
-        if now - last_check > 1.0:
-            check_scheduler(holders.client)
-            last_check = now
-        if checkpoint_seconds and now - last_checkpoint > checkpoint_seconds:
-            holders.checkpoint()
-            last_checkpoint = time.monotonic()
-    check_scheduler(holders.client, ping=True)  # a run the scheduler did not live through is not trusted
+        holders.after_round()
+    holders.end_rounds()
     reason = stop_reason(queue, done, n_merges, rules.min_frequency)
     return finish(batches, rounds, reason, started, first_id(holders.base))
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bpe.distributed.client import check_scheduler
 from bpe.engine.count import WordCounts, check_pair_counts
 from bpe.engine.merge import MergeResult, finish, first_id
 from bpe.engine.parity import ParityQueues, ParityRule
@@ -78,7 +77,7 @@ def merge_parity_on_dask(
     rows: list[np.ndarray] = []
     served: list[int] = []
     holders.merge_log = lambda: np.array(rows, np.int64).reshape(-1, 4)[:, :3]  # what a rebuilt holder replays
-    last_check = last_checkpoint = time.monotonic()
+    holders.start_rounds(checkpoint_seconds)
     if progress is not None:
         progress("merge", 0, n_merges)  # the loop starts: its progress and its rate are timed from here
     while len(rows) < n_merges:
@@ -86,22 +85,14 @@ def merge_parity_on_dask(
         if chosen is None:
             break
         row, language = chosen
-        sent = time.perf_counter()
         replies = holders.round(np.asarray(row, np.int64).reshape(1, -1))
-        holders.wait_seconds += time.perf_counter() - sent
         add(replies)
         rows.append(np.asarray(row, np.int64))
         served.append(language)
         if progress is not None:
             progress("merge", len(rows), n_merges)
-        now = time.monotonic()
-        if now - last_check > 1.0:
-            check_scheduler(holders.client)
-            last_check = now
-        if checkpoint_seconds and now - last_checkpoint > checkpoint_seconds:
-            holders.checkpoint()
-            last_checkpoint = time.monotonic()
-    check_scheduler(holders.client, ping=True)  # a run the scheduler did not live through is not trusted
+        holders.after_round()
+    holders.end_rounds()
     reason = queues.stop_reason(len(rows), n_merges)
     batches = [np.array(rows, np.int64).reshape(-1, 4)]
     result = finish(batches, len(rows), reason, started, first_id(holders.base))

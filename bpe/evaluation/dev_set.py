@@ -20,12 +20,11 @@ import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from bpe import storage
 from bpe.errors import InputError, SettingsError
 from bpe.inputs.plain_text import BOM
-from bpe.languages.codes import CODE, language_of
+from bpe.languages.codes import CODE, entries, language_of
 
 SUFFIXES = (".txt", ".parquet")
 # How a dev set's file is opened: a regular file (or a link to one), of any size, read in blocks.
@@ -198,16 +197,9 @@ def language_files(location: str, setting: str | None = None) -> dict[str, str]:
             return InputError(f"{location}: {what}")
         return SettingsError(lambda s: f"{s(setting)}: {location}: {what}", parameter=setting)
 
-    remote = storage.is_remote(location)
-    if remote:
-        with storage.naming_url(location):
-            names = storage.listing(location)
-    else:
-        local = Path(storage.local_path(location))
-        if not local.is_dir():
-            what = "not a directory" if local.exists() else "no such directory"
-            raise refuse(f"{what} (a dev set is a directory of <code>.txt or <code>.parquet files)")
-        names = sorted(p.name for p in local.iterdir())
+    names = entries(
+        location, lambda what: refuse(f"{what} (a dev set is a directory of <code>.txt or <code>.parquet files)")
+    )
     files: dict[str, str] = {}
     for name in names:
         stem, suffix = os.path.splitext(name)

@@ -97,17 +97,10 @@ def languages_in(directory: str, name: str = "lang_dir") -> dict[str, list[str]]
     Errors name the setting `name`, spelt as the caller spells it."""
     from bpe import storage
 
-    if storage.is_remote(directory):
-        with storage.naming_url(directory):
-            names = storage.listing(directory)
-    else:
-        local = storage.local_path(directory)
-        if not os.path.isdir(local):
-            what = "not a directory" if os.path.exists(local) else "no such directory"
-            raise language_error(
-                name, f"{directory}: {what} (expected a directory holding a file or folder per language)"
-            )
-        names = sorted(os.listdir(local))
+    def refuse(what: str) -> Exception:
+        return language_error(name, f"{directory}: {what} (expected a directory holding a file or folder per language)")
+
+    names = entries(directory, refuse)
     found: dict[str, str] = {}
     for entry in names:
         code = language_of(entry)
@@ -123,3 +116,18 @@ def languages_in(directory: str, name: str = "lang_dir") -> dict[str, list[str]]
             name, f"{directory}: holds no file or folder named by a language code (eng.txt, hin.parquet, tel/)"
         )
     return {code: [storage.join(directory, entry)] for code, entry in sorted(found.items())}
+
+
+def entries(location: str, refuse: Callable[[str], Exception]) -> list[str]:
+    """The names directly in a directory of text by language (a path or an object store URL),
+    sorted; what is not a directory raises `refuse("not a directory")` (or "no such directory").
+    The one scanner of training text by language (`languages_in`) and of dev sets."""
+    from bpe import storage
+
+    if storage.is_remote(location):
+        with storage.naming_url(location):
+            return sorted(storage.listing(location))
+    local = storage.local_path(location)
+    if not os.path.isdir(local):
+        raise refuse("not a directory" if os.path.exists(local) else "no such directory")
+    return sorted(os.listdir(local))
