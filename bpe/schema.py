@@ -23,6 +23,7 @@ Plain Python (dataclasses), so that `import bpe` and `bpe --help` stay light.
 from __future__ import annotations
 
 import enum
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -163,7 +164,7 @@ def choice(options: Sequence[str]) -> Choice:
 
 @dataclass(frozen=True)
 class Number(Check):
-    """A number above `above` or from `least`, and at most `most` or below `below`."""
+    """A finite number above `above` or from `least`, and at most `most` or below `below`."""
 
     above: float | None = None
     least: float | None = None
@@ -171,7 +172,8 @@ class Number(Check):
     below: float | None = None
 
     def fault(self, value: Any) -> tuple[str, bool] | None:
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        number = number and (isinstance(value, int) or math.isfinite(value))  # an int of any size is finite
         within = number and all(
             (
                 self.above is None or value > self.above,

@@ -184,7 +184,13 @@ def test_parity_merges_ease_the_longest_language():
 
 @pytest.mark.parametrize(
     "setting, value",
-    [("parity_variant", "sliding"), ("parity_window", 0), ("parity_alpha", float("nan")), ("global_merges", -1)],
+    [
+        ("parity_variant", "sliding"),
+        ("parity_window", 0),
+        ("parity_alpha", float("nan")),
+        ("parity_alpha", float("inf")),
+        ("global_merges", -1),
+    ],
 )
 def test_a_parity_setting_the_engine_cannot_follow_is_refused_by_the_schema_in_one_line(setting, value):
     """The schema checks the parity settings where they are given; the engine does not check
