@@ -274,3 +274,20 @@ def test_no_engine_checks_a_merge_rule_or_parity_setting_with_a_message_of_its_o
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Raise) and (found := own_check.search(ast.unparse(node))):
                 raise AssertionError(f"{where}:{node.lineno} checks {found.group(0)!r}")
+
+
+def test_train_gathers_every_setting_it_takes_by_name():
+    """`train()` builds its settings from its parameters by name (no `locals()`): every setting
+    it takes is in that mapping once, so a reader and a tool can follow each to the engine."""
+    from bpe.training.trainer import TRAIN_SETTINGS
+
+    source = (REPO / "bpe" / "training" / "trainer.py").read_text()
+    function = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "train")
+    gathered = next(
+        node.value
+        for node in ast.walk(function)
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["given"]
+    )
+    keys = [key.value for key in gathered.keys]
+    assert sorted(keys) == sorted(TRAIN_SETTINGS) and all(ast.unparse(v) == k for k, v in zip(keys, gathered.values))
+    assert "locals()" not in ast.unparse(function)
