@@ -4,7 +4,8 @@ language is the only one counted on the next run), what was counted of each lang
 mixture multipliers that weigh each shard's counts as its word buckets are built on the workers.
 
 Parity-aware merges are chosen one at a time against the dev set: the flow learns them in its own
-process (`learn_parity_merges`) over each language's counts, read from the count cache.
+process (`bpe.training.plan.learn_parity_merges_of`, as the local engine learns them) over each
+language's counts, read from the count cache.
 """
 
 from __future__ import annotations
@@ -21,7 +22,14 @@ from bpe.languages.mixture import check_weighted_bytes, weighted
 from bpe.pipeline.config import TokenizerConfig
 from bpe.progress import ProgressFn
 from bpe.training.counting import CountStats
-from bpe.training.plan import LanguagePlan, LanguageStats, ParitySettings, check_counted, make_plan
+from bpe.training.plan import (
+    LanguagePlan,
+    LanguageStats,
+    ParitySettings,
+    check_counted,
+    learn_parity_merges_of,
+    make_plan,
+)
 from bpe.training.settings import Settings
 from bpe.training.trainer import merge_threads_for
 
@@ -87,7 +95,6 @@ def parity_merges(
     """Parity-aware merges in this process over each language's counts, summed from its shards'
     cached counts (each file read only if it holds the bytes checked) and weighted by `multipliers`;
     fills each language's unique words."""
-    from bpe.engine.parity import learn_parity_merges
 
     started = time.perf_counter()
     per_language = []
@@ -109,16 +116,7 @@ def parity_merges(
                 progress("merge", done[0], settings.n_merges())
 
         t0 = time.perf_counter()
-        merged = learn_parity_merges(
-            per_language,
-            settings.n_merges(),
-            plan.parity,
-            settings.merge_rules,
-            dev=plan.dev,
-            threads=threads,
-            base=base,
-            progress=report,
-        )
+        merged = learn_parity_merges_of(plan, per_language, settings, threads, base, report)
         loop = time.perf_counter() - t0
     engine = {"engine": "local", "threads": threads, "merge_threads": threads, "rounds": merged.rounds}
     return DistributedMerge(merged, engine, words, built, compiles.seconds, max(loop - compiles.seconds, 0.0))

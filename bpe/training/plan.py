@@ -7,7 +7,7 @@ Errors name the setting as the caller spelt it (`--parity-ratio`, `parity.ratio`
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -22,7 +22,10 @@ from bpe.schema import PARITY_KEYS, SETTING
 
 if TYPE_CHECKING:  # the compiled engine is loaded only by a run that uses it (`import bpe` stays light)
     from bpe.engine.count import WordCounts
+    from bpe.engine.merge_result import MergeResult
     from bpe.engine.parity import ParityRule
+    from bpe.engine.replay import BaseMerges
+    from bpe.training.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -260,3 +263,22 @@ class LanguagePlan:
     def __post_init__(self) -> None:
         if list(self.codes) != sorted(self.codes):
             raise ValueError(f"language codes must be sorted, got {list(self.codes)}")
+
+
+def learn_parity_merges_of(
+    plan: LanguagePlan,
+    counts: Sequence[WordCounts],
+    settings: Settings,
+    threads: int,
+    base: BaseMerges | None,
+    progress: Callable[[int], None] | None,
+) -> MergeResult:
+    """A parity-aware run's merges in this process, on `threads` threads: the languages' `counts`
+    (weighted by the mixture, in the order of the codes) by the plan's parity rule and dev set and
+    the settings' merge rules. The local engine and the pipeline (which sums each language's
+    cached counts first) both learn them here."""
+    from bpe.engine.parity import learn_parity_merges
+
+    rule, rules = plan.parity, settings.merge_rules
+    n = settings.n_merges()
+    return learn_parity_merges(counts, n, rule, rules, dev=plan.dev, threads=threads, base=base, progress=progress)

@@ -13,6 +13,7 @@ import platform
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
@@ -208,38 +209,11 @@ def train(
     limited = parse_limit(limit) if limit is not None else None
     if progress is not None and limited is not None and limited[0] == "bytes":
         progress = at_most(progress, "count", limited[1])  # the text counted cannot be more
-    rows = None  # documents in `texts`, when known: the count bar's total is estimated from them
-    input_bytes = None  # the bytes of `texts`, when a list of them is small enough to measure
-    if lang_dir is not None:
-        files = _from_directory(str(lang_dir), files, texts)
-    multilingual = isinstance(files, Mapping) or (files is None and isinstance(texts, Mapping))
     languages = {name: given[name] for name in LANGUAGE_SETTINGS}
-    if not multilingual:
-        refuse_without_languages(languages)
-    plan = None
-    if multilingual:
-        plan, shards, texts = _by_language(files, texts, settings, languages, text_format, sample, seed, limited)
-    elif files is not None:
-        specs = [files] if isinstance(files, (str, Path, Shard)) else list(files)
-        skipped = Skipped()
-        shards: list[Shard] | None = discover([s if isinstance(s, Shard) else str(s) for s in specs], skipped)
-        if skipped:
-            warnings.warn(skipped.summary(), stacklevel=2)
-        shards = with_options(shards, text_format, sample, seed)
-        if limited is not None:
-            from bpe.inputs.read import apply_limit
-
-            shards = apply_limit(shards, limited, text_column, settings.pretokenizer)
-    elif texts is None:
-        raise SettingsError("texts: give texts or files to train on", parameter="texts")
-    else:
-        shards = None
-        if sample is None and limited is None:
-            with contextlib.suppress(TypeError):  # a generator or an IterableDataset: not known
-                rows = len(texts)
-            input_bytes = _text_bytes(texts)
-    if settings.superwords and texts is not None and plan is None and iter(texts) is texts:
-        texts = list(texts)  # read once per stage: a generator is kept for the second
+    inputs = _inputs(files, texts, lang_dir, settings, languages, text_format, sample, seed, limited)
+    if inputs.skipped:
+        warnings.warn(inputs.skipped, stacklevel=2)
+    shards, texts, plan = inputs.shards, inputs.texts, inputs.plan
 
     def run_stage(stage: Settings, replayed: BaseMerges | None) -> TrainingRun:
         """One run of the engine with a stage's settings (the whole run unless superwords)."""
@@ -270,10 +244,10 @@ def train(
             documents(),
             threads=threads,
             progress=reported,
-            rows=rows,
+            rows=inputs.rows,
             base=replayed,
             languages=plan,
-            input_bytes=input_bytes,
+            input_bytes=inputs.input_bytes,
             say=say,
         )
 
@@ -291,13 +265,7 @@ def train(
     finally:
         if bars is not None:
             bars.finish()
-    if run.stats.pretokens == 0:  # nothing was learnt: a 256-token tokenizer would hide a wrong input
-        paths = [s.path for s in _flat(shards, plan)] if shards is not None else ["texts"]
-        named = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
-        raise InputError(
-            f"{named}: no text to train on (no pre-token in {run.stats.documents:,} document(s); "
-            f"{run.stats.null_rows:,} null row(s) skipped)"
-        )
+    refuse_nothing_learnt(run, inputs)
     tokenizer = trained_tokenizer(
         run.merges.merges,
         settings,
@@ -312,6 +280,81 @@ def train(
     if made is not None:
         warnings.warn(LongTokensWarning(made.message("max_token_length")), stacklevel=2)
     return tokenizer
+
+
+@dataclass
+class TrainingInputs:
+    """What `train()` trains on, found and checked before any text is counted: `shards` (a list,
+    or a list per language) or `texts` (an iterable of documents, or one per language), the
+    multilingual `plan` (None: one text), and for texts given as a list their `rows` and
+    `input_bytes` when known (the count bar's total; the small-corpus path). `skipped` says what
+    finding the files passed over (train() warns it)."""
+
+    shards: list | None
+    texts: object | None
+    plan: LanguagePlan | None
+    rows: int | None = None
+    input_bytes: int | None = None
+    skipped: str | None = None
+
+
+def _inputs(
+    files: object,
+    texts: object,
+    lang_dir: str | Path | None,
+    settings: Settings,
+    languages: dict[str, object],
+    text_format: str,
+    sample: float | None,
+    seed: int,
+    limited: tuple[str, int] | None,
+) -> TrainingInputs:
+    """`train()`'s inputs as given (`files`, `texts`, `lang_dir`; the mixture and parity settings
+    in `languages`), found, limited and checked: text by language gets its plan."""
+    rows = None  # documents in `texts`, when known: the count bar's total is estimated from them
+    skipped_summary = None
+    input_bytes = None  # the bytes of `texts`, when a list of them is small enough to measure
+    if lang_dir is not None:
+        files = _from_directory(str(lang_dir), files, texts)
+    multilingual = isinstance(files, Mapping) or (files is None and isinstance(texts, Mapping))
+    if not multilingual:
+        refuse_without_languages(languages)
+    plan = None
+    if multilingual:
+        plan, shards, texts = _by_language(files, texts, settings, languages, text_format, sample, seed, limited)
+    elif files is not None:
+        specs = [files] if isinstance(files, (str, Path, Shard)) else list(files)
+        skipped = Skipped()
+        shards: list[Shard] | None = discover([s if isinstance(s, Shard) else str(s) for s in specs], skipped)
+        skipped_summary = skipped.summary() if skipped else None
+        shards = with_options(shards, text_format, sample, seed)
+        if limited is not None:
+            from bpe.inputs.read import apply_limit
+
+            shards = apply_limit(shards, limited, settings.text_column, settings.pretokenizer)
+    elif texts is None:
+        raise SettingsError("texts: give texts or files to train on", parameter="texts")
+    else:
+        shards = None
+        if sample is None and limited is None:
+            with contextlib.suppress(TypeError):  # a generator or an IterableDataset: not known
+                rows = len(texts)
+            input_bytes = _text_bytes(texts)
+    if settings.superwords and texts is not None and plan is None and iter(texts) is texts:
+        texts = list(texts)  # read once per stage: a generator is kept for the second
+    return TrainingInputs(shards, texts, plan, rows, input_bytes, skipped_summary)
+
+
+def refuse_nothing_learnt(run: TrainingRun, inputs: TrainingInputs) -> None:
+    """Nothing was learnt (no pre-token counted): a 256-token tokenizer would hide a wrong input."""
+    if run.stats.pretokens:
+        return
+    paths = [s.path for s in _flat(inputs.shards, inputs.plan)] if inputs.shards is not None else ["texts"]
+    named = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    raise InputError(
+        f"{named}: no text to train on (no pre-token in {run.stats.documents:,} document(s); "
+        f"{run.stats.null_rows:,} null row(s) skipped)"
+    )
 
 
 # train()'s parameters that are settings (bpe.schema): those Settings holds and checks (a base sets
@@ -484,18 +527,10 @@ def train_locally(
             compiled.seconds += late
         loop = PhaseClock(progress, compiling=lambda: merging_compiles.seconds)
         if languages is not None and languages.parity is not None:
-            from bpe.engine.parity import learn_parity_merges
+            from bpe.training.plan import learn_parity_merges_of
 
-            merged = learn_parity_merges(
-                per_language,
-                settings.n_merges(),
-                languages.parity,
-                settings.merge_rules,
-                dev=languages.dev,
-                threads=merge_threads,
-                base=base,
-                progress=_merge_progress(loop, settings.n_merges()),
-            )
+            report = _merge_progress(loop, settings.n_merges())
+            merged = learn_parity_merges_of(languages, per_language, settings, merge_threads, base, report)
         else:
             merged = learn_merges(
                 counts,
