@@ -226,36 +226,6 @@ def no_counting(monkeypatch) -> None:
     monkeypatch.setattr(sys.modules["bpe.training.trainer"], "count_shards", counting_started)
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A tmpfs of 1 MB mounted for the test (skips where mounting is not allowed), and a way to
-    fill it to all but `pages` pages of 4 KB: a real full disk, without filling the machine's."""
-    import subprocess
-
-    point = tmp_path / "small-disk"
-    point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(point)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-
-    def fill(pages: int = 0) -> Path:
-        filler = point / "filler"
-        fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        try:
-            while os.write(fd, b"\0" * 4096):
-                pass
-        except OSError:  # full
-            os.ftruncate(fd, max(os.fstat(fd).st_size - pages * 4096, 0))
-        finally:
-            os.close(fd)
-        return filler
-
-    try:
-        yield point, fill
-    finally:
-        subprocess.run(["umount", "-l", str(point)], capture_output=True)
-
-
 def _moto_server(log_dir: Path):
     """Start moto's standalone S3 server on a free port of 127.0.0.1; returns the process and the
     AWS_* variables that reach it (not set anywhere: the caller decides where they apply)."""
@@ -570,34 +540,6 @@ def pytest_sessionfinish(session) -> None:
             stop(pid, first=sig)
 
 
-@pytest.fixture(scope="session")
-def prefect_server(tmp_path_factory) -> Iterator[dict]:
-    """One real Prefect server (`prefect server start`, SQLite in a PREFECT_HOME of its own, on a
-    free port of 127.0.0.1) for every module that runs flows against a server (one for all the
-    pytest-xdist workers); stopped at the end of the session, after the workers that use it. Sets
-    no environment variable: clients get the API URL from what this yields. Modules keep apart by
-    their own work pools, deployment names, artifact roots and client PREFECT_HOMEs."""
-    pytest.importorskip("prefect")
-
-    def start(root: Path) -> dict:
-        from bpe.pipeline.services import free_port, start_prefect_server
-
-        with pytest.MonkeyPatch.context() as patch:
-            # A run that finds its deployment's concurrency slot taken retries after this many
-            # seconds (Prefect's default is 30): the same queueing, without half a minute of idling.
-            patch.setenv("PREFECT_SERVER_DEPLOYMENTS_CONCURRENCY_SLOT_WAIT_SECONDS", "2")
-            server = start_prefect_server(root / "home", free_port(), log=root / "server.log", ui=False)
-        return {
-            "url": server.url,
-            "api": f"{server.url}/api",
-            "log": str(server.log),
-            "stop": [[server.pid, server.stop_signal]],
-        }
-
-    with shared_by_workers(tmp_path_factory, "prefect-server", start) as record:
-        yield {**record, "log": Path(record["log"])}
-
-
 @contextlib.contextmanager
 def two_worker_cluster() -> Iterator[tuple]:
     """A Dask LocalCluster of two worker processes with a thread each (under nannies) on 127.0.0.1,
@@ -649,9 +591,6 @@ def scale(cluster, client, n: int) -> None:
         time.sleep(0.1)
 
 
-PIPELINE_POOL = "bpe-test"
-
-
 @pytest.fixture(scope="session")
 def dask_services(tmp_path_factory) -> Iterator[dict]:
     """A Dask scheduler and two workers (`dask worker`: a nanny and its worker each, with the
@@ -695,45 +634,6 @@ def dask_services(tmp_path_factory) -> Iterator[dict]:
 
     with shared_by_workers(tmp_path_factory, "dask-services", start) as record:
         yield {**record, "logs": Path(record["logs"]), "ready": ready}
-
-
-@pytest.fixture(scope="session")
-def pipeline_services(request, tmp_path_factory) -> Iterator[dict]:
-    """The session's Dask cluster (`dask_services`) and a Prefect process worker on the pool
-    `bpe-test`, all on 127.0.0.1 against the session's Prefect server (one set for all the
-    pytest-xdist workers): shared by the modules that deploy the train-bpe flow with local artifact
-    roots (`tests.pipeline.test_pipeline`'s `services` gives each module a directory of its own). The Prefect
-    server, asked for once the Dask processes are started, starts while they do (it takes longer).
-    Stopped at the end of the session: the Prefect worker, the server, then the Dask cluster."""
-    dask = request.getfixturevalue("dask_services")
-    api = request.getfixturevalue("prefect_server")["api"]
-    scheduler = dask["ready"]()
-
-    def start(root: Path) -> dict:
-        from bpe.pipeline.services import prefect_env, start_prefect_worker
-
-        logs = root / "logs"
-        logs.mkdir()
-        home = root / "prefect-home"  # the clients' and flow runs' PREFECT_HOME (the server has its own)
-        env = {**prefect_env(api, home), "PREFECT_WORKER_QUERY_SECONDS": "1"}
-        worker = start_prefect_worker(api, home, PIPELINE_POOL, log=logs / "worker.log", env=env)
-        return {"env": env, "scheduler": scheduler, "logs": str(logs), "stop": [[worker.pid, worker.stop_signal]]}
-
-    with shared_by_workers(tmp_path_factory, "pipeline-services", start) as record:
-        yield {**record, "logs": Path(record["logs"])}
-
-
-_deployment_names: dict[str, str] = {}
-
-
-def claim_deployment_names(owner: str, *names: str) -> None:
-    """Record that `owner` (a test module) deploys train-bpe/<name> on the session's Prefect
-    server; a name another module already uses fails the test, so runs, artifacts (keyed
-    `bpe-<name>`) and automations never mix between modules."""
-    for name in names:
-        assert _deployment_names.setdefault(name, owner) == owner, (
-            f"train-bpe/{name} is deployed by {_deployment_names[name]} too: choose another name"
-        )
 
 
 @pytest.fixture(scope="session")

@@ -29,8 +29,9 @@ import yaml
 from bpe.errors import SettingsError
 from bpe.pipeline.alerts import ENV, automation_name, webhook_for
 from bpe.pipeline.config import load_config
-from tests.conftest import claim_deployment_names, stdlib_paragraphs
+from tests.conftest import stdlib_paragraphs
 from tests.pipeline import test_pipeline
+from tests.pipeline.conftest import claim_deployment_names
 from tests.pipeline.test_pipeline import POOL, run_deployment, write_shard
 
 services = test_pipeline.services  # the session's Prefect server, worker and Dask cluster; a directory of our own

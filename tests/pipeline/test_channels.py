@@ -25,8 +25,9 @@ from bpe.errors import SettingsError
 from bpe.pipeline.config import Retention, load_config
 from bpe.pipeline.retention import mark_in_use, sweep_count_cache
 from bpe.pipeline.store import VersionStore, describe_versions
-from tests.conftest import claim_deployment_names, publish_as, stdlib_paragraphs, unique_bucket
+from tests.conftest import publish_as, stdlib_paragraphs, unique_bucket
 from tests.pipeline import test_pipeline
+from tests.pipeline.conftest import claim_deployment_names
 from tests.pipeline.test_pipeline import POOL, run_deployment, run_here, write_shard
 
 # The session's Prefect server, process worker and Dask cluster, with a directory of this module's own.

@@ -16,7 +16,8 @@ from bpe import Tokenizer, train
 from bpe.pipeline.store import VersionStore
 from bpe.training.counting import holdout_mask
 from bpe.training.extend import Base
-from tests.conftest import claim_deployment_names, stdlib_paragraphs
+from tests.conftest import stdlib_paragraphs
+from tests.pipeline.conftest import claim_deployment_names
 from tests.pipeline.test_pipeline import POOL, run_here, write_shard
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier

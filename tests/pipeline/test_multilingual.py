@@ -35,9 +35,10 @@ from bpe.pipeline.alerts import gini_automation_name
 from bpe.tokenizer import Tokenizer
 from bpe.training.counting import holdout_mask
 from bpe.training.trainer import train
-from tests.conftest import claim_deployment_names, stdlib_paragraphs, write_parquet
+from tests.conftest import stdlib_paragraphs, write_parquet
 from tests.evaluation.test_dev_set import release_later
 from tests.pipeline import test_pipeline
+from tests.pipeline.conftest import claim_deployment_names
 from tests.pipeline.test_alerts import Receiver, automations, deploy
 from tests.pipeline.test_pipeline import flow_here, run_deployment, run_here, write_shard
 

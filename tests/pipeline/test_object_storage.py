@@ -29,7 +29,8 @@ from bpe.pipeline.services import (
     start_prefect_worker,
 )
 from bpe.training.counting import holdout_mask
-from tests.conftest import claim_deployment_names, moto_s3, stdlib_paragraphs, unique_bucket, write_parquet
+from tests.conftest import moto_s3, stdlib_paragraphs, unique_bucket, write_parquet
+from tests.pipeline.conftest import claim_deployment_names
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
 

@@ -30,7 +30,8 @@ from bpe.pipeline.services import run_deployment as start_deployment
 from bpe.pipeline.services import wait_for_flow_run
 from bpe.pipeline.store import VersionStore
 from bpe.tokenizer import Tokenizer
-from tests.conftest import PIPELINE_POOL, claim_deployment_names, stdlib_paragraphs
+from tests.conftest import stdlib_paragraphs
+from tests.pipeline.conftest import PIPELINE_POOL, claim_deployment_names
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
 
