@@ -78,10 +78,12 @@ def run_demo(args: argparse.Namespace) -> int:
         "vocab_size": args.vocab_size,
     }
     compiled = None
-    if not demo_corpus_written(args.data):  # a first run: the kernels compile while the corpus is written
-        said(f"writing the demo corpus (the standard library's docstrings) into {args.data}/...")
-        compiled = compile_for_the_demo(config, parameters)
-    paths = write_demo_corpus(args.data)
+    if demo_corpus_written(args.data):
+        paths = write_demo_corpus(args.data)  # there already: checked, not written
+    else:  # a first run: the kernels compile while the corpus is written (seconds on a busy machine)
+        with Heartbeat(said, f"writing the demo corpus (the standard library's docstrings) into {args.data}/"):
+            compiled = compile_for_the_demo(config, parameters)
+            paths = write_demo_corpus(args.data)
     said(f"demo corpus: {len(paths)} Parquet shards in {args.data}/")
     known = unchanged_demo(config, parameters, warn=lambda line: print(f"bpe demo: {line}", file=sys.stderr))
     if known:
