@@ -12,6 +12,7 @@ drift from it. A page holds a marker comment where the generated Markdown goes:
 from __future__ import annotations
 
 import os
+import re
 
 import griffe
 
@@ -85,6 +86,19 @@ class DoctestFences(griffe.Extension):
     def on_instance(self, *, obj: griffe.Object, **kwargs) -> None:
         if obj.docstring is not None:
             obj.docstring.value = fence_doctests(obj.docstring.value)
+
+
+class SchemaDefaults(griffe.Extension):
+    """`train()` takes its defaults from the schema (`vocab_size: int = DEFAULT["vocab_size"]`),
+    declared there once: the API reference shows their values (`= 32768`), as `help()` does."""
+
+    def on_function_instance(self, *, func: griffe.Function, **kwargs) -> None:
+        from bpe.schema import DEFAULT
+
+        for parameter in func.parameters:
+            match = re.fullmatch(r"""DEFAULT\[\s*["'](\w+)["']\s*\]""", str(parameter.default or ""))
+            if match and match.group(1) in DEFAULT:
+                parameter.default = repr(DEFAULT[match.group(1)])
 
 
 def fence_doctests(text: str) -> str:

@@ -280,3 +280,17 @@ def test_the_readme_is_a_front_door_whose_links_lead_to_the_pages():
     assert local and not missing, missing
     assert {"docs/getting-started.md", "docs/benchmarks.md", "docs/reference/cli.md"} <= set(local)
     assert "mkdocs serve" in readme and "source .venv/bin/activate" in readme
+
+
+def test_the_api_reference_shows_trains_defaults_as_values(site):
+    """`train()` reads its defaults from the schema (`DEFAULT["vocab_size"]`); the reference shows
+    the values a caller gets, as `help(train)` does."""
+    import html
+
+    from bpe.schema import DEFAULT
+
+    api = html.unescape(re.sub(r"<[^>]+>", "", (site / "reference" / "python" / "index.html").read_text()))
+    signature = re.sub(r"\s+", " ", api[api.index("train(") :])
+    assert "DEFAULT[" not in signature[:3000]
+    assert f"vocab_size: int = {DEFAULT['vocab_size']}" in signature
+    assert f"parity_window: int = {DEFAULT['parity_window']}" in signature
