@@ -9,8 +9,10 @@
 
 The package is built in tiers whose imports point one way:
 
-- `bpe` (this package's top-level modules) and `bpe.engine` (the compiled kernels): the library,
-  with no Prefect and no Dask;
+- the library, with no Prefect and no Dask: `bpe`'s few top-level modules (errors, schema,
+  manifest, storage, ...) and its packages in the order of the data: `bpe.engine` (the compiled
+  kernels), `bpe.languages`, `bpe.inputs`, `bpe.formats`, `bpe.tokenizer`, `bpe.evaluation`,
+  `bpe.training` and `bpe.cli`;
 - `bpe.distributed`: the Dask engine (the `[dask]` extra);
 - `bpe.pipeline`: what the Prefect flows need: configuration, version store, evaluation, reports,
   services (the `[pipeline]` extra); the flows and tasks themselves ship as `bpe.flows`, `bpe.tasks`.
