@@ -110,48 +110,47 @@ def ensure_alert(client: Any, deployment_id: UUID, deployment: str, name: str, w
         json_data={"subject": "{{subject}}", "body": "{{body}}", "text": "{{subject}}\n{{body}}"},
     )
     block_id = block.save(block_name(name), overwrite=True)
-    automation = AutomationCore(
-        name=automation_name(deployment),
-        description=f"Notify {redact_url(webhook)} when a run of {deployment} fails or crashes (set up by bpe deploy).",
-        tags=["bpe"],
-        trigger=EventTrigger(
-            expect=set(EVENTS),
-            match={"prefect.resource.id": "prefect.flow-run.*"},
-            match_related={"prefect.resource.id": f"prefect.deployment.{deployment_id}"},
-            posture=Posture.Reactive,
-            threshold=1,
-            within=0,
-        ),
-        actions=[
-            SendNotification(
-                block_document_id=block_id,
-                subject=SUBJECT.replace("<deployment>", deployment),
-                body=BODY.replace("<deployment>", deployment),
-            )
-        ],
+
+    def notifying(name: str, description: str, events: set[str], resource: str, subject: str, body: str):
+        """An automation that sends the webhook block a message on `events` of `resource` related
+        to this deployment."""
+        return AutomationCore(
+            name=name,
+            description=description,
+            tags=["bpe"],
+            trigger=EventTrigger(
+                expect=events,
+                match={"prefect.resource.id": resource},
+                match_related={"prefect.resource.id": f"prefect.deployment.{deployment_id}"},
+                posture=Posture.Reactive,
+                threshold=1,
+                within=0,
+            ),
+            actions=[
+                SendNotification(
+                    block_document_id=block_id,
+                    subject=subject.replace("<deployment>", deployment),
+                    body=body.replace("<deployment>", deployment),
+                )
+            ],
+        )
+
+    automation = notifying(
+        automation_name(deployment),
+        f"Notify {redact_url(webhook)} when a run of {deployment} fails or crashes (set up by bpe deploy).",
+        set(EVENTS),
+        "prefect.flow-run.*",
+        SUBJECT,
+        BODY,
     )
-    gini = AutomationCore(
-        name=gini_automation_name(deployment),
-        description=(
-            f"Notify {redact_url(webhook)} when a version {deployment} publishes has a Gini coefficient above the "
-            "promoted version's by more than evaluation.gini_margin (set up by bpe deploy)."
-        ),
-        tags=["bpe"],
-        trigger=EventTrigger(
-            expect={GINI_EVENT},
-            match={"prefect.resource.id": "bpe.tokenizer.*"},
-            match_related={"prefect.resource.id": f"prefect.deployment.{deployment_id}"},
-            posture=Posture.Reactive,
-            threshold=1,
-            within=0,
-        ),
-        actions=[
-            SendNotification(
-                block_document_id=block_id,
-                subject=GINI_SUBJECT.replace("<deployment>", deployment),
-                body=GINI_BODY.replace("<deployment>", deployment),
-            )
-        ],
+    gini = notifying(
+        gini_automation_name(deployment),
+        f"Notify {redact_url(webhook)} when a version {deployment} publishes has a Gini coefficient above the "
+        "promoted version's by more than evaluation.gini_margin (set up by bpe deploy).",
+        {GINI_EVENT},
+        "bpe.tokenizer.*",
+        GINI_SUBJECT,
+        GINI_BODY,
     )
     put_automation(client, gini_automation_name(deployment), gini)
     return put_automation(client, automation_name(deployment), automation)
