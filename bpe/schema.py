@@ -172,8 +172,10 @@ class Number(Check):
     below: float | None = None
 
     def fault(self, value: Any) -> tuple[str, bool] | None:
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        number = number and (isinstance(value, int) or math.isfinite(value))  # an int of any size is finite
+        # an int of any size is finite; a float may be inf or nan
+        number = (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and math.isfinite(value)
+        )
         within = number and all(
             (
                 self.above is None or value > self.above,

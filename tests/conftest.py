@@ -129,9 +129,14 @@ def parity_rule(**given):
     from bpe.engine.parity import ParityRule
     from bpe.schema import DEFAULT
 
-    names = {"variant": "parity_variant", "global_merges": "global_merges", "window": "parity_window"}
-    names["alpha"] = "parity_alpha"
-    return ParityRule(**{**{field: DEFAULT[name] for field, name in names.items()}, "ratio": None, **given})
+    defaults = {
+        "variant": DEFAULT["parity_variant"],
+        "global_merges": DEFAULT["global_merges"],
+        "window": DEFAULT["parity_window"],
+        "alpha": DEFAULT["parity_alpha"],
+        "ratio": None,
+    }
+    return ParityRule(**{**defaults, **given})
 
 
 def write_parquet(path: Path, texts, column: str = "text") -> Path:
