@@ -107,3 +107,7 @@ class NotApplied(UserWarning):
 
 class StoppedEarly(UserWarning):
     """Training stopped below `vocab_size` though no setting asked it to (`min_frequency` does)."""
+
+
+class SkippedInputs(UserWarning):
+    """Finding the inputs passed over files of a directory walk or a glob (hidden, binary, ...)."""

@@ -30,6 +30,9 @@ class FlagSpelling(Spelling):
     def given(self, name: str, value: object) -> str:
         return f"{self(name)} {value}"
 
+    def by_language(self) -> str:
+        return f"{self('languages')} CODE=INPUT"
+
     def expected(self, name: str, what: str, value: object, unset: str | None = None) -> str:
         setting = SETTING.get(name)
         how = f"{setting.cli_none} for" if setting is not None and setting.cli_none else "leave it out for"

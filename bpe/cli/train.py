@@ -90,7 +90,6 @@ def given_settings(args: argparse.Namespace) -> dict:
 def run_train(args: argparse.Namespace) -> int:
     from bpe.engine.compilation import CompileWatch
     from bpe.errors import SettingsError, StoppedEarly
-    from bpe.inputs.discover import Skipped, discover
     from bpe.progress import Bars
     from bpe.training.long_tokens import LongTokensWarning, long_tokens
     from bpe.training.trainer import train
@@ -118,40 +117,18 @@ def run_train(args: argparse.Namespace) -> int:
             f"{IN_FLAGS.languages}: give the text by language or as INPUT, not both (got INPUT {inputs[0]})",
             parameter="languages",
         )
-    if lang_dir is not None:
-        from bpe.languages.codes import languages_in
-
-        if inputs or languages:
-            other = f"INPUT {inputs[0]}" if inputs else IN_FLAGS.languages
-            raise SettingsError(
-                f"{IN_FLAGS.lang_dir}: gives the text by language; give it, {IN_FLAGS.languages} or INPUT, one of "
-                f"them (got {other})",
-                parameter="lang_dir",
-            )
-        languages = languages_in(lang_dir)
-    if not inputs and not languages:
+    if lang_dir is not None and (inputs or languages):
+        other = f"INPUT {inputs[0]}" if inputs else IN_FLAGS.languages
+        raise SettingsError(
+            f"{IN_FLAGS.lang_dir}: gives the text by language; give it, {IN_FLAGS.languages} or INPUT, one of "
+            f"them (got {other})",
+            parameter="lang_dir",
+        )
+    if not inputs and not languages and lang_dir is None:
         raise SettingsError(
             f"give INPUT (files, directories, globs, URLs or -), {IN_FLAGS.languages} CODE=INPUT or "
             f"{IN_FLAGS.lang_dir} DIR"
         )
-    if not languages:
-        from bpe.schema import LANGUAGE_SETTINGS
-        from bpe.training.trainer import refuse_without_languages
-
-        refuse_without_languages({name: given[name] for name in LANGUAGE_SETTINGS}, f"{IN_FLAGS.languages} CODE=INPUT")
-    skipped = Skipped()
-    if languages:  # the shards of each language, found before anything is counted
-        shards = {code: discover(specs, skipped) for code, specs in languages.items()}
-        found = [shard for each in shards.values() for shard in each]
-    else:
-        shards = found = discover(inputs, skipped)
-    if skipped:
-        print(f"bpe: {skipped.summary()}", file=sys.stderr)
-    for shard in found:
-        if shard.kind == "parquet":
-            from bpe.inputs.readers import check_parquet  # pyarrow: loaded for Parquet inputs only
-
-            check_parquet(shard, args.text_column)
     progress = None if args.quiet or args.json else Bars()  # bars on a terminal only
     engine_options = {}
     if args.engine == "dask":
@@ -164,8 +141,10 @@ def run_train(args: argparse.Namespace) -> int:
         with notice, warnings.catch_warnings():
             warnings.simplefilter("ignore", StoppedEarly)  # the summary says it, spelled with flags
             warnings.simplefilter("ignore", LongTokensWarning)  # said below, spelt as a flag
+            warnings.showwarning = _said  # what finding the inputs skipped: one line, before the bars
             tokenizer = train(
-                files=shards,  # as found: stdin is read once
+                files=languages or inputs or None,
+                lang_dir=lang_dir,
                 **{**given, "base": base},
                 progress=progress,
                 **engine_options,
@@ -195,6 +174,11 @@ def run_train(args: argparse.Namespace) -> int:
     else:
         print(summary(tokenizer.manifest, args.out, record))
     return 0
+
+
+def _said(message: Warning | str, *where: object) -> None:
+    """A warning of `train()`'s (inputs it skipped) as one line of the command's."""
+    print(f"bpe: {message}", file=sys.stderr, flush=True)
 
 
 def also_save_sizes(

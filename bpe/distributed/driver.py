@@ -562,9 +562,7 @@ def count_languages(
     by_language, counted, found = count_languages_on_dask(
         client, shards, texts, settings.pretokenizer, settings.text_column, n_buckets, progress
     )
-    stats = CountStats()
-    for language in counted:
-        stats.add(language)
+    stats = CountStats.summed(counted)
     fingerprints = None
     if found is not None:
         fingerprints = [{**fp, "language": code} for code, files in zip(plan.codes, found, strict=True) for fp in files]

@@ -19,7 +19,7 @@ import numpy as np
 from bpe.engine.count import WordCounts
 from bpe.languages.mixture import check_weighted_bytes, weighted, weighted_sum
 from bpe.training.counting import CountStats
-from bpe.training.plan import LanguagePlan, LanguageStats, check_counted
+from bpe.training.plan import LanguagePlan
 
 # ---------------------------------------------------------------------------------------------
 # Tasks that run on workers.
@@ -71,18 +71,10 @@ def language_buckets(
     its input `paths`, as the local engine does), check the mixture's weighted counts against what
     the merge loop counts exactly, and make the merge loop's buckets on the workers."""
     summaries = client.gather([[client.submit(bucket_summary, f) for f in language] for language in buckets])
-    plan.stats = [
-        LanguageStats(code, s.documents, s.bytes, s.pretokens, unique_words=sum(words for words, _, _ in summary))
-        for code, s, summary in zip(plan.codes, stats, summaries, strict=True)
-    ]
-    check_counted(plan, paths)
-    multipliers = (1,) * len(plan.codes)
+    multipliers = plan.counted(stats, [sum(words for words, _, _ in summary) for summary in summaries], paths)
     if plan.mix is not None:
-        multipliers = tuple(plan.mix.multipliers([s.bytes for s in plan.stats], plan.codes))
         # The local engine's check (`check_weighted_limit`), from each language's exact bytes of words.
         check_weighted_bytes([sum(n for _, _, n in summary) for summary in summaries], multipliers)
-    for language, multiplier in zip(plan.stats, multipliers, strict=True):
-        language.multiplier = multiplier
     occurrences = [m * sum(n for _, n, _ in summary) for m, summary in zip(multipliers, summaries, strict=True)]
     if plan.parity is not None:
         made, languages = [], []

@@ -79,6 +79,10 @@ class Spelling:
         """A setting given a value: `engine='dask'`."""
         return f"{self(name)}={shown(value)}"
 
+    def by_language(self) -> str:
+        """How the surface gives text by language (a mixture and parity need it)."""
+        return "files={code: ...} or texts={code: ...}"
+
     def expected(self, name: str, what: str, value: object, unset: str | None = None) -> str:
         """`name: expected <what>, got <value>`; `unset` says what leaving the setting unset means,
         when that is allowed (`or None (no limit)`)."""

@@ -26,7 +26,6 @@ from bpe.errors import SettingsError
 from bpe.pretokenize import DEFAULT_PATTERN
 from bpe.schema import (
     LANGUAGE_SETTINGS,
-    SETTING,
     SETTINGS,
     YES_NO,
     Check,
@@ -39,6 +38,7 @@ from bpe.schema import (
     text,
 )
 from bpe.storage import Checked, read_regular
+from bpe.training.plan import refuse_without_languages
 from bpe.training.settings import Settings
 
 if TYPE_CHECKING:
@@ -251,6 +251,9 @@ class KeySpelling(Spelling):
 
     def given(self, name: str, value: object) -> str:
         return f"{self(name)}: {value}"
+
+    def by_language(self) -> str:
+        return "languages: or lang_dir:"
 
 
 IN_KEYS = KeySpelling({setting.name: setting.key for setting in (*SETTINGS, *CONFIG_SETTINGS) if setting.key})
@@ -580,13 +583,11 @@ def load_config(path: str | Path, overrides: dict | None = None, environ: dict |
         values["pattern"] = DEFAULT_PATTERN
     checked = {key: _checked(sources, key, value) for key, value in values.items()}
     cfg = TokenizerConfig(**checked, source=where, origins=given)
-    if (
-        cfg.languages is None
-        and cfg.lang_dir is None
-        and any(value != SETTING[name].default for name, value in cfg.language_settings().items())
-    ):
-        name = next(n for n, v in cfg.language_settings().items() if v != SETTING[n].default)
-        raise SettingsError(f"{sources.at(IN_KEYS(name))}: needs text by language (languages: or lang_dir:)")
+    if cfg.languages is None and cfg.lang_dir is None:
+        try:
+            refuse_without_languages(cfg.language_settings())
+        except SettingsError as exc:
+            raise sources.located(exc) from None
     if cfg.demo_corpus and (cfg.data is None or len(cfg.data) != 1 or "://" in cfg.data[0]):
         raise SettingsError(f"{sources.at('demo_corpus')}: true needs `data` to be one local directory, got {cfg.data}")
     if cfg.base is None:

@@ -24,9 +24,7 @@ from bpe.progress import ProgressFn
 from bpe.training.counting import CountStats
 from bpe.training.plan import (
     LanguagePlan,
-    LanguageStats,
     ParitySettings,
-    check_counted,
     learn_parity_merges_of,
     make_plan,
 )
@@ -60,21 +58,12 @@ def by_language(counted: Sequence[ShardCount], codes: Sequence[str]) -> list[lis
 def count_languages(plan: LanguagePlan, counted: Sequence[ShardCount]) -> tuple[int, ...]:
     """Fill `plan.stats` from the shards' counts (unique words per language are not known until
     the languages' words are summed: None) and return each language's mixture multiplier."""
-    plan.stats = []
-    for code, shards in zip(plan.codes, by_language(counted, plan.codes), strict=True):
-        total = CountStats()
-        for shard in shards:
-            total.add(shard.stats)
-        plan.stats.append(
-            LanguageStats(code, total.documents, total.bytes, total.pretokens, None, held_out=total.held_out_rows)
-        )
-    check_counted(plan, [[c.shard["path"] for c in shards] for shards in by_language(counted, plan.codes)])
-    if plan.mix is None:
-        return (1,) * len(plan.codes)
-    multipliers = plan.mix.multipliers([s.bytes for s in plan.stats], plan.codes)
-    check_weighted_bytes([s.bytes for s in plan.stats], multipliers)
-    for stats, multiplier in zip(plan.stats, multipliers, strict=True):
-        stats.multiplier = multiplier
+    shards = by_language(counted, plan.codes)
+    stats = [CountStats.summed(c.stats for c in language) for language in shards]
+    paths = [[c.shard["path"] for c in language] for language in shards]
+    multipliers = plan.counted(stats, [None] * len(plan.codes), paths)
+    if plan.mix is not None:
+        check_weighted_bytes([s.bytes for s in plan.stats], multipliers)
     return multipliers
 
 

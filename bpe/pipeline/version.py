@@ -19,10 +19,7 @@ from bpe.training.trainer import build_manifest
 
 def summed_stats(counted: list[ShardCount]) -> CountStats:
     """What all shards' counts saw together."""
-    total = CountStats()
-    for shard in counted:
-        total.add(shard.stats)
-    return total
+    return CountStats.summed(shard.stats for shard in counted)
 
 
 def version_manifest(

@@ -57,6 +57,14 @@ class CountStats:
         for token, n in other.special_tokens.items():
             self.special_tokens[token] = self.special_tokens.get(token, 0) + n
 
+    @classmethod
+    def summed(cls, parts: Iterable[CountStats]) -> CountStats:
+        """What `parts` (shards, languages) saw together."""
+        total = cls()
+        for part in parts:
+            total.add(part)
+        return total
+
 
 class WordCounter:
     """Accumulates word counts over batches of documents (lists of str or Arrow string arrays).

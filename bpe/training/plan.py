@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the compiled engine is loaded only by a run that uses it (`
     from bpe.engine.merge_result import MergeResult
     from bpe.engine.parity import ParityRule
     from bpe.engine.replay import BaseMerges
+    from bpe.training.counting import CountStats
     from bpe.training.settings import Settings
 
 
@@ -169,6 +170,18 @@ def dev_fingerprints(plan: LanguagePlan | None) -> list[dict]:
     return [{"sha256": f["sha256"], "size": f["size"], "language": f"{code} dev"} for code, f in files.items()]
 
 
+def refuse_without_languages(given: Mapping[str, object]) -> None:
+    """A mixture or parity needs text by language: refuse either on one text, naming the setting
+    and how the caller's surface gives text by language."""
+    for name, value in given.items():
+        if value != SETTING[name].default:
+            raise SettingsError(partial(_needs_text_by_language, name), parameter=name)
+
+
+def _needs_text_by_language(name: str, spelling: Spelling) -> str:
+    return f"{spelling(name)}: needs text by language ({spelling.by_language()})"  # a module's function: it pickles
+
+
 def check_counted(plan: LanguagePlan, paths: Sequence[Sequence[str]] | None = None) -> None:
     """Refuse (InputError, naming the language and its inputs) a language in which counting found
     no word: a language with no text cannot be weighed or served. When the hold-out took what it
@@ -263,6 +276,28 @@ class LanguagePlan:
     def __post_init__(self) -> None:
         if list(self.codes) != sorted(self.codes):
             raise ValueError(f"language codes must be sorted, got {list(self.codes)}")
+
+    def counted(
+        self,
+        stats: Sequence[CountStats],
+        unique_words: Sequence[int | None],
+        paths: Sequence[Sequence[str]] | None = None,
+    ) -> tuple[int, ...]:
+        """Record what counting found of each language (`stats` and `unique_words` in the order of
+        the codes; None: not known apart), refuse a language without a word (naming its input
+        `paths`), and weigh them: each language's mixture multiplier (1 without a mixture), which
+        its record keeps too. Every engine that counts languages apart ends here."""
+        self.stats = [
+            LanguageStats(code, s.documents, s.bytes, s.pretokens, unique, held_out=s.held_out_rows)
+            for code, s, unique in zip(self.codes, stats, unique_words, strict=True)
+        ]
+        check_counted(self, paths)
+        if self.mix is None:
+            return (1,) * len(self.codes)
+        multipliers = tuple(self.mix.multipliers([s.bytes for s in self.stats], self.codes))
+        for language, multiplier in zip(self.stats, multipliers, strict=True):
+            language.multiplier = multiplier
+        return multipliers
 
 
 def learn_parity_merges_of(

@@ -13,7 +13,7 @@ import platform
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from bpe.engine.compilation import CompileWatch
 from bpe.engine.cores import available_cores, cores_busy_elsewhere
-from bpe.errors import InputError, SettingsError, StoppedEarly, require_extra
+from bpe.errors import InputError, SettingsError, SkippedInputs, StoppedEarly, require_extra
 from bpe.formats.roles import with_role_tokens
 from bpe.inputs.discover import Skipped, discover
 from bpe.inputs.shard import Shard, with_options
@@ -37,12 +37,12 @@ from bpe.manifest import (
     SuperwordsRecord,
 )
 from bpe.progress import Bars, PhaseClock, ProgressFn, at_most, say_of
-from bpe.schema import DEFAULT, FROM_BASE, LANGUAGE_SETTINGS, SETTING, On, check, check_all, on, parse_limit
+from bpe.schema import DEFAULT, FROM_BASE, LANGUAGE_SETTINGS, On, check, check_all, on, parse_limit
 from bpe.tokenizer import Tokenizer
 from bpe.training.counting import CountStats, WordCounter, count_shards, counting_threads
 from bpe.training.extend import Base, base_settings, load_base, trained_tokenizer
 from bpe.training.long_tokens import LongTokensWarning, long_tokens
-from bpe.training.plan import LanguagePlan, LanguageStats
+from bpe.training.plan import LanguagePlan, refuse_without_languages
 from bpe.training.results import STOPPED_SHORT, TrainingRun, why_stopped
 from bpe.training.settings import Settings
 from bpe.training.superwords import stage_progress, train_in_stages
@@ -210,9 +210,10 @@ def train(
     if progress is not None and limited is not None and limited[0] == "bytes":
         progress = at_most(progress, "count", limited[1])  # the text counted cannot be more
     languages = {name: given[name] for name in LANGUAGE_SETTINGS}
-    inputs = _inputs(files, texts, lang_dir, settings, languages, text_format, sample, seed, limited)
+    reading = Reading(text_format, sample, seed, limited)
+    inputs = _inputs(files, texts, lang_dir, settings, languages, reading)
     if inputs.skipped:
-        warnings.warn(inputs.skipped, stacklevel=2)
+        warnings.warn(inputs.skipped, SkippedInputs, stacklevel=2)
     shards, texts, plan = inputs.shards, inputs.texts, inputs.plan
 
     def run_stage(stage: Settings, replayed: BaseMerges | None) -> TrainingRun:
@@ -254,11 +255,9 @@ def train(
     def documents() -> Iterable | list[Iterable] | None:
         if texts is None:
             return None
-        from bpe.inputs.documents import iter_texts
-
         if plan is not None:  # one iterable of documents per language, in the order of the codes
-            return [iter_texts(t, text_column, sample, seed, limited) for t in texts]
-        return iter_texts(texts, text_column, sample, seed, limited)
+            return [reading.documents(t, text_column) for t in texts]
+        return reading.documents(texts, text_column)
 
     try:
         run = train_in_stages(settings, run_stage, start.merges if start is not None else None)
@@ -298,51 +297,77 @@ class TrainingInputs:
     skipped: str | None = None
 
 
+@dataclass(frozen=True)
+class Reading:
+    """How each input is read: `text_format`, a `sample` of its documents chosen with `seed`, and
+    at most `limited` of them (("rows" | "bytes", n)); by language, each language's."""
+
+    text_format: str
+    sample: float | None
+    seed: int
+    limited: tuple[str, int] | None
+
+    def shards(self, specs: object, skipped: Skipped, settings: Settings) -> list[Shard]:
+        """The shards `specs` (a path, a Shard or a list of them) name, read this way, each Parquet
+        file checked for its text column before anything is counted."""
+        specs = [specs] if isinstance(specs, (str, Path, Shard)) else list(specs)
+        found = discover([s if isinstance(s, Shard) else str(s) for s in specs], skipped)
+        for shard in found:
+            if shard.kind == "parquet":
+                from bpe.inputs.readers import check_parquet  # pyarrow: loaded for Parquet inputs only
+
+                check_parquet(shard, settings.text_column)
+        found = with_options(found, self.text_format, self.sample, self.seed)
+        if self.limited is not None:
+            from bpe.inputs.read import apply_limit
+
+            found = apply_limit(found, self.limited, settings.text_column, settings.pretokenizer)
+        return found
+
+    def documents(self, texts: object, text_column: str) -> Iterable:
+        """The documents of `texts` (strings, or records with `text_column`), sampled and limited."""
+        from bpe.inputs.documents import iter_texts
+
+        return iter_texts(texts, text_column, self.sample, self.seed, self.limited)
+
+
 def _inputs(
     files: object,
     texts: object,
     lang_dir: str | Path | None,
     settings: Settings,
     languages: dict[str, object],
-    text_format: str,
-    sample: float | None,
-    seed: int,
-    limited: tuple[str, int] | None,
+    reading: Reading,
 ) -> TrainingInputs:
     """`train()`'s inputs as given (`files`, `texts`, `lang_dir`; the mixture and parity settings
     in `languages`), found, limited and checked: text by language gets its plan."""
-    rows = None  # documents in `texts`, when known: the count bar's total is estimated from them
-    skipped_summary = None
-    input_bytes = None  # the bytes of `texts`, when a list of them is small enough to measure
     if lang_dir is not None:
         files = _from_directory(str(lang_dir), files, texts)
-    multilingual = isinstance(files, Mapping) or (files is None and isinstance(texts, Mapping))
-    if not multilingual:
-        refuse_without_languages(languages)
-    plan = None
-    if multilingual:
-        plan, shards, texts = _by_language(files, texts, settings, languages, text_format, sample, seed, limited)
-    elif files is not None:
-        specs = [files] if isinstance(files, (str, Path, Shard)) else list(files)
-        skipped = Skipped()
-        shards: list[Shard] | None = discover([s if isinstance(s, Shard) else str(s) for s in specs], skipped)
-        skipped_summary = skipped.summary() if skipped else None
-        shards = with_options(shards, text_format, sample, seed)
-        if limited is not None:
-            from bpe.inputs.read import apply_limit
-
-            shards = apply_limit(shards, limited, settings.text_column, settings.pretokenizer)
-    elif texts is None:
-        raise SettingsError("texts: give texts or files to train on", parameter="texts")
+    skipped = Skipped()
+    if isinstance(files, Mapping) or (files is None and isinstance(texts, Mapping)):
+        inputs = _by_language(files, texts, settings, languages, reading, skipped)
     else:
-        shards = None
-        if sample is None and limited is None:
-            with contextlib.suppress(TypeError):  # a generator or an IterableDataset: not known
-                rows = len(texts)
-            input_bytes = _text_bytes(texts)
-    if settings.superwords and texts is not None and plan is None and iter(texts) is texts:
+        refuse_without_languages(languages)
+        inputs = _one_text(files, texts, settings, reading, skipped)
+    inputs.skipped = skipped.summary() if skipped else None
+    return inputs
+
+
+def _one_text(files: object, texts: object, settings: Settings, reading: Reading, skipped: Skipped) -> TrainingInputs:
+    """The inputs of a run on one text: its shards, or its documents (with their number and
+    bytes when a list of them tells)."""
+    if files is not None:
+        return TrainingInputs(reading.shards(files, skipped, settings), None, None)
+    if texts is None:
+        raise SettingsError("texts: give texts or files to train on", parameter="texts")
+    rows = input_bytes = None  # known for a list of documents: the count bar's total, the small-corpus path
+    if reading.sample is None and reading.limited is None:
+        with contextlib.suppress(TypeError):  # a generator or an IterableDataset: not known
+            rows = len(texts)
+        input_bytes = _text_bytes(texts)
+    if settings.superwords and iter(texts) is texts:
         texts = list(texts)  # read once per stage: a generator is kept for the second
-    return TrainingInputs(shards, texts, plan, rows, input_bytes, skipped_summary)
+    return TrainingInputs(None, texts, None, rows, input_bytes)
 
 
 def refuse_nothing_learnt(run: TrainingRun, inputs: TrainingInputs) -> None:
@@ -412,24 +437,14 @@ def _from_directory(lang_dir: str, files: object, texts: object) -> dict[str, li
     return languages_in(lang_dir)
 
 
-def refuse_without_languages(given: Mapping[str, object], how: str = "files={code: ...} or texts={code: ...}") -> None:
-    """A mixture or parity needs text by language: refuse either on one text, naming the setting
-    and `how` the caller gives text by language."""
-    for name, value in given.items():
-        if value != SETTING[name].default:
-            raise language_error(name, f"needs text by language ({how})")
-
-
 def _by_language(
     files: Mapping | None,
     texts: Mapping | None,
     settings: Settings,
     languages: dict[str, object],
-    text_format: str,
-    sample: float | None,
-    seed: int,
-    limited: tuple[str, int] | None,
-) -> tuple[LanguagePlan, list[list[Shard]] | None, list | None]:
+    reading: Reading,
+    skipped: Skipped,
+) -> TrainingInputs:
     """A multilingual run's plan, and its shards (a list per language) or texts (an iterable per
     language), in the order of the codes. Limits apply to each language."""
     from bpe.languages.codes import by_language
@@ -442,23 +457,14 @@ def _by_language(
     )
     if files is None:  # a superword run reads its text once per stage: a generator is kept for the second
         texts = [list(t) if settings.superwords and iter(t) is t else t for t in given.values()]
-        return plan, None, texts
-    skipped = Skipped()
+        return TrainingInputs(None, texts, plan)
     shards = []
     for code, specs in given.items():
         specs = [specs] if isinstance(specs, (str, Path, Shard)) else list(specs)
         if not specs:
             raise language_error("files", f"{code}: no inputs given")
-        found = discover([s if isinstance(s, Shard) else str(s) for s in specs], skipped)
-        found = with_options(found, text_format, sample, seed)
-        if limited is not None:
-            from bpe.inputs.read import apply_limit
-
-            found = apply_limit(found, limited, settings.text_column, settings.pretokenizer)
-        shards.append(found)
-    if skipped:
-        warnings.warn(skipped.summary(), stacklevel=3)
-    return plan, shards, None
+        shards.append(reading.shards(specs, skipped, settings))
+    return TrainingInputs(shards, None, plan)
 
 
 def _flat(shards: list, plan: LanguagePlan | None) -> list[Shard]:
@@ -498,7 +504,9 @@ def train_locally(
     t0 = time.perf_counter()
     with CompileWatch() as counting_compiles:
         if languages is not None:
-            per_language, stats, fingerprints = _count_languages(settings, shards, texts, threads, progress, languages)
+            per_language, stats, fingerprints, multipliers = _count_languages(
+                settings, shards, texts, threads, progress, languages
+            )
         elif shards is not None:
             pretokenizer, column = settings.pretokenizer, settings.text_column
             counts, stats, fingerprints = count_shards(shards, pretokenizer, column, threads, progress)
@@ -508,7 +516,6 @@ def train_locally(
         if languages is not None:
             from bpe.languages.mixture import weighted, weighted_sum
 
-            multipliers = _multipliers(languages)
             if languages.parity is None:
                 counts = weighted_sum(per_language, multipliers)
                 del per_language
@@ -675,17 +682,15 @@ def _count_languages(
     threads: int | None,
     progress: ProgressFn | None,
     plan: LanguagePlan,
-) -> tuple[list[WordCounts], CountStats, list[dict] | None]:
+) -> tuple[list[WordCounts], CountStats, list[dict] | None, tuple[int, ...]]:
     """Count each language apart (its words never mixed with another's), filling `plan.stats`;
-    returns the counts per language, what was seen in all, and each file's fingerprint (with its
-    language), or None for texts."""
-    from bpe.training.plan import check_counted
-
-    per_language, total, fingerprints = [], CountStats(), [] if shards is not None else None
+    returns the counts per language, what was seen in all, each file's fingerprint (with its
+    language; None for texts) and each language's mixture multiplier."""
+    per_language, by_language, total = [], [], CountStats()
+    fingerprints = [] if shards is not None else None
     sizes = [sum(s.size for s in found) for found in shards] if shards is not None else None
     if shards is not None and threads is None:
         threads = counting_threads()  # once for the phase: measuring the load takes 50 ms a time
-    plan.stats = []
     for i, code in enumerate(plan.codes):
         reported = _after(progress, total.bytes, sum(sizes[i + 1 :]) if sizes is not None else None)
         if shards is not None:
@@ -697,19 +702,10 @@ def _count_languages(
             counts, stats = _count_texts(texts[i] if texts is not None else (), settings, reported)
         total.add(stats)
         per_language.append(counts)
-        plan.stats.append(LanguageStats(code, stats.documents, stats.bytes, stats.pretokens, unique_words=len(counts)))
-    check_counted(plan, [[s.path for s in found] for found in shards] if shards is not None else None)
-    return per_language, total, fingerprints
-
-
-def _multipliers(plan: LanguagePlan) -> tuple[int, ...]:
-    """Each language's mixture multiplier (1 without a mixture), recorded in `plan.stats`."""
-    if plan.mix is None:
-        return (1,) * len(plan.codes)
-    multipliers = plan.mix.multipliers([s.bytes for s in plan.stats], plan.codes)
-    for stats, multiplier in zip(plan.stats, multipliers, strict=True):
-        stats.multiplier = multiplier
-    return multipliers
+        by_language.append(stats)
+    paths = [[s.path for s in found] for found in shards] if shards is not None else None
+    multipliers = plan.counted(by_language, [len(counts) for counts in per_language], paths)
+    return per_language, total, fingerprints, multipliers
 
 
 def _after(progress: ProgressFn | None, start: int, rest: int | None) -> ProgressFn | None:
@@ -850,15 +846,7 @@ def build_manifest(
             fingerprint=data_fingerprint(run.fingerprints + dev) if run.fingerprints is not None else None,
             shards=run.fingerprints if run.fingerprints is not None else "in-memory texts",
         ),
-        counts=Counts(
-            documents=stats.documents,
-            bytes=stats.bytes,
-            null_rows=stats.null_rows,
-            pretokens=stats.pretokens,
-            unique_words=run.unique_words,
-            held_out_rows=stats.held_out_rows,
-            special_tokens=stats.special_tokens,
-        ),
+        counts=Counts(**asdict(stats), unique_words=run.unique_words),
         result=Result(
             merges=merges,
             vocab_size=settings.byte_tokens + merges + len(settings.special_tokens),
