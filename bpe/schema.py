@@ -200,15 +200,14 @@ YES_NO = Check("true or false", lambda value: isinstance(value, bool))
 
 
 def _strings(value: Any) -> bool:
-    return not isinstance(value, (str, bytes)) and _iterable(value) and all(isinstance(t, str) for t in value)
-
-
-def _iterable(value: Any) -> bool:
-    try:
-        iter(value)
-    except TypeError:
+    """Strings in a list, tuple or any other iterable but a string itself."""
+    if isinstance(value, (str, bytes)):
         return False
-    return True
+    try:
+        items = iter(value)
+    except TypeError:  # not iterable
+        return False
+    return all(isinstance(t, str) for t in items)
 
 
 def _special_tokens(name: str, value: Any) -> None:
@@ -333,14 +332,34 @@ class _Spell(dict):
         return self.spell(name)
 
 
+def in_group(group: str, **common: Any) -> Callable[..., Setting]:
+    """A maker of `group`'s settings: Setting(name, type, default, doc, check, **keywords) with the
+    group, and `common`'s keywords where a setting gives none of its own (what they share, said once)."""
+
+    def setting(name: str, type: Any, default: Any, doc: str, check: Check, **own: Any) -> Setting:
+        return Setting(name, type, default, doc, group, check, **(common | own))
+
+    return setting
+
+
+# A maker per group, with what its settings share: the languages' appear everywhere but in `Settings`
+# and the record; the engine's never change the merges, and most are for `train()` and `bpe train` alone.
+_inputs = in_group("inputs")
+_vocabulary = in_group("vocabulary")
+_splitting = in_group("splitting")
+_merges = in_group("merges")
+_superwords = in_group("superwords")
+_languages = in_group("languages", on=On.TRAIN | On.CLI | On.YAML | On.FLOW)
+_engine = in_group("engine", on=On.TRAIN | On.CLI, merges=False)
+_pipeline = in_group("pipeline")
+
 SETTINGS = (
-    Setting(
+    _inputs(
         "files",
         list[str],
         None,
         "the text to train on: files, directories, globs or URLs of text, .parquet, .jsonl, .json, .csv or .tsv, "
         "compressed or not (.gz, .zst, .bz2, .xz)",
-        "inputs",
         Check("a path, glob or URL, or a list of them", _paths),
         on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
         none="the texts given instead",
@@ -349,98 +368,89 @@ SETTINGS = (
         key="data",
         example=["corpus/"],
     ),
-    Setting(
+    _vocabulary(
         "vocab_size",
         int,
         32768,
         "tokens in all: the 256 bytes, the merges and the special tokens (with {base}, the base's tokens too)",
-        "vocabulary",
         integer(256, MAX_VOCAB_SIZE, beyond="tokens (token ids are unsigned 32-bit)"),
         required=True,
         metavar="SIZE",
         example=50000,
     ),
-    Setting(
+    _splitting(
         "pattern",
         str,
         None,
         f"how text is cut into words that merges never cross: {', '.join(PATTERNS)}, or a regex",
-        "splitting",
         text(f"one of {', '.join(PATTERNS)} or a regex", _pattern),
         none="cl100k, or the base tokenizer's",
         from_base=True,
         metavar="PATTERN",
         example="gpt2",
     ),
-    Setting(
+    _vocabulary(
         "special_tokens",
         list[str],
         (),
         "special tokens, kept whole and never merged; their ids follow the merges (with {base}, after the base's)",
-        "vocabulary",
         Check("a list of strings", _strings, _special_tokens),
         from_base=True,
         flag="--special-token",
         metavar="TOKEN",
         example=["<|endoftext|>"],
     ),
-    Setting(
+    _merges(
         "min_frequency",
         int,
         1,
         "stop when the best pair occurs fewer times than this",
-        "merges",
         integer(1, MAX_COUNT, beyond="(counts are 64-bit)"),
         metavar="COUNT",
         example=2,
     ),
-    Setting(
+    _merges(
         "tie_break",
         str,
         "bytes",
         "which of the pairs with equal counts merges first: the greatest by their tokens' bytes, or by their ids",
-        "merges",
         choice(TIE_BREAKS),
         example="ids",
     ),
-    Setting(
+    _merges(
         "max_token_length",
         int,
         None,
         "no merge makes a token longer than this many bytes (at least 2): such pairs are skipped",
-        "merges",
         integer(2, MAX_LENGTH, "bytes"),
         none="no limit",
         metavar="BYTES",
         example=16,
     ),
-    Setting(
+    _inputs(
         "text_column",
         str,
         "text",
         "the Parquet/CSV column or JSON field holding the text",
-        "inputs",
         text("a non-empty column or field name"),
         metavar="NAME",
         example="body",
     ),
-    Setting(
+    _inputs(
         "text_format",
         str,
         "doc",
         "a text file (any but .parquet/.jsonl/.json/.csv/.tsv) is one document (doc) or one per line (lines)",
-        "inputs",
         choice(TEXT_FORMATS),
         on=TRAINING,
         example="lines",
     ),
-    Setting(
+    _inputs(
         "limit",
         str,
         None,
         "train on the start of the input only: a size of text (10MB, 512KiB, 1.5GB) or of rows (5000rows), "
         "after {sample}",
-        "inputs",
         Check(
             "a size such as 10MB, 512KiB, 1.5GB or a row count such as 5000rows",
             lambda value: _parsed_limit(value) is not None,
@@ -451,78 +461,71 @@ SETTINGS = (
         metavar="BYTES|ROWS",
         example="10MB",
     ),
-    Setting(
+    _inputs(
         "sample",
         float,
         None,
         "train on this fraction of the rows (documents), chosen by a hash of each row and {seed}",
-        "inputs",
         Number("a fraction of rows to keep, above 0 and at most 1", above=0, most=1),
         on=TRAINING,
         none="every row",
         metavar="FRACTION",
         example=0.1,
     ),
-    Setting(
+    _inputs(
         "seed",
         int,
         0,
         "the seed of {sample}",
-        "inputs",
         integer(0),
         on=TRAINING,
         example=7,
     ),
-    Setting(
+    _pipeline(
         "holdout_fraction",
         float,
         0.01,
         "the fraction of rows held out from training, to measure compression on (a text file, one document, is "
         "never held out)",
-        "pipeline",
         Number("a number in [0, 0.5)", least=0, below=0.5),
         on=On.RECORD | On.YAML | On.FLOW,
         example=0.05,
     ),
-    Setting(
+    _superwords(
         "superwords",
         bool,
         False,
         "a superword tokenizer: ordinary BPE up to {transition}, then merges across words up to {vocab_size}",
-        "superwords",
         YES_NO,
         example=True,
     ),
-    Setting(
+    _superwords(
         "transition",
         int,
         None,
         "the vocabulary size (special tokens aside) where the superword stage starts",
-        "superwords",
         integer(256, expected="a vocabulary size >= 256 at which the superword stage starts"),
         none="no superword stage",
         key="superwords.transition",
         metavar="SIZE",
         example=40000,
     ),
-    Setting(
+    _superwords(
         "superword_pattern",
         str,
         SUPERWORD_PATTERN,
         f"how the superword stage cuts text: {SUPERWORD_PATTERN} (the paper's) or a regex whose matches and the text "
         "between them are the pieces",
-        "superwords",
         text(f"{SUPERWORD_PATTERN} or a regex", _superword_pattern),
         key="superwords.pattern",
         metavar="PATTERN",
         example=r"\s+",
     ),
-    Setting(
+    _superwords(
         "max_words",
         int,
         4,
         "a superword holds at most this many words (runs of bytes other than the space)",
-        "superwords",
         integer(1, MAX_LENGTH, beyond="words"),
         none="no limit",
         key="superwords.max_words",
@@ -530,24 +533,22 @@ SETTINGS = (
         cli_none="0",
         example=3,
     ),
-    Setting(
+    _superwords(
         "colon_space",
         bool,
         False,
         'let superwords hold ": " (refused by default, as in the paper)',
-        "superwords",
         YES_NO,
         key="superwords.colon_space",
         example=True,
     ),
-    Setting(
+    _languages(
         "languages",
         dict[str, list[str]],
         None,
         "training text by language, instead of {files}: a language code (ISO 639-3 such as eng, hin) and its "
         "inputs (files, directories, globs or URLs); each language is counted apart, languages are held in the "
         "order of their codes",
-        "languages",
         Check("a mapping of language code -> a path, glob or URL, or a list of them", _by_language, _codes),
         on=On.CLI | On.YAML | On.FLOW,
         none="one text, not by language",
@@ -555,130 +556,111 @@ SETTINGS = (
         metavar="CODE=INPUT",
         example={"eng": ["en/"], "hin": ["hi/"]},
     ),
-    Setting(
+    _languages(
         "lang_dir",
         str,
         None,
         "training text by language from one directory, instead of {files} or {languages}: a file or folder per "
         "language, named by its code (eng.txt, hin.parquet, tel/); other names (README.md, hidden files) are "
         "skipped",
-        "languages",
         text("a directory (or URL) holding a file or folder per language code"),
-        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
         none="not from a directory",
         metavar="DIR",
         example="ud/",
     ),
-    Setting(
+    _languages(
         "mix",
         str | dict[str, float],
         None,
         "how much each language's text counts: temperature=A (each language's text weighs as its bytes to the "
         "power A, 0 <= A <= 1, as mT5's sampling; 0.3 is usual) or weights such as eng=1,hin=4 (hin's words "
         "count four times; a language left out weighs 1); applied exactly, by multiplying word counts by integers",
-        "languages",
         Check("temperature=A or weights such as eng=1,hin=4", _text_or_numbers, _mix),
-        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
         none="each language's text as it is",
         metavar="temperature=A|CODE=W,...",
         example="temperature=0.3",
     ),
-    Setting(
+    _languages(
         "parity",
         bool,
         False,
         "parity-aware merges (Foroutan et al. 2025): each merge serves one language, the one whose {parity_dev} "
         "is the longest in tokens (without a dev set or {parity_ratio}: whose training text is), merging that "
         "language's most frequent pair everywhere; {parity_dev} and {parity_ratio} turn it on too",
-        "languages",
         YES_NO,
-        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
         example=True,
     ),
-    Setting(
+    _languages(
         "parity_dev",
         str,
         None,
         "a directory of parallel dev text, a file per language: <code>.txt (a sentence per line, line i "
         "parallel across the files) or <code>.parquet (its {text_column}); each merge serves the language whose "
         "dev text is the longest in tokens",
-        "languages",
         text("a directory holding <code>.txt or <code>.parquet per language"),
-        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
         none="no dev set",
         key="parity.dev",
         metavar="DIR",
         example="ntrex/",
     ),
-    Setting(
+    _languages(
         "parity_ratio",
         str | dict[str, float],
         None,
         "target compression ratios instead of {parity_dev}, one per language (eng=1,hin=2.5): each merge serves "
         "the language whose training text's compression divided by its ratio is the lowest",
-        "languages",
         Check("a positive ratio per language, such as eng=1,hin=2.5", _text_or_numbers, _ratio),
-        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
         none="no ratios",
         key="parity.ratio",
         metavar="CODE=R,...",
         example="eng=1,hin=2.5",
     ),
-    Setting(
+    _languages(
         "global_merges",
         int,
         0,
         "ordinary merges (counts summed over the languages) made before the parity-aware ones",
-        "languages",
         integer(0, MAX_LENGTH, "merges"),
-        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
         key="parity.global_merges",
         metavar="N",
         example=800,
     ),
-    Setting(
+    _languages(
         "parity_variant",
         str,
         "base",
         "base serves the longest language; window skips a language that served more than {parity_alpha} / "
         "languages of the last {parity_window} merges",
-        "languages",
         choice(PARITY_VARIANTS),
-        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
         key="parity.variant",
         example="window",
     ),
-    Setting(
+    _languages(
         "parity_window",
         int,
         100,
         "the merges the window variant looks back over",
-        "languages",
         integer(1, MAX_LENGTH, "merges"),
-        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
         key="parity.window",
         metavar="N",
         example=50,
     ),
-    Setting(
+    _languages(
         "parity_alpha",
         float,
         2.0,
         "the window variant's share: a language may serve alpha / languages of the window's merges",
-        "languages",
         Number("a number above 0", above=0),
-        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
         key="parity.alpha",
         metavar="ALPHA",
         example=1.5,
     ),
-    Setting(
+    _vocabulary(
         "base",
         str,
         None,
         "a tokenizer to start from (our directory, GPT-2's vocab.json + merges.txt, a byte-level BPE tokenizer.json, "
         "a .tiktoken file; a path or URL): its merges are replayed first, its ids kept, new tokens take the ids after",
-        "vocabulary",
         text("the path or URL of a tokenizer"),
         on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
         none="no base (training starts from the bytes)",
@@ -686,13 +668,12 @@ SETTINGS = (
         metavar="TOKENIZER",
         example="gpt2-tokenizer/",
     ),
-    Setting(
+    _vocabulary(
         "special_token_roles",
         dict[str, str],
         None,
         "the {key} token for transformers, written to tokenizer_config.json (added as a special token if no "
         "{special_tokens} names it)",
-        "vocabulary",
         Check("a mapping of role -> token", lambda value: isinstance(value, Mapping)),  # then bpe.formats.roles
         on=On.TRAIN | On.CLI,
         none="no roles",
@@ -701,13 +682,12 @@ SETTINGS = (
         keys=ROLES,
         example={"eos": "<|endoftext|>"},
     ),
-    Setting(
+    _vocabulary(
         "model_max_length",
         int,
         None,
         "the model's longest input in tokens, written to tokenizer_config.json: what transformers' truncation=True "
         "cuts to",
-        "vocabulary",
         integer(1, expected="a positive integer (tokens)"),
         on=On.TRAIN | On.CLI,
         merges=False,
@@ -715,66 +695,53 @@ SETTINGS = (
         metavar="TOKENS",
         example=1024,
     ),
-    Setting(
+    _engine(
         "engine",
         str,
         "local",
         "local (threads of this process) or dask (a Dask cluster; the [dask] extra)",
-        "engine",
         choice(ENGINES),
-        on=On.TRAIN | On.CLI,
-        merges=False,
         example="dask",
     ),
-    Setting(
+    _engine(
         "threads",
         int,
         None,
         "threads for counting and the merge loop",
-        "engine",
         integer(1),
-        on=On.TRAIN | On.CLI,
-        merges=False,
         none="the cores available",
         example=4,
     ),
-    Setting(
+    _engine(
         "scheduler",
         str,
         None,
         "the Dask scheduler's address (tcp://host:8786) for the dask engine",
-        "engine",
         text("a scheduler address"),
         on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
-        merges=False,
         none="a local cluster",
         key="dask_scheduler",
         metavar="ADDRESS",
         example="tcp://10.0.0.5:8786",
     ),
-    Setting(
+    _engine(
         "workers",
         int,
         None,
         "worker processes of the local Dask cluster (the dask engine without a scheduler)",
-        "engine",
         integer(1, MAX_LOCAL_WORKERS, "worker processes of the local Dask cluster", beyond="processes on this machine"),
         on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
-        merges=False,
         none="one per core",
         key="dask_workers",
         metavar="N",
         example=4,
     ),
-    Setting(
+    _engine(
         "scratch",
         str,
         None,
         "where the dask engine keeps word buckets and checkpoints: a path every worker shares or an object store URL",
-        "engine",
         text("a path or URL"),
-        on=On.TRAIN | On.CLI,
-        merges=False,
         none="a temporary directory on this machine",
         metavar="PATH",
         example="s3://bucket/scratch",
@@ -782,33 +749,30 @@ SETTINGS = (
 )
 # What a run resolves beyond the settings it is given: never a parameter, flag or key.
 RESOLVED = (
-    Setting(
+    _vocabulary(
         "base_merges",
         int,
         0,
         "the base tokenizer's merges, replayed before training learns more",
-        "vocabulary",
         integer(0),
         on=On.SETTINGS | On.RECORD,
         example=100,
     ),
-    Setting(
+    _vocabulary(
         "base_missing_bytes",
         int,
         0,
         "the bytes the base tokenizer has no id for (of the 13 valid UTF-8 never holds): the vocabulary counts "
         "ids, so as many more merges fit in it",
-        "vocabulary",
         integer(0, 13, expected="an integer from 0 to 13 (the bytes valid UTF-8 never holds)"),
         on=On.SETTINGS,
         example=13,
     ),
-    Setting(
+    _superwords(
         "stage",
         str,
         "whole",
         "which part of a superword run the settings describe: all of it, or its subword or superword stage",
-        "superwords",
         choice(STAGES),
         on=On.SETTINGS,
         example="subwords",

@@ -33,6 +33,7 @@ from bpe.schema import (
     On,
     Setting,
     check,
+    in_group,
     integer,
     on,
     text,
@@ -81,156 +82,124 @@ def _webhook(value: Any) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
-# The pipeline's own keys, in the schema's form (group "pipeline"): a configuration's and, for some,
-# a flow run's. `retention.*`, `alerts.*` and `evaluation.*` are sections (`retention: {keep_versions: 10}`).
+# The pipeline's own keys, in the schema's form (group "pipeline"; none changes the merges): a
+# configuration's and, for some, a flow run's. `retention.*`, `alerts.*` and `evaluation.*` are sections
+# (`retention: {keep_versions: 10}`).
+_pipeline = in_group("pipeline", on=On.YAML, merges=False)
 PIPELINE_SETTINGS = (
-    Setting(
+    _pipeline(
         "name",
         str,
         None,
         "the tokenizer's name: its deployment is train-bpe/<name>, its versions are stored under it",
-        "pipeline",
         Check("letters, digits, '.', '_' or '-', starting with a letter or digit", _safe_name),
         on=On.YAML | On.FLOW,
-        merges=False,
         required=True,
         example="en",
     ),
-    Setting(
+    _pipeline(
         "artifact_root",
         str,
         "artifacts",
         "where versions are published: a directory or an object store URL",
-        "pipeline",
         text("a non-empty string"),
         on=On.YAML | On.FLOW,
-        merges=False,
         example="s3://bucket/tokenizers",
     ),
-    Setting(
+    _pipeline(
         "cache_dir",
         str,
         None,
         "where shard counts persist, for the next run to reuse: a path every worker reaches or an object store URL",
-        "pipeline",
         text("a non-empty string"),
-        on=On.YAML,
-        merges=False,
         none="<artifact_root>/.cache",
         example="s3://bucket/cache",
     ),
-    Setting(
+    _pipeline(
         "schedule",
         str,
         None,
         "when the deployment retrains (if the data changed): a cron expression",
-        "pipeline",
         Check("a cron expression such as '0 3 * * *'", _cron),
-        on=On.YAML,
-        merges=False,
         none="no schedule",
         example="0 3 * * *",
     ),
-    Setting(
+    _pipeline(
         "eval_sizes",
         list[int],
         (),
         "smaller vocabulary sizes to report held-out compression at (cut from the same run)",
-        "pipeline",
         Check("a list of integers >= 256", _sizes),
-        on=On.YAML,
-        merges=False,
         example=[8192, 16384],
     ),
-    Setting(
+    _pipeline(
         "keep_versions",
         int,
         None,
         "after publishing, remove versions beyond the newest N (never latest, the version a rollback would "
         "return to, or the newest main-line one)",
-        "pipeline",
         integer(1),
-        on=On.YAML,
-        merges=False,
         none="keep every version",
         key="retention.keep_versions",
         example=10,
     ),
-    Setting(
+    _pipeline(
         "cache_days",
         float,
         None,
         "after publishing, remove count cache entries no run has used for this many days",
-        "pipeline",
         Number("a number of days > 0", above=0),
-        on=On.YAML,
-        merges=False,
         none="keep every entry",
         key="retention.cache_days",
         example=30.0,
     ),
-    Setting(
+    _pipeline(
         "webhook",
         str,
         None,
         "an http(s) URL the Prefect server POSTs a message to when a run fails or crashes (set up by bpe deploy)",
-        "pipeline",
         Check("an http:// or https:// URL with a host", _webhook),
-        on=On.YAML,
-        merges=False,
         none="no alerts",
         key="alerts.webhook",
         example="https://hooks.example.com/T0/B0/x",
     ),
-    Setting(
+    _pipeline(
         "evaluation_dev",
         str,
         None,
         "a parallel dev set (a directory or URL of <code>.txt or <code>.parquet files, line i the same sentence in "
         "every language) that every version is measured on language by language, with its Gini coefficient",
-        "pipeline",
         text("the path or URL of a directory"),
-        on=On.YAML,
-        merges=False,
         none="no per-language evaluation",
         key="evaluation.dev",
         example="dev/ntrex",
     ),
-    Setting(
+    _pipeline(
         "evaluation_pivot",
         str,
         None,
         "the language of {evaluation_dev} that parity is measured against",
-        "pipeline",
         Check("a language code such as eng", _language_code),
-        on=On.YAML,
-        merges=False,
         none="eng when the dev set has it, else no parity",
         key="evaluation.pivot",
         example="hin",
     ),
-    Setting(
+    _pipeline(
         "gini_margin",
         float,
         0.01,
         "alert (on {webhook}) when a version's Gini coefficient on {evaluation_dev} is above the promoted version's by "
         "more than this",
-        "pipeline",
         Number("a number >= 0", least=0),
-        on=On.YAML,
-        merges=False,
         key="evaluation.gini_margin",
         example=0.05,
     ),
-    Setting(
+    _pipeline(
         "demo_corpus",
         bool,
         False,
         "the data is the demo corpus: a run writes it where {files} points, if it is missing",
-        "pipeline",
         YES_NO,
-        on=On.YAML,
-        merges=False,
         example=True,
     ),
 )
