@@ -12,49 +12,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from bpe.cli.declare import Argument, Command, add_command
 from bpe.errors import require_extra
 from bpe.install import this_bpe
 from bpe.progress import Heartbeat
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add `demo` and `deploy` to the `bpe` parser's subparsers."""
-    demo = sub.add_parser(
-        "demo",
-        group="pipeline",
-        help="run the train-bpe flow on the demo corpus (no server needed: Prefect's ephemeral mode)",
-        description="""
-            Write the demo corpus (the docstrings of Python's standard library, as Parquet shards) and
-            run the train-bpe flow on it in this process: Prefect's ephemeral mode and a local Dask
-            cluster, no server to start. It publishes the next version of the `demo` tokenizer under the
-            artifact root (artifacts/demo/v0001, ...), prints where, and a command to try it; run again
-            on the same data, it says at once that nothing is new.""",
-        examples=["bpe demo", "bpe demo --vocab-size 8192 --artifacts /tmp/artifacts"],
-    )
-    demo.add_argument("--data", type=Path, default=Path("demo-data"), help="where to write the demo corpus")
-    demo.add_argument("--config", type=Path, default=None, help="configuration (default: the packaged conf/demo.yaml)")
-    demo.add_argument("--artifacts", type=Path, default=None, help="artifact root (default: the config's)")
-    demo.add_argument("--vocab-size", type=int, default=None, help="override the config's vocabulary size")
-    demo.set_defaults(run=run_demo)
-
-    dep = sub.add_parser(
-        "deploy",
-        group="pipeline",
-        help="register the train-bpe deployments (one per conf/*.yaml) on a Prefect server",
-        description="""
-            Register a train-bpe deployment per configuration (conf/*.yaml) on the Prefect server that
-            PREFECT_API_URL names, each with its configuration's schedule, on a process work pool that a
-            worker then serves. Prints each deployment's schedule, whether it is paused, and where its
-            failure alerts go.""",
-        examples=[
-            "export PREFECT_API_URL=http://127.0.0.1:4200/api",
-            "bpe deploy && prefect worker start --pool bpe",
-            "bpe deploy --conf my-configs/ --pool tokenizers",
-        ],
-    )
-    dep.add_argument("--conf", type=Path, default=None, help="directory of configurations (default: conf/)")
-    dep.add_argument("--pool", default="bpe", help="process work pool (created if missing)")
-    dep.set_defaults(run=run_deploy)
 
 
 def said(line: str) -> None:
@@ -145,3 +106,50 @@ def run_deploy(args: argparse.Namespace) -> int:
     for name in deploy_all(args.conf, args.pool):
         print(f"deployed {name} on work pool {args.pool}")
     return 0
+
+
+COMMANDS = (
+    Command(
+        "demo",
+        "run the train-bpe flow on the demo corpus (no server needed: Prefect's ephemeral mode)",
+        run_demo,
+        description="""
+            Write the demo corpus (the docstrings of Python's standard library, as Parquet shards) and
+            run the train-bpe flow on it in this process: Prefect's ephemeral mode and a local Dask
+            cluster, no server to start. It publishes the next version of the `demo` tokenizer under the
+            artifact root (artifacts/demo/v0001, ...), prints where, and a command to try it; run again
+            on the same data, it says at once that nothing is new.""",
+        examples=["bpe demo", "bpe demo --vocab-size 8192 --artifacts /tmp/artifacts"],
+        arguments=[
+            Argument("--data", type=Path, default=Path("demo-data"), help="where to write the demo corpus"),
+            Argument("--config", type=Path, default=None, help="configuration (default: the packaged conf/demo.yaml)"),
+            Argument("--artifacts", type=Path, default=None, help="artifact root (default: the config's)"),
+            Argument("--vocab-size", type=int, default=None, help="override the config's vocabulary size"),
+        ],
+    ),
+    Command(
+        "deploy",
+        "register the train-bpe deployments (one per conf/*.yaml) on a Prefect server",
+        run_deploy,
+        description="""
+            Register a train-bpe deployment per configuration (conf/*.yaml) on the Prefect server that
+            PREFECT_API_URL names, each with its configuration's schedule, on a process work pool that a
+            worker then serves. Prints each deployment's schedule, whether it is paused, and where its
+            failure alerts go.""",
+        examples=[
+            "export PREFECT_API_URL=http://127.0.0.1:4200/api",
+            "bpe deploy && prefect worker start --pool bpe",
+            "bpe deploy --conf my-configs/ --pool tokenizers",
+        ],
+        arguments=[
+            Argument("--conf", type=Path, default=None, help="directory of configurations (default: conf/)"),
+            Argument("--pool", default="bpe", help="process work pool (created if missing)"),
+        ],
+    ),
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `demo` and `deploy` to the `bpe` parser's subparsers."""
+    for command in COMMANDS:
+        add_command(sub, command, "pipeline")

@@ -17,8 +17,9 @@ import signal
 import sys
 import threading
 
+from bpe.cli.declare import THREADS, Argument, Command, OneOf, add_command
 from bpe.cli.encode import run_decode, run_encode
-from bpe.cli.eval import add_eval_command
+from bpe.cli.eval import EVAL
 from bpe.cli.flags import in_flags
 from bpe.cli.train import add_training_options, run_train
 from bpe.cli.warm import run_warm
@@ -127,6 +128,125 @@ USER_ERRNOS = {
     errno.EMFILE,
 }
 
+TOKENIZER = Argument("tokenizer", help="a tokenizer directory or URL")
+
+TRAIN = Command(  # its options (from the schema) are added by `build_parser`
+    "train",
+    "train a tokenizer on text, Parquet, JSON lines, JSON or CSV files (compressed too), directories, globs, URLs "
+    "or - (stdin)",
+    run_train,
+    usage="%(prog)s (INPUT... | --lang CODE=INPUT...) --vocab-size N --out DIR [options]",
+    description="""
+        Train a byte-level BPE tokenizer and write it to --out: tokenizer.json (Hugging Face),
+        vocab.json + merges.txt (GPT-2), tokenizer.tiktoken, transformers' configuration and a
+        manifest. The merges are exactly the textbook algorithm's, on any engine and thread count.
+
+        INPUT is a file (.parquet, .jsonl, .json, .csv/.tsv, or text: any other suffix; compressed
+        .gz/.zst/.bz2/.xz too), a directory, a glob, an fsspec URL, or - for stdin. --vocab-size
+        counts every token: the 256 bytes, the merges and the special tokens.
+
+        --lang CODE=INPUT (once per language) gives text by language instead: each language is
+        counted apart, --mix weighs them, and --parity-dev (or --parity, --parity-ratio) makes
+        each merge serve the language whose text is the longest in tokens.""",
+    examples=[
+        "bpe train data/ --vocab-size 32768 --out tok/",
+        "bpe train corpus.txt.gz --vocab-size 8192 --special-token '<|endoftext|>' --out tok/",
+        "bpe train data/*.parquet --vocab-size 32768 --limit 10MB --out quick/",
+        "bpe train corpus/ --from gpt2/ --vocab-size 50357 --out gpt2-plus/",
+        "bpe train --lang eng=data/en/ --lang hin='data/hi/*.parquet' --mix temperature=0.3 --vocab-size 32768 "
+        "--out mixed/",
+        "bpe train --lang eng=ud/eng.parquet --lang tel=ud/tel.parquet --parity-dev ntrex/ --vocab-size 8192 "
+        "--out parity/",
+    ],
+)
+ENCODE = Command(
+    "encode",
+    "write the token ids of files (any training format), stdin or text arguments",
+    run_encode,
+    description="""
+        Write the token ids of files, stdin or text. Files of every training format are streamed
+        in batches encoded on all cores; if no argument names a file, the arguments are text.
+        By default a line of ids per document on stdout; --out ids.npy (or .bin, .jsonl) writes a
+        file for a model's training, --eot ends each document with the end-of-text token.""",
+    examples=[
+        "echo 'Hello world' | bpe encode tok/",
+        "bpe encode tok/ 'Hello world'",
+        "bpe encode tok/ data/ --out ids.npy --eot --offsets docs.npy",
+    ],
+    arguments=[
+        TOKENIZER,
+        Argument(
+            "inputs",
+            nargs="*",
+            metavar="FILE|TEXT",
+            help="files, directories, globs, URLs or - (stdin), streamed; or, if none of them is a file, "
+            "text to encode (see --text); stdin when absent (one final newline dropped)",
+        ),
+        Argument("--text", action="store_true", help="the arguments are text to encode, even if they name files"),
+        Argument("--out", help="write the ids here (a temporary file renamed into place at the end); default stdout"),
+        Argument(
+            "--format",
+            choices=("txt", "jsonl", "npy", "bin"),
+            help='txt: a line of ids per document; jsonl: {"ids": [...]} per document; npy: one flat '
+            "array; bin: raw uint16/uint32 (default: from --out's suffix, else txt)",
+        ),
+        Argument("--force", action="store_true", help="replace an existing --out or --offsets file"),
+        Argument("--eot", action="store_true", help="append the end-of-text token after each document"),
+        Argument(
+            "--offsets",
+            metavar="PATH",
+            help="also write where each document starts in the flat ids, and where the last ends "
+            "(an int64 .npy of documents + 1 entries)",
+        ),
+        Argument("--text-column", default="text", help="Parquet/CSV column or JSON field holding the text"),
+        Argument(
+            "--text-format",
+            choices=TEXT_FORMATS,
+            default="doc",
+            help="a text file is one document (doc, the default) or one document per line (lines)",
+        ),
+        THREADS,
+        Argument("--quiet", action="store_true", help="no progress line and no summary on stderr"),
+        OneOf(
+            Argument(
+                "--allow-special",
+                action="store_true",
+                help="encode special tokens' text in the input as the special tokens (by default it is "
+                "an error, naming the file and row)",
+            ),
+            Argument(
+                "--special-as-text",
+                action="store_true",
+                help="encode special tokens' text in the input as ordinary text",
+            ),
+        ),
+        Argument("--pattern", help="split pattern for a directory holding only vocab.json + merges.txt"),
+    ],
+)
+DECODE = Command(
+    "decode",
+    "print the text of token ids (arguments, or stdin)",
+    run_decode,
+    description="Print the text of token ids, given as arguments or on stdin (separated by spaces or lines).",
+    examples=["bpe decode tok/ 9906 1917", "bpe encode tok/ 'Hello world' | bpe decode tok/"],
+    arguments=[TOKENIZER, Argument("ids", nargs="*", type=int, help="token ids; read from stdin when absent")],
+)
+WARM = Command(
+    "warm",
+    "compile every kernel both engines use into the kernel cache, ahead of time",
+    run_warm,
+    description="""
+        Compile the kernels both engines use into the kernel cache (~/.cache/bpe/kernels, or
+        $BPE_KERNEL_CACHE), a group per process on every core, and print what each group took.
+        Installing compiles nothing, and a run compiles the groups it needs first; warm is for an
+        image's or a worker's cache, so that no run there compiles. GROUP names some of them.""",
+    examples=["bpe warm", "bpe warm 'count cl100k' 'merge loop'", "BPE_KERNEL_CACHE=/cache/bpe bpe warm"],
+    arguments=[
+        Argument("groups", nargs="*", metavar="GROUP", help="kernel groups to compile (default: all; see --list)"),
+        Argument("--list", action="store_true", help="list the kernel groups and whether the cache holds each"),
+    ],
+)
+
 
 def build_parser() -> argparse.ArgumentParser:
     from bpe import __version__  # the package itself: loads neither numpy nor numba
@@ -142,40 +262,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.register("action", "parsers", Commands)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help=argparse.SUPPRESS, prog="bpe")
 
-    t = sub.add_parser(
-        "train",
-        group="tokenizers",
-        help="train a tokenizer on text, Parquet, JSON lines, JSON or CSV files (compressed too), "
-        "directories, globs, URLs or - (stdin)",
-        usage="%(prog)s (INPUT... | --lang CODE=INPUT...) --vocab-size N --out DIR [options]",
-        description="""
-            Train a byte-level BPE tokenizer and write it to --out: tokenizer.json (Hugging Face),
-            vocab.json + merges.txt (GPT-2), tokenizer.tiktoken, transformers' configuration and a
-            manifest. The merges are exactly the textbook algorithm's, on any engine and thread count.
-
-            INPUT is a file (.parquet, .jsonl, .json, .csv/.tsv, or text: any other suffix; compressed
-            .gz/.zst/.bz2/.xz too), a directory, a glob, an fsspec URL, or - for stdin. --vocab-size
-            counts every token: the 256 bytes, the merges and the special tokens.
-
-            --lang CODE=INPUT (once per language) gives text by language instead: each language is
-            counted apart, --mix weighs them, and --parity-dev (or --parity, --parity-ratio) makes
-            each merge serve the language whose text is the longest in tokens.""",
-        examples=[
-            "bpe train data/ --vocab-size 32768 --out tok/",
-            "bpe train corpus.txt.gz --vocab-size 8192 --special-token '<|endoftext|>' --out tok/",
-            "bpe train data/*.parquet --vocab-size 32768 --limit 10MB --out quick/",
-            "bpe train corpus/ --from gpt2/ --vocab-size 50357 --out gpt2-plus/",
-            "bpe train --lang eng=data/en/ --lang hin='data/hi/*.parquet' --mix temperature=0.3 --vocab-size 32768 "
-            "--out mixed/",
-            "bpe train --lang eng=ud/eng.parquet --lang tel=ud/tel.parquet --parity-dev ntrex/ --vocab-size 8192 "
-            "--out parity/",
-        ],
-    )
-    groups = add_training_options(t)  # the settings, from the schema, grouped as it groups them
+    train = add_command(sub, TRAIN, "tokenizers")
+    groups = add_training_options(train)  # the settings, from the schema, grouped as it groups them
     groups["required"].add_argument(
         "--out", required=True, metavar="DIR", help="output directory or object store URL (must not hold a tokenizer)"
     )
-    output = t.add_argument_group("output", "what is written and shown")
+    output = train.add_argument_group("output", "what is written and shown")
     output.add_argument("--force", action="store_true", help="replace a tokenizer already in --out")
     output.add_argument(
         "--also-save",
@@ -190,95 +282,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the summary as one JSON object on stdout, for scripts (no progress bars)",
     )
     output.add_argument("--quiet", action="store_true", help="no progress bars and no summary (errors still show)")
-    t.set_defaults(run=run_train)
 
-    e = sub.add_parser(
-        "encode",
-        group="tokenizers",
-        help="write the token ids of files (any training format), stdin or text arguments",
-        description="""
-            Write the token ids of files, stdin or text. Files of every training format are streamed
-            in batches encoded on all cores; if no argument names a file, the arguments are text.
-            By default a line of ids per document on stdout; --out ids.npy (or .bin, .jsonl) writes a
-            file for a model's training, --eot ends each document with the end-of-text token.""",
-        examples=[
-            "echo 'Hello world' | bpe encode tok/",
-            "bpe encode tok/ 'Hello world'",
-            "bpe encode tok/ data/ --out ids.npy --eot --offsets docs.npy",
-        ],
-    )
-    e.add_argument("tokenizer", help="a tokenizer directory or URL")
-    e.add_argument(
-        "inputs",
-        nargs="*",
-        metavar="FILE|TEXT",
-        help="files, directories, globs, URLs or - (stdin), streamed; or, if none of them is a file, "
-        "text to encode (see --text); stdin when absent (one final newline dropped)",
-    )
-    e.add_argument("--text", action="store_true", help="the arguments are text to encode, even if they name files")
-    e.add_argument("--out", help="write the ids here (a temporary file renamed into place at the end); default stdout")
-    e.add_argument(
-        "--format",
-        choices=("txt", "jsonl", "npy", "bin"),
-        help='txt: a line of ids per document; jsonl: {"ids": [...]} per document; npy: one flat '
-        "array; bin: raw uint16/uint32 (default: from --out's suffix, else txt)",
-    )
-    e.add_argument("--force", action="store_true", help="replace an existing --out or --offsets file")
-    e.add_argument("--eot", action="store_true", help="append the end-of-text token after each document")
-    e.add_argument(
-        "--offsets",
-        metavar="PATH",
-        help="also write where each document starts in the flat ids, and where the last ends "
-        "(an int64 .npy of documents + 1 entries)",
-    )
-    e.add_argument("--text-column", default="text", help="Parquet/CSV column or JSON field holding the text")
-    e.add_argument(
-        "--text-format",
-        choices=TEXT_FORMATS,
-        default="doc",
-        help="a text file is one document (doc, the default) or one document per line (lines)",
-    )
-    e.add_argument("--threads", type=int, default=None, help="encoding threads (default: the cores available)")
-    e.add_argument("--quiet", action="store_true", help="no progress line and no summary on stderr")
-    special = e.add_mutually_exclusive_group()
-    special.add_argument(
-        "--allow-special",
-        action="store_true",
-        help="encode special tokens' text in the input as the special tokens (by default it is "
-        "an error, naming the file and row)",
-    )
-    special.add_argument(
-        "--special-as-text", action="store_true", help="encode special tokens' text in the input as ordinary text"
-    )
-    e.add_argument("--pattern", help="split pattern for a directory holding only vocab.json + merges.txt")
-    e.set_defaults(run=run_encode)
-
-    d = sub.add_parser(
-        "decode",
-        group="tokenizers",
-        help="print the text of token ids (arguments, or stdin)",
-        description="Print the text of token ids, given as arguments or on stdin (separated by spaces or lines).",
-        examples=["bpe decode tok/ 9906 1917", "bpe encode tok/ 'Hello world' | bpe decode tok/"],
-    )
-    d.add_argument("tokenizer", help="a tokenizer directory or URL")
-    d.add_argument("ids", nargs="*", type=int, help="token ids; read from stdin when absent")
-    d.set_defaults(run=run_decode)
-
-    add_eval_command(sub)
-
-    w = sub.add_parser(
-        "warm",
-        help="compile every kernel both engines use into the kernel cache, ahead of time",
-        description="""
-            Compile the kernels both engines use into the kernel cache (~/.cache/bpe/kernels, or
-            $BPE_KERNEL_CACHE), a group per process on every core, and print what each group took.
-            Installing compiles nothing, and a run compiles the groups it needs first; warm is for an
-            image's or a worker's cache, so that no run there compiles. GROUP names some of them.""",
-        examples=["bpe warm", "bpe warm 'count cl100k' 'merge loop'", "BPE_KERNEL_CACHE=/cache/bpe bpe warm"],
-    )
-    w.add_argument("groups", nargs="*", metavar="GROUP", help="kernel groups to compile (default: all; see --list)")
-    w.add_argument("--list", action="store_true", help="list the kernel groups and whether the cache holds each")
-    w.set_defaults(run=run_warm)
+    for command in (ENCODE, DECODE, EVAL):
+        add_command(sub, command, "tokenizers")
+    add_command(sub, WARM, "other")
 
     for register in registered_commands():
         register(sub)

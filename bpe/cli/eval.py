@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+from bpe.cli.declare import THREADS, Argument, Command
 from bpe.engine.errors import Spelling
 
 # How `bpe eval` spells the parameters of `bpe.evaluate` that its errors name.
@@ -23,69 +24,6 @@ EVAL_FLAGS = Spelling(
         "plot": "--plot",
     }
 )
-
-
-def add_eval_command(sub) -> None:
-    """`bpe eval` and its flags, on the `bpe` command's subparsers."""
-    v = sub.add_parser(
-        "eval",
-        group="tokenizers",
-        help="measure tokenizers side by side on a parallel dev set, language by language",
-        usage="%(prog)s TOKENIZER... --dev DIR [options]",
-        description="""
-            Measure one or several tokenizers on a multi-parallel dev set (line i of every language
-            the same sentence, as NTREX or FLORES): per language, bytes per token, tokens per
-            sentence, fertility (tokens per whitespace-separated word, for scripts written with
-            spaces) and parity (tokens over the pivot language's on the same sentences); across
-            languages, the Gini coefficient of the languages' token counts (0: every language costs
-            the same), Rényi efficiency (alpha 2.5) and the share of the vocabulary used.
-
-            TOKENIZER is anything bpe reads: our directory, GPT-2's vocab.json + merges.txt, a
-            tokenizer.json, a .tiktoken file (give --pattern); a path or URL. --dev is a directory of
-            <code>.txt (a sentence per line) or <code>.parquet files, one per language, named by
-            language code (eng.txt, hin.txt); languages are shown in the order of their codes.""",
-        examples=[
-            "bpe eval tok/ --dev ntrex/",
-            "bpe eval tok/ gpt2/ other/tokenizer.json --dev ntrex/ --pivot eng --plot languages.png",
-            "bpe eval tok/ gpt2/ --dev ntrex/ --lang eng,hin,tel --name ours --name gpt2 --json",
-        ],
-    )
-    v.add_argument("tokenizers", nargs="+", metavar="TOKENIZER", help="tokenizer directories, files or URLs")
-    v.add_argument(
-        "--dev",
-        required=True,
-        metavar="DIR",
-        help="the dev set: a directory (or URL) of <code>.txt or <code>.parquet files, line i of each the same "
-        "sentence in every language",
-    )
-    v.add_argument(
-        "--lang",
-        action="append",
-        metavar="CODES",
-        help="only these languages (comma-separated codes; repeatable); default: every file of --dev",
-    )
-    v.add_argument(
-        "--pivot",
-        metavar="CODE",
-        help="the language parity is measured against (default: eng when --dev has it, else no parity column)",
-    )
-    v.add_argument(
-        "--name",
-        action="append",
-        metavar="NAME",
-        help="the tokenizers' names in the table, one per TOKENIZER in their order (default: their paths' last parts)",
-    )
-    v.add_argument("--json", action="store_true", help="print the figures as one JSON object instead of the table")
-    v.add_argument(
-        "--plot",
-        metavar="FILE.png",
-        help="also draw tokens per sentence and bytes per token per language, a colour per tokenizer, to this file "
-        "(its suffix names the format: .png, .svg, .pdf; the [plot] extra)",
-    )
-    v.add_argument("--pattern", help="split pattern of a tokenizer file that records none (a .tiktoken file)")
-    v.add_argument("--text-column", default="text", help="the Parquet column holding the sentences")
-    v.add_argument("--threads", type=int, default=None, help="encoding threads (default: the cores available)")
-    v.set_defaults(run=run_eval)
 
 
 def run_eval(args: argparse.Namespace) -> int:
@@ -128,3 +66,66 @@ def run_eval(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(evaluation.table())
     return 0
+
+
+EVAL = Command(
+    "eval",
+    "measure tokenizers side by side on a parallel dev set, language by language",
+    run_eval,
+    usage="%(prog)s TOKENIZER... --dev DIR [options]",
+    description="""
+        Measure one or several tokenizers on a multi-parallel dev set (line i of every language
+        the same sentence, as NTREX or FLORES): per language, bytes per token, tokens per
+        sentence, fertility (tokens per whitespace-separated word, for scripts written with
+        spaces) and parity (tokens over the pivot language's on the same sentences); across
+        languages, the Gini coefficient of the languages' token counts (0: every language costs
+        the same), Rényi efficiency (alpha 2.5) and the share of the vocabulary used.
+
+        TOKENIZER is anything bpe reads: our directory, GPT-2's vocab.json + merges.txt, a
+        tokenizer.json, a .tiktoken file (give --pattern); a path or URL. --dev is a directory of
+        <code>.txt (a sentence per line) or <code>.parquet files, one per language, named by
+        language code (eng.txt, hin.txt); languages are shown in the order of their codes.""",
+    examples=[
+        "bpe eval tok/ --dev ntrex/",
+        "bpe eval tok/ gpt2/ other/tokenizer.json --dev ntrex/ --pivot eng --plot languages.png",
+        "bpe eval tok/ gpt2/ --dev ntrex/ --lang eng,hin,tel --name ours --name gpt2 --json",
+    ],
+    arguments=[
+        Argument("tokenizers", nargs="+", metavar="TOKENIZER", help="tokenizer directories, files or URLs"),
+        Argument(
+            "--dev",
+            required=True,
+            metavar="DIR",
+            help="the dev set: a directory (or URL) of <code>.txt or <code>.parquet files, line i of each the same "
+            "sentence in every language",
+        ),
+        Argument(
+            "--lang",
+            action="append",
+            metavar="CODES",
+            help="only these languages (comma-separated codes; repeatable); default: every file of --dev",
+        ),
+        Argument(
+            "--pivot",
+            metavar="CODE",
+            help="the language parity is measured against (default: eng when --dev has it, else no parity column)",
+        ),
+        Argument(
+            "--name",
+            action="append",
+            metavar="NAME",
+            help="the tokenizers' names in the table, one per TOKENIZER in their order (default: their paths' last "
+            "parts)",
+        ),
+        Argument("--json", action="store_true", help="print the figures as one JSON object instead of the table"),
+        Argument(
+            "--plot",
+            metavar="FILE.png",
+            help="also draw tokens per sentence and bytes per token per language, a colour per tokenizer, to this "
+            "file (its suffix names the format: .png, .svg, .pdf; the [plot] extra)",
+        ),
+        Argument("--pattern", help="split pattern of a tokenizer file that records none (a .tiktoken file)"),
+        Argument("--text-column", default="text", help="the Parquet column holding the sentences"),
+        THREADS,
+    ],
+)

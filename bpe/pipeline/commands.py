@@ -11,6 +11,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from bpe.cli.declare import Argument, Command, add_command
 from bpe.errors import require_extra
 
 STATE_DIR = Path(".bpe-cluster")  # bpe cluster's default --state-dir
@@ -33,7 +34,6 @@ VERSIONS_COLUMNS = (
     ),
 )
 VERSIONS_MARKS = "(latest) where `latest` points, (promoted) once latest, (rollback target) where `bpe rollback` goes"
-STORE_HELP = "<artifact root>/<tokenizer name>, a path or an fsspec URL"
 
 
 def _versions_description() -> str:
@@ -47,151 +47,6 @@ def _versions_description() -> str:
     ]
     intro = "List the versions of a tokenizer in an artifact store, oldest first."
     return "\n".join([intro, "", "columns:", *rows, "", f"After them: {VERSIONS_MARKS}."])
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add the pipeline's subcommands to the `bpe` parser's subparsers."""
-    v = sub.add_parser(
-        "versions",
-        group="pipeline",
-        help="list the versions in an artifact store, with their channel and compression",
-        description=_versions_description(),
-        examples=["bpe versions artifacts/demo", "bpe versions s3://bucket/artifacts/en"],
-    )
-    v.add_argument("store", help=STORE_HELP)
-    v.set_defaults(run=run_versions)
-
-    pr = sub.add_parser(
-        "promote",
-        group="pipeline",
-        help="move a store's `latest` to a version (backwards too)",
-        description="""
-            Move the store's `latest` to a version, forwards or backwards: what `latest` readers and
-            the next runs see. Recorded, with who did it, in the store's history.jsonl; `bpe rollback`
-            undoes it.""",
-        examples=["bpe promote artifacts/en v0003", "bpe promote artifacts/en 3"],
-    )
-    pr.add_argument("store", help=STORE_HELP)
-    pr.add_argument("version", help="the version to make latest (v0003, or 3)")
-    pr.set_defaults(run=run_promote)
-
-    rb = sub.add_parser(
-        "rollback",
-        group="pipeline",
-        help="move a store's `latest` back to the version promoted before it",
-        description="""
-            Move `latest` back to the version promoted before the current one, skipping versions pruned
-            since: rollback again walks further back. Recorded in the store's history.jsonl.""",
-        examples=["bpe rollback artifacts/en"],
-    )
-    rb.add_argument("store", help=STORE_HELP)
-    rb.set_defaults(run=run_rollback)
-
-    hi = sub.add_parser(
-        "history",
-        group="pipeline",
-        help="list every publish, promote, rollback and prune of a store",
-        description="""
-            List every publish, promote, rollback and prune of a store, oldest first: when, what, which
-            version, where `latest` went, and by whom (user@host, or the flow run of a publish).""",
-        examples=["bpe history artifacts/en"],
-    )
-    hi.add_argument("store", help=STORE_HELP)
-    hi.set_defaults(run=run_history)
-
-    pv = sub.add_parser(
-        "prune",
-        group="pipeline",
-        help="remove all but the newest versions of a store (dry run without --yes)",
-        description="""
-            Remove all but the newest --keep versions of a store. Always kept: `latest`, the rollback
-            target and the newest main-line version. Without --yes it only lists what would go.""",
-        examples=["bpe prune artifacts/en --keep 5", "bpe prune artifacts/en --keep 5 --yes"],
-    )
-    pv.add_argument("store", help=STORE_HELP)
-    pv.add_argument(
-        "--keep",
-        type=int,
-        required=True,
-        metavar="N",
-        help="newest versions to keep (latest, the rollback target and the newest main-line version are always kept)",
-    )
-    pv.add_argument("--yes", action="store_true", help="remove them (without it: only list what would go)")
-    pv.set_defaults(run=run_prune)
-
-    pc = sub.add_parser(
-        "prune-cache",
-        group="pipeline",
-        help="remove count cache entries unused for DAYS days (dry run without --yes)",
-        description="""
-            Remove the count cache entries (a shard's counts) that no run has used for --older-than days:
-            every run records the entries it uses. Without --yes it only lists them.""",
-        examples=[
-            "bpe prune-cache artifacts/.cache --older-than 30",
-            "bpe prune-cache artifacts/.cache --older-than 30 --yes",
-        ],
-    )
-    pc.add_argument("cache", help="the count cache: a configuration's cache_dir (default <artifact root>/.cache)")
-    pc.add_argument("--older-than", type=float, required=True, metavar="DAYS", help="days since a run last used it")
-    pc.add_argument("--yes", action="store_true", help="remove them (without it: only list what would go)")
-    pc.set_defaults(run=run_prune_cache)
-
-    cl = sub.add_parser(
-        "cluster",
-        group="cluster",
-        help="run the docker-compose topology as local processes on 127.0.0.1: up, env, status, down",
-        description="""
-            Run the topology of docker-compose.yml as local processes on 127.0.0.1: a Prefect server and
-            worker, a Dask scheduler and workers, speaking TLS, the API behind an auth string. What they
-            need and log is kept in --state-dir (.bpe-cluster/), readable by its owner only.""",
-        examples=["bpe cluster up --workers 2", 'eval "$(bpe cluster env)"', "bpe cluster status", "bpe cluster down"],
-    )
-    cl.register("action", "parsers", type(sub))
-    cl_sub = cl.add_subparsers(dest="action", required=True, metavar="ACTION")
-    cl_up = cl_sub.add_parser(
-        "up",
-        group=None,
-        help="start Prefect server + worker and a Dask scheduler + workers",
-        description="""
-            Start a Prefect server and worker, a Dask scheduler and workers on 127.0.0.1, register the
-            deployments of conf/ (as `bpe deploy` does), and print the URLs and how to use them.""",
-        examples=[
-            "bpe cluster up",
-            "bpe cluster up --workers 4 --prefect-port 4300 --database-url postgresql+asyncpg://...",
-        ],
-    )
-    cl_up.add_argument("--workers", type=int, default=2, help="Dask workers (default 2)")
-    cl_up.add_argument("--prefect-port", type=int, default=4200, help="Prefect server and UI port (default 4200)")
-    cl_up.add_argument("--dask-port", type=int, default=8786, help="Dask scheduler port (default 8786)")
-    cl_up.add_argument("--dashboard-port", type=int, default=8787, help="Dask dashboard port (default 8787)")
-    cl_up.add_argument("--database-url", help="PostgreSQL URL for the Prefect server (default: SQLite)")
-    cl_up.add_argument("--conf", type=Path, default=None, help="configurations to deploy (default: conf/)")
-    actions = [cl_up]
-    for name, summary, description, example in (
-        (
-            "env",
-            'print the settings a client needs, as export lines: eval "$(bpe cluster env)"',
-            "Print, as export lines, what a shell needs to use the cluster: PREFECT_API_URL, the API's\n"
-            "auth string and Dask's TLS client settings.",
-            'eval "$(bpe cluster env)"',
-        ),
-        (
-            "status",
-            "show the processes",
-            "Show the cluster's processes, whether each runs, and its URLs; exit 1 if one is not running.",
-            "bpe cluster status",
-        ),
-        (
-            "down",
-            "stop them",
-            "Stop exactly the processes `bpe cluster up` started, workers first, and their children.",
-            "bpe cluster down",
-        ),
-    ):
-        actions.append(cl_sub.add_parser(name, group=None, help=summary, description=description, examples=[example]))
-    for p in actions:
-        p.add_argument("--state-dir", type=Path, default=STATE_DIR, help="where PIDs and logs are kept")
-    cl.set_defaults(run=run_cluster)
 
 
 def open_store(text: str, command: str):
@@ -398,3 +253,158 @@ def run_cluster(args: argparse.Namespace) -> int:
         print(f"bpe: error: still running after SIGKILL: {running}; `bpe cluster down{here}` again", file=sys.stderr)
         return 1
     return 0
+
+
+STORE = Argument("store", help="<artifact root>/<tokenizer name>, a path or an fsspec URL")
+YES = Argument("--yes", action="store_true", help="remove them (without it: only list what would go)")
+
+# The commands on a store or cache, in the order `bpe --help` lists them under "pipeline".
+STORE_COMMANDS = (
+    Command(
+        "versions",
+        "list the versions in an artifact store, with their channel and compression",
+        run_versions,
+        description=_versions_description(),
+        examples=["bpe versions artifacts/demo", "bpe versions s3://bucket/artifacts/en"],
+        arguments=[STORE],
+    ),
+    Command(
+        "promote",
+        "move a store's `latest` to a version (backwards too)",
+        run_promote,
+        description="""
+            Move the store's `latest` to a version, forwards or backwards: what `latest` readers and
+            the next runs see. Recorded, with who did it, in the store's history.jsonl; `bpe rollback`
+            undoes it.""",
+        examples=["bpe promote artifacts/en v0003", "bpe promote artifacts/en 3"],
+        arguments=[STORE, Argument("version", help="the version to make latest (v0003, or 3)")],
+    ),
+    Command(
+        "rollback",
+        "move a store's `latest` back to the version promoted before it",
+        run_rollback,
+        description="""
+            Move `latest` back to the version promoted before the current one, skipping versions pruned
+            since: rollback again walks further back. Recorded in the store's history.jsonl.""",
+        examples=["bpe rollback artifacts/en"],
+        arguments=[STORE],
+    ),
+    Command(
+        "history",
+        "list every publish, promote, rollback and prune of a store",
+        run_history,
+        description="""
+            List every publish, promote, rollback and prune of a store, oldest first: when, what, which
+            version, where `latest` went, and by whom (user@host, or the flow run of a publish).""",
+        examples=["bpe history artifacts/en"],
+        arguments=[STORE],
+    ),
+    Command(
+        "prune",
+        "remove all but the newest versions of a store (dry run without --yes)",
+        run_prune,
+        description="""
+            Remove all but the newest --keep versions of a store. Always kept: `latest`, the rollback
+            target and the newest main-line version. Without --yes it only lists what would go.""",
+        examples=["bpe prune artifacts/en --keep 5", "bpe prune artifacts/en --keep 5 --yes"],
+        arguments=[
+            STORE,
+            Argument(
+                "--keep",
+                type=int,
+                required=True,
+                metavar="N",
+                help="newest versions to keep (latest, the rollback target and the newest main-line version are "
+                "always kept)",
+            ),
+            YES,
+        ],
+    ),
+    Command(
+        "prune-cache",
+        "remove count cache entries unused for DAYS days (dry run without --yes)",
+        run_prune_cache,
+        description="""
+            Remove the count cache entries (a shard's counts) that no run has used for --older-than days:
+            every run records the entries it uses. Without --yes it only lists them.""",
+        examples=[
+            "bpe prune-cache artifacts/.cache --older-than 30",
+            "bpe prune-cache artifacts/.cache --older-than 30 --yes",
+        ],
+        arguments=[
+            Argument("cache", help="the count cache: a configuration's cache_dir (default <artifact root>/.cache)"),
+            Argument("--older-than", type=float, required=True, metavar="DAYS", help="days since a run last used it"),
+            YES,
+        ],
+    ),
+)
+
+CLUSTER = Command(
+    "cluster",
+    "run the docker-compose topology as local processes on 127.0.0.1: up, env, status, down",
+    run_cluster,
+    description="""
+        Run the topology of docker-compose.yml as local processes on 127.0.0.1: a Prefect server and
+        worker, a Dask scheduler and workers, speaking TLS, the API behind an auth string. What they
+        need and log is kept in --state-dir (.bpe-cluster/), readable by its owner only.""",
+    examples=["bpe cluster up --workers 2", 'eval "$(bpe cluster env)"', "bpe cluster status", "bpe cluster down"],
+)
+STATE_DIR_OPTION = Argument("--state-dir", type=Path, default=STATE_DIR, help="where PIDs and logs are kept")
+# Its actions: `run_cluster` runs each (by args.action).
+CLUSTER_ACTIONS = (
+    Command(
+        "up",
+        "start Prefect server + worker and a Dask scheduler + workers",
+        description="""
+            Start a Prefect server and worker, a Dask scheduler and workers on 127.0.0.1, register the
+            deployments of conf/ (as `bpe deploy` does), and print the URLs and how to use them.""",
+        examples=[
+            "bpe cluster up",
+            "bpe cluster up --workers 4 --prefect-port 4300 --database-url postgresql+asyncpg://...",
+        ],
+        arguments=[
+            Argument("--workers", type=int, default=2, help="Dask workers (default 2)"),
+            Argument("--prefect-port", type=int, default=4200, help="Prefect server and UI port (default 4200)"),
+            Argument("--dask-port", type=int, default=8786, help="Dask scheduler port (default 8786)"),
+            Argument("--dashboard-port", type=int, default=8787, help="Dask dashboard port (default 8787)"),
+            Argument("--database-url", help="PostgreSQL URL for the Prefect server (default: SQLite)"),
+            Argument("--conf", type=Path, default=None, help="configurations to deploy (default: conf/)"),
+            STATE_DIR_OPTION,
+        ],
+    ),
+    *(  # the actions that take only --state-dir
+        Command(name, help=summary, description=description, examples=[example], arguments=[STATE_DIR_OPTION])
+        for name, summary, description, example in (
+            (
+                "env",
+                'print the settings a client needs, as export lines: eval "$(bpe cluster env)"',
+                "Print, as export lines, what a shell needs to use the cluster: PREFECT_API_URL, the API's\n"
+                "auth string and Dask's TLS client settings.",
+                'eval "$(bpe cluster env)"',
+            ),
+            (
+                "status",
+                "show the processes",
+                "Show the cluster's processes, whether each runs, and its URLs; exit 1 if one is not running.",
+                "bpe cluster status",
+            ),
+            (
+                "down",
+                "stop them",
+                "Stop exactly the processes `bpe cluster up` started, workers first, and their children.",
+                "bpe cluster down",
+            ),
+        )
+    ),
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the pipeline's subcommands to the `bpe` parser's subparsers."""
+    for command in STORE_COMMANDS:
+        add_command(sub, command, "pipeline")
+    cluster = add_command(sub, CLUSTER, "cluster")
+    cluster.register("action", "parsers", type(sub))
+    actions = cluster.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for action in CLUSTER_ACTIONS:
+        add_command(actions, action, group=None)
