@@ -244,11 +244,9 @@ def _push(state, count, key):
         parent = (i - 1) >> 1
         if not _ranks_above(state, count, key, heap_count[parent], heap_key[parent]):
             break
-        heap_count[i] = heap_count[parent]
-        heap_key[i] = heap_key[parent]
+        _put(heap_count, heap_key, i, heap_count[parent], heap_key[parent])
         i = parent
-    heap_count[i] = count
-    heap_key[i] = key
+    _put(heap_count, heap_key, i, count, key)
 
 
 @njit
@@ -337,8 +335,7 @@ def _refill(state):
     n = np.int64(0)
     for r in range(len(counts)):
         if counts[r, KEY_COLUMN] != 0 and _held(state, counts[r, _COUNT], counts[r, KEY_COLUMN] - 1):
-            heap_count[n] = counts[r, _COUNT]
-            heap_key[n] = counts[r, KEY_COLUMN] - 1
+            _put(heap_count, heap_key, n, counts[r, _COUNT], counts[r, KEY_COLUMN] - 1)
             n += 1
     state.meta[_HEAP_SIZE] = n
     for i in range(n // 2 - 1, -1, -1):
@@ -359,9 +356,14 @@ def _sift_down(state, i, count, key, n):
             child += 1
         if not _ranks_above(state, heap_count[child], heap_key[child], count, key):
             break
-        heap_count[i] = heap_count[child]
-        heap_key[i] = heap_key[child]
+        _put(heap_count, heap_key, i, heap_count[child], heap_key[child])
         i = child
+    _put(heap_count, heap_key, i, count, key)
+
+
+@njit(inline="always")
+def _put(heap_count, heap_key, i, count, key):
+    """Heap entry i becomes (count, key)."""
     heap_count[i] = count
     heap_key[i] = key
 

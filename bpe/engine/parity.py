@@ -48,6 +48,7 @@ from bpe.engine.merge import MergeResult, ProgressCallback, drive, finish, first
 from bpe.engine.pair_queue import PairQueue, queue_add_deltas, queue_add_token, queue_best_count, queue_next_round
 from bpe.engine.replay import BaseMerges
 from bpe.engine.rules import MergeRules
+from bpe.engine.table_group import typed_list
 from bpe.engine.word_table import WordTable, words_apply_merges, words_take_deltas
 
 VARIANTS = ("base", "window")
@@ -353,29 +354,6 @@ def _bring_all(ps, queues, dev, tables, first_table):
         _bring_words(ps, queues, tables, first_table, i)
 
 
-@njit(cache=True)
-def _empty_list(like):
-    """An empty typed list for items of the type of `like` (made in a cached kernel: numba's own
-    list methods, called from Python, compile in every process)."""
-    out = List()
-    out.append(like)
-    out.pop()
-    return out
-
-
-@njit(cache=True)
-def _append(items, item):
-    items.append(item)
-
-
-def _states(states: list, like) -> List:
-    """The kernel states `states` (each of the type of `like`) as a typed list, for a kernel to loop over."""
-    items = _empty_list(like)
-    for state in states:
-        _append(items, state)
-    return items
-
-
 class ParityQueues:
     """The count side of parity-aware merges, for a driver that holds the words elsewhere (word
     slices on threads, buckets on Dask workers): a pair queue per language (and a global one while
@@ -411,14 +389,14 @@ class ParityQueues:
         if base is not None:
             for queue in queues:
                 queue.add_tokens(base.merges)
-        self._queues = _states([queue._state for queue in queues], queues[0]._state)
+        self._queues = typed_list([queue._state for queue in queues], queues[0]._state)
         mode = _RATIO if rule.ratio is not None else _DEV if dev is not None else _TRAINING
         dev_tables = [WordTable(words, base) for words in dev] if mode == _DEV else []
         for table in dev_tables:
             table.take_deltas()  # the initial counts: the dev words' pairs are never chosen from
         self._like = WordTable(WordCounts.empty())._state
-        self._dev = _states([table._state for table in dev_tables], self._like)
-        self._tables = _empty_list(self._like)  # the training words are the driver's
+        self._dev = typed_list([table._state for table in dev_tables], self._like)
+        self._tables = typed_list([], self._like)  # the training words are the driver's
         self._first_table = np.zeros(n_languages + 1, dtype=np.int64)
         meta = np.zeros(_META_SIZE, dtype=np.int64)
         meta[_VARIANT] = VARIANTS.index(rule.variant)
@@ -553,7 +531,7 @@ def learn_parity_merges(
             states.append(table._state)
         first_table.append(len(states))
         queues.set_training_tokens(language, tokens)
-    queues.hold_words(_states(states, states[0]), np.array(first_table, dtype=np.int64))
+    queues.hold_words(typed_list(states, states[0]), np.array(first_table, dtype=np.int64))
     served: list[np.ndarray] = []
 
     def run_rounds(budget: int) -> tuple[np.ndarray, int]:

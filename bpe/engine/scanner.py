@@ -119,6 +119,18 @@ def _contraction_len(cps, n, i, folds):
     return 0
 
 
+@njit(inline="always")
+def _number_punctuation_or_space(cps, n, p, classes, k, with_slash, end_rule):
+    """How cl100k and o200k end, from p (of class `k`): \\p{N}{1,3}, then punctuation (`_punctuation`,
+    `with_slash` as o200k), then the whitespace alternatives (`\\s++$` where `end_rule`, as cl100k)."""
+    if k & NUMBER:
+        return _digits_up_to_3(cps, n, p, classes)
+    e = _punctuation(cps, n, p, classes, with_slash)
+    if e >= 0:
+        return e
+    return _whitespace_run(cps, n, p, classes, end_rule, True)
+
+
 # ---------------------------------------------------------------------------------------------
 # One function per pattern: the end of the piece that starts at p.
 
@@ -168,12 +180,7 @@ def next_cl100k(cps, n, p, classes, folds):
     if c != CR and c != LF and not k & NUMBER:
         if p + 1 < n and classes[cps[p + 1]] & LETTER:
             return _run(cps, n, p + 2, classes, LETTER)
-    if k & NUMBER:
-        return _digits_up_to_3(cps, n, p, classes)
-    e = _punctuation(cps, n, p, classes, False)
-    if e >= 0:
-        return e
-    return _whitespace_run(cps, n, p, classes, True, True)
+    return _number_punctuation_or_space(cps, n, p, classes, k, False, True)
 
 
 @njit(inline="always")
@@ -204,30 +211,28 @@ def _o200k_upper_word(cps, n, s, classes, folds):
 
 
 @njit(inline="always")
+def _o200k_word(word_end, cps, n, p, classes, folds, prefix):
+    """`[^\\r\\n\\p{L}\\p{N}]?` and the word `word_end` ends from p, or -1: with the prefix first where
+    p's character is one (`prefix`), as the regex tries it."""
+    if prefix:
+        e = word_end(cps, n, p + 1, classes, folds)
+        if e >= 0:
+            return e
+    return word_end(cps, n, p, classes, folds)
+
+
+@njit(inline="always")
 def next_o200k(cps, n, p, classes, folds):
     c = cps[p]
     k = classes[c]
     prefix = c != CR and c != LF and not k & (LETTER | NUMBER)  # [^\r\n\p{L}\p{N}]
-    if prefix:
-        e = _o200k_lower_word(cps, n, p + 1, classes, folds)
-        if e >= 0:
-            return e
-    e = _o200k_lower_word(cps, n, p, classes, folds)
+    e = _o200k_word(_o200k_lower_word, cps, n, p, classes, folds, prefix)
     if e >= 0:
         return e
-    if prefix:
-        e = _o200k_upper_word(cps, n, p + 1, classes, folds)
-        if e >= 0:
-            return e
-    e = _o200k_upper_word(cps, n, p, classes, folds)
+    e = _o200k_word(_o200k_upper_word, cps, n, p, classes, folds, prefix)
     if e >= 0:
         return e
-    if k & NUMBER:
-        return _digits_up_to_3(cps, n, p, classes)
-    e = _punctuation(cps, n, p, classes, True)
-    if e >= 0:
-        return e
-    return _whitespace_run(cps, n, p, classes, False, True)
+    return _number_punctuation_or_space(cps, n, p, classes, k, True, False)
 
 
 @njit(inline="always")

@@ -32,9 +32,7 @@ class TableGroup:
 
     def __init__(self, tables: list[WordTable]) -> None:
         self.tables = tables
-        self._states = _new_list(tables[0]._state)
-        for table in tables:
-            _append(self._states, table._state)
+        self._states = typed_list([table._state for table in tables], tables[0]._state)
 
     def take_deltas(self) -> Joined:
         """Each table's (pair keys, count deltas) since the last call, joined."""
@@ -64,9 +62,17 @@ def split(keys: np.ndarray, deltas: np.ndarray, ends: np.ndarray) -> list[Deltas
     return [(keys[s:e], deltas[s:e]) for s, e in zip(starts, ends.tolist(), strict=True)]
 
 
+def typed_list(items: list, like: object) -> List:
+    """`items` (each of the type of `like`) as a typed list, for a kernel to loop over."""
+    out = _new_list(like)
+    for item in items:
+        _append(out, item)
+    return out
+
+
 @njit(cache=True)
 def _new_list(like):
-    """An empty typed list for states like `like` (made in a cached kernel: numba's own list
+    """An empty typed list for items like `like` (made in a cached kernel: numba's own list
     methods, called from Python, would compile in every worker process)."""
     items = List()
     items.append(like)
