@@ -15,22 +15,27 @@ are kept (in `extra`) in their place, and a key that was absent stays absent.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, make_dataclass
-from typing import Any, ClassVar, Self
+from typing import Any, Self
 
 
 @dataclass(kw_only=True)
 class Section:
     """Base of the manifest's sections: typed keys, the keys this version does not know (`extra`),
-    and the order they were read in. A section made here writes every key but the `OPTIONAL` ones
-    (written only when set); one read from disk writes the keys it was read with, then any set since."""
-
-    OPTIONAL: ClassVar[tuple[str, ...]] = ()
+    and the order they were read in. A section made here writes every key but the optional ones
+    (`_optional`, written only when set); one read from disk writes the keys it was read with, then any set since."""
 
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
     _read: tuple[str, ...] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @classmethod
+    @functools.cache
+    def _optional(cls) -> tuple[str, ...]:
+        """The keys written only when set: those whose field defaults to None (`key: T | None = None`)."""
+        return tuple(f.name for f in fields(cls) if f.init and f.default is None)
 
     def typed(self) -> dict[str, Any]:
         """The typed keys and their values, in the order this version writes them."""
@@ -38,7 +43,7 @@ class Section:
 
     def to_json(self) -> dict[str, Any]:
         """The section as manifest.json holds it."""
-        return _ordered(self.typed(), self.extra, self._read, self.OPTIONAL)
+        return _ordered(self.typed(), self.extra, self._read, self._optional())
 
     def present(self, key: str) -> bool:
         """Whether `key` is in the JSON (read from disk with it, or set since), even as null."""
@@ -86,7 +91,7 @@ class _SettingsRecord(Section):
 
     def to_json(self) -> dict[str, Any]:
         """A superword run writes all its settings, a null `max_words` (no limit) too."""
-        optional = ("holdout_fraction",) if self.superwords else self.OPTIONAL
+        optional = ("holdout_fraction",) if self.superwords else self._optional()
         return _ordered(self.typed(), self.extra, self._read, optional)
 
 
@@ -106,7 +111,6 @@ def _settings_record() -> type[Section]:
     names.sort(key=lambda name: name in optional)  # those always written first (a dataclass's order too)
     typed = [(n, kinds[n]) if n not in optional else (n, kinds[n] | None, field(default=None)) for n in names]
     record = make_dataclass("SettingsRecord", typed, bases=(_SettingsRecord,), namespace={"__module__": __name__})
-    record.OPTIONAL = optional
     record.__doc__ = _SettingsRecord.__doc__
     return record
 
@@ -118,8 +122,6 @@ SettingsRecord = _settings_record()
 class DataRecord(Section):
     """`data`: every input file (path, size, sha256; in the pipeline, kind) and one hash over them
     all, or "in-memory texts" and None; the pipeline adds how many shards were counted or cached."""
-
-    OPTIONAL = ("counted_shards", "cached_shards")
 
     fingerprint: str | None
     shards: list[dict[str, Any]] | str
@@ -145,8 +147,6 @@ class Result(Section):
     """`result`: merges and vocabulary made, why training stopped, and the training text's token
     count (None in a cut tokenizer); `new_merges`, those after a base's."""
 
-    OPTIONAL = ("new_merges",)
-
     merges: int
     vocab_size: int
     stop_reason: str
@@ -159,21 +159,6 @@ class Result(Section):
 class EngineRecord(Section):
     """`engine`: how the engine ran, as it describes itself (`TrainingRun.engine`): the local
     engine's threads, the Dask engine's cluster and word buckets, and both engines' rounds."""
-
-    OPTIONAL = (
-        "scheduler",
-        "cluster_started_here",
-        "threads",
-        "merge_threads",
-        "workers",
-        "word_buckets",
-        "merges_per_round",
-        "recoveries",
-        "seconds_waiting_for_buckets",
-        "bucket_peak_mb",
-        "bucket_threads",
-        "compiled",
-    )
 
     engine: str
     rounds: int
@@ -195,8 +180,6 @@ class EngineRecord(Section):
 class Seconds(Section):
     """`seconds`: time per phase (the engine's: compile, count, merge, ...), `total` (the whole run,
     as whoever ran it measured it) and `export` (writing the files, which `total` includes)."""
-
-    OPTIONAL = ("total", "export")
 
     phases: dict[str, float] = field(default_factory=dict)
     total: float | None = None
@@ -240,8 +223,6 @@ class Truncation(Section):
     """`truncation`: the size a tokenizer was cut to (`Tokenizer.truncated`) and the one it was
     cut from; `of`, the directory of that run (`bpe train --also-save`)."""
 
-    OPTIONAL = ("of",)
-
     vocab_size: int
     merges: int
     of_vocab_size: int
@@ -253,8 +234,6 @@ class Truncation(Section):
 class TokenizerSection(Section):
     """`tokenizer`: what `Tokenizer.describe()` says (pattern, special tokens, sizes; the roles,
     model_max_length and kept ids only when set), which loading reads and checks."""
-
-    OPTIONAL = ("special_token_roles", "model_max_length", "ids")
 
     pattern: str
     regex: str
@@ -284,8 +263,6 @@ class LanguagesRecord(Section):
     mixture as given (`mix`, `bpe.languages.mixture.Mix.record`) and the parity settings (`parity`: variant,
     global merges, window, alpha, ratios, the dev set's files with their SHA-256, and the global
     merges made). The merges served are the whole run's, in a tokenizer cut from it too."""
-
-    OPTIONAL = ("mix", "parity")
 
     codes: list[str]
     by_language: dict[str, dict[str, Any]]
@@ -317,31 +294,6 @@ class Manifest(Section, Mapping):
 
     As a read-only mapping it is its JSON (`manifest["counts"]["bytes"]`), for code written when
     the manifest was a dict: those values are copies, so change a manifest by its attributes."""
-
-    OPTIONAL = (
-        "name",
-        "version",
-        "format",
-        "created",
-        "settings",
-        "data",
-        "counts",
-        "result",
-        "engine",
-        "seconds",
-        "versions",
-        "base",
-        "superwords",
-        "languages",
-        "truncation",
-        "config",
-        "evaluation",
-        "prefect",
-        "tokenizer",
-        "channel",
-        "promoted",
-        "files",
-    )
 
     name: str | None = None  # the pipeline's: the tokenizer's name and the version published
     version: str | None = None

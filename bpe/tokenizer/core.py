@@ -11,6 +11,7 @@ tiktoken's (`encode_batch`, `n_vocab`, `eot_token`, ...) or Hugging Face's (`tok
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -29,6 +30,15 @@ from bpe.tokenizer.vocabulary import Vocabulary, merged_tokens, numbered_special
 
 if TYPE_CHECKING:
     import tiktoken
+
+
+def _role_token_id(role: str) -> property:
+    """The read-only property `<role>_token_id` of transformers: the id of the special token with that role, or None."""
+
+    def token_id(tok: Tokenizer) -> int | None:
+        return tok._role_id(role)
+
+    return property(token_id, doc=f"The id of the {role} token (transformers' `{role}_token_id`), or None.")
 
 
 class Tokenizer:
@@ -127,21 +137,10 @@ class Tokenizer:
         token = self._roles.get(role)
         return None if token is None else self.special_tokens[token]
 
-    @property
-    def bos_token_id(self) -> int | None:
-        return self._role_id("bos")
-
-    @property
-    def eos_token_id(self) -> int | None:
-        return self._role_id("eos")
-
-    @property
-    def pad_token_id(self) -> int | None:
-        return self._role_id("pad")
-
-    @property
-    def unk_token_id(self) -> int | None:
-        return self._role_id("unk")
+    bos_token_id = _role_token_id("bos")
+    eos_token_id = _role_token_id("eos")
+    pad_token_id = _role_token_id("pad")
+    unk_token_id = _role_token_id("unk")
 
     @property
     def eot_token(self) -> int | None:
@@ -202,15 +201,8 @@ class Tokenizer:
         ([(104, 105)], {'<|endoftext|>': 257})
         """
         smaller = cut(self._vocabulary, self.manifest, vocab_size)
-        return Tokenizer(
-            smaller.merges,
-            self.pattern,
-            smaller.special_tokens,
-            special_token_roles=self._roles,
-            model_max_length=self.model_max_length,
-            manifest=smaller.manifest,
-            ids=smaller.ids,
-        )
+        # The cut's merges, special tokens, ids and manifest, with this one's pattern, roles and model_max_length.
+        return Tokenizer._from_record(replace(self.record(), **vars(smaller)))
 
     # -- comparison and display ----------------------------------------------------------------
 
