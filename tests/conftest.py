@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -90,6 +90,20 @@ def any_text(extra: str = "ab1 ") -> st.SearchStrategy[str]:
         st.one_of(st.characters(exclude_categories=("Cs",)), st.sampled_from(WHITESPACE), st.sampled_from(extra)),
         max_size=60,
     )
+
+
+@st.composite
+def any_merges(draw, words: Iterable[bytes], most: int) -> list[tuple[int, int]]:
+    """A valid BPE merge sequence that no corpus need have learnt: up to `most` merges, each joining
+    two tokens that exist before it (the bytes of `words`, or earlier merges), no pair twice."""
+    tokens = sorted({b for word in words for b in word})
+    merges: list[tuple[int, int]] = []
+    for _ in range(draw(st.integers(0, most))):
+        pair = (draw(st.sampled_from(tokens)), draw(st.sampled_from(tokens)))
+        if pair not in merges:
+            merges.append(pair)
+            tokens.append(255 + len(merges))
+    return merges
 
 
 @pytest.fixture(scope="session")

@@ -21,12 +21,11 @@ from bpe.engine.count import WordCounts
 from bpe.errors import InputError
 from bpe.training.counting import count_words
 from tests.conftest import scale, stdlib_paragraphs, write_parquet
+from tests.distributed.conftest import VOCAB, at_merge, train_on
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
 
 distributed = pytest.importorskip("distributed")
-
-VOCAB = 900
 
 
 @pytest.fixture(scope="module")
@@ -161,26 +160,10 @@ def test_a_killed_worker_is_rebuilt_and_merges_stay_exact(cluster, texts, local_
     cluster, client = cluster
     scale(cluster, client, 2)
     pids = list(client.run(os.getpid).values())
-    killed: list[int] = []
+    progress = at_merge(1 / 3, lambda: os.kill(pids[0], signal.SIGKILL))
     log: list[str] = []
-
-    def kill_once(phase: str, done: int, total: int) -> None:
-        if phase == "merge" and done >= total // 3 and not killed:
-            os.kill(pids[0], signal.SIGKILL)
-            killed.append(pids[0])
-
-    tok = train(
-        texts,
-        vocab_size=VOCAB,
-        pattern="cl100k",
-        engine="dask",
-        client=client,
-        progress=kill_once,
-        checkpoint_seconds=checkpoint_seconds,
-        log=log.append,
-        call_timeout=20,
-    )
-    assert killed and tok.merges == local_merges
+    tok = train_on(client, texts, progress, log, checkpoint_seconds=checkpoint_seconds)
+    assert progress.fired and tok.merges == local_merges
     assert tok.manifest["engine"]["recoveries"] >= 1
     assert any("lost; rebuilt" in line for line in log)
 

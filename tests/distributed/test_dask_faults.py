@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -20,13 +19,13 @@ from bpe.distributed.bucket_holder import BucketHolder
 from bpe.engine.word_table import WordTable
 from bpe.training.counting import count_words
 from tests.conftest import stdlib_paragraphs, two_worker_cluster
+from tests.distributed.conftest import VOCAB, at_merge, train_on
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
 
 distributed = pytest.importorskip("distributed")
 dask = pytest.importorskip("dask")
 
-VOCAB = 900
 EVERY_ROUND = 1e-9  # a checkpoint interval that makes the driver checkpoint after every round
 
 
@@ -75,33 +74,6 @@ def kill(pid: int) -> None:
         except (FileNotFoundError, ProcessLookupError):  # reaped between open and read: ESRCH
             return
         time.sleep(0.005)
-
-
-def at_merge(fraction: float, action: Callable[[], object]) -> Callable[[str, int, int], None]:
-    """A progress callback that runs `action` once, when `fraction` of the merges are done."""
-    done_once: list[bool] = []
-
-    def progress(phase: str, done: int, total: int) -> None:
-        if phase == "merge" and done >= total * fraction and not done_once:
-            done_once.append(True)
-            action()
-
-    progress.fired = done_once
-    return progress
-
-
-def train_on(client, texts, progress, log: list[str], **options):
-    return train(
-        texts,
-        vocab_size=VOCAB,
-        pattern="cl100k",
-        engine="dask",
-        client=client,
-        progress=progress,
-        log=log.append,
-        call_timeout=20,
-        **options,
-    )
 
 
 @pytest.mark.chaos

@@ -27,6 +27,7 @@ from bpe.training.counting import count_words
 from bpe.training.plan import LanguagePlan
 from bpe.training.settings import Settings
 from tests.conftest import merge_rules, parity_rule, scale, write_parquet
+from tests.distributed.conftest import at_merge
 from tests.reference import reference_parity_run
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
@@ -188,23 +189,17 @@ def test_a_worker_lost_during_a_parity_run_is_rebuilt_and_merges_stay_exact(clus
     client = cluster[1]
     scale(cluster[0], client, 2)
     pids = list(client.run(os.getpid).values())
-    killed: list[int] = []
+    progress = at_merge(1 / 3, lambda: os.kill(pids[0], signal.SIGKILL))
     log: list[str] = []
-
-    def kill_once(phase: str, done: int, total: int) -> None:
-        if phase == "merge" and done >= total // 3 and not killed:
-            os.kill(pids[0], signal.SIGKILL)
-            killed.append(pids[0])
-
     rule = parity_rule(global_merges=20)
     plan = LanguagePlan(CODES, parity=rule, dev=dev)
     run = train_on_dask(Settings(vocab_size=500, pattern="cl100k"), None, corpus["texts"], client=client,
-                        progress=kill_once, log=log.append, call_timeout=20, checkpoint_seconds=0.05,
+                        progress=progress, log=log.append, call_timeout=20, checkpoint_seconds=0.05,
                         languages=plan)  # fmt: skip
     local = learn_parity_merges(
         [count_words(t, "cl100k") for t in corpus["texts"]], 500 - 256, rule, merge_rules(), dev=dev
     )
-    assert killed and run.merges.merges.tolist() == local.merges.tolist()
+    assert progress.fired and run.merges.merges.tolist() == local.merges.tolist()
     assert run.merges.languages.tolist() == local.languages.tolist()
     assert run.engine["recoveries"] >= 1
     rebuilt = [line for line in log if "lost; rebuilt" in line]

@@ -33,7 +33,8 @@ from bpe.engine.word_table import WordTable
 from bpe.formats.files import MAX_FILE_BYTES
 from bpe.pretokenize import NAMED_PATTERNS
 from bpe.training.long_tokens import LONG_TOKEN_BYTES, LongTokensWarning
-from tests.conftest import merge_rules, ruled, stdlib_paragraphs
+from tests.conftest import any_merges, merge_rules, ruled, stdlib_paragraphs
+from tests.engine.conftest import carries_on_across_a_checkpoint
 from tests.reference import merge_ids, train_reference
 
 # Few symbols (ties, multi-byte characters) and runs of one of them (pairs (a, a), "a a a").
@@ -97,22 +98,13 @@ def test_long_words_after_a_base_tokenizer_give_the_reference_merges(counts, k, 
     assert base + [tuple(pair) for pair in made.merges.tolist()] == train_reference(counts, k + n, tie_break)
 
 
-@st.composite
-def base_merges(draw) -> list[tuple[int, int]]:
-    """Merges a base tokenizer may hold: over the corpora's bytes and tokens made before, whether
-    or not the corpus holds the pair."""
-    tokens = sorted({b for symbol in SYMBOLS for b in symbol.encode()})
-    merges: list[tuple[int, int]] = []
-    for _ in range(draw(st.integers(0, 16))):
-        pair = (draw(st.sampled_from(tokens)), draw(st.sampled_from(tokens)))
-        if pair not in merges:
-            merges.append(pair)
-            tokens.append(255 + len(merges))
-    return merges
+# Merges a base tokenizer may hold: over the corpora's bytes and tokens made before, whether or
+# not the corpus holds the pair.
+base_merges = any_merges([symbol.encode() for symbol in SYMBOLS], 16)
 
 
 @settings(max_examples=300, deadline=None)
-@given(corpora, base_merges(), st.sampled_from([2, 3, 8]))
+@given(corpora, base_merges, st.sampled_from([2, 3, 8]))
 def test_a_base_replayed_on_long_words_gives_the_tokens_of_its_merges_in_order(counts, merges, long_from):
     """Replaying a base by a heap of (rank, position) over a long word gives what applying its
     merges one after the other does."""
@@ -184,31 +176,11 @@ def test_slices_with_long_words_restored_from_a_checkpoint_carry_on_exactly():
         {random_letters(3000, seed=k).encode(): k + 1 for k in range(4)} | {b" " * 2500: 2, b"the": 9}
     )
     merges = learn_merges(counts, 300, merge_rules()).merges
-    rows = np.column_stack([merges, 256 + np.arange(len(merges))]).astype(np.int64)
-    one = WordTable(counts)
-    one.take_deltas()
-    with ThreadedWordTable(counts, threads=3) as three:
-        three.take_deltas()
-        for batch in np.array_split(rows[:150], 5):
-            one.apply(batch)
-            three.apply(batch)
-            assert summed(*one.take_deltas()) == summed(*three.take_deltas())
-        saved = three.to_words()
-    with ThreadedWordTable.from_words(*saved, threads=2) as two:
-        assert sum(table.long_words for table in two.tables) >= 4  # the letters' words are long still
-        for batch in np.array_split(rows[150:], 5):
-            one.apply(batch)
-            two.apply(batch)
-            assert summed(*one.take_deltas()) == summed(*two.take_deltas())
-        assert two.token_count() == one.token_count()
-    assert sorted(map(tuple, one.words())) == sorted(map(tuple, two.tables[0].words() + two.tables[1].words()))
 
+    def long_words_kept(slices: ThreadedWordTable) -> None:
+        assert sum(table.long_words for table in slices.tables) >= 4  # the letters' words are long still
 
-def summed(keys: np.ndarray, deltas: np.ndarray) -> dict[int, int]:
-    total: dict[int, int] = {}
-    for key, delta in zip(keys.tolist(), deltas.tolist()):
-        total[key] = total.get(key, 0) + delta
-    return {k: v for k, v in total.items() if v}
+    carries_on_across_a_checkpoint(counts, merges, 150, (5, 5), long_words_kept)
 
 
 # -- memory: a subprocess under an address-space limit ---------------------------------------------

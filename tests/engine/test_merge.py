@@ -11,11 +11,11 @@ from bpe.engine.count import WordCounts, check_pair_counts
 from bpe.engine.merge import learn_merges
 from bpe.engine.pair_keys import pack
 from bpe.engine.pair_queue import PairQueue
-from bpe.engine.word_slices import ThreadedWordTable
 from bpe.engine.word_table import WordTable
 from bpe.errors import InputError
 from bpe.training.counting import count_words
 from tests.conftest import merge_rules, ruled
+from tests.engine.conftest import carries_on_across_a_checkpoint
 from tests.reference import merge_ids, train_reference
 
 # Words over few symbols give many equal counts (ties) and long runs like "aaaa".
@@ -77,31 +77,7 @@ def test_threaded_words_restored_from_a_checkpoint_carry_on_exactly(corpus_rows)
     threads (`from_words`, as a Dask bucket holder restores its checkpoint) give the same deltas as
     one table all along."""
     counts = count_words(corpus_rows[:800], "cl100k")
-    merges = learn_merges(counts, 400, merge_rules()).merges
-    rows = np.column_stack([merges, 256 + np.arange(len(merges))]).astype(np.int64)
-    one = WordTable(counts)
-    one.take_deltas()
-    with ThreadedWordTable(counts, threads=3) as three:
-        three.take_deltas()
-        for batch in np.array_split(rows[:200], 7):
-            one.apply(batch)
-            three.apply(batch)
-            assert summed(*one.take_deltas()) == summed(*three.take_deltas())
-        saved = three.to_words()
-    with ThreadedWordTable.from_words(*saved, threads=2) as two:
-        for batch in np.array_split(rows[200:], 5):
-            one.apply(batch)
-            two.apply(batch)
-            assert summed(*one.take_deltas()) == summed(*two.take_deltas())
-        assert two.token_count() == one.token_count() and two.n_words == one.n_words
-
-
-def summed(keys: np.ndarray, deltas: np.ndarray) -> dict[int, int]:
-    """Deltas by pair key, added up (slices report a pair once each), zeros left out."""
-    total: dict[int, int] = {}
-    for key, delta in zip(keys.tolist(), deltas.tolist()):
-        total[key] = total.get(key, 0) + delta
-    return {k: v for k, v in total.items() if v}
+    carries_on_across_a_checkpoint(counts, learn_merges(counts, 400, merge_rules()).merges, 200, (7, 5))
 
 
 def test_a_round_ends_after_a_pair_of_equal_tokens():

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from bpe.engine.count import WordCounts
 from bpe.engine.replay import BaseMerges
+from tests.conftest import any_merges
 from tests.reference import merge_ids, train_reference
 
 # Words and the separators between them, as a superword piece holds them (" by the way"), over a
@@ -62,13 +63,7 @@ def test_pieces_of_several_words_replay_as_the_merges_applied_in_order(pieces, l
 def test_any_valid_merges_replay_as_applied_in_order(pieces, data):
     """Merges of any pairs of tokens made before them, whether or not the words hold them: a merge
     may join bytes across what looks like a word's end, and then no cut falls there."""
-    tokens = sorted({byte for piece in pieces for byte in piece})
-    merges: list[tuple[int, int]] = []
-    for _ in range(data.draw(st.integers(0, 25))):
-        pair = (data.draw(st.sampled_from(tokens)), data.draw(st.sampled_from(tokens)))
-        if pair not in merges:
-            merges.append(pair)
-            tokens.append(255 + len(merges))
+    merges = data.draw(any_merges(pieces, 25))
     counts = dict.fromkeys(pieces, 1)
     assert replayed(merges, counts) == [applied_in_order(piece, merges) for piece in counts]
 

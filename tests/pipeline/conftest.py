@@ -1,25 +1,29 @@
 """The pipeline's fixtures: the session's Prefect server, and the Prefect process worker that runs
 the train-bpe deployments on the session's Dask cluster (`dask_services`, which the Dask engine's
 tests share), one set for all the pytest-xdist workers (`tests.conftest.shared_by_workers`); the
-deployment names each module claims; a filesystem that runs out of space."""
+deployment names each module claims; configurations over shards of their own, deployed with
+`bpe deploy`; the rows a run trains on; a filesystem that runs out of space."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import subprocess
+import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import shared_by_workers
+from tests.conftest import shared_by_workers, write_parquet
+
+REPO = Path(__file__).resolve().parents[2]
+BPE = str(Path(sys.executable).parent / "bpe")  # the `bpe` command of this environment
 
 
 @pytest.fixture
 def small_disk(tmp_path):
     """A tmpfs of 1 MB mounted for the test (skips where mounting is not allowed), and a way to
     fill it to all but `pages` pages of 4 KB: a real full disk, without filling the machine's."""
-    import subprocess
-
     point = tmp_path / "small-disk"
     point.mkdir()
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(point)], capture_output=True)
@@ -112,3 +116,59 @@ def claim_deployment_names(owner: str, *names: str) -> None:
         assert _deployment_names.setdefault(name, owner) == owner, (
             f"train-bpe/{name} is deployed by {_deployment_names[name]} too: choose another name"
         )
+
+
+def pipeline_config(root: Path, scheduler: str, name: str, **settings) -> dict:
+    """Tokenizer `name`'s configuration on the Dask cluster `scheduler`, its data and versions under ROOT/<name>."""
+    return {
+        "name": name,
+        "data": str(root / name / "shards"),
+        "artifact_root": str(root / name / "artifacts"),
+        "dask_scheduler": scheduler,
+        **settings,
+    }
+
+
+def write_config(conf: Path, cfg: dict, shards: Iterable[list[str]] = ()) -> dict:
+    """Write CONF/<name>.yaml and a Parquet shard per list of rows, for `bpe deploy`; returns cfg with their paths."""
+    import yaml
+
+    data = Path(cfg["data"])
+    for i, rows in enumerate(shards):
+        write_parquet(data / f"part-{i:05d}.parquet", rows)
+    path = conf / f"{cfg['name']}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return {**cfg, "data_dir": data, "conf": path}
+
+
+def deploy(services: dict, conf: Path, pool: str = PIPELINE_POOL, **env: str) -> subprocess.CompletedProcess:
+    """`bpe deploy --conf CONF --pool POOL` as an operator types it, with no alerts webhook but `env`'s."""
+    from bpe.pipeline.alerts import ENV
+
+    environ = {k: v for k, v in os.environ.items() if k != ENV}
+    return subprocess.run(
+        [BPE, "deploy", "--conf", str(conf), "--pool", pool],
+        env={**environ, **services["env"], **env},
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=180,
+    )
+
+
+def trained_rows(rows: list[str], holdout_fraction: float = 0.05) -> list[str]:
+    """The rows the pipeline trains on: those its held-out hash does not set aside."""
+    import pyarrow as pa
+
+    from bpe.training.counting import holdout_mask
+
+    texts = pa.array(rows, pa.large_string())
+    return texts.filter(pa.array(~holdout_mask(texts, holdout_fraction))).to_pylist()
+
+
+def kept_rows(shards: list[Path], holdout_fraction: float = 0.05) -> list[str]:
+    """The rows of the Parquet `shards` that the pipeline trains on (`trained_rows`)."""
+    import pyarrow.parquet as pq
+
+    rows = [text for shard in shards for text in pq.read_table(shard).column("text").to_pylist()]
+    return trained_rows(rows, holdout_fraction)

@@ -12,9 +12,6 @@ services evaluate the automation and send the message.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,13 +28,11 @@ from bpe.pipeline.alerts import ENV, automation_name, webhook_for
 from bpe.pipeline.config import load_config
 from tests.conftest import stdlib_paragraphs
 from tests.pipeline import test_pipeline
-from tests.pipeline.conftest import claim_deployment_names
-from tests.pipeline.test_pipeline import POOL, run_deployment, write_shard
+from tests.pipeline.conftest import REPO, claim_deployment_names, deploy, pipeline_config, write_config
+from tests.pipeline.test_pipeline import POOL, run_deployment
 
 services = test_pipeline.services  # the session's Prefect server, worker and Dask cluster; a directory of our own
 
-REPO = Path(__file__).resolve().parents[2]
-BPE = str(Path(sys.executable).parent / "bpe")
 BASE = "name: tok\ndata: data/\nvocab_size: 1000\n"
 
 
@@ -157,19 +152,6 @@ def receiver() -> Iterator[Receiver]:
     r.close()
 
 
-def deploy(services, conf: Path, **env: str) -> subprocess.CompletedProcess:
-    """`bpe deploy --conf DIR --pool POOL`, as an operator types it."""
-    environ = {k: v for k, v in os.environ.items() if k != ENV}
-    return subprocess.run(
-        [BPE, "deploy", "--conf", str(conf), "--pool", POOL],
-        env={**environ, **services["env"], **env},
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=180,
-    )
-
-
 def automations(services, name: str) -> list:
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -193,27 +175,16 @@ def alerting(services, receiver) -> dict:
     """Two configurations with alerts, each to a path of its own on the receiver: `alerted`, whose
     second shard has no text column, and `healthy`, whose data is fine; deployed twice."""
     claim_deployment_names(__name__, "alerted", "healthy")
-    root = services["root"]
-    paragraphs = stdlib_paragraphs()
+    root, paragraphs = services["root"], stdlib_paragraphs()
     conf = root / "conf-alerts"
     conf.mkdir()
     configs = {}
     for name in ("alerted", "healthy"):
-        data = root / name / "shards"
-        for i in range(2):
-            write_shard(data / f"part-{i:05d}.parquet", paragraphs[i * 900 : (i + 1) * 900])
-        cfg = {
-            "name": name,
-            "data": str(data),
-            "vocab_size": 400,
-            "holdout_fraction": 0.05,
-            "artifact_root": str(root / name / "artifacts"),
-            "dask_scheduler": services["scheduler"],
-            "schedule": "17 4 * * *",
-            "alerts": {"webhook": f"{receiver.url}/{name}/s3cret-token"},
-        }
-        (conf / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
-        configs[name] = {**cfg, "data_dir": data, "path": f"/{name}/s3cret-token"}
+        alerts = {"webhook": f"{receiver.url}/{name}/s3cret-token"}
+        settings = {"vocab_size": 400, "holdout_fraction": 0.05, "schedule": "17 4 * * *", "alerts": alerts}
+        cfg = pipeline_config(root, services["scheduler"], name, **settings)
+        shards = [paragraphs[i * 900 : (i + 1) * 900] for i in range(2)]
+        configs[name] = {**write_config(conf, cfg, shards), "path": f"/{name}/s3cret-token"}
     pq.write_table(pa.table({"body": ["no text column here"]}), configs["alerted"]["data_dir"] / "part-00001.parquet")
     first = deploy(services, conf)
     assert first.returncode == 0, first.stderr[-3000:]

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,16 +24,14 @@ from bpe.errors import SettingsError
 from bpe.pipeline.config import Retention, load_config
 from bpe.pipeline.retention import mark_in_use, sweep_count_cache
 from bpe.pipeline.store import VersionStore, describe_versions
-from tests.conftest import publish_as, stdlib_paragraphs, unique_bucket
+from tests.conftest import publish_as, stdlib_paragraphs, unique_bucket, write_parquet
 from tests.pipeline import test_pipeline
-from tests.pipeline.conftest import claim_deployment_names
-from tests.pipeline.test_pipeline import POOL, run_deployment, run_here, write_shard
+from tests.pipeline.conftest import BPE, claim_deployment_names, deploy, pipeline_config, write_config
+from tests.pipeline.test_pipeline import SETTINGS, run_deployment, run_here
 
 # The session's Prefect server, process worker and Dask cluster, with a directory of this module's own.
 services = test_pipeline.services
 
-REPO = Path(__file__).resolve().parents[2]
-BPE = str(Path(sys.executable).parent / "bpe")
 DAY = 86400.0
 
 
@@ -384,37 +381,16 @@ def deployed(services) -> dict[str, dict]:
     """One configuration per test, over three Parquet shards of its own, all deployed; `kept` has
     a retention key (one version beyond the protected ones, cache entries unused for 30 days)."""
     claim_deployment_names(__name__, *CHANNEL_NAMES)
-    root = services["root"]
-    paragraphs = stdlib_paragraphs()
+    root, paragraphs = services["root"], stdlib_paragraphs()
     conf = root / "conf-channels"
     conf.mkdir()
+    retention = {"kept": {"retention": {"keep_versions": 1, "cache_days": 30}}}
     configs = {}
     for name in CHANNEL_NAMES:
-        data = root / name / "shards"
-        for i in range(3):
-            write_shard(data / f"part-{i:05d}.parquet", paragraphs[i * 900 : (i + 1) * 900])
-        cfg = {
-            "name": name,
-            "data": str(data),
-            "vocab_size": 600,
-            "pattern": "cl100k",
-            "special_tokens": ["<|endoftext|>"],
-            "holdout_fraction": 0.05,
-            "artifact_root": str(root / name / "artifacts"),
-            "dask_scheduler": services["scheduler"],
-        }
-        if name == "kept":
-            cfg["retention"] = {"keep_versions": 1, "cache_days": 30}
-        (conf / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
-        configs[name] = {**cfg, "paragraphs": paragraphs, "data_dir": data, "conf": conf / f"{name}.yaml"}
-    done = subprocess.run(
-        [BPE, "deploy", "--conf", str(conf), "--pool", POOL],
-        env={**os.environ, **services["env"]},
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-    )
+        cfg = pipeline_config(root, services["scheduler"], name, **SETTINGS, **retention.get(name, {}))
+        shards = [paragraphs[i * 900 : (i + 1) * 900] for i in range(3)]
+        configs[name] = {**write_config(conf, cfg, shards), "paragraphs": paragraphs}
+    done = deploy(services, conf)
     assert done.returncode == 0, done.stderr[-3000:]
     return configs
 
@@ -432,6 +408,16 @@ def completed(result: dict) -> dict:
 def command(*args: str) -> subprocess.CompletedProcess:
     """`bpe ...` as an operator types it."""
     return subprocess.run([BPE, *args], capture_output=True, text=True, timeout=120)
+
+
+def dry_prune(where: str) -> list[str]:
+    """`bpe prune WHERE --keep 1` without --yes, which succeeds and removes nothing: what it lists after its heading."""
+    dry = command("prune", where, "--keep", "1")
+    lines = dry.stdout.splitlines()
+    assert dry.returncode == 0 and lines[-1:] == ["dry run: nothing removed; run again with --yes to remove them"], (
+        dry.stdout + dry.stderr
+    )
+    return lines[1:-1]
 
 
 @pytest.mark.services
@@ -500,12 +486,10 @@ def test_an_override_is_an_experiment_and_promote_and_rollback_move_latest(servi
     # each against what served when it was published: v0002 was promoted only after v0003 was published
     assert "- vs v0001 (600 tokens)" in rows["v0002"] and "- vs v0001 (600 tokens)" in rows["v0003"]
 
-    dry = command("prune", where, "--keep", "1")
-    assert dry.returncode == 0 and dry.stdout.splitlines()[1:] == [
+    assert dry_prune(where) == [
         "  v0001  latest, newest main-line version",
         "  v0003  among the 1 newest",
         "would remove 1 version(s): v0002",
-        "dry run: nothing removed; run again with --yes to remove them",
     ]
     assert store.versions() == ["v0001", "v0002", "v0003"]
     applied = command("prune", where, "--keep", "1", "--yes")
@@ -521,7 +505,7 @@ def test_the_flow_applies_the_configurations_retention_after_publishing(services
     run(services, cfg)  # v0001
     assert (cache / "in-use").is_dir() and len(list((cache / "counts").glob("*.json"))) == 3
     planted = cache_entry(cache, key(7), 45)  # a count no run has used for 45 days
-    write_shard(cfg["data_dir"] / "part-00003.parquet", cfg["paragraphs"][2700:3600])
+    write_parquet(cfg["data_dir"] / "part-00003.parquet", cfg["paragraphs"][2700:3600])
     second = run(services, cfg)  # v0002: v0001 stays, the rollback target
     assert (
         "retention: no version to remove (keep_versions 1); kept v0001 (rollback target), v0002 (among the 1 "
@@ -531,7 +515,7 @@ def test_the_flow_applies_the_configurations_retention_after_publishing(services
     assert not any(p.exists() for p in planted)
     assert len(list((cache / "counts").glob("*.json"))) == 4, "the counts in use are all kept"
     run(services, cfg, vocab_size=700)  # v0003, an experiment
-    write_shard(cfg["data_dir"] / "part-00004.parquet", cfg["paragraphs"][3600:4500])
+    write_parquet(cfg["data_dir"] / "part-00004.parquet", cfg["paragraphs"][3600:4500])
     fourth = run(services, cfg)  # v0004 on the main line: v0001 and the experiment v0003 go
     assert (
         "retention: removed 2 version(s) of kept: v0001, v0003; kept v0002 (rollback target), v0004 (among "
@@ -570,15 +554,13 @@ def test_promote_rollback_and_prune_on_s3(s3_bucket, tmp_path):
     assert command("rollback", where).stdout.startswith(f"{where}: latest v0005 -> v0004 (rolled back;")
     assert command("rollback", where).stdout.startswith(f"{where}: latest v0004 -> v0003 (rolled back;")
     assert storage_text(f"{where}/latest") == "v0003\n"
-    dry = command("prune", where, "--keep", "1")
-    assert dry.returncode == 0 and dry.stdout.splitlines()[1:] == [
+    assert dry_prune(where) == [
         "  v0002  rollback target",
         "  v0003  latest",
         "  v0004  newest main-line version",
         "  v0005  among the 1 newest",
         "would remove 1 version(s): v0001",
-        "dry run: nothing removed; run again with --yes to remove them",
-    ], dry.stdout + dry.stderr
+    ]
     applied = command("prune", where, "--keep", "1", "--yes")
     assert applied.returncode == 0 and applied.stdout.endswith("removed 1 version(s): v0001\n"), applied.stderr
     objects = [o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket=s3_bucket)["Contents"]]

@@ -14,6 +14,7 @@ Run with `-s` to see the measured times.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -25,6 +26,7 @@ import time
 import tomllib
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
@@ -498,22 +500,14 @@ class Stack:
         with urllib.request.urlopen(request, timeout=10) as r:
             return json.load(r)
 
+    def deployment_run(self, *params: str) -> list[str]:
+        """`docker compose`'s arguments for `prefect deployment run 'train-bpe/demo' -p P ... --watch` in the worker."""
+        args = [a for p in params for a in ("-p", p)]
+        return ["exec", "-T", "prefect-worker", "prefect", "deployment", "run", "train-bpe/demo", *args, "--watch"]
+
     def run_deployment(self, *params: str, label: str) -> str:
         """`prefect deployment run 'train-bpe/demo' --watch` in the Prefect worker's container."""
-        args = [a for p in params for a in ("-p", p)]
-        done = self.timed(
-            label,
-            "exec",
-            "-T",
-            "prefect-worker",
-            "prefect",
-            "deployment",
-            "run",
-            "train-bpe/demo",
-            *args,
-            "--watch",
-            check=False,
-        )
+        done = self.timed(label, *self.deployment_run(*params), check=False)
         out = done.stdout + done.stderr
         assert done.returncode == 0 and "Completed" in out, f"{label}: the flow run did not complete:\n{out[-4000:]}"
         return out
@@ -537,6 +531,18 @@ class Stack:
 
     def report(self, title: str) -> None:
         print(f"\n{title} ({self.project}): " + ", ".join(f"{k} {v:.1f} s" for k, v in self.timings.items()))
+
+    @contextlib.contextmanager
+    def removed_after(self, title: str) -> Iterator[Stack]:
+        """A test's use of the stack: its logs printed if the test fails; then removed, its timings reported."""
+        try:
+            yield self
+        except BaseException:
+            print(f"\n--- docker compose logs ({self.project}) ---\n{self.logs()}")
+            raise
+        finally:
+            self.remove()
+            self.report(title)
 
 
 def docker(*args: str) -> str:
@@ -585,7 +591,7 @@ def test_the_stack_trains_survives_a_killed_worker_keeps_versions_and_cleans_up(
     stack = Stack(tmp_path)
     built = f"{stack.tag}-built"
     stack.tags.add(built)
-    try:
+    with stack.removed_after("compose timings"):
         # The image, built once: one service carries `build`.
         done = stack.timed("build", "build", env={"BPE_IMAGE_TAG": built}, timeout=1800)
         assert built_services(done.stdout + done.stderr) == ["bpe-image"]
@@ -636,26 +642,10 @@ def test_the_stack_trains_survives_a_killed_worker_keeps_versions_and_cleans_up(
         assert made.returncode == 0, made.stderr[-3000:]
         print(f"\nlarger corpus: {made.stdout.strip()}")
         logged_before = len(container_log(worker))
+        # An override is an experiment: promoted, it becomes latest.
+        params = ('data=["/data/big"]', "name=big", f"vocab_size={BIG_VOCAB}", "promote=true")
         run = subprocess.Popen(
-            [
-                *stack.base,
-                "exec",
-                "-T",
-                "prefect-worker",
-                "prefect",
-                "deployment",
-                "run",
-                "train-bpe/demo",
-                "-p",
-                'data=["/data/big"]',
-                "-p",
-                "name=big",
-                "-p",
-                f"vocab_size={BIG_VOCAB}",
-                "-p",
-                "promote=true",
-                "--watch",
-            ],  # an override is an experiment: promoted, it becomes latest
+            [*stack.base, *stack.deployment_run(*params)],
             cwd=REPO,
             env=stack.environ,
             stdout=subprocess.PIPE,
@@ -736,18 +726,12 @@ def test_the_stack_trains_survives_a_killed_worker_keeps_versions_and_cleans_up(
         # `down -v`: nothing left.
         stack.timed("down -v", "down", "-v", timeout=600)
         assert stack.leftovers() == {"containers": [], "volumes": [], "networks": []}
-    except BaseException:
-        print(f"\n--- docker compose logs ({stack.project}) ---\n{stack.logs()}")
-        raise
-    finally:
-        stack.remove()
-        stack.report("compose timings")
 
 
 @pytest.mark.services
 def test_the_s3_profile_keeps_artifacts_and_the_count_cache_in_object_storage(tmp_path, docker_engine):
     stack = Stack(tmp_path, files=COMPOSE_FILES, profiles=("s3",))
-    try:
+    with stack.removed_after("compose timings, s3 profile with moto"):
         done = stack.timed("build", "build", timeout=1800)
         assert sorted(built_services(done.stdout + done.stderr)) == ["bpe-image", "minio"]  # minio: moto here
         stack.timed("up", "up", "-d", "--scale", "dask-worker=2", timeout=900)
@@ -771,9 +755,3 @@ def test_the_s3_profile_keeps_artifacts_and_the_count_cache_in_object_storage(tm
         stack.run_deployment(label="second run (no new data)")
         stack.timed("down -v", "down", "-v", timeout=600)
         assert stack.leftovers() == {"containers": [], "volumes": [], "networks": []}
-    except BaseException:
-        print(f"\n--- docker compose logs ({stack.project}) ---\n{stack.logs()}")
-        raise
-    finally:
-        stack.remove()
-        stack.report("compose timings, s3 profile with moto")

@@ -22,8 +22,9 @@ import bpe
 from bpe import Tokenizer, storage, train
 from bpe.distributed.count_tasks import ShardCount
 from bpe.pipeline.count_cache import CountCache
-from bpe.training.counting import CountStats, holdout_mask
+from bpe.training.counting import CountStats
 from tests.conftest import not_a_regular_file, raised_in_limits, stdlib_paragraphs, unique_bucket, write_parquet
+from tests.pipeline.conftest import kept_rows
 
 VOCAB = 400
 
@@ -146,6 +147,24 @@ def test_a_damaged_cache_entry_in_object_storage_is_a_miss(s3_env):
     check_damage_is_a_miss(cache, overwrite)
 
 
+def two_shard_config(root: Path, scheduler: str, name: str, **settings) -> tuple[list[Path], dict]:
+    """Two Parquet shards of 400 paragraphs under ROOT/data and a configuration over them, for the flow run here."""
+    paragraphs = stdlib_paragraphs()
+    shards = [write_parquet(root / "data" / f"part-{i}.parquet", paragraphs[i * 400 : (i + 1) * 400]) for i in range(2)]
+    cfg = {
+        "name": name,
+        "data": str(root / "data"),
+        "vocab_size": VOCAB,
+        "pattern": "cl100k",
+        "special_tokens": ["<|endoftext|>"],
+        "holdout_fraction": 0.05,
+        "artifact_root": str(root / "art"),
+        "dask_scheduler": scheduler,
+        **settings,
+    }
+    return shards, cfg
+
+
 @pytest.mark.services
 def test_a_damaged_count_is_counted_again_and_replaced(pipeline_services, prefect_server, tmp_path):
     """Run the flow in this process, truncate one shard's cached counts, run again: the run
@@ -155,20 +174,7 @@ def test_a_damaged_count_is_counted_again_and_replaced(pipeline_services, prefec
 
     from bpe.flows.train_bpe import train_bpe
 
-    paragraphs = stdlib_paragraphs()
-    shards = [
-        write_parquet(tmp_path / "data" / f"part-{i}.parquet", paragraphs[i * 400 : (i + 1) * 400]) for i in range(2)
-    ]
-    cfg = {
-        "name": "damaged",
-        "data": str(tmp_path / "data"),
-        "vocab_size": VOCAB,
-        "pattern": "cl100k",
-        "special_tokens": ["<|endoftext|>"],
-        "holdout_fraction": 0.05,
-        "artifact_root": str(tmp_path / "art"),
-        "dask_scheduler": pipeline_services["scheduler"],
-    }
+    shards, cfg = two_shard_config(tmp_path, pipeline_services["scheduler"], "damaged")
     config = tmp_path / "damaged.yaml"
     config.write_text(yaml.safe_dump(cfg))
     settings = {PREFECT_API_URL: prefect_server["api"], PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
@@ -184,9 +190,7 @@ def test_a_damaged_count_is_counted_again_and_replaced(pipeline_services, prefec
     assert (again["counted_shards"], again["cached_shards"]) == (1, 1)
     [warning] = logs.warnings()
     assert f"{shards[1]}:" in warning and str(damaged) in warning, warning
-    rows = pa.array([t for shard in shards for t in pq.read_table(shard).column("text").to_pylist()], pa.large_string())
-    kept = rows.filter(pa.array(~holdout_mask(rows, 0.05))).to_pylist()
-    clean = train(kept, vocab_size=VOCAB + 20, pattern="cl100k", special_tokens=["<|endoftext|>"])
+    clean = train(kept_rows(shards), vocab_size=VOCAB + 20, pattern="cl100k", special_tokens=["<|endoftext|>"])
     assert Tokenizer.load(again["location"]).merges == clean.merges
     assert (later["counted_shards"], later["cached_shards"]) == (0, 2)
     assert later_logs.warnings() == []
@@ -461,28 +465,13 @@ def counted_once(pipeline_services, prefect_server, tmp_path_factory):
     from bpe.flows.train_bpe import train_bpe
 
     root = tmp_path_factory.mktemp("planted")
-    paragraphs = stdlib_paragraphs()
-    shards = [write_parquet(root / "data" / f"part-{i}.parquet", paragraphs[i * 400 : (i + 1) * 400]) for i in range(2)]
-    cfg = {
-        "name": "planted",
-        "data": str(root / "data"),
-        "vocab_size": VOCAB,
-        "pattern": "cl100k",
-        "special_tokens": ["<|endoftext|>"],
-        "holdout_fraction": 0.05,
-        "artifact_root": str(root / "art"),
-        "cache_dir": str(root / "cache"),
-        "dask_scheduler": pipeline_services["scheduler"],
-    }
+    shards, cfg = two_shard_config(root, pipeline_services["scheduler"], "planted", cache_dir=str(root / "cache"))
     settings = {PREFECT_API_URL: prefect_server["api"], PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
     with pytest.MonkeyPatch.context() as patch, temporary_settings(settings):
         patch.setenv("BPE_CACHE_KEY", "the planted tests' count cache key, 32+ characters")
         (root / "planted.yaml").write_text(yaml.safe_dump(cfg))
         assert train_bpe(config=str(root / "planted.yaml"))["counted_shards"] == 2
-        rows = [t for shard in shards for t in pq.read_table(shard).column("text").to_pylist()]
-        rows = pa.array(rows, pa.large_string())
-        kept = rows.filter(pa.array(~holdout_mask(rows, 0.05))).to_pylist()
-        yield {"root": root, "cfg": cfg, "shards": shards, "kept": kept, "run": train_bpe}
+        yield {"root": root, "cfg": cfg, "shards": shards, "kept": kept_rows(shards), "run": train_bpe}
 
 
 @pytest.mark.services

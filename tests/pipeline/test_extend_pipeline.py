@@ -6,24 +6,16 @@ out. Real services: the session's Prefect server, process worker and Dask cluste
 
 from __future__ import annotations
 
-import os
-import subprocess
-from pathlib import Path
-
 import pytest
 
 from bpe import Tokenizer, train
 from bpe.pipeline.store import VersionStore
-from bpe.training.counting import holdout_mask
 from bpe.training.extend import Base
 from tests.conftest import stdlib_paragraphs
-from tests.pipeline.conftest import claim_deployment_names
-from tests.pipeline.test_pipeline import POOL, run_here, write_shard
+from tests.pipeline.conftest import claim_deployment_names, deploy, pipeline_config, trained_rows, write_config
+from tests.pipeline.test_pipeline import run_here
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
-
-REPO = Path(__file__).resolve().parents[2]
-
 
 NAMES = ("extended", "from-ranks", "superwords")
 
@@ -33,11 +25,9 @@ def deployed(pipeline_services, tmp_path_factory) -> dict[str, dict]:
     """The three configurations, each over shards and a base of its own, deployed by one `bpe deploy`:
     `extended` (a base whose files record its pattern), `from-ranks` (a `.tiktoken` base, which
     records none) and `superwords` (scheduled, a superword tokenizer)."""
-    yaml = pytest.importorskip("yaml")
     claim_deployment_names(__name__, *NAMES)
     root = tmp_path_factory.mktemp("extend-pipeline")
     paragraphs = stdlib_paragraphs()
-    common = {"holdout_fraction": 0.05, "dask_scheduler": pipeline_services["scheduler"]}
     base = train(paragraphs[3000:3600], vocab_size=400, pattern="gpt2", special_tokens=["<|endoftext|>"])
     base.save(root / "extended" / "base")
     ranks_base = train(paragraphs[3000:3600], vocab_size=400, pattern="gpt2")
@@ -68,13 +58,11 @@ def deployed(pipeline_services, tmp_path_factory) -> dict[str, dict]:
     conf.mkdir()
     for name, settings in configs.items():
         rows = settings.pop("data")
-        for i in range(0, len(rows), 600):
-            write_shard(root / name / "shards" / f"part-{i // 600:05d}.parquet", rows[i : i + 600])
-        cfg = {"name": name, "data": str(root / name / "shards"), "artifact_root": str(root / name / "artifacts")}
-        cfg.update(common, **settings)
-        (conf / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
-        configs[name] = {**cfg, "rows": rows, "conf": conf / f"{name}.yaml"}
-    deploy(pipeline_services, conf)
+        cfg = pipeline_config(root, pipeline_services["scheduler"], name, holdout_fraction=0.05, **settings)
+        shards = [rows[i : i + 600] for i in range(0, len(rows), 600)]
+        configs[name] = {**write_config(conf, cfg, shards), "rows": rows}
+    done = deploy(pipeline_services, conf)
+    assert done.returncode == 0, done.stderr[-3000:]
     return {**configs, "bases": {"extended": base, "from-ranks": ranks_base}}
 
 
@@ -107,27 +95,6 @@ def test_a_base_that_records_no_pattern_is_read_with_the_configurations(pipeline
     tok = Tokenizer.load(completed_run(pipeline_services, cfg).location("v0001"))
     expected = train(trained_rows(cfg["rows"], 0.05), vocab_size=480, base=cfg["base"], pattern="gpt2")
     assert tok.merges == expected.merges and tok.merges[:144] == base.merges
-
-
-def trained_rows(rows: list[str], holdout_fraction: float) -> list[str]:
-    """The rows the pipeline trains on: those its held-out hash does not set aside."""
-    import pyarrow as pa
-
-    held_out = holdout_mask(pa.array(rows, pa.large_string()), holdout_fraction).tolist()
-    return [row for row, out in zip(rows, held_out) if not out]
-
-
-def deploy(pipeline_services, conf: Path) -> None:
-    """`bpe deploy --conf CONF` against the session's services, as a user runs it."""
-    done = subprocess.run(
-        [str(Path(os.sys.executable).parent / "bpe"), "deploy", "--conf", str(conf), "--pool", POOL],
-        env={**os.environ, **pipeline_services["env"]},
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def test_a_scheduled_deployment_trains_a_superword_tokenizer(pipeline_services, deployed):

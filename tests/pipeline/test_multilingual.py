@@ -25,7 +25,6 @@ import shutil
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -38,9 +37,9 @@ from bpe.training.trainer import train
 from tests.conftest import stdlib_paragraphs, write_parquet
 from tests.evaluation.test_dev_set import release_later
 from tests.pipeline import test_pipeline
-from tests.pipeline.conftest import claim_deployment_names
-from tests.pipeline.test_alerts import Receiver, automations, deploy
-from tests.pipeline.test_pipeline import flow_here, run_deployment, run_here, write_shard
+from tests.pipeline.conftest import claim_deployment_names, deploy, kept_rows, pipeline_config, write_config
+from tests.pipeline.test_alerts import Receiver, automations
+from tests.pipeline.test_pipeline import flow_here, run_deployment, run_here
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
 
@@ -48,12 +47,6 @@ VOCAB = 420
 HOLDOUT = 0.05
 # A second script for the tests' second language: ASCII letters as Devanagari letters.
 DEVANAGARI = str.maketrans({c: chr(0x0905 + i) for i, c in enumerate("abcdefghijklmnopqrstuvwxyz")})
-
-
-def kept_rows(shards: list[Path]) -> list[str]:
-    """The rows of `shards` that the pipeline trains on (those it does not hold out)."""
-    rows = pa.array([t for shard in shards for t in pq.read_table(shard).column("text").to_pylist()], pa.large_string())
-    return rows.filter(pa.array(~holdout_mask(rows, HOLDOUT))).to_pylist()
 
 
 def test_languages_are_counted_apart_weighted_and_a_new_shard_is_counted_alone(
@@ -98,7 +91,7 @@ def test_languages_are_counted_apart_weighted_and_a_new_shard_is_counted_alone(
     assert (again["trained"], again["version"]) == (False, second["version"])  # the data, dev set included, as then
     parity = {"parity_dev": str(dev), "global_merges": 20}
     for result, hin_shards, options in ((first, hin[:1], {}), (second, hin, parity)):
-        texts = {"eng": kept_rows(eng), "hin": kept_rows(hin_shards)}
+        texts = {"eng": kept_rows(eng, HOLDOUT), "hin": kept_rows(hin_shards, HOLDOUT)}
         local = train(texts=texts, mix="eng=1,hin=3", vocab_size=VOCAB, pattern="cl100k", **options)
         published = Tokenizer.load(result["location"])
         assert published.merges == local.merges
@@ -181,33 +174,32 @@ def runs(services) -> dict:
     root = services["root"]
     paragraphs = stdlib_paragraphs()
     data = root / NAME / "shards"
-    write_shard(data / "part-00000.parquet", paragraphs[:500] + [t.translate(GREEK) for t in paragraphs[500:1000]])
+    write_parquet(data / "part-00000.parquet", paragraphs[:500] + [t.translate(GREEK) for t in paragraphs[500:1000]])
     sentences = [" ".join(t.split()[:15]) for t in paragraphs[3000:3060]]
     dev = root / NAME / "dev"
     dev.mkdir(parents=True)
     (dev / "eng.txt").write_text("\n".join(sentences) + "\n")
     (dev / "ell.txt").write_text("\n".join(t.translate(GREEK) for t in sentences) + "\n")
-    cfg = {
-        "name": NAME,
-        "data": str(data),
-        "vocab_size": 400,
-        "pattern": "cl100k",
-        "holdout_fraction": 0.05,
-        "artifact_root": str(root / NAME / "artifacts"),
-        "dask_scheduler": services["scheduler"],
-        "alerts": {"webhook": f"{receiver.url}/{NAME}/hook"},
-        "evaluation": {"dev": str(dev), "gini_margin": 0.01},
-    }
+    cfg = pipeline_config(
+        root,
+        services["scheduler"],
+        NAME,
+        vocab_size=400,
+        pattern="cl100k",
+        holdout_fraction=0.05,
+        alerts={"webhook": f"{receiver.url}/{NAME}/hook"},
+        evaluation={"dev": str(dev), "gini_margin": 0.01},
+    )
     conf = root / "conf-languages"
     conf.mkdir()
-    (conf / f"{NAME}.yaml").write_text(yaml.safe_dump(cfg))
+    written = write_config(conf, cfg)
     done = deploy(services, conf)
     assert done.returncode == 0, done.stderr[-3000:]
     # v0001, with no version before it to compare with, runs its flow here (`run_here`); v0002, whose
     # rise is alerted through the deployment's automation, is the deployment's run by the worker.
-    first = run_here(services, NAME, config=conf / f"{NAME}.yaml")
+    first = run_here(services, NAME, config=written["conf"])
     assert first["state"] == "COMPLETED", first["message"] + first["logs"][-3000:]
-    write_shard(data / "part-00001.parquet", paragraphs[1000:2500])
+    write_parquet(data / "part-00001.parquet", paragraphs[1000:2500])
     second = run_deployment(services, NAME)
     assert second["state"] == "COMPLETED", second["message"] + second["logs"][-3000:]
     yield {"receiver": receiver, "cfg": cfg, "dev": dev, "runs": (first, second)}
@@ -283,7 +275,7 @@ def test_a_dev_set_that_is_not_parallel_fails_the_run_before_counting(prefect_se
     (dev / "eng.txt").write_text("one\ntwo\n")
     (dev / "hin.txt").write_text("एक\n")
     data = tmp_path / "data"
-    write_shard(data / "part-00000.parquet", stdlib_paragraphs()[:50])
+    write_parquet(data / "part-00000.parquet", stdlib_paragraphs()[:50])
     config = tmp_path / "uneven.yaml"
     cfg = {"name": "uneven-dev", "data": str(data), "vocab_size": 300, "artifact_root": str(tmp_path / "art")}
     config.write_text(yaml.safe_dump({**cfg, "evaluation": {"dev": str(dev)}}))

@@ -30,12 +30,19 @@ from bpe.pipeline.services import run_deployment as start_deployment
 from bpe.pipeline.services import wait_for_flow_run
 from bpe.pipeline.store import VersionStore
 from bpe.tokenizer import Tokenizer
-from tests.conftest import stdlib_paragraphs
-from tests.pipeline.conftest import PIPELINE_POOL, claim_deployment_names
+from tests.conftest import stdlib_paragraphs, write_parquet
+from tests.pipeline.conftest import (
+    BPE,
+    PIPELINE_POOL,
+    REPO,
+    claim_deployment_names,
+    deploy,
+    pipeline_config,
+    write_config,
+)
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
 
-REPO = Path(__file__).resolve().parents[2]
 POOL = PIPELINE_POOL
 
 
@@ -49,36 +56,23 @@ def services(pipeline_services, tmp_path_factory):
 
 
 NAMES = ("first", "broken", "planted", "overlap", "trend")
+# The training settings of this module's and tests.pipeline.test_channels's deployments.
+SETTINGS = {"vocab_size": 600, "pattern": "cl100k", "special_tokens": ["<|endoftext|>"], "holdout_fraction": 0.05}
 
 
 @pytest.fixture(scope="module")
 def deployed(services) -> dict[str, dict]:
     """One configuration per test, each over three Parquet shards of its own, all deployed."""
     claim_deployment_names(__name__, *NAMES, "waiting", "fresh-demo")
-    root = services["root"]
-    paragraphs = stdlib_paragraphs()
+    root, paragraphs = services["root"], stdlib_paragraphs()
     conf = root / "conf"
     conf.mkdir()
     configs = {}
     for name in NAMES:
-        data = root / name / "shards"
-        for i in range(3):
-            write_shard(data / f"part-{i:05d}.parquet", paragraphs[i * 900 : (i + 1) * 900])
-        cfg = {
-            "name": name,
-            "data": str(data),
-            "vocab_size": 600,
-            "pattern": "cl100k",
-            "special_tokens": ["<|endoftext|>"],
-            "holdout_fraction": 0.05,
-            "artifact_root": str(root / name / "artifacts"),
-            "dask_scheduler": services["scheduler"],
-            "schedule": "17 4 * * *",
-        }
-        (conf / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
-        configs[name] = {**cfg, "paragraphs": paragraphs, "data_dir": data, "conf": conf / f"{name}.yaml"}
-    waiting = {**cfg, "name": "waiting", "data": str(root / "waiting" / "not-yet")}  # its data is not there
-    (conf / "waiting.yaml").write_text(yaml.safe_dump(waiting))
+        cfg = pipeline_config(root, services["scheduler"], name, **SETTINGS, schedule="17 4 * * *")
+        shards = [paragraphs[i * 900 : (i + 1) * 900] for i in range(3)]
+        configs[name] = {**write_config(conf, cfg, shards), "paragraphs": paragraphs}
+    write_config(conf, {**cfg, "name": "waiting", "data": str(root / "waiting" / "not-yet")})  # its data is not there
     # as conf/demo.yaml: the run writes the demo corpus into its data directory, which no one made
     fresh = {
         **cfg,
@@ -87,16 +81,8 @@ def deployed(services) -> dict[str, dict]:
         "demo_corpus": True,
         "artifact_root": str(root / "fresh-demo" / "artifacts"),
     }
-    (conf / "fresh-demo.yaml").write_text(yaml.safe_dump(fresh))
-    configs["fresh-demo"] = {**fresh, "conf": conf / "fresh-demo.yaml"}
-    done = subprocess.run(
-        [str(Path(os.sys.executable).parent / "bpe"), "deploy", "--conf", str(conf), "--pool", POOL],
-        env={**os.environ, **services["env"]},
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-    )
+    configs["fresh-demo"] = write_config(conf, fresh)
+    done = deploy(services, conf)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith(f"registering flows/train_bpe.py:train_bpe from {REPO} on work pool {POOL}\n")
     for name in NAMES:
@@ -104,11 +90,6 @@ def deployed(services) -> dict[str, dict]:
         assert line in done.stdout, done.stdout
     configs["deploy_output"] = done.stdout
     return configs
-
-
-def write_shard(path: Path, rows: list[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"text": pa.array(rows, pa.string())}), path)
 
 
 def start_run(env: dict, deployment: str, *args: str):
@@ -332,14 +313,7 @@ def test_the_run_form_shows_each_setting_once_typed_with_its_configurations_valu
     }
     (tmp_path / "conf").mkdir()
     (tmp_path / "conf" / "form.yaml").write_text(yaml.safe_dump(cfg))
-    done = subprocess.run(
-        [str(Path(os.sys.executable).parent / "bpe"), "deploy", "--conf", str(tmp_path / "conf"), "--pool", "bpe-form"],
-        env={**os.environ, "PREFECT_API_URL": prefect_server["api"]},
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-    )
+    done = deploy({"env": {"PREFECT_API_URL": prefect_server["api"]}}, tmp_path / "conf", pool="bpe-form")
     assert done.returncode == 0, done.stderr[-3000:]
     with temporary_settings({PREFECT_API_URL: prefect_server["api"]}), get_client(sync_client=True) as client:
         deployment = client.read_deployment_by_name("train-bpe/form")
@@ -425,7 +399,7 @@ def test_versions_on_growing_data_are_measured_on_one_evaluation_set(services, d
     cfg = deployed["trend"]
     first = first_run(services, cfg)
     assert "evaluation set frozen now from v0001's held-out rows" in first["logs"]
-    write_shard(cfg["data_dir"] / "part-00003.parquet", cfg["paragraphs"][2700:3600])
+    write_parquet(cfg["data_dir"] / "part-00003.parquet", cfg["paragraphs"][2700:3600])
     result = run_here(services, cfg["name"], config=cfg["conf"])
     assert result["state"] == "COMPLETED", result["message"] + result["logs"][-3000:]
     versions = store(cfg)
@@ -527,7 +501,7 @@ def test_bpe_deploy_without_a_server_is_an_error(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")  # no profile that names a server
     done = subprocess.run(
-        [str(Path(os.sys.executable).parent / "bpe"), "deploy"],
+        [BPE, "deploy"],
         env=env,
         capture_output=True,
         text=True,
@@ -586,14 +560,7 @@ def test_bpe_deploy_refuses_a_configuration_every_run_would_refuse(prefect_serve
     for keys, line in REFUSED_BY_EVERY_RUN.items():
         base = {"name": "refused", "vocab_size": 600, "languages": {"eng": "en/", "hin": "hi/"}}
         config.write_text(yaml.safe_dump(base) + keys + "\n")
-        done = subprocess.run(
-            [str(Path(os.sys.executable).parent / "bpe"), "deploy", "--conf", str(conf), "--pool", "bpe-refused"],
-            env={**os.environ, "PREFECT_API_URL": prefect_server["api"]},
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            timeout=120,
-        )
+        done = deploy({"env": {"PREFECT_API_URL": prefect_server["api"]}}, conf, pool="bpe-refused")
         assert (done.returncode, done.stdout, done.stderr) == (1, "", f"bpe: error: {config}: {line}\n")
         with flow_here(prefect_server, monkeypatch) as train_bpe, pytest.raises(SettingsError) as raised:
             train_bpe(config=str(config))
@@ -605,7 +572,7 @@ def test_bpe_deploy_refuses_a_configuration_every_run_would_refuse(prefect_serve
 
 def one_shard_config(tmp_path: Path, scheduler: str, name: str, rows: list[str], **settings) -> tuple[Path, dict]:
     """A configuration of one Parquet shard of `rows` (its file, and the configuration as a dict)."""
-    write_shard(tmp_path / "data" / "part-00000.parquet", rows)
+    write_parquet(tmp_path / "data" / "part-00000.parquet", rows)
     cfg = {
         "name": name,
         "data": str(tmp_path / "data"),

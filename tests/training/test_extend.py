@@ -19,27 +19,13 @@ from bpe.engine.merge import learn_merges
 from bpe.engine.replay import BaseMerges
 from bpe.errors import ExportError, SettingsError
 from bpe.training.counting import count_words
-from tests.conftest import GPT2, ruled, shared_corpus, stdlib_paragraphs
+from tests.conftest import GPT2, any_merges, ruled, shared_corpus, stdlib_paragraphs
 from tests.reference import train_reference
 
 # Few symbols (many ties, multi-byte characters, runs of one byte): as in tests/engine/test_merge.py.
 SYMBOLS = ["a", "b", "c", "aa", "é", "中", " ", "x"]
 word = st.lists(st.sampled_from(SYMBOLS), min_size=1, max_size=8).map(lambda s: "".join(s).encode())
 corpora = st.dictionaries(word, st.integers(1, 6), min_size=1, max_size=25)
-
-
-@st.composite
-def any_merges(draw) -> list[tuple[int, int]]:
-    """A valid BPE merge sequence that no corpus need have learnt: each merge joins two tokens that
-    exist before it (bytes of the symbols, or earlier merges), no pair twice."""
-    tokens = sorted({b for s in SYMBOLS for b in s.encode()})
-    merges: list[tuple[int, int]] = []
-    for _ in range(draw(st.integers(0, 12))):
-        pair = (draw(st.sampled_from(tokens)), draw(st.sampled_from(tokens)))
-        if pair not in merges:
-            merges.append(pair)
-            tokens.append(255 + len(merges))
-    return merges
 
 
 def extend(counts: dict[bytes, int], base: list[tuple[int, int]], n: int, **options) -> list[tuple[int, int]]:
@@ -64,7 +50,7 @@ def test_continuing_on_the_same_corpus_gives_the_merges_of_training_the_larger_s
 @settings(max_examples=200, deadline=None)
 @given(
     corpora,
-    any_merges(),
+    any_merges([s.encode() for s in SYMBOLS], 12),
     st.integers(0, 15),
     st.sampled_from(["bytes", "ids"]),
     st.integers(1, 3),

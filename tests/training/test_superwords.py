@@ -53,6 +53,11 @@ def superword_reference(
     return train_reference(pieces, vocab_size - 256 - len(first), tie_break, base=first, **rules)
 
 
+def superword_train(texts: list[str], transition: int, vocab_size: int, **options) -> Tokenizer:
+    """`train()`'s superword run, its arguments as `superword_reference` takes them."""
+    return train(texts, vocab_size=vocab_size, superwords=True, transition=transition, **options)
+
+
 def assigned_text(extra: str) -> st.SearchStrategy[str]:
     """`any_text` less unassigned code points, which regex engines on different Unicode versions
     class differently (as in tests/training/test_peers.py)."""
@@ -82,20 +87,9 @@ def test_superword_merges_are_the_reference_after_replaying_the_first_stage(
     texts, first, second, max_words, colon_space, tie_break, threads
 ):
     transition, vocab_size = 256 + first, 256 + first + second
-    tok = train(
-        texts,
-        vocab_size=vocab_size,
-        superwords=True,
-        transition=transition,
-        max_words=max_words,
-        colon_space=colon_space,
-        tie_break=tie_break,
-        threads=threads,
-    )
-    expected = superword_reference(
-        texts, transition, vocab_size, max_words=max_words, colon_space=colon_space, tie_break=tie_break
-    )
-    assert tok.merges == expected
+    rules = dict(max_words=max_words, colon_space=colon_space, tie_break=tie_break)
+    tok = superword_train(texts, transition, vocab_size, threads=threads, **rules)
+    assert tok.merges == superword_reference(texts, transition, vocab_size, **rules)
 
 
 @pytest.fixture(scope="module")
@@ -287,20 +281,12 @@ def test_a_superword_run_warns_exactly_when_it_stops_below_the_vocabulary_size(
     """The reference trainer with the same rules says whether pairs ran out (or only refused ones
     were left) before the vocabulary was full: then, and only then, train() warns, in one line."""
     transition, vocab_size = 256 + first, 256 + first + second
-    expected = superword_reference(texts, transition, vocab_size, max_words=max_words, colon_space=colon_space)
+    rules = dict(max_words=max_words, colon_space=colon_space)
+    expected = superword_reference(texts, transition, vocab_size, **rules)
     made = []
 
     def run() -> None:
-        made.append(
-            train(
-                texts,
-                vocab_size=vocab_size,
-                superwords=True,
-                transition=transition,
-                max_words=max_words,
-                colon_space=colon_space,
-            )
-        )
+        made.append(superword_train(texts, transition, vocab_size, **rules))
 
     warned = stopped_early_warnings(run)
     assert made[0].merges == expected
