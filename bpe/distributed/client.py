@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from bpe.engine.interrupts import interrupts_held
-from bpe.errors import SchedulerLost, SettingsError
+from bpe.errors import SchedulerLost, SettingsError, WorkersLost
 from bpe.progress import Heartbeat
 from bpe.training.counting import use_system_allocator
 
@@ -196,12 +196,34 @@ class WorkersReady:
     compile_seconds: float
 
 
+WORKER_WAIT_SECONDS = 60.0  # a scheduler without workers: how long a run waits for one to join
+
+
+def _wait_for_a_worker(client, log: Log | None) -> None:
+    """Wait, saying so every few seconds, for a worker to join a scheduler that has none; refuse
+    in one line after `WORKER_WAIT_SECONDS` (Dask's own timeout reads as a lost scheduler)."""
+    address = client.scheduler.address
+    try:
+        if log is None:
+            client.wait_for_workers(1, timeout=WORKER_WAIT_SECONDS)
+        else:
+            with Heartbeat(log, f"waiting for a Dask worker to join the scheduler at {address}"):
+                client.wait_for_workers(1, timeout=WORKER_WAIT_SECONDS)
+    except TimeoutError:
+        raise WorkersLost(
+            lambda s: (
+                f"no Dask worker joined the scheduler at {address} in {WORKER_WAIT_SECONDS:.0f} s; start workers "
+                f"(`dask worker {address}`), or leave out {s.scheduler} to train on a local cluster"
+            )
+        ) from None
+
+
 def ready_workers(client, groups: Sequence[str] | None = None, log: Log | None = None) -> WorkersReady:
     """Wait for at least one worker and load the kernels of `groups` on all of them (see `warm_up`).
     Compiling (a worker's first run of this version of bpe, on a machine whose cache lacks them)
     is said in the log as a step of its own, with its time."""
     if not client.scheduler_info()["workers"]:
-        client.wait_for_workers(1, timeout=60)
+        _wait_for_a_worker(client, log)
     if log is None:
         warmed = client.run(warm_up, groups)
     else:

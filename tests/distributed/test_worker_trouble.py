@@ -1,5 +1,6 @@
-"""A Dask worker paused for memory is never a silent hang: the run says so, and one that stays
-paused stops the run in one line with the way out (a larger limit, or more workers)."""
+"""Trouble with a Dask run's workers is never a silent hang: a worker paused for memory, one that
+leaves, a scheduler with none. The run says so as it happens, and stops in one line with the way
+out when it cannot go on."""
 
 from __future__ import annotations
 
@@ -99,3 +100,28 @@ def test_each_pause_resume_and_departure_is_said_once_and_a_callers_client_is_ne
         "dask worker tcp://a:1 resumed",
     ]
     assert watch.stopped is None
+
+
+def test_a_scheduler_without_workers_is_waited_on_aloud_then_refused_in_one_line(tmp_path):
+    scheduler = start_dask_scheduler(free_port(), log=tmp_path / "scheduler.log")
+    try:
+        data = write_parquet(tmp_path / "data.parquet", ["a corpus with no worker to count it"] * 10)
+        result = subprocess.run(
+            [BPE, "train", str(data), "--vocab-size", "300", "--out", str(tmp_path / "tok"), "--engine", "dask"]
+            + ["--scheduler", scheduler.url],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        scheduler.stop()
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1, result.stderr
+    waiting = f"waiting for a Dask worker to join the scheduler at {scheduler.url}"
+    waits = [line for line in lines if line.startswith(waiting)]
+    assert len(waits) >= 60 // 5, result.stderr  # said as the wait starts, then every 5 s: never silent
+    assert lines[-1] == (
+        f"bpe: error: no Dask worker joined the scheduler at {scheduler.url} in 60 s; start workers "
+        f"(`dask worker {scheduler.url}`), or leave out --scheduler to train on a local cluster"
+    ), result.stderr
+    assert not (tmp_path / "tok").exists()
