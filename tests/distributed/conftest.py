@@ -40,3 +40,8 @@ def train_on(client, texts: list[str], progress, log: list[str], **options) -> T
         call_timeout=20,
         **options,
     )
+
+
+def train_args(data: object, scheduler: str, out: object) -> list[str]:
+    """`bpe train`'s arguments for a small run of `data` on the Dask cluster at `scheduler`."""
+    return ["train", str(data), "--vocab-size", "300", "--engine", "dask", "--scheduler", scheduler, "--out", str(out)]

@@ -21,7 +21,7 @@ from bpe.engine.count import WordCounts
 from bpe.errors import InputError
 from bpe.training.counting import count_words
 from tests.conftest import scale, stdlib_paragraphs, write_parquet
-from tests.distributed.conftest import VOCAB, at_merge, train_on
+from tests.distributed.conftest import VOCAB, at_merge, train_args, train_on
 
 pytestmark = pytest.mark.services  # starts real services: the slow tier
 
@@ -393,21 +393,7 @@ def test_losing_the_scheduler_stops_with_a_clear_error(process_cluster, texts):
 def test_an_unreachable_scheduler_is_one_line_and_writes_nothing(tmp_path, capsys, texts):
     data = write_parquet(tmp_path / "d.parquet", texts[:10])
     dead = f"tcp://127.0.0.1:{_free_port()}"
-    code = main(
-        [
-            "train",
-            str(data),
-            "--vocab-size",
-            "300",
-            "--engine",
-            "dask",
-            "--scheduler",
-            dead,
-            "--out",
-            str(tmp_path / "tok"),
-            "--quiet",
-        ]
-    )
+    code = main([*train_args(data, dead, tmp_path / "tok"), "--quiet"])
     assert code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("bpe: error: cannot reach the Dask scheduler")

@@ -16,6 +16,7 @@ import pytest
 from bpe.distributed.memory_watch import GIVE_UP_SECONDS, MemoryWatch, WorkerMemory
 from bpe.pipeline.services import free_port, start_dask_scheduler, start_dask_worker
 from tests.conftest import write_parquet
+from tests.distributed.conftest import train_args
 
 BPE = str(Path(sys.executable).with_name("bpe"))
 
@@ -46,19 +47,7 @@ def test_a_worker_paused_for_memory_stops_the_run_in_one_line_with_the_way_out(t
     out = tmp_path / "tok"
     started = time.monotonic()
     result = subprocess.run(
-        [
-            BPE,
-            "train",
-            str(data),
-            "--vocab-size",
-            "300",
-            "--engine",
-            "dask",
-            "--scheduler",
-            paused_cluster,
-            "--out",
-            str(out),
-        ],
+        [BPE, *train_args(data, paused_cluster, out)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -107,8 +96,7 @@ def test_a_scheduler_without_workers_is_waited_on_aloud_then_refused_in_one_line
     try:
         data = write_parquet(tmp_path / "data.parquet", ["a corpus with no worker to count it"] * 10)
         result = subprocess.run(
-            [BPE, "train", str(data), "--vocab-size", "300", "--out", str(tmp_path / "tok"), "--engine", "dask"]
-            + ["--scheduler", scheduler.url],
+            [BPE, *train_args(data, scheduler.url, tmp_path / "tok")],
             capture_output=True,
             text=True,
             timeout=300,
