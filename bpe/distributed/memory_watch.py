@@ -4,7 +4,8 @@ Dask pauses a worker at a fraction of its memory limit (`distributed.worker.memo
 it runs no task until its memory falls. A word bucket does not shrink, so a run whose workers are
 too small waits for ever. While a run goes on, `MemoryWatch` asks the scheduler every few seconds
 how its workers are, says in one line when one is paused or leaves, and when a worker stays paused
-for `give_up` seconds, stops the run with the way out: a larger limit, or more workers.
+for `give_up` seconds while tasks wait that no running worker can take, stops the run with the way
+out: a larger limit, or more workers.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ class MemoryWatch:
                 self._say(f"dask worker {worker.address} resumed")
         since = self._paused_since
         stuck = [w for w in workers if w.address in since and now - since[w.address] >= self.give_up]
-        if not stuck or not self.may_stop:
+        if not stuck or not self.may_stop or not self._tasks_blocked():
             return False
         worker = stuck[0]
         self.stopped = WorkersOutOfMemory(
@@ -129,6 +130,20 @@ class MemoryWatch:
         )
         self.client.close(timeout=5)
         return True
+
+    def _tasks_blocked(self) -> bool:
+        """Whether the cluster holds tasks it cannot run now: tasks no running worker may take, or
+        any task while no worker runs. The merge loop talks to its holders over a channel of its
+        own, which a pause does not stop: a worker paused then is said, and the run goes on."""
+
+        def blocked(dask_scheduler) -> int:  # run in the scheduler (pickled by value)
+            waiting = len(dask_scheduler.queued) + sum(len(w.processing) for w in dask_scheduler.workers.values())
+            return len(dask_scheduler.unrunnable) + (0 if dask_scheduler.running else waiting)
+
+        try:
+            return self.client.run_on_scheduler(blocked) > 0
+        except Exception:  # a scheduler that cannot be asked: the pause alone decides
+            return True
 
     def _say(self, line: str) -> None:
         if self.log is not None:

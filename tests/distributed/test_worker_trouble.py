@@ -20,10 +20,10 @@ from tests.distributed.conftest import train_args
 
 BPE = str(Path(sys.executable).with_name("bpe"))
 
-# Dask pauses a worker at this fraction of its memory limit: 5% of 2 GiB is less than a worker
-# needs to start, so it is paused from its first heartbeat on and runs no task (the case of
+# Dask pauses a worker at this fraction of its memory limit: 2% of 2 GiB (41 MB) is less than a
+# worker needs to start, so it is paused from its first heartbeat on and runs no task (the case of
 # workers whose limit the run's words and kernels do not fit), while nothing kills it (95%).
-PAUSED = {"DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE": "0.05"}
+PAUSED = {"DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE": "0.02"}
 
 
 @pytest.fixture
@@ -61,10 +61,10 @@ def test_a_worker_paused_for_memory_stops_the_run_in_one_line_with_the_way_out(t
     assert re.fullmatch(
         r"bpe: error: dask worker paused for memory for 30 s, so the run cannot go on: tcp://127\.0\.0\.1:\d+: "
         r"[\d,]+ MB of its 2,048 MB limit \(\d+%\); give workers a memory limit above [\d,]+ MB "
-        r"\(Dask pauses one at 5% of it\), or use more workers",
+        r"\(Dask pauses one at 2% of it\), or use more workers",
         lines[-1],
     ), result.stderr
-    assert GIVE_UP_SECONDS <= took < GIVE_UP_SECONDS + 60, took  # never a hang
+    assert GIVE_UP_SECONDS <= took < GIVE_UP_SECONDS + 150, took  # never a hang (the start aside: a loaded machine)
     assert not out.exists()  # nothing written
 
 
