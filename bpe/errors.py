@@ -43,10 +43,6 @@ class WorkersLost(BpeError, RuntimeError):
     """The Dask workers kept dying (or none is left) while training: it stops and nothing is written."""
 
 
-class WorkersOutOfMemory(BpeError, RuntimeError):
-    """A Dask worker stayed paused for memory: the run cannot go on with these workers."""
-
-
 class SchedulerLost(BpeError, RuntimeError):
     """The Dask scheduler is unreachable or went away: training stops and nothing is written."""
 

@@ -20,7 +20,6 @@ from prefect.context import get_run_context
 
 from bpe import storage
 from bpe.distributed.client import dask_client, prepare_kernels, ready_workers, share_client
-from bpe.distributed.memory_watch import MemoryWatch
 from bpe.engine.replay import BaseMerges
 from bpe.pipeline.alerts import send_gini_alert
 from bpe.pipeline.config import TRAINING_KEYS, load_config
@@ -114,8 +113,7 @@ def train_bpe(config: str = "conf/demo.yaml", promote: bool = False, **settings)
         groups = groups_of_run(training, "dask", base=base is not None, parity_merges=parity)
         worker_groups, compiled = prepare_kernels(groups, cfg.dask_scheduler is None, logger.info)
         t0 = time.perf_counter()
-        cluster_of = dask_client(cfg.dask_scheduler, cfg.dask_workers, log=logger.info)
-        with cluster_of as (client, cluster), MemoryWatch(client, logger.info):
+        with dask_client(cfg.dask_scheduler, cfg.dask_workers, log=logger.info) as (client, cluster):
             address = share_client(client)
             ready = ready_workers(client, worker_groups, log=logger.info)
             compiled += ready.compile_seconds

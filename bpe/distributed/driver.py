@@ -42,7 +42,6 @@ from bpe.distributed import channel
 from bpe.distributed.client import Log, check_scheduler, dask_client, prepare_kernels, ready_workers
 from bpe.distributed.count_tasks import count_languages_on_dask, count_on_dask
 from bpe.distributed.language_buckets import language_buckets
-from bpe.distributed.memory_watch import MemoryWatch
 from bpe.distributed.parity_loop import ParityBuckets, merge_parity_on_dask
 from bpe.engine.compilation import CompileWatch
 from bpe.engine.count import check_pair_counts, release_memory
@@ -500,7 +499,7 @@ def train_on_dask(
         sweep(tempfile.gettempdir(), "bpe-scratch-")  # what runs killed before cleaning up left
         scratch = tempfile.mkdtemp(prefix=temporary_prefix("bpe-scratch-"))
     try:
-        with dask_client(scheduler, workers, client, log) as (c, cluster), MemoryWatch(c, log, client is None):
+        with dask_client(scheduler, workers, client, log) as (c, cluster):
             ready = ready_workers(c, worker_groups, log)
             n = ready.workers
             seconds["compile"] += ready.compile_seconds  # on the workers: their first run of this version
