@@ -196,24 +196,45 @@ class WorkersReady:
     compile_seconds: float
 
 
-WORKER_WAIT_SECONDS = 60.0  # a scheduler without workers: how long a run waits for one to join
+WORKER_WAIT = "60s"  # a scheduler without workers: how long a run waits for one to join, by default
 
 
-def _wait_for_a_worker(client, log: Log | None) -> None:
+def worker_wait_seconds() -> float:
+    """How long a run waits for a worker to join a scheduler that has none: Dask's configuration
+    key `bpe.worker-wait` (`DASK_BPE__WORKER_WAIT=10m` for a cluster that starts its workers on
+    demand, or a Dask YAML file), 60 s by default."""
+    import dask
+    from dask.utils import parse_timedelta
+
+    value = dask.config.get("bpe.worker-wait", WORKER_WAIT)
+    try:
+        seconds = parse_timedelta(value, default="s")
+    except (KeyError, TypeError, ValueError):
+        seconds = None
+    if seconds is None or not seconds > 0:
+        raise SettingsError(
+            f"bpe.worker-wait (Dask configuration, DASK_BPE__WORKER_WAIT): {value!r} is not a duration "
+            "such as 60s or 10m"
+        )
+    return float(seconds)
+
+
+def _wait_for_a_worker(client, wait: float, log: Log | None) -> None:
     """Wait, saying so every few seconds, for a worker to join a scheduler that has none; refuse
-    in one line after `WORKER_WAIT_SECONDS` (Dask's own timeout reads as a lost scheduler)."""
+    in one line after `wait` seconds (Dask's own timeout reads as a lost scheduler)."""
     address = client.scheduler.address
     try:
         if log is None:
-            client.wait_for_workers(1, timeout=WORKER_WAIT_SECONDS)
+            client.wait_for_workers(1, timeout=wait)
         else:
             with Heartbeat(log, f"waiting for a Dask worker to join the scheduler at {address}"):
-                client.wait_for_workers(1, timeout=WORKER_WAIT_SECONDS)
+                client.wait_for_workers(1, timeout=wait)
     except TimeoutError:
         raise WorkersLost(
             lambda s: (
-                f"no Dask worker joined the scheduler at {address} in {WORKER_WAIT_SECONDS:.0f} s; start workers "
-                f"(`dask worker {address}`), or leave out {s.scheduler} to train on a local cluster"
+                f"no Dask worker joined the scheduler at {address} in {wait:g} s; start workers "
+                f"(`dask worker {address}`), give them longer (DASK_BPE__WORKER_WAIT=10m), or leave out "
+                f"{s.scheduler} to train on a local cluster"
             )
         ) from None
 
@@ -222,8 +243,9 @@ def ready_workers(client, groups: Sequence[str] | None = None, log: Log | None =
     """Wait for at least one worker and load the kernels of `groups` on all of them (see `warm_up`).
     Compiling (a worker's first run of this version of bpe, on a machine whose cache lacks them)
     is said in the log as a step of its own, with its time."""
+    wait = worker_wait_seconds()  # a value that is not a duration is refused whether or not it is needed
     if not client.scheduler_info()["workers"]:
-        _wait_for_a_worker(client, log)
+        _wait_for_a_worker(client, wait, log)
     if log is None:
         warmed = client.run(warm_up, groups)
     else:
