@@ -363,6 +363,18 @@ def pytest_sessionstart(session) -> None:
     compile_ahead(list(GROUPS), say)
 
 
+SLOW_MARKS = ("services", "chaos", "cold")
+
+
+def pytest_itemcollected(item) -> None:
+    """Mark `slow` every test that starts services, breaks things at scale or compiles from nothing,
+    but the `smoke` ones: CI (the README's test command) runs `-m "not slow"`, which keeps it under
+    10 minutes on 2 cores with one test of each kind of service really started; `pytest` alone, or
+    `-m slow` after a change to the pipeline, the Dask engine or object storage, runs the rest."""
+    if any(item.get_closest_marker(mark) for mark in SLOW_MARKS) and not item.get_closest_marker("smoke"):
+        item.add_marker(pytest.mark.slow)
+
+
 def pytest_configure(config) -> None:
     """pytest-xdist hands out modules (`--dist loadfile`) in the order of the most tests first
     unless told to keep the collection's order, which `pytest_collection_modifyitems` sets."""

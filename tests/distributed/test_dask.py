@@ -23,7 +23,7 @@ from bpe.training.counting import count_words
 from tests.conftest import scale, stdlib_paragraphs, write_parquet
 from tests.distributed.conftest import VOCAB, at_merge, train_args, train_on
 
-pytestmark = pytest.mark.services  # starts real services: the slow tier
+pytestmark = pytest.mark.services  # starts real services
 
 distributed = pytest.importorskip("distributed")
 
@@ -84,6 +84,7 @@ def test_workers_with_several_threads_apply_each_round_on_all_of_them(texts, loc
     assert tok.manifest["engine"]["bucket_threads"] == [min(2, os.cpu_count())] * 2
 
 
+@pytest.mark.smoke  # CI's Dask engine on a real cluster, at every worker count
 @pytest.mark.parametrize("workers", [1, 2, 3, 4])
 def test_same_merges_as_the_local_engine(cluster, texts, local_merges, tmp_path, workers):
     scale(*cluster, workers)

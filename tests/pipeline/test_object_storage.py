@@ -32,7 +32,7 @@ from bpe.training.counting import holdout_mask
 from tests.conftest import moto_s3, stdlib_paragraphs, unique_bucket, write_parquet
 from tests.pipeline.conftest import claim_deployment_names
 
-pytestmark = pytest.mark.services  # starts real services: the slow tier
+pytestmark = pytest.mark.services  # starts real services
 
 boto3 = pytest.importorskip("boto3")
 pytest.importorskip("s3fs")
@@ -146,6 +146,7 @@ def files_left_in(directories: list[Path]) -> list[str]:
 # -- the library and the command -----------------------------------------------------------------
 
 
+@pytest.mark.smoke  # CI's object storage: a real S3 server
 def test_train_reads_and_writes_object_storage_and_a_tokenizer_there_loads(bucket, data, local):
     done = bpe("train", data, "--vocab-size", str(VOCAB), "--out", f"s3://{bucket}/tok/")
     assert done.returncode == 0, done.stderr

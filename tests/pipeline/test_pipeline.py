@@ -193,6 +193,7 @@ def first_run(services, cfg: dict, result: dict | None = None) -> dict:
     return result
 
 
+@pytest.mark.smoke  # CI's run of a deployment: Prefect server, process worker, Dask cluster
 def test_first_run_publishes_v0001(services, deployed):
     cfg = deployed["first"]
     result = first_run(services, cfg, run_deployment(services, cfg["name"], command=True))
