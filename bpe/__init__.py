@@ -5,7 +5,9 @@
 >>> tok.decode(tok.encode("hello world"))
 'hello world'
 
-`evaluate` measures tokenizers language by language on a parallel dev set (`bpe.evaluation.evaluate`).
+`count` counts a corpus's pre-tokens once, for `train(counts=...)` here or elsewhere
+(`bpe.training.counts_files` says their format). `evaluate` measures tokenizers language by
+language on a parallel dev set (`bpe.evaluation.evaluate`).
 
 The package is built in tiers whose imports point one way:
 
@@ -20,7 +22,7 @@ The package is built in tiers whose imports point one way:
 
 import os
 
-__all__ = ["Tokenizer", "evaluate", "train"]
+__all__ = ["Tokenizer", "count", "evaluate", "train"]
 __version__ = "0.1.0"
 
 # numba colours its error messages with colorama when that is installed (Prefect brings it), and
@@ -28,9 +30,14 @@ __version__ = "0.1.0"
 # after the summary of `bpe train`. Plain messages; set the variable to 0 for coloured ones.
 os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
 
-# `train`, `Tokenizer` and `evaluate` are imported when first used: `import bpe` (and so `bpe --help`)
+# `train`, `count`, `Tokenizer` and `evaluate` are imported when first used: `import bpe` (and so `bpe --help`)
 # loads neither numpy nor numba.
-_LAZY = {"train": "bpe.training.trainer", "Tokenizer": "bpe.tokenizer", "evaluate": "bpe.evaluation.evaluate"}
+_LAZY = {
+    "train": "bpe.training.trainer",
+    "count": "bpe.training.trainer",
+    "Tokenizer": "bpe.tokenizer",
+    "evaluate": "bpe.evaluation.evaluate",
+}
 
 
 def __getattr__(name: str):

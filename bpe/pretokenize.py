@@ -420,6 +420,15 @@ class Pretokenizer:
             return splitter(self.regex)(text)
         return self.compiled.findall(text)
 
+    def words(self, text: str) -> list[str]:
+        """The pre-tokens training counts in `text`: its pieces but the special tokens. What another
+        engine's counting function calls to count as `bpe count` does (docs/training/counts.md).
+
+        >>> Pretokenizer("gpt2", ["<|endoftext|>"]).words("Hi there<|endoftext|>again")
+        ['Hi', ' there', 'again']
+        """
+        return [piece for part, special in self.segments(text) if not special for piece in self.split_ordinary(part)]
+
     def split(self, text: str) -> list[str]:
         """All pieces of text, special tokens included as pieces of their own."""
         pieces: list[str] = []

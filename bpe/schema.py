@@ -368,6 +368,19 @@ SETTINGS = (
         key="data",
         example=["corpus/"],
     ),
+    _inputs(
+        "counts",
+        list[str],
+        None,
+        "word counts to train on instead of text: Parquet files, directories or globs of a `word` column (a "
+        "pre-token's UTF-8 bytes, binary or string) and a `count` column, as `bpe count` writes them or another "
+        "engine does; duplicate words are summed",
+        Check("a path, glob or URL, or a list of them", _paths),
+        on=On.TRAIN | On.CLI,
+        none="the text given",
+        metavar="PATH",
+        example=["counts/"],
+    ),
     _vocabulary(
         "vocab_size",
         int,

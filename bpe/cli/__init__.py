@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 
+from bpe.cli.count import COUNT, add_count_options
 from bpe.cli.declare import THREADS, Argument, Command, OneOf, add_command
 from bpe.cli.encode import run_decode, run_encode
 from bpe.cli.eval import EVAL
@@ -135,7 +136,7 @@ TRAIN = Command(  # its options (from the schema) are added by `build_parser`
     "train a tokenizer on text, Parquet, JSON lines, JSON or CSV files (compressed too), directories, globs, URLs "
     "or - (stdin)",
     run_train,
-    usage="%(prog)s (INPUT... | --lang CODE=INPUT...) --vocab-size N --out DIR [options]",
+    usage="%(prog)s (INPUT... | --lang CODE=INPUT... | --counts DIR...) --vocab-size N --out DIR [options]",
     description="""
         Train a byte-level BPE tokenizer and write it to --out: tokenizer.json (Hugging Face),
         vocab.json + merges.txt (GPT-2), tokenizer.tiktoken, transformers' configuration and a
@@ -147,12 +148,16 @@ TRAIN = Command(  # its options (from the schema) are added by `build_parser`
 
         --lang CODE=INPUT (once per language) gives text by language instead: each language is
         counted apart, --mix weighs them, and --parity-dev (or --parity, --parity-ratio) makes
-        each merge serve the language whose text is the longest in tokens.""",
+        each merge serve the language whose text is the longest in tokens.
+
+        --counts DIR trains on word counts instead of text: what `bpe count` wrote, or Parquet
+        of `word` and `count` another engine wrote; the merges are those of the text counted.""",
     examples=[
         "bpe train data/ --vocab-size 32768 --out tok/",
         "bpe train corpus.txt.gz --vocab-size 8192 --special-token '<|endoftext|>' --out tok/",
         "bpe train data/*.parquet --vocab-size 32768 --limit 10MB --out quick/",
         "bpe train corpus/ --from gpt2/ --vocab-size 50357 --out gpt2-plus/",
+        "bpe train --counts counts/ --vocab-size 32768 --out tok/",
         "bpe train --lang eng=data/en/ --lang hin='data/hi/*.parquet' --mix temperature=0.3 --vocab-size 32768 "
         "--out mixed/",
         "bpe train --lang eng=ud/eng.parquet --lang tel=ud/tel.parquet --parity-dev ntrex/ --vocab-size 8192 "
@@ -283,6 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     output.add_argument("--quiet", action="store_true", help="no progress bars and no summary (errors still show)")
 
+    add_count_options(add_command(sub, COUNT, "tokenizers"))
     for command in (ENCODE, DECODE, EVAL):
         add_command(sub, command, "tokenizers")
     add_command(sub, WARM, "other")

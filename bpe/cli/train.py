@@ -23,11 +23,11 @@ def add_training_options(p: argparse.ArgumentParser) -> dict[str, argparse._Argu
     for group, settings in grouped(on(On.CLI)).items():
         groups[group] = p.add_argument_group(group, GROUPS[group])
         for setting in settings:
-            _add_option(groups["required"] if setting.required else groups[group], setting)
+            add_setting_option(groups["required"] if setting.required else groups[group], setting)
     return groups
 
 
-def _add_option(group: argparse._ArgumentGroup, setting: Setting) -> None:
+def add_setting_option(group: argparse._ArgumentGroup, setting: Setting) -> None:
     """The option (or options, one per key of a mapping) of one setting."""
     doc = setting.doc_spelt(IN_FLAGS)
     if setting.keys:
@@ -47,7 +47,8 @@ def _add_option(group: argparse._ArgumentGroup, setting: Setting) -> None:
     elif setting.type in (int, float):
         options["type"] = setting.type
     if setting.type == list[str]:
-        options.update(action="append", default=[], help=doc + " (repeat the flag for several)")
+        default = list(setting.default) if setting.default is not None else None
+        options.update(action="append", default=default, help=doc + " (repeat the flag for several)")
     elif setting.type == dict[str, list[str]]:  # --lang eng=data/en/, a flag per language
         options.update(action="append", default=setting.default, help=doc + " (repeat the flag for each language)")
     elif setting.required:
@@ -112,6 +113,7 @@ def run_train(args: argparse.Namespace) -> int:
     for size in also_save:
         _check_out(also_save_path(args.out, size), args.force)
     inputs, languages, lang_dir = given.pop("files"), given.pop("languages"), given.pop("lang_dir")
+    counts = given.pop("counts")
     if inputs and languages:
         raise SettingsError(
             f"{IN_FLAGS.languages}: give the text by language or as INPUT, not both (got INPUT {inputs[0]})",
@@ -124,10 +126,15 @@ def run_train(args: argparse.Namespace) -> int:
             f"them (got {other})",
             parameter="lang_dir",
         )
-    if not inputs and not languages and lang_dir is None:
+    if counts is not None and (inputs or languages or lang_dir is not None):
+        other = f"INPUT {inputs[0]}" if inputs else IN_FLAGS.languages if languages else IN_FLAGS.lang_dir
         raise SettingsError(
-            f"give INPUT (files, directories, globs, URLs or -), {IN_FLAGS.languages} CODE=INPUT or "
-            f"{IN_FLAGS.lang_dir} DIR"
+            f"{IN_FLAGS.counts}: trains on word counts, which hold no text; leave out {other}", parameter="counts"
+        )
+    if not inputs and not languages and lang_dir is None and counts is None:
+        raise SettingsError(
+            f"give INPUT (files, directories, globs, URLs or -), {IN_FLAGS.languages} CODE=INPUT, "
+            f"{IN_FLAGS.lang_dir} DIR or {IN_FLAGS.counts} DIR"
         )
     progress = None if args.quiet or args.json else Bars()  # bars on a terminal only
     engine_options = {}
@@ -145,6 +152,7 @@ def run_train(args: argparse.Namespace) -> int:
             tokenizer = train(
                 files=languages or inputs or None,
                 lang_dir=lang_dir,
+                counts=counts,
                 **{**given, "base": base},
                 progress=progress,
                 **engine_options,

@@ -51,6 +51,7 @@ from bpe.training.warm import compile_ahead, groups_for, groups_of_run
 if TYPE_CHECKING:  # the compiled engine is imported by the runs that use it (see `bpe.training.small_corpus`)
     from bpe.engine.count import WordCounts
     from bpe.engine.replay import BaseMerges
+    from bpe.training.counts_files import CountedWords
 
 
 def train(
@@ -63,6 +64,7 @@ def train(
     special_token_roles: dict[str, str] | None = None,
     model_max_length: int | None = None,
     files: str | Path | Sequence[str | Path] | Mapping[str, str | Path | Sequence[str | Path]] | None = None,
+    counts: str | Path | Sequence[str | Path] | None = None,
     min_frequency: int = DEFAULT["min_frequency"],
     tie_break: str = DEFAULT["tie_break"],
     max_token_length: int | None = None,
@@ -109,6 +111,9 @@ def train(
     a bare str is refused. `files`: paths, directories, globs, URLs or "-" (stdin) of .parquet,
     .jsonl, .json, .csv/.tsv or any other (text) file, compressed or not (.gz, .zst, .bz2, .xz);
     `text_format` "doc" reads a text file as one document, "lines" as one per line (see bpe.inputs.readers).
+    `counts`: word counts instead of text (Parquet of `word` and `count`, as `bpe.count(...).save(DIR)`
+    writes them or another engine does; see `bpe.training.counts_files`): the same merges as the
+    text they were counted from, with the pattern and special tokens recorded beside them unless given.
     `limit` ("10MB", "5000rows") trains on the first documents only and `sample` on a fraction of
     them, chosen by a hash of each with `seed`; both for quick runs, recorded in the manifest.
 
@@ -158,6 +163,7 @@ def train(
         "special_token_roles": special_token_roles,
         "model_max_length": model_max_length,
         "files": files,
+        "counts": counts,
         "min_frequency": min_frequency,
         "tie_break": tie_break,
         "max_token_length": max_token_length,
@@ -187,6 +193,12 @@ def train(
         "scratch": scratch,
     }
     check("vocab_size", vocab_size)
+    counted = None
+    if counts is not None:
+        counted = _counted(given, texts)
+        pattern = pattern if pattern is not None else counted.pattern
+        if counted.special_tokens and not special_tokens:
+            special_tokens = list(counted.special_tokens)
     if isinstance(special_tokens, str):  # adding the role tokens would make it its characters
         check("special_tokens", special_tokens)
     special_tokens = with_role_tokens(special_tokens, special_token_roles)
@@ -211,7 +223,11 @@ def train(
         progress = at_most(progress, "count", limited[1])  # the text counted cannot be more
     languages = {name: given[name] for name in LANGUAGE_SETTINGS}
     reading = Reading(text_format, sample, seed, limited)
-    inputs = _inputs(files, texts, lang_dir, settings, languages, reading)
+    if counted is not None:
+        _check_counted_with(counted, settings)
+        inputs = TrainingInputs(None, None, None)
+    else:
+        inputs = _inputs(files, texts, lang_dir, settings, languages, reading)
     if inputs.skipped:
         warnings.warn(inputs.skipped, SkippedInputs, stacklevel=2)
     shards, texts, plan = inputs.shards, inputs.texts, inputs.plan
@@ -219,6 +235,14 @@ def train(
     def run_stage(stage: Settings, replayed: BaseMerges | None) -> TrainingRun:
         """One run of the engine with a stage's settings (the whole run unless superwords)."""
         reported = stage_progress(progress, stage)
+        if counted is not None:
+            if engine == "dask":
+                raise SettingsError(
+                    lambda s: f"{s.counts}: trains on the local engine for now; leave out {s.given('engine', 'dask')}",
+                    parameter="counts",
+                )
+            return train_locally(stage, None, None, threads=threads, progress=reported, base=replayed, say=say,
+                                 counted=counted)  # fmt: skip
         if engine == "dask":
             require_extra("dask", "the Dask engine")
             from bpe.distributed.driver import train_on_dask
@@ -279,6 +303,82 @@ def train(
     if made is not None:
         warnings.warn(LongTokensWarning(made.message("max_token_length")), stacklevel=2)
     return tokenizer
+
+
+def count(
+    texts: Iterable[str] | None = None,
+    *,
+    files: str | Path | Sequence[str | Path] | None = None,
+    pattern: str | None = None,
+    special_tokens: Sequence[str] = DEFAULT["special_tokens"],
+    text_column: str = DEFAULT["text_column"],
+    text_format: str = DEFAULT["text_format"],
+    limit: str | None = None,
+    sample: float | None = None,
+    seed: int = DEFAULT["seed"],
+    threads: int | None = None,
+    progress: ProgressFn | bool | None = None,
+) -> CountedWords:
+    """Count the pre-tokens of `texts` or `files` as `train()` counts them before learning merges
+    (the same inputs, pattern and special tokens; see its docstring), and learn none: `.save(DIR)`
+    writes them for `train(counts=DIR)`, here or on another machine."""
+    from bpe.training.counts_files import CountedWords
+
+    settings = Settings(vocab_size=1 << 16, pattern=pattern, special_tokens=tuple(special_tokens),
+                        text_column=text_column)  # fmt: skip
+    reading = Reading(text_format, sample, seed, parse_limit(limit) if limit is not None else None)
+    skipped = Skipped()
+    inputs = _one_text(files, texts, settings, reading, skipped)
+    if skipped:
+        warnings.warn(skipped.summary(), SkippedInputs, stacklevel=2)
+    progress, bars = _progress(progress)
+    try:
+        counts, stats = count_text(settings, inputs, reading, threads, progress, say_of(progress))
+    finally:
+        if bars is not None:
+            bars.finish()
+    return CountedWords(counts, settings.pattern, settings.special_tokens, stats)
+
+
+# The settings that choose or cut text, which word counts have no more of.
+TEXT_SETTINGS = ("files", "lang_dir", "limit", "sample", "superwords", "mix", "parity", "parity_dev", "parity_ratio")
+
+
+def _counted(given: dict, texts: object) -> CountedWords:
+    """The word counts `given["counts"]` names, read and checked (`bpe.training.counts_files`);
+    refused beside text, or a setting that needs it, in one line."""
+    from bpe.training.counts_files import read_counts_dir
+
+    needs_text = [name for name in TEXT_SETTINGS if given[name] not in (None, False)]
+    if texts is not None or needs_text:
+        name = "texts" if texts is not None else needs_text[0]
+        raise SettingsError(
+            lambda s: f"{s.counts}: trains on word counts, which hold no text; leave out {s(name)}",
+            parameter="counts",
+        )
+    return read_counts_dir(given["counts"])
+
+
+def _check_counted_with(counted: CountedWords, settings: Settings) -> None:
+    """Counts we wrote were split with a pattern and around special tokens: training them with
+    others would not give the merges of their text."""
+    if counted.pattern is not None and settings.pattern != counted.pattern:
+        raise SettingsError(
+            lambda s: (
+                f"{s.pattern}: the word counts were split with {counted.pattern!r}, not {settings.pattern!r}; "
+                f"leave out {s.pattern} or count the text again with it"
+            ),
+            parameter="pattern",
+        )
+    if counted.special_tokens is not None and set(counted.special_tokens) - set(settings.special_tokens):
+        missing = ", ".join(sorted(set(counted.special_tokens) - set(settings.special_tokens)))
+        raise SettingsError(
+            lambda s: (
+                f"{s.special_tokens}: the word counts were split around {missing} too; give "
+                f"{'them' if ',' in missing else 'it'} as special tokens, or count the text again without"
+            ),
+            parameter="special_tokens",
+        )
 
 
 @dataclass
@@ -387,7 +487,7 @@ def refuse_nothing_learnt(run: TrainingRun, inputs: TrainingInputs) -> None:
 # checked by train() itself.
 TRAIN_SETTINGS = {setting.name for setting in on(On.TRAIN)}
 MERGE_SETTINGS = tuple(s.name for s in on(On.TRAIN | On.SETTINGS) if s.name not in FROM_BASE)
-CHECKED_WHEN_READ = ("base", "files", "special_token_roles")
+CHECKED_WHEN_READ = ("base", "files", "counts", "special_token_roles")
 CHECKED_HERE = tuple(s.name for s in on(On.TRAIN) if On.SETTINGS not in s.on and s.name not in CHECKED_WHEN_READ)
 
 
@@ -483,27 +583,32 @@ def train_locally(
     languages: LanguagePlan | None = None,
     input_bytes: int | None = None,
     say: Callable[[str], None] | None = None,
+    counted: CountedWords | None = None,
 ) -> TrainingRun:
-    """The local engine: count on threads, then learn the merges in this process (after replaying
-    `base`'s). `seconds` holds `merge_loop`, the merge loop's own time (as its progress bar
-    measures it), within `merge`. A small input (`input_bytes`, or the files' sizes, at most
-    `SMALL_CORPUS_BYTES`) with `threads` left to the engine takes the path without compiled kernels
-    (`bpe.training.small_corpus`): the same merges, without loading numba.
+    """The local engine: count on threads (or take the `counted` words), then learn the merges in
+    this process (after replaying `base`'s). `seconds` holds `merge_loop`, the merge loop's own
+    time (as its progress bar measures it), within `merge`. A small input (`input_bytes`, or the
+    files' sizes, at most `SMALL_CORPUS_BYTES`) with `threads` left to the engine takes the path
+    without compiled kernels (`bpe.training.small_corpus`): the same merges, without loading
+    numba.
 
     With `languages`, `shards` (or `texts`) holds a list per language in the order of its codes:
-    each language is counted apart and `languages.stats` filled; then the merges are parity-aware
-    (`languages.parity`), or plain over the languages' counts summed, each multiplied by its
-    mixture multiplier (`languages.mix`; 1 without). The kernels the run needs that this machine
-    has not compiled are compiled first, on every core (`bpe.training.warm`), which `say` is told of."""
+    each language is counted apart and `languages.stats` filled; then the merges are
+    parity-aware (`languages.parity`), or plain over the languages' counts summed, each
+    multiplied by its mixture multiplier (`languages.mix`; 1 without). The kernels the run needs
+    that this machine has not compiled are compiled first, on every core (`bpe.training.warm`),
+    which `say` is told of."""
     if shards is not None and input_bytes is None and languages is None:
         input_bytes = sum(shard.size * (4 if shard.kind == "parquet" or shard.compression else 1) for shard in shards)
-    if _small(settings, threads, base, languages, input_bytes):
+    if counted is None and _small(settings, threads, base, languages, input_bytes):
         return _train_small(settings, shards, texts, progress, say)
     parity = languages is not None and languages.parity is not None
     compiled = compile_ahead(groups_of_run(settings, "local", threads, base is not None, parity), say)
     t0 = time.perf_counter()
     with CompileWatch() as counting_compiles:
-        if languages is not None:
+        if counted is not None:
+            counts, stats, fingerprints = counted.counts, counted.stats, counted.fingerprints
+        elif languages is not None:
             per_language, stats, fingerprints, multipliers = _count_languages(
                 settings, shards, texts, threads, progress, languages
             )
@@ -571,6 +676,22 @@ def train_locally(
         },
         languages=languages.stats if languages is not None else None,
     )
+
+
+def count_text(
+    settings: Settings,
+    inputs: TrainingInputs,
+    reading: Reading,
+    threads: int | None = None,
+    progress: ProgressFn | None = None,
+    say: Callable[[str], None] | None = None,
+) -> tuple[WordCounts, CountStats]:
+    """One text's pre-token counts, as the local engine counts them before merging (`bpe count`)."""
+    compile_ahead([name for name in groups_of_run(settings, "local", threads) if name.startswith("count ")], say)
+    if inputs.shards is not None:
+        counts, stats, _ = count_shards(inputs.shards, settings.pretokenizer, settings.text_column, threads, progress)
+        return counts, stats
+    return _count_texts(reading.documents(inputs.texts, settings.text_column), settings, progress, inputs.rows)
 
 
 def _small(

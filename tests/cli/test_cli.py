@@ -320,7 +320,7 @@ def test_bpe_help_lists_the_commands_in_groups_tokenizers_first_and_ends_with_ex
             sections[title].append(line.split()[0])
     titles = [t for t in sections if t.endswith(":")]
     groups = {t.split()[0].rstrip(":"): sections[t] for t in titles}
-    assert titles[0] == "tokenizers:" and groups["tokenizers"] == ["train", "encode", "decode", "eval"]
+    assert titles[0] == "tokenizers:" and groups["tokenizers"] == ["train", "count", "encode", "decode", "eval"]
     pipeline = ["demo", "deploy", "versions", "promote", "rollback", "history", "prune", "prune-cache"]
     assert groups["pipeline"] == pipeline and groups["cluster"] == ["cluster"] and groups["other"] == ["warm"]
     top = [prog.split()[1] for prog, _ in commands(build_parser()) if prog.count(" ") == 1]
@@ -348,7 +348,7 @@ def test_train_help_starts_with_a_short_usage_naming_what_is_required():
     from bpe.cli import build_parser, commands
 
     help = dict(commands(build_parser()))["bpe train"].format_help()
-    usage = "usage: bpe train (INPUT... | --lang CODE=INPUT...) --vocab-size N --out DIR [options]"
+    usage = "usage: bpe train (INPUT... | --lang CODE=INPUT... | --counts DIR...) --vocab-size N --out DIR [options]"
     assert help.splitlines()[0] == usage
 
 
