@@ -21,6 +21,14 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import strategies as st
 
+# A machine that sets PYTHONDONTWRITEBYTECODE (as CI images and containers do) would have every
+# process of the suite compile from source the modules of bpe (an editable install: pip compiles
+# none of them) and pytest rewrite every test module again: hundreds of processes (bpe commands,
+# Dask workers, flow runs) and three test workers. The suite keeps their bytecode (__pycache__/,
+# which git ignores): set before the test workers and any other process start, which inherit it.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
 # Dask's idle bookkeeping at its defaults (the event loop's tick every 20 ms, each worker's sampling
 # profiler every 10 ms, its memory monitor every 100 ms) keeps an idle scheduler and two workers
 # busy for a tenth of a core, and the suite's clusters wait between tests for minutes on 2 cores:

@@ -220,6 +220,7 @@ def address_space_peak(run: subprocess.CompletedProcess) -> int:
     return int(re.search(r"VmPeak (\d+)", run.stderr).group(1))
 
 
+@pytest.mark.chaos  # words of many megabytes: at scale
 @pytest.mark.parametrize(
     "text, options",
     [
