@@ -43,6 +43,10 @@ class WorkersLost(BpeError, RuntimeError):
     """The Dask workers kept dying (or none is left) while training: it stops and nothing is written."""
 
 
+class WorkersOutOfMemory(BpeError, RuntimeError):
+    """Every Dask worker stayed paused for memory: no task can run, so the run stops."""
+
+
 class SchedulerLost(BpeError, RuntimeError):
     """The Dask scheduler is unreachable or went away: training stops and nothing is written."""
 

@@ -184,18 +184,20 @@ def partitions(shards: Sequence[Shard], text_column: str) -> list[tuple[Shard, i
     return parts
 
 
-def submit_counts(client, shards, pretokenizer, text_column, n_buckets, holdout, progress=None):
-    """Count every partition of `shards` on the workers; wait for all (failing fast on bad input).
-    Returns the partition futures and the summed statistics."""
-    tasks, stats = submit_counts_by_group(client, [shards], pretokenizer, text_column, n_buckets, holdout, progress)
+def submit_counts(client, shards, pretokenizer, text_column, n_buckets, holdout, progress=None, log=None):
+    """Count every partition of `shards` on the workers; wait for all (failing fast on bad input,
+    and on workers all paused for memory: `bpe.distributed.memory`, said through `log`). Returns the
+    partition futures and the summed statistics."""
+    groups = [shards]
+    tasks, stats = submit_counts_by_group(client, groups, pretokenizer, text_column, n_buckets, holdout, progress, log)
     return tasks[0], stats[0]
 
 
-def submit_counts_by_group(client, groups, pretokenizer, text_column, n_buckets, holdout, progress=None):
+def submit_counts_by_group(client, groups, pretokenizer, text_column, n_buckets, holdout, progress=None, log=None):
     """`submit_counts` for several groups of shards at once (a multilingual run's languages): every
     partition of every group is counted in one pass over the cluster, so a small group never waits
     for a large one's tail. Returns the partition futures and the summed statistics of each group."""
-    from distributed import as_completed
+    from bpe.distributed.memory import as_they_end
 
     parts = [(g, *part) for g, shards in enumerate(groups) for part in partitions(shards, text_column)]
     parts.sort(key=lambda p: -p[3])  # largest first over all groups balances the workers' load
@@ -210,7 +212,7 @@ def submit_counts_by_group(client, groups, pretokenizer, text_column, n_buckets,
     done = text_done = 0  # progress: partition bytes (the weights) and bytes of text counted
     if progress is not None:
         progress("count", 0, total)
-    for future in as_completed(stats_of):
+    for future in as_they_end(client, stats_of, log):
         # A failure is read first: once cancelled, a future has lost its exception.
         part = future.result() if future.status == "finished" else _failure(future)
         if isinstance(part, BaseException):
@@ -250,6 +252,7 @@ def count_on_dask(
     text_column: str,
     n_buckets: int,
     progress=None,
+    log=None,
 ) -> tuple[list, CountStats, list[dict] | None]:
     """Count on the workers; returns (futures of the summed counts per bucket, stats, fingerprints).
     In-memory `texts` (when `shards` is None) are counted here, then placed on the workers."""
@@ -260,11 +263,50 @@ def count_on_dask(
         return client.scatter(buckets), counter.stats, None
     # Hashing the shards waits behind the counting (lower priority): it fills the counting's tail.
     fingerprints = [client.submit(fingerprint_shard, s, pure=False, priority=-10) for s in shards]
-    tasks, stats = submit_counts(client, shards, pretokenizer, text_column, n_buckets, 0.0, progress)
+    tasks, stats = submit_counts(client, shards, pretokenizer, text_column, n_buckets, 0.0, progress, log)
     per_bucket = [[client.submit(_item, t, "buckets", b) for t in tasks] for b in range(n_buckets)]
     del tasks
     reduced = [tree_reduce(client, futures) for futures in per_bucket]
     return reduced, stats, client.gather(fingerprints)
+
+
+def count_file_buckets(path: str, n_buckets: int) -> dict:
+    """A task: one file of word counts (`bpe.training.counts_files`) read and checked on a worker,
+    split into the word buckets; with what it stands for and its total."""
+    from bpe.training.counts_files import read_counts_file
+
+    part = read_counts_file(path)
+    return {"buckets": split_by_bucket(part.counts, n_buckets), "stats": part.stats, "total": part.total}
+
+
+def counts_on_dask(client, source, n_buckets: int, progress=None, log=None) -> tuple[list, CountStats, list[dict]]:
+    """Word counts read on the workers, a task per file (`source`: a `CountsSource`), summed per
+    bucket there; returns what `count_on_dask` returns. A file that is not word counts fails the
+    run with its one line."""
+    from bpe.training.counts_files import refuse_overflow
+
+    shards = source.shards
+    fingerprints = [client.submit(fingerprint_shard, s, pure=False, priority=-10) for s in shards]
+    tasks = [client.submit(count_file_buckets, s.path, n_buckets, pure=False) for s in shards]
+    if progress is not None:
+        progress("count", 0, len(tasks))
+    from bpe.distributed.memory import as_they_end
+
+    summary_of = [client.submit(_file_summary, t) for t in tasks]
+    for _ in as_they_end(client, summary_of, log):  # a bad file fails here, with its one line
+        pass
+    summaries = client.gather(summary_of)
+    if progress is not None:
+        progress("count", len(tasks), len(tasks))
+    refuse_overflow(source, [total for _, total in summaries])
+    per_bucket = [[client.submit(_item, t, "buckets", b) for t in tasks] for b in range(n_buckets)]
+    del tasks
+    reduced = [tree_reduce(client, futures) for futures in per_bucket]
+    return reduced, source.stats([stats for stats, _ in summaries]), client.gather(fingerprints)
+
+
+def _file_summary(result: dict) -> tuple[CountStats, float]:
+    return result["stats"], result["total"]
 
 
 def count_languages_on_dask(
@@ -275,6 +317,7 @@ def count_languages_on_dask(
     text_column: str,
     n_buckets: int,
     progress=None,
+    log=None,
 ) -> tuple[list[list], list[CountStats], list[list[dict]] | None]:
     """Count each language of a multilingual run apart (`shards`, one list per language, or
     in-memory `texts`, one iterable per language, counted here then placed on the workers): per
@@ -290,7 +333,7 @@ def count_languages_on_dask(
             stats.append(counter.stats)
         return buckets, stats, None
     fingerprints = [[client.submit(fingerprint_shard, s, pure=False, priority=-10) for s in found] for found in shards]
-    tasks, stats = submit_counts_by_group(client, shards, pretokenizer, text_column, n_buckets, 0.0, progress)
+    tasks, stats = submit_counts_by_group(client, shards, pretokenizer, text_column, n_buckets, 0.0, progress, log)
     buckets = [
         [tree_reduce(client, [client.submit(_item, t, "buckets", b) for t in language]) for b in range(n_buckets)]
         if language

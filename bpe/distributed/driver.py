@@ -40,7 +40,7 @@ import numpy as np
 from bpe import storage
 from bpe.distributed import channel
 from bpe.distributed.client import Log, check_scheduler, dask_client, prepare_kernels, ready_workers
-from bpe.distributed.count_tasks import count_languages_on_dask, count_on_dask
+from bpe.distributed.count_tasks import count_languages_on_dask, count_on_dask, counts_on_dask
 from bpe.distributed.language_buckets import language_buckets
 from bpe.distributed.parity_loop import ParityBuckets, merge_parity_on_dask
 from bpe.engine.compilation import CompileWatch
@@ -55,6 +55,7 @@ from bpe.inputs.shard import Shard
 from bpe.leftovers import sweep, temporary_prefix
 from bpe.progress import PhaseClock, ProgressFn
 from bpe.training.counting import CountStats
+from bpe.training.counts_files import CountsSource
 from bpe.training.plan import LanguagePlan
 from bpe.training.results import TrainingRun
 from bpe.training.settings import Settings
@@ -478,9 +479,11 @@ def train_on_dask(
     base: BaseMerges | None = None,
     languages: LanguagePlan | None = None,
     say: Log | None = None,
+    counts: CountsSource | None = None,
 ) -> TrainingRun:
-    """Count and merge on a Dask cluster (`shards`, or in-memory `texts` counted here first),
-    after replaying `base`'s merges on the workers' words. Its `seconds`, one after another:
+    """Count and merge on a Dask cluster (`shards`, or in-memory `texts` counted here first, or
+    word `counts` read on the workers, a task per file), after replaying `base`'s merges on the
+    workers' words. Its `seconds`, one after another:
     `cluster` (connecting or starting it, the workers' kernels loaded), `count`, `build` (the word
     buckets), `merge` (`merge_loop` within it), `cluster_stop`; `compile` apart from them all.
 
@@ -506,12 +509,14 @@ def train_on_dask(
             seconds["cluster"] = time.perf_counter() - t0 - ready.compile_seconds
             t1 = time.perf_counter()
             parity = None
-            if languages is None:
+            if counts is not None:
+                buckets, stats, fingerprints = counts_on_dask(c, counts, n, progress, log)
+            elif languages is None:
                 buckets, stats, fingerprints = count_on_dask(
-                    c, shards, texts, settings.pretokenizer, settings.text_column, n, progress
+                    c, shards, texts, settings.pretokenizer, settings.text_column, n, progress, log
                 )
             else:
-                counted = count_languages(c, shards, texts, settings, n, progress, languages)
+                counted = count_languages(c, shards, texts, settings, n, progress, languages, log)
                 buckets, stats, fingerprints, parity = counted
             seconds["count"] = time.perf_counter() - t1
             on_workers = merge_on_workers(
@@ -554,13 +559,14 @@ def count_languages(
     n_buckets: int,
     progress: ProgressFn | None,
     plan: LanguagePlan,
+    log: Log | None = None,
 ) -> tuple[list, CountStats, list[dict] | None, ParityBuckets | None]:
     """Count each language of `plan` apart on the workers and make the merge loop's word buckets
     (`bpe.distributed.language_buckets`), filling `plan.stats`. Returns the buckets, what was
     counted in all, each file's fingerprint with its language (None for texts), and, for a parity
     run, the buckets' languages."""
     by_language, counted, found = count_languages_on_dask(
-        client, shards, texts, settings.pretokenizer, settings.text_column, n_buckets, progress
+        client, shards, texts, settings.pretokenizer, settings.text_column, n_buckets, progress, log
     )
     stats = CountStats.summed(counted)
     fingerprints = None

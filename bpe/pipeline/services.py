@@ -216,10 +216,12 @@ def start_dask_worker(
     cwd: Path | None = None,
     env: dict | None = None,
     wait: bool = True,
+    memory_limit: str | None = None,
 ) -> Service:
     """`dask worker` on 127.0.0.1 (nanny, worker and its HTTP server alike); over TLS with `tls`;
     in `cwd` with `env` added to this process's environment (a worker of its own, as on another
-    machine: its own working directory and TMPDIR). With `wait=False`, returned once started (see
+    machine: its own working directory and TMPDIR); `memory_limit` as `dask worker` takes it
+    ("2GB"; Dask's default: the machine's memory). With `wait=False`, returned once started (see
     `start_dask_workers`); `wait_ready()` waits until it has registered with the scheduler."""
     args = [
         _command("dask"),
@@ -234,6 +236,8 @@ def start_dask_worker(
         "--preload",
         "bpe.distributed.preload",
     ]
+    if memory_limit is not None:
+        args += ["--memory-limit", memory_limit]
     if tls:
         args += ["--protocol", "tls", *tls.dask_options()]
     process = _spawn("dask worker", args, {**(tls.dask_environment() if tls else {}), **(env or {})}, log, cwd)

@@ -91,38 +91,88 @@ def counts_files(counts: str | Path | Sequence[str | Path]) -> list:
     return found
 
 
-def read_counts_dir(counts: str | Path | Sequence[str | Path]) -> CountedWords:
-    """The word counts in `counts` (directories, files or globs of Parquet), duplicates summed,
-    with the record of a directory we wrote. Each file is checked: a `word` column of binary or
-    strings, a `count` column of positive integers; anything else is one line naming the file."""
+@dataclass
+class CountsSource:
+    """Word counts found but not read yet: their Parquet files (`shards`), and the record of the
+    directory we wrote them in (None for another engine's)."""
+
+    shards: list
+    record: dict | None
+    shown: str  # the counts as given, for messages
+
+    @property
+    def pattern(self) -> str | None:
+        return self.record["pattern"] if self.record is not None else None
+
+    @property
+    def special_tokens(self) -> tuple[str, ...] | None:
+        return tuple(self.record["special_tokens"]) if self.record is not None else None
+
+    def stats(self, parts: Sequence[CountStats]) -> CountStats:
+        """What counting saw: as recorded, or for another engine's counts the pre-tokens and bytes
+        of the files' `parts`."""
+        return CountStats(**self.record["stats"]) if self.record is not None else CountStats.summed(parts)
+
+
+@dataclass
+class CountsFile:
+    """One file of word counts, read and checked: its words with duplicates summed, the pre-tokens
+    and bytes they stand for, and their total as a float (an int64 overflow is refused over all)."""
+
+    counts: WordCounts
+    stats: CountStats
+    total: float
+
+
+def find_counts(counts: str | Path | Sequence[str | Path]) -> CountsSource:
+    """The files of `counts` (`counts_files`) and their record, before any is read."""
+    shards = counts_files(counts)
+    return CountsSource(shards, _record([shard.path for shard in shards]), _shown(counts))
+
+
+def read_counts_file(path: str) -> CountsFile:
+    """One Parquet file of word counts, checked (one line naming the file and row) and summed."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    shards = counts_files(counts)
-    files = [shard.path for shard in shards]
-    tables = []
-    for path in files:
-        try:
-            with storage.open_read(path) as f:
-                table = pq.read_table(f)
-        except (OSError, pa.ArrowException) as exc:
-            raise InputError(f"{path}: not a Parquet file of word counts ({exc})") from None
-        tables.append(_checked(path, table))
-    table = pa.concat_tables(tables) if tables else pa.table({"word": pa.array([], pa.large_binary()), "count": []})
-    summed = table.group_by("word").aggregate([("count", "sum")]).rename_columns(["word", "count"])
-    total = pc.sum(pc.cast(table.column("count"), pa.float64(), safe=False)).as_py() or 0
+    try:
+        with storage.open_read(path) as f:
+            table = _checked(path, pq.read_table(f))
+    except (OSError, pa.ArrowException) as exc:
+        raise InputError(f"{path}: not a Parquet file of word counts ({exc})") from None
+    n = table.column("count")
+    total = pc.sum(pc.cast(n, pa.float64(), safe=False)).as_py() or 0.0
     if total >= 2**63:
-        raise InputError(f"{_shown(counts)}: the counts sum to more than an int64 holds")
-    record = _record(counts, files)
-    stats = CountStats(**record["stats"]) if record is not None else _stats_of(summed)
+        raise InputError(f"{path}: the counts sum to more than an int64 holds")
+    summed = table.group_by("word").aggregate([("count", "sum")]).rename_columns(["word", "count"])
+    return CountsFile(counts_from_arrow(summed), _stats_of(table), total)
+
+
+def refuse_overflow(source: CountsSource, totals: Sequence[float]) -> None:
+    """Counts whose sum an int64 cannot hold would wrap in the engine: refused in one line."""
+    if sum(totals) >= 2**63:
+        raise InputError(f"{source.shown}: the counts sum to more than an int64 holds")
+
+
+def read_counts(source: CountsSource) -> CountedWords:
+    """All the files of `source`, read here, each word's counts summed across them."""
+    parts = [read_counts_file(shard.path) for shard in source.shards]
+    refuse_overflow(source, [part.total for part in parts])
     return CountedWords(
-        counts_from_arrow(summed),
-        record["pattern"] if record is not None else None,
-        tuple(record["special_tokens"]) if record is not None else None,
-        stats,
-        [shard.fingerprint() for shard in shards],
+        WordCounts.combine([part.counts for part in parts]),
+        source.pattern,
+        source.special_tokens,
+        source.stats([part.stats for part in parts]),
+        [shard.fingerprint() for shard in source.shards],
     )
+
+
+def read_counts_dir(counts: str | Path | Sequence[str | Path]) -> CountedWords:
+    """The word counts in `counts` (directories, files or globs of Parquet), duplicates summed,
+    with the record of a directory we wrote. Each file is checked: a `word` column of binary or
+    strings, a `count` column of positive integers; anything else is one line naming the file."""
+    return read_counts(find_counts(counts))
 
 
 def _checked(path: str, table) -> object:
@@ -153,7 +203,7 @@ def _checked(path: str, table) -> object:
     return pa.table({"word": word.cast(pa.large_binary()), "count": n.cast(pa.int64())})
 
 
-def _record(counts: object, files: list[str]) -> dict | None:
+def _record(files: list[str]) -> dict | None:
     """The record (`counts.json`) of the directory the files are in, if all are in one we wrote."""
     parents = {str(Path(storage.local_path(path)).parent) if not storage.is_remote(path) else path.rsplit("/", 1)[0]
                for path in files}  # fmt: skip

@@ -51,7 +51,7 @@ from bpe.training.warm import compile_ahead, groups_for, groups_of_run
 if TYPE_CHECKING:  # the compiled engine is imported by the runs that use it (see `bpe.training.small_corpus`)
     from bpe.engine.count import WordCounts
     from bpe.engine.replay import BaseMerges
-    from bpe.training.counts_files import CountedWords
+    from bpe.training.counts_files import CountedWords, CountsSource
 
 
 def train(
@@ -235,14 +235,11 @@ def train(
     def run_stage(stage: Settings, replayed: BaseMerges | None) -> TrainingRun:
         """One run of the engine with a stage's settings (the whole run unless superwords)."""
         reported = stage_progress(progress, stage)
-        if counted is not None:
-            if engine == "dask":
-                raise SettingsError(
-                    lambda s: f"{s.counts}: trains on the local engine for now; leave out {s.given('engine', 'dask')}",
-                    parameter="counts",
-                )
+        if counted is not None and engine != "dask":
+            from bpe.training.counts_files import read_counts
+
             return train_locally(stage, None, None, threads=threads, progress=reported, base=replayed, say=say,
-                                 counted=counted)  # fmt: skip
+                                 counted=read_counts(counted))  # fmt: skip
         if engine == "dask":
             require_extra("dask", "the Dask engine")
             from bpe.distributed.driver import train_on_dask
@@ -259,6 +256,7 @@ def train(
                 scratch=scratch,
                 say=say,
                 **({"languages": plan} if plan is not None else {}),
+                **({"counts": counted} if counted is not None else {}),
                 **engine_options,
             )
         if engine_options:
@@ -344,10 +342,10 @@ def count(
 TEXT_SETTINGS = ("files", "lang_dir", "limit", "sample", "superwords", "mix", "parity", "parity_dev", "parity_ratio")
 
 
-def _counted(given: dict, texts: object) -> CountedWords:
-    """The word counts `given["counts"]` names, read and checked (`bpe.training.counts_files`);
-    refused beside text, or a setting that needs it, in one line."""
-    from bpe.training.counts_files import read_counts_dir
+def _counted(given: dict, texts: object) -> CountsSource:
+    """The word counts `given["counts"]` names, found (`bpe.training.counts_files`; each engine
+    reads them where it counts); refused beside text, or a setting that needs it, in one line."""
+    from bpe.training.counts_files import find_counts
 
     needs_text = [name for name in TEXT_SETTINGS if given[name] not in (None, False)]
     if texts is not None or needs_text:
@@ -356,10 +354,10 @@ def _counted(given: dict, texts: object) -> CountedWords:
             lambda s: f"{s.counts}: trains on word counts, which hold no text; leave out {s(name)}",
             parameter="counts",
         )
-    return read_counts_dir(given["counts"])
+    return find_counts(given["counts"])
 
 
-def _check_counted_with(counted: CountedWords, settings: Settings) -> None:
+def _check_counted_with(counted: CountsSource, settings: Settings) -> None:
     """Counts we wrote were split with a pattern and around special tokens: training them with
     others would not give the merges of their text."""
     if counted.pattern is not None and settings.pattern != counted.pattern:

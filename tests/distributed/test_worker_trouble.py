@@ -1,16 +1,21 @@
 """Trouble with a Dask run's workers is never a silent hang: a scheduler with none is waited on
-aloud, then refused in one line with the way out."""
+aloud, then refused in one line with the way out; workers all paused for memory are said, then
+stop the run in one line with the way out."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from bpe.pipeline.services import free_port, start_dask_scheduler
+from bpe.distributed.memory import GIVE_UP_SECONDS, MB, PausedWorkers, WorkerMemory
+from bpe.errors import WorkersOutOfMemory
+from bpe.pipeline.services import free_port, start_dask_scheduler, start_dask_worker
 from tests.conftest import write_parquet
 from tests.distributed.conftest import train_args
 
@@ -39,6 +44,7 @@ def train_without_workers(tmp_path, scheduler: str, wait: str) -> subprocess.Com
     )
 
 
+@pytest.mark.services  # a real scheduler and workers
 def test_a_scheduler_without_workers_is_waited_on_aloud_then_refused_in_one_line(tmp_path, idle_scheduler):
     """Waited on as long as Dask's configuration says (`bpe.worker-wait`, 60 s unless set), said
     every 5 s, then one line with the ways out."""
@@ -56,6 +62,7 @@ def test_a_scheduler_without_workers_is_waited_on_aloud_then_refused_in_one_line
     assert not (tmp_path / "tok").exists()
 
 
+@pytest.mark.services  # a real scheduler
 @pytest.mark.parametrize("wait", ["soon", "0s", "-5"])
 def test_a_worker_wait_that_is_not_a_duration_is_one_line_naming_the_setting(tmp_path, idle_scheduler, wait):
     result = train_without_workers(tmp_path, idle_scheduler, wait)
@@ -64,3 +71,62 @@ def test_a_worker_wait_that_is_not_a_duration_is_one_line_naming_the_setting(tmp
     assert result.stderr.startswith(prefix) and wait in result.stderr, result.stderr
     assert result.stderr.rstrip().endswith("is not a duration such as 60s or 10m"), result.stderr
     assert not (tmp_path / "tok").exists()
+
+
+# Dask pauses a worker at this fraction of its memory limit: 2% of 2 GiB (41 MB) is less than a
+# worker needs to start, so it is paused from its first heartbeat on and runs no task (the case of
+# workers whose limit the run's words and kernels do not fit), while nothing kills it (95%).
+PAUSED = {"DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE": "0.02"}
+
+
+@pytest.mark.services  # a real scheduler and workers
+def test_workers_all_paused_for_memory_stop_the_run_in_one_line_with_the_way_out(tmp_path):
+    scheduler = start_dask_scheduler(free_port(), log=tmp_path / "scheduler.log")
+    try:
+        worker = start_dask_worker(scheduler.url, log=tmp_path / "worker.log", env=PAUSED, memory_limit="2GiB")
+        try:
+            data = write_parquet(
+                tmp_path / "data.parquet", [f"row {i} of a corpus too big for its workers" for i in range(200)]
+            )
+            started = time.monotonic()
+            result = subprocess.run(
+                [BPE, *train_args(data, scheduler.url, tmp_path / "tok")],
+                env={**os.environ, **PAUSED},  # the driver reads the pause fraction from the same Dask configuration
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            took = time.monotonic() - started
+        finally:
+            worker.stop()
+    finally:
+        scheduler.stop()
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    said = [line for line in lines if line.startswith("dask worker paused for memory: tcp://127.0.0.1:")]
+    assert len(said) == 1 and re.search(r": [\d,]+ MB of its 2,048 MB limit \(\d+%\); the run waits for it$", said[0])
+    assert re.fullmatch(
+        rf"bpe: error: every Dask worker is paused for memory, so no task can run \({GIVE_UP_SECONDS:.0f} s\): "
+        r"tcp://127\.0\.0\.1:\d+: [\d,]+ MB of its 2,048 MB limit \(\d+%\); give workers a memory limit above "
+        r"[\d,]+ MB \(Dask pauses one at 2% of it\), or use more workers",
+        lines[-1],
+    ), result.stderr
+    assert took < GIVE_UP_SECONDS + 120, took  # never a hang (a worker's start and kernels aside)
+    assert not (tmp_path / "tok").exists()
+
+
+def test_a_pause_is_said_once_and_stops_only_when_every_worker_is_paused_long_enough():
+    said: list[str] = []
+    watch = PausedWorkers(client=None, log=said.append)
+
+    def worker(address: str, status: str) -> WorkerMemory:
+        return WorkerMemory(address, status, 330 * MB, 400 * MB)
+
+    watch.see([worker("tcp://a:1", "paused"), worker("tcp://b:2", "running")], now=0.0)
+    watch.see([worker("tcp://a:1", "paused"), worker("tcp://b:2", "running")], now=100.0)  # b runs the tasks
+    assert said == ["dask worker paused for memory: tcp://a:1: 330 MB of its 400 MB limit (82%); the run waits for it"]
+    watch.see([worker("tcp://a:1", "paused"), worker("tcp://b:2", "paused")], now=101.0)
+    watch.see([worker("tcp://a:1", "paused"), worker("tcp://b:2", "paused")], now=101.0 + GIVE_UP_SECONDS - 1)
+    with pytest.raises(WorkersOutOfMemory, match=r"give workers a memory limit above 420 MB \(Dask pauses one at 80%"):
+        watch.see([worker("tcp://a:1", "paused"), worker("tcp://b:2", "paused")], now=101.0 + GIVE_UP_SECONDS)
+    assert len(said) == 2  # b's pause said once too

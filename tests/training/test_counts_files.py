@@ -52,9 +52,16 @@ def test_counts_saved_and_read_back_train_the_merges_of_their_text(tmp_path_fact
     assert [(a, b) for a, b in from_counts.merges] == expected
 
 
-def test_counts_from_elsewhere_are_summed_across_rows_and_files_whatever_their_order(tmp_path):
+def on_engine(engine: str, request) -> dict:
+    """`train()`'s engine options: the local engine, or the Dask engine on the test process's cluster."""
+    return {} if engine == "local" else {"engine": "dask", "client": request.getfixturevalue("two_workers")}
+
+
+@pytest.mark.parametrize("engine", ["local", "dask"])
+def test_counts_from_elsewhere_are_summed_across_rows_and_files_whatever_their_order(tmp_path, request, engine):
     """Another engine's partitions repeat a word in several rows and files, as strings or bytes,
-    in any order, with any integer type: the merges are those of the counts summed."""
+    in any order, with any integer type: the merges are those of the counts summed, on the local
+    engine and on Dask workers that each read some of the files."""
     texts = stdlib_paragraphs()[:400]
     words = list(word_counts(texts).items())
     counts = tmp_path / "counts"
@@ -71,7 +78,7 @@ def test_counts_from_elsewhere_are_summed_across_rows_and_files_whatever_their_o
             counts / f"part-{i:05d}.parquet",
         )  # fmt: skip
     (counts / "_SUCCESS").write_text("")  # what Spark leaves beside its output
-    tok = train(counts=counts, vocab_size=800)
+    tok = train(counts=counts, vocab_size=800, **on_engine(engine, request))
     assert tok.merges == train(texts, vocab_size=800).merges
     assert [(a, b) for a, b in tok.merges] == train_reference(dict(words), 800 - 256)
     assert tok.manifest.counts.pretokens == sum(n for _, n in words)
@@ -155,6 +162,16 @@ def test_counts_that_cannot_be_word_counts_are_one_line_naming_the_file(tmp_path
     assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith(f"bpe: error: {path}") and message in done.stderr, done.stderr
     assert not (tmp_path / "tok").exists()
+
+
+def test_a_file_that_is_not_word_counts_fails_a_dask_run_in_one_line_naming_it(tmp_path, two_workers):
+    counts = tmp_path / "counts"
+    counts.mkdir()
+    pq.write_table(pa.table({"word": [b"a", b"b"], "count": [2, 1]}), counts / "part-0.parquet")
+    pq.write_table(pa.table({"word": [b"a", b"b"], "count": [2, -7]}), counts / "part-1.parquet")
+    with pytest.raises(InputError) as raised:
+        train(counts=counts, vocab_size=300, engine="dask", client=two_workers)
+    assert str(raised.value) == f"{counts / 'part-1.parquet'}: row 1 counts -7; counts must be positive"
 
 
 def test_counts_beside_text_or_settings_that_need_it_are_refused_as_the_caller_spells_them(tmp_path):
