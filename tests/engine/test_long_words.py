@@ -222,16 +222,17 @@ def address_space_peak(run: subprocess.CompletedProcess) -> int:
 
 @pytest.mark.chaos  # words of many megabytes: at scale
 @pytest.mark.parametrize(
-    "text, options",
-    [
-        pytest.param(random_letters(WORD_BYTES), [], id="letters without spaces"),
-        pytest.param(" " * WORD_BYTES, ["--max-token-length", "64"], id="a run of spaces"),
+    "make, options",
+    [  # the word is made when the test runs: 3 MB of random letters cost collecting two seconds
+        pytest.param(random_letters, [], id="letters without spaces"),
+        pytest.param(lambda n: " " * n, ["--max-token-length", "64"], id="a run of spaces"),
     ],
 )
-def test_one_huge_word_trains_within_a_memory_bound(tmp_path, text, options):
+def test_one_huge_word_trains_within_a_memory_bound(tmp_path, make, options):
     """One line of 3 MB that the pattern cannot cut trains under an address-space limit of what a
     tiny input takes plus 100 bytes per byte of it (the machine is never at risk: a regression
     fails here), with the merges of rewriting the word whole (unlimited, in another process)."""
+    text = make(WORD_BYTES)
     tiny, word = tmp_path / "tiny.txt", tmp_path / "word.txt"
     tiny.write_text(text[:2000] + " end")
     word.write_text(text)

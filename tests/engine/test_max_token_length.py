@@ -26,7 +26,13 @@ word = st.lists(st.sampled_from(SYMBOLS), min_size=1, max_size=8).map(lambda s: 
 corpora = st.dictionaries(word, st.integers(1, 6), max_size=25)
 run = st.lists(st.sampled_from(["a", "b", "aa", "ab", "c"]), min_size=1, max_size=10).map(lambda s: "".join(s).encode())
 runs = st.dictionaries(run, st.integers(1, 9), max_size=12)
-TEXTS = stdlib_paragraphs()[:800]
+
+
+def texts() -> list[str]:
+    """Real prose, read when a test runs (collecting the suite waits on nothing)."""
+    return stdlib_paragraphs()[:800]
+
+
 N_MERGES = 200
 
 
@@ -56,7 +62,7 @@ def test_merges_with_a_length_limit_equal_the_reference(
 
 @pytest.fixture(scope="module")
 def word_counts() -> dict[bytes, int]:
-    return count_words(TEXTS, "cl100k").to_dict()
+    return count_words(texts(), "cl100k").to_dict()
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +78,7 @@ def test_the_local_engine_on_threads_gives_the_reference_merges(reference, tie_b
     rounds with no more threads than cores, sleep with more (forced here either way)."""
     monkeypatch.setattr(merge, "available_cores", lambda: 64 if waits == "spin" else 1)
     tok = train(
-        TEXTS, vocab_size=256 + N_MERGES, pattern="cl100k", tie_break=tie_break, max_token_length=4, threads=threads
+        texts(), vocab_size=256 + N_MERGES, pattern="cl100k", tie_break=tie_break, max_token_length=4, threads=threads
     )
     assert tok.manifest["engine"]["merge_threads"] == threads
     assert tok.merges == reference[tie_break]
@@ -81,16 +87,16 @@ def test_the_local_engine_on_threads_gives_the_reference_merges(reference, tie_b
 
 
 def test_no_token_is_longer_than_the_limit_and_the_limit_changes_the_merges():
-    unlimited = train(TEXTS, vocab_size=1000, pattern="cl100k")
+    unlimited = train(texts(), vocab_size=1000, pattern="cl100k")
     assert max(len(t) for t in unlimited.vocab) > 5
     for limit in (2, 3, 5):
-        tok = train(TEXTS, vocab_size=1000, pattern="cl100k", max_token_length=limit)
+        tok = train(texts(), vocab_size=1000, pattern="cl100k", max_token_length=limit)
         assert max(len(t) for t in tok.vocab) == limit
         if limit == 2:  # fewer pairs of bytes occur than the vocabulary wants: the limit stops the run
             assert len(tok.merges) < 1000 - 256 and tok.manifest["result"]["stop_reason"] == "max_token_length"
         else:
             assert len(tok.merges) == 1000 - 256 and tok.manifest["result"]["stop_reason"] == "vocab_size"
-        assert tok.encode_ordinary(TEXTS[0]) and tok.decode(tok.encode_ordinary(TEXTS[0])) == TEXTS[0]
+        assert tok.encode_ordinary(texts()[0]) and tok.decode(tok.encode_ordinary(texts()[0])) == texts()[0]
     # The merges up to the first token longer than the limit are the unlimited run's.
     first_long = next(i for i, t in enumerate(unlimited.vocab) if len(t) > 5) - 256
     assert tok.merges[:first_long] == unlimited.merges[:first_long]
@@ -160,11 +166,11 @@ def test_a_limit_below_two_or_not_an_integer_is_refused_in_one_line(bad):
 
 def test_the_library_and_the_command_take_it_and_record_it(tmp_path, capsys):
     """Once an unknown option for the local engine; now a setting, recorded in the manifest."""
-    tok = train(TEXTS[:100], vocab_size=400, pattern="cl100k", max_token_length=8)
+    tok = train(texts()[:100], vocab_size=400, pattern="cl100k", max_token_length=8)
     assert tok.manifest["settings"]["max_token_length"] == 8 and max(map(len, tok.vocab)) <= 8
-    assert train(TEXTS[:100], vocab_size=300).manifest["settings"]["max_token_length"] is None
+    assert train(texts()[:100], vocab_size=300).manifest["settings"]["max_token_length"] is None
     path = tmp_path / "t.txt"
-    path.write_text("\n\n".join(TEXTS[:100]))
+    path.write_text("\n\n".join(texts()[:100]))
     out = tmp_path / "tok"
     assert main(["train", str(path), "--vocab-size", "400", "--max-token-length", "8", "--out", str(out)]) == 0
     manifest = json.loads((out / "manifest.json").read_text())
@@ -200,7 +206,7 @@ def test_the_pipeline_configuration_and_the_flow_take_it(tmp_path):
 @pytest.mark.parametrize("tie_break", ["bytes", "ids"])
 def test_the_dask_engine_on_two_workers_gives_the_reference_merges(reference, tie_break, two_workers):
     tok = train(
-        TEXTS,
+        texts(),
         vocab_size=256 + N_MERGES,
         pattern="cl100k",
         tie_break=tie_break,
