@@ -84,8 +84,10 @@ def test_workers_with_several_threads_apply_each_round_on_all_of_them(texts, loc
     assert tok.manifest["engine"]["bucket_threads"] == [min(2, os.cpu_count())] * 2
 
 
-@pytest.mark.smoke  # CI's Dask engine on a real cluster, at every worker count
-@pytest.mark.parametrize("workers", [1, 2, 3, 4])
+# CI's Dask engine on a real cluster (`smoke`): at one worker and at four; two and three in the slow tier.
+@pytest.mark.parametrize(
+    "workers", [pytest.param(1, marks=pytest.mark.smoke), 2, 3, pytest.param(4, marks=pytest.mark.smoke)]
+)
 def test_same_merges_as_the_local_engine(cluster, texts, local_merges, tmp_path, workers):
     scale(*cluster, workers)
     for name, files in layouts(texts, tmp_path).items():

@@ -31,7 +31,7 @@ def word_counts(texts: list[str], pattern: str = "cl100k", special_tokens: tuple
     return Counter(word.encode() for text in texts for word in split.words(text))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.lists(any_text("ab <|x|>"), min_size=1, max_size=8), st.integers(257, 320), st.sampled_from(["gpt2", "cl100k"])
 )
@@ -57,7 +57,7 @@ def on_engine(engine: str, request) -> dict:
     return {} if engine == "local" else {"engine": "dask", "client": request.getfixturevalue("two_workers")}
 
 
-@pytest.mark.parametrize("engine", ["local", "dask"])
+@pytest.mark.parametrize("engine", ["local", pytest.param("dask", marks=pytest.mark.services)])
 def test_counts_from_elsewhere_are_summed_across_rows_and_files_whatever_their_order(tmp_path, request, engine):
     """Another engine's partitions repeat a word in several rows and files, as strings or bytes,
     in any order, with any integer type: the merges are those of the counts summed, on the local
@@ -164,6 +164,7 @@ def test_counts_that_cannot_be_word_counts_are_one_line_naming_the_file(tmp_path
     assert not (tmp_path / "tok").exists()
 
 
+@pytest.mark.services  # a Dask cluster
 def test_a_file_that_is_not_word_counts_fails_a_dask_run_in_one_line_naming_it(tmp_path, two_workers):
     counts = tmp_path / "counts"
     counts.mkdir()
