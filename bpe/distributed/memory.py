@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from bpe.errors import WorkersOutOfMemory
 
 MB = 1 << 20
-LOOK_SECONDS = 2.0  # how long a wait lasts before the workers are looked at again
+LOOK_SECONDS = 2.0  # how long with no task ending before the workers are looked at again
+POLL_SECONDS = 0.02  # how often the tasks that ended are picked up
 GIVE_UP_SECONDS = 20.0  # every worker paused this long: the run stops rather than wait for ever
 
 
@@ -95,17 +96,20 @@ class PausedWorkers:
 
 
 def as_they_end(client, futures: Sequence, log: Callable[[str], None] | None = None) -> Iterator:
-    """`futures` as each ends (as `distributed.as_completed`), looking at the workers whenever
+    """`futures` as each ends (`distributed.as_completed`), looking at the workers whenever
     `LOOK_SECONDS` pass with none ending (`PausedWorkers`)."""
-    from distributed import wait
+    from distributed import as_completed
 
     watch = PausedWorkers(client, log)
-    pending = list(futures)
-    while pending:
-        try:
-            done = wait(pending, timeout=LOOK_SECONDS, return_when="FIRST_COMPLETED").done
-        except TimeoutError:
+    ended = as_completed(futures)
+    last = time.monotonic()  # when a future last ended, or the workers were last looked at
+    while not ended.is_empty():
+        batch = ended.next_batch(block=False)
+        if batch:
+            last = time.monotonic()
+            yield from batch
+        elif time.monotonic() - last >= LOOK_SECONDS:
             watch.look()
-            continue
-        yield from (future for future in pending if future in done)
-        pending = [future for future in pending if future not in done]
+            last = time.monotonic()
+        else:
+            time.sleep(POLL_SECONDS)
