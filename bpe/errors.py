@@ -44,7 +44,8 @@ class WorkersLost(BpeError, RuntimeError):
 
 
 class WorkersOutOfMemory(BpeError, RuntimeError):
-    """Every Dask worker stayed paused for memory: no task can run, so the run stops."""
+    """Every Dask worker stayed paused for memory (no task can run), or workers were restarted for
+    memory and the run could not go on: it stops, saying what memory to give the workers."""
 
 
 class SchedulerLost(BpeError, RuntimeError):

@@ -171,6 +171,7 @@ class EngineRecord(Section):
     merges_per_round: float | None = None
     recoveries: int | None = None
     seconds_waiting_for_buckets: float | None = None
+    pair_deltas: int | None = None  # the Dask engine: pair-count deltas the holders sent back, over all rounds
     bucket_peak_mb: list[int] | None = None
     bucket_threads: list[int] | None = None
     compiled: bool | None = None  # the local engine: False on the path for small corpora (bpe.training.small_corpus)

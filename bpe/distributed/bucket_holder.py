@@ -41,13 +41,13 @@ import numpy as np
 from bpe import storage
 from bpe.distributed import channel
 from bpe.engine.cores import available_cores
-from bpe.engine.count import WordCounts
+from bpe.engine.count import WordCounts, release_memory
 from bpe.engine.merge import first_id
 from bpe.engine.replay import BaseMerges
 from bpe.engine.table_group import TableGroup, join
 from bpe.engine.word_slices import ThreadedWordTable, word_table
 from bpe.engine.word_table import WordTable
-from bpe.training.counting import counts_from_arrow, counts_to_arrow
+from bpe.training.counting import counts_from_arrow, write_counts_parquet
 
 HELLO_BYTES = 4096  # what a peer may send before it has shown it knows the secret
 HELLO_SECONDS = 10.0  # how long it has to show it
@@ -142,9 +142,7 @@ class HeldBucket:
         return counts
 
     def _write_words(self, counts: WordCounts) -> None:
-        import pyarrow.parquet as pq
-
-        storage.write_file(self.words_path, lambda tmp: pq.write_table(counts_to_arrow(counts), tmp))
+        storage.write_file(self.words_path, lambda tmp: write_counts_parquet(counts, tmp))
 
     def checkpoint(self, merges_applied: int) -> None:
         """Write the words as they stand after `merges_applied` merges, whole or not at all (see
@@ -254,6 +252,8 @@ class BucketHolder:
             self.merges_applied = len(merge_log)
             initial = [(np.zeros(0, np.int64), np.zeros(0, np.int64)) for _ in self.parts]
         self.initial = self._reply(initial)
+        del counts, initial
+        release_memory()  # what building the tables freed (the counts, the arrays they were built from)
         # Several buckets on one thread each take a round in one compiled call (`TableGroup`).
         tables = [part.table for part in self.parts]
         self.group = TableGroup(tables) if len(tables) > 1 and all(type(t) is WordTable for t in tables) else None

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from bpe import storage
-from bpe.engine.count import WordCounts
+from bpe.engine.count import WordCounts, release_memory
 from bpe.errors import BpeError, InputError
 from bpe.inputs.readers import check_parquet
 from bpe.inputs.shard import Shard
@@ -25,9 +25,9 @@ from bpe.training.counting import (
     CountStats,
     WordCounter,
     counts_from_arrow,
-    counts_to_arrow,
     shard_holdout,
     use_system_allocator,
+    write_counts_parquet,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -52,11 +52,14 @@ def count_partition(
             counter.add_arrow(batch)
     except BpeError as exc:
         return {"error": exc}
-    return {
+    counted = {
         "stats": asdict(counter.stats),
         "buckets": split_by_bucket(counter.result(), n_buckets),
         "held_out": counter.held_out,
     }
+    del counter
+    release_memory()  # the counting table and the text read: the worker keeps only the counts
+    return counted
 
 
 def _partition_batches(shard: Shard, row_group: int | None, text_column: str):
@@ -93,7 +96,9 @@ def _first_line(exc: BaseException) -> str:
 
 
 def combine_counts(*parts: WordCounts) -> WordCounts:
-    return WordCounts.combine(parts)
+    combined = WordCounts.combine(parts)
+    release_memory()
+    return combined
 
 
 def fingerprint_shard(shard: Shard) -> dict:
@@ -107,16 +112,12 @@ def split_by_bucket(counts: WordCounts, n_buckets: int) -> list[WordCounts]:
 
 def write_counts(counts: WordCounts, path: str) -> str:
     """Write counts as Parquet, whole or not at all (`bpe.storage.write_file`); returns the path."""
-    import pyarrow.parquet as pq
-
-    return storage.write_file(path, lambda tmp: pq.write_table(counts_to_arrow(counts), tmp))
+    return storage.write_file(path, lambda tmp: write_counts_parquet(counts, tmp))
 
 
 def write_counts_digest(counts: WordCounts, path: str) -> str:
     """`write_counts`, returning the digest of the bytes written (`bpe.storage.file_digest`)."""
-    import pyarrow.parquet as pq
-
-    return storage.write_file_digest(path, lambda tmp: pq.write_table(counts_to_arrow(counts), tmp))
+    return storage.write_file_digest(path, lambda tmp: write_counts_parquet(counts, tmp))
 
 
 def read_counts(path: str, expected: tuple[str, int] | None = None) -> WordCounts:
@@ -184,19 +185,37 @@ def partitions(shards: Sequence[Shard], text_column: str) -> list[tuple[Shard, i
     return parts
 
 
-def submit_counts(client, shards, pretokenizer, text_column, n_buckets, holdout, progress=None, log=None):
-    """Count every partition of `shards` on the workers; wait for all (failing fast on bad input,
-    and on workers all paused for memory: `bpe.distributed.memory`, said through `log`). Returns the
-    partition futures and the summed statistics."""
+SUM_PRIORITY = 10  # sums of counts run ahead of counting more partitions (which run at 0)
+
+
+@dataclass
+class Counted:
+    """Partitions counted on the workers: the partition futures (`tasks`, each a `count_partition`
+    result), each word bucket's counts summed over them (`buckets`, futures), and the statistics."""
+
+    tasks: list
+    buckets: list
+    stats: CountStats
+
+
+def submit_counts(client, shards, pretokenizer, text_column, n_buckets, holdout, progress=None, log=None) -> Counted:
+    """Count every partition of `shards` on the workers and sum each word bucket over them; wait
+    for the counting (failing fast on bad input, and on workers all paused for memory:
+    `bpe.distributed.memory`, said through `log`)."""
     groups = [shards]
-    tasks, stats = submit_counts_by_group(client, groups, pretokenizer, text_column, n_buckets, holdout, progress, log)
-    return tasks[0], stats[0]
+    return submit_counts_by_group(client, groups, pretokenizer, text_column, n_buckets, holdout, progress, log)[0]
 
 
-def submit_counts_by_group(client, groups, pretokenizer, text_column, n_buckets, holdout, progress=None, log=None):
+def submit_counts_by_group(
+    client, groups, pretokenizer, text_column, n_buckets, holdout, progress=None, log=None
+) -> list[Counted]:
     """`submit_counts` for several groups of shards at once (a multilingual run's languages): every
     partition of every group is counted in one pass over the cluster, so a small group never waits
-    for a large one's tail. Returns the partition futures and the summed statistics of each group."""
+    for a large one's tail; each group's buckets are summed over its own partitions only.
+
+    The sums are submitted with the counting, ahead of it in priority: a sum runs as soon as its
+    parts are counted, so a worker holds a few partitions' counts at a time, not every partition it
+    counted until the last one ends (which on one worker came to more than the local engine's peak)."""
     from bpe.distributed.memory import as_they_end
 
     parts = [(g, *part) for g, shards in enumerate(groups) for part in partitions(shards, text_column)]
@@ -206,6 +225,10 @@ def submit_counts_by_group(client, groups, pretokenizer, text_column, n_buckets,
         client.submit(count_partition, shard, rg, pretokenizer, text_column, n_buckets, holdout, pure=False)
         for _, shard, rg, _ in parts
     ]
+    by_group: list[list] = [[] for _ in groups]
+    for task, part in zip(tasks, parts):
+        by_group[part[0]].append(task)
+    sums = [summed_buckets(client, group_tasks, n_buckets) if group_tasks else [] for group_tasks in by_group]
     stats_of = [client.submit(_stats_or_error, t) for t in tasks]  # picked as each count ends
     weight = {s.key: p[3] for s, p in zip(stats_of, parts)}
     counted: dict = {}  # each partition's statistics, summed in partition order at the end
@@ -216,8 +239,7 @@ def submit_counts_by_group(client, groups, pretokenizer, text_column, n_buckets,
         # A failure is read first: once cancelled, a future has lost its exception.
         part = future.result() if future.status == "finished" else _failure(future)
         if isinstance(part, BaseException):
-            for t in tasks:
-                t.cancel()
+            client.cancel([*tasks, *(f for group in sums for f in group)])
             raise part
         counted[future.key] = part
         done += weight[future.key]
@@ -225,13 +247,19 @@ def submit_counts_by_group(client, groups, pretokenizer, text_column, n_buckets,
         if progress is not None:  # in bytes of text, as the summary counts
             progress("count", text_done, estimate_text_bytes(text_done, done, total))
     stats = [CountStats() for _ in groups]
-    by_group: list[list] = [[] for _ in groups]
-    for future, task, part in zip(stats_of, tasks, parts):
+    for future, part in zip(stats_of, parts):
         stats[part[0]].add(CountStats(**counted[future.key]))
-        by_group[part[0]].append(task)
     if progress is not None:
         progress("count", sum(s.bytes for s in stats), sum(s.bytes for s in stats))
-    return by_group, stats
+    return [Counted(t, b, st) for t, b, st in zip(by_group, sums, stats, strict=True)]
+
+
+def summed_buckets(client, tasks: list, n_buckets: int) -> list:
+    """Futures of each word bucket's counts summed over the partitions `tasks` (`tree_reduce`)."""
+    return [
+        tree_reduce(client, [client.submit(_item, t, "buckets", b, priority=SUM_PRIORITY) for t in tasks])
+        for b in range(n_buckets)
+    ]
 
 
 def _failure(future) -> BaseException:
@@ -263,11 +291,8 @@ def count_on_dask(
         return client.scatter(buckets), counter.stats, None
     # Hashing the shards waits behind the counting (lower priority): it fills the counting's tail.
     fingerprints = [client.submit(fingerprint_shard, s, pure=False, priority=-10) for s in shards]
-    tasks, stats = submit_counts(client, shards, pretokenizer, text_column, n_buckets, 0.0, progress, log)
-    per_bucket = [[client.submit(_item, t, "buckets", b) for t in tasks] for b in range(n_buckets)]
-    del tasks
-    reduced = [tree_reduce(client, futures) for futures in per_bucket]
-    return reduced, stats, client.gather(fingerprints)
+    counted = submit_counts(client, shards, pretokenizer, text_column, n_buckets, 0.0, progress, log)
+    return counted.buckets, counted.stats, client.gather(fingerprints)
 
 
 def count_file_buckets(path: str, n_buckets: int) -> dict:
@@ -333,22 +358,23 @@ def count_languages_on_dask(
             stats.append(counter.stats)
         return buckets, stats, None
     fingerprints = [[client.submit(fingerprint_shard, s, pure=False, priority=-10) for s in found] for found in shards]
-    tasks, stats = submit_counts_by_group(client, shards, pretokenizer, text_column, n_buckets, 0.0, progress, log)
+    counted = submit_counts_by_group(client, shards, pretokenizer, text_column, n_buckets, 0.0, progress, log)
     buckets = [
-        [tree_reduce(client, [client.submit(_item, t, "buckets", b) for t in language]) for b in range(n_buckets)]
-        if language
+        language.buckets
+        if language.tasks
         else client.scatter([WordCounts.empty() for _ in range(n_buckets)])  # a language with no partition
-        for language in tasks
+        for language in counted
     ]
-    return buckets, stats, [client.gather(found) for found in fingerprints]
+    return buckets, [language.stats for language in counted], [client.gather(found) for found in fingerprints]
 
 
 def tree_reduce(client, futures: list, fan_in: int = 4):
-    """Sum counts on the workers, a few at a time, never gathering partials here."""
+    """Sum counts on the workers, a few at a time, never gathering partials here; each sum ahead
+    of the counting still to run (`SUM_PRIORITY`)."""
     level = list(futures)
     while len(level) > 1:
         groups = [level[i : i + fan_in] for i in range(0, len(level), fan_in)]
-        level = [client.submit(combine_counts, *group, pure=False) for group in groups]
+        level = [client.submit(combine_counts, *group, pure=False, priority=SUM_PRIORITY) for group in groups]
     return level[0]
 
 
@@ -383,12 +409,13 @@ def count_shard_to_files(
     """Count one shard (a fingerprint: path, size, sha256, kind) on the workers and have a worker
     write its counts (and its held-out rows) to Parquet, hashing the bytes it writes."""
     started = time.perf_counter()
-    tasks, stats = submit_counts(
+    counted = submit_counts(
         client, [Shard(shard["path"], shard["kind"], shard["size"])], pretokenizer, text_column, 1, holdout
     )
-    total = tree_reduce(client, [client.submit(_item, t, "buckets", 0) for t in tasks])
-    written = client.submit(write_counts_digest, total, counts_path, pure=False)
-    held = client.submit(_write_held_out, [client.submit(_item, t, "held_out") for t in tasks], held_out_path)
+    stats = counted.stats
+    written = client.submit(write_counts_digest, counted.buckets[0], counts_path, pure=False)
+    parts_held_out = [client.submit(_item, t, "held_out") for t in counted.tasks]
+    held = client.submit(_write_held_out, parts_held_out, held_out_path)
     digests = {"counts": written.result(), "held_out": held.result()}
     return ShardCount(shard, counts_path, held_out_path, stats, time.perf_counter() - started, digests=digests)
 

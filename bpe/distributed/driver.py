@@ -42,6 +42,14 @@ from bpe.distributed import channel
 from bpe.distributed.client import Log, check_scheduler, dask_client, prepare_kernels, ready_workers
 from bpe.distributed.count_tasks import count_languages_on_dask, count_on_dask, counts_on_dask
 from bpe.distributed.language_buckets import language_buckets
+from bpe.distributed.memory import (
+    EVENT_TRIES,
+    EVENT_WAIT_SECONDS,
+    PausedWorkers,
+    failed_for_memory,
+    memory_restarts,
+    way_out,
+)
 from bpe.distributed.parity_loop import ParityBuckets, merge_parity_on_dask
 from bpe.engine.compilation import CompileWatch
 from bpe.engine.count import check_pair_counts, release_memory
@@ -50,7 +58,7 @@ from bpe.engine.pair_queue import PairQueue
 from bpe.engine.replay import BaseMerges
 from bpe.engine.rules import MergeRules
 from bpe.engine.table_group import split
-from bpe.errors import SchedulerLost, WorkersLost
+from bpe.errors import SchedulerLost, WorkersLost, WorkersOutOfMemory
 from bpe.inputs.shard import Shard
 from bpe.leftovers import sweep, temporary_prefix
 from bpe.progress import PhaseClock, ProgressFn
@@ -71,7 +79,7 @@ class StrandedPlacement(RuntimeError):
     """A holder's task waits for workers that have all left the cluster (see `started_actor`)."""
 
 
-def started_actor(client, future, workers: Sequence[str], timeout: float):
+def started_actor(client, future, workers: Sequence[str], timeout: float, watch: PausedWorkers | None = None):
     """The actor of `future` (submitted with `workers` as loose restrictions) once it has started.
 
     Should every one of `workers` leave the cluster before the task is placed (a worker killed
@@ -79,7 +87,9 @@ def started_actor(client, future, workers: Sequence[str], timeout: float):
     "no-worker" and keeps it there even after new workers join, loose restrictions or not
     (dask/distributed#7346): it would wait out `timeout`. So while waiting, the workers are
     looked for every second, and when none of them is left this raises StrandedPlacement at
-    once, for the caller to submit again to the workers running now."""
+    once, for the caller to submit again to the workers running now. `watch` looks at the workers
+    each second too: a holder never starts on a paused worker, so with every worker paused for
+    memory the run stops within `GIVE_UP_SECONDS` rather than wait out `timeout`."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -87,6 +97,8 @@ def started_actor(client, future, workers: Sequence[str], timeout: float):
         except TimeoutError:
             if time.monotonic() >= deadline:
                 raise
+        if watch is not None:
+            watch.look()
         running = client.scheduler_info()["workers"]
         if workers and not any(address in running for address in workers) and placed_on(client, future) is None:
             future.cancel()
@@ -115,9 +127,13 @@ class Holders:
         self.dead: set[str] = set()  # workers that lost or hung a holder: never chosen to rebuild one
         self.recoveries = 0
         self.wait_seconds = 0.0  # time the driver spent sending rounds and waiting for deltas
+        self.pair_deltas = 0  # pair-count deltas the holders sent back over the rounds
         self.base: BaseMerges | None = None  # a base tokenizer's merges, replayed by every holder first
         self.checkpoint_seconds = 0.0  # between checkpoints in the loop (0: none); set by `start_rounds`
         self._last_look = self._last_checkpoint = 0.0
+        self.since = time.time()  # workers restarted for memory from here on are this run's
+        self.watch = PausedWorkers(client, log)  # workers paused while a holder starts
+        self.memory_losses: dict[int, int] = {}  # holders lost to a worker restarted for memory, by holder
 
     def start(self, bucket_futures: list, groups: list[list[int]] | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
         """Start a holder per group of buckets (`groups`, bucket indices; one per bucket without),
@@ -158,7 +174,8 @@ class Holders:
         return found
 
     def _connect(self, h: int) -> list[np.ndarray]:
-        actor = started_actor(self.client, self.futures[h], self.chosen[h], max(self.call_timeout, ACTOR_START_SECONDS))
+        wait = max(self.call_timeout, ACTOR_START_SECONDS)
+        actor = started_actor(self.client, self.futures[h], self.chosen[h], wait, self.watch)
         info = actor.address().result(timeout=self.call_timeout)
         sock = channel.connect(info["host"], info["port"], self.call_timeout)
         channel.send(sock, b"HELO", np.frombuffer(self.secret.encode(), np.uint8))
@@ -182,6 +199,7 @@ class Holders:
         flat = np.ascontiguousarray(merges[:, :3], dtype=np.int64).ravel()
         replies = self._by_bucket(self._ask_all(b"MRGE", "a round", flat))
         self.wait_seconds += time.perf_counter() - sent
+        self.pair_deltas += sum(len(keys) for keys, _ in replies)
         return replies
 
     def after_round(self) -> None:
@@ -253,6 +271,7 @@ class Holders:
         lost_on = self.info[h].get("worker")
         if lost_on:
             self.dead.add(lost_on)
+            self._refuse_if_out_of_memory(h, lost_on)
         for attempt in range(1, REBUILD_ATTEMPTS + 1):
             check_scheduler(self.client)
             # Loose restrictions: should the chosen workers die too, Dask may use one started since
@@ -283,11 +302,33 @@ class Holders:
         self.recoveries += 1
         if self.log:
             info = self.info[h]
+            why = [f" ({r.described()})" for r in memory_restarts(self.client, self.since) if r.address == lost_on]
             self.log(
-                f"{self.named(h)}: worker {lost_on} lost; rebuilt on {info.get('worker')} from "
+                f"{self.named(h)}: worker {lost_on} lost{why[-1] if why else ''}; rebuilt on {info.get('worker')} from "
                 f"{info.get('restored_from', 'its checkpoint')}, replayed up to merge {len(merge_log):,}, "
                 f"in {time.perf_counter() - started:.1f} s (noticed during {during})"
             )
+
+    def _refuse_if_out_of_memory(self, h: int, lost_on: str) -> None:
+        """Stop the run in one line when holder h's worker was restarted for memory a second time:
+        its bucket does not fit a worker, and rebuilding it again would only run out again. The
+        first time it is rebuilt (from its checkpoint, without the counting's leftovers, it may fit),
+        and the log says why it was lost; a holder lost for another reason is always rebuilt."""
+        restart = None
+        for _ in range(EVENT_TRIES // 2):  # the nanny's event may reach the scheduler after the socket drops
+            restart = next((r for r in memory_restarts(self.client, self.since) if r.address == lost_on), None)
+            if restart is not None:
+                break
+            time.sleep(EVENT_WAIT_SECONDS)
+        if restart is None:
+            return
+        self.memory_losses[h] = self.memory_losses.get(h, 0) + 1
+        if self.memory_losses[h] < 2:
+            return
+        raise WorkersOutOfMemory(
+            f"Dask workers ran out of memory holding the word buckets: {self.named(h)} ran two workers out, "
+            f"last {restart.described()}; {way_out(restart.limit)}"
+        )
 
     def _live_workers(self, wait: float = 60.0) -> list[str]:
         """The running workers that never lost or hung a holder, waiting for one if need be (a nanny
@@ -411,14 +452,18 @@ def merge_on_workers(
     """Start a holder per word bucket (`buckets`: futures of WordCounts, or Parquet paths), each
     replaying `base`'s merges on its words first, run the merge loop, and stop the holders.
     `parity`: the buckets' languages and the rule of a parity-aware run (its loop, one merge per
-    round, in `bpe.distributed.parity_loop`), whose holders each hold a hash bucket of every language."""
+    round, in `bpe.distributed.parity_loop`), whose holders each hold a hash bucket of every language.
+    A list of futures is emptied once the holders hold their words: the caller's reference would
+    otherwise keep every bucket's counts in its worker's memory, beside the holder's table, for the
+    whole loop."""
     started = time.perf_counter()
     holders = Holders(client, scratch, call_timeout, log)
     holders.base = base
     n_buckets = len(buckets)
     try:
         initial = holders.start(buckets, parity.groups if parity is not None else None)
-        del buckets
+        if not any(isinstance(bucket, str) for bucket in buckets):
+            buckets.clear()
         release_memory()
         build_seconds = time.perf_counter() - started
         with CompileWatch() as compiles:  # a first run of this version compiles the pair queue here
@@ -455,6 +500,7 @@ def merge_on_workers(
         "merges_per_round": round(len(merged.merges) / merged.rounds, 2) if merged.rounds else None,
         "recoveries": holders.recoveries,
         "seconds_waiting_for_buckets": round(holders.wait_seconds, 3),
+        "pair_deltas": holders.pair_deltas,
         "bucket_peak_mb": [round(s["peak_mb"]) for s in bucket_stats],
         "bucket_threads": [s.get("threads", 1) for s in bucket_stats],
     }
@@ -503,26 +549,33 @@ def train_on_dask(
         scratch = tempfile.mkdtemp(prefix=temporary_prefix("bpe-scratch-"))
     try:
         with dask_client(scheduler, workers, client, log) as (c, cluster):
-            ready = ready_workers(c, worker_groups, log)
-            n = ready.workers
-            seconds["compile"] += ready.compile_seconds  # on the workers: their first run of this version
-            seconds["cluster"] = time.perf_counter() - t0 - ready.compile_seconds
-            t1 = time.perf_counter()
-            parity = None
-            if counts is not None:
-                buckets, stats, fingerprints = counts_on_dask(c, counts, n, progress, log)
-            elif languages is None:
-                buckets, stats, fingerprints = count_on_dask(
-                    c, shards, texts, settings.pretokenizer, settings.text_column, n, progress, log
+            since = time.time()
+            try:
+                ready = ready_workers(c, worker_groups, log)
+                n = ready.workers
+                seconds["compile"] += ready.compile_seconds  # on the workers: their first run of this version
+                seconds["cluster"] = time.perf_counter() - t0 - ready.compile_seconds
+                t1 = time.perf_counter()
+                parity = None
+                if counts is not None:
+                    buckets, stats, fingerprints = counts_on_dask(c, counts, n, progress, log)
+                elif languages is None:
+                    buckets, stats, fingerprints = count_on_dask(
+                        c, shards, texts, settings.pretokenizer, settings.text_column, n, progress, log
+                    )
+                else:
+                    counted = count_languages(c, shards, texts, settings, n, progress, languages, log)
+                    buckets, stats, fingerprints, parity = counted
+                seconds["count"] = time.perf_counter() - t1
+                on_workers = merge_on_workers(
+                    c, buckets, settings, scratch, progress, log, call_timeout, checkpoint_seconds, base, parity
                 )
-            else:
-                counted = count_languages(c, shards, texts, settings, n, progress, languages, log)
-                buckets, stats, fingerprints, parity = counted
-            seconds["count"] = time.perf_counter() - t1
-            on_workers = merge_on_workers(
-                c, buckets, settings, scratch, progress, log, call_timeout, checkpoint_seconds, base, parity
-            )
-            del buckets
+                del buckets
+            except Exception as exc:
+                error = failed_for_memory(c, since, phase_of(seconds), exc)
+                if error is exc:
+                    raise
+                raise error from None
             seconds["build"], seconds["merge"] = on_workers.build_seconds, on_workers.merges.seconds
             seconds["merge_loop"] = on_workers.loop_seconds
             seconds["compile"] += on_workers.compile_seconds
@@ -549,6 +602,15 @@ def train_on_dask(
         engine,
         languages=languages.stats if languages is not None else None,
     )
+
+
+def phase_of(seconds: dict[str, float]) -> str:
+    """The phase a Dask run was in, by the phases it has finished (`train_on_dask`'s `seconds`)."""
+    if "cluster" not in seconds:
+        return "while loading the kernels"
+    if "count" not in seconds:
+        return "while counting"
+    return "while holding the word buckets"
 
 
 def count_languages(

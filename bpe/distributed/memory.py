@@ -6,6 +6,13 @@ runs no task until its memory falls, which a word bucket never does. The driver 
 worker paused is said once, and when every worker has stayed paused for `GIVE_UP_SECONDS`, so that
 no task can run, the run stops in one line with the way out. The merge loop talks to its holders
 over a channel of its own, which a pause does not stop.
+
+A worker's nanny restarts it when its memory passes 95% of its limit
+(`distributed.worker.memory.terminate`), and logs a `worker-restart-memory` event on the scheduler.
+Each restart is said once, naming the worker, its memory and its limit (`memory_restarts`); when
+the run then fails (a task killed on every worker it tried, a holder lost too often, a worker gone
+while the kernels loaded), it fails in one line saying the workers ran out of memory and what to
+give them (`out_of_memory`), not with Dask's traceback or a lost connection.
 """
 
 from __future__ import annotations
@@ -15,12 +22,14 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from bpe.errors import WorkersOutOfMemory
+from bpe.errors import BpeError, SchedulerLost, WorkersOutOfMemory
 
-MB = 1 << 20
+MB = 1_000_000  # as Dask reads `--memory-limit 800MB`
 LOOK_SECONDS = 2.0  # how long with no task ending before the workers are looked at again
 POLL_SECONDS = 0.02  # how often the tasks that ended are picked up
 GIVE_UP_SECONDS = 20.0  # every worker paused this long: the run stops rather than wait for ever
+EVENTS_SECONDS = 5.0  # how long asking the scheduler for its events may take
+EVENT_TRIES, EVENT_WAIT_SECONDS = 10, 0.5  # a failed run: how often, how far apart, restarts are looked for
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,73 @@ def enough_memory(worker: WorkerMemory, pause: float) -> int:
     return math.ceil(worker.memory / pause / MB / 10) * 10
 
 
+@dataclass(frozen=True)
+class MemoryRestart:
+    """A worker its nanny restarted for memory: its address then, the memory it had (bytes) and its
+    limit (0 when the scheduler no longer knows it)."""
+
+    address: str
+    memory: int
+    limit: int
+    time: float
+
+    def described(self) -> str:
+        """`tcp://127.0.0.1:40123 restarted for memory at 812 MB of its 838 MB limit`."""
+        limit = f" of its {self.limit / MB:,.0f} MB limit" if self.limit else ""
+        return f"{self.address} restarted for memory at {self.memory / MB:,.0f} MB{limit}"
+
+
+def memory_restarts(client, since: float = 0.0) -> list[MemoryRestart]:
+    """The workers restarted for memory since `since` (a `time.time()`), oldest first; none when
+    the scheduler does not answer within `EVENTS_SECONDS`."""
+    try:
+        events = client.sync(client.scheduler.events, topic="worker-restart-memory", callback_timeout=EVENTS_SECONDS)
+        limits = [w.get("memory_limit") or 0 for w in client.scheduler_info()["workers"].values()]
+    except Exception:  # the scheduler gone or busy: no restart to tell of
+        return []
+    limit = max(limits, default=0)  # the restarted worker has a new address; its nanny keeps the limit
+    return [
+        MemoryRestart(str(event.get("worker", "?")), int(event.get("rss", 0)), limit, when)
+        for when, event in events
+        if when >= since and isinstance(event, dict)
+    ]
+
+
+def out_of_memory(client, since: float, during: str, tries: int = 1) -> WorkersOutOfMemory | None:
+    """The one-line error for a run that failed `during` a phase after workers were restarted for
+    memory (since `since`), or None when none was; asked `tries` times, `EVENT_WAIT_SECONDS`
+    apart (a nanny reports the restart as it kills the worker, which the run may notice first)."""
+    restarts = memory_restarts(client, since)
+    for _ in range(tries - 1):
+        if restarts and restarts[-1].limit:  # no limit known: no worker back yet to tell it
+            break
+        time.sleep(EVENT_WAIT_SECONDS)
+        restarts = memory_restarts(client, since)
+    if not restarts:
+        return None
+    last = restarts[-1]
+    times = f"{len(restarts)} times" if len(restarts) > 1 else "once"
+    return WorkersOutOfMemory(
+        f"Dask workers ran out of memory {during}: restarted {times}, last {last.described()}; {way_out(last.limit)}"
+    )
+
+
+def way_out(limit: int) -> str:
+    """What to do for workers that ran out of memory with `limit` bytes (0: unknown)."""
+    more = f"a memory limit above {limit / MB:,.0f} MB" if limit else "more memory"
+    return f"give workers {more}, or use more workers"
+
+
+def failed_for_memory(client, since: float, during: str, error: BaseException) -> BaseException:
+    """`error`, or the out-of-memory error it stands for (`out_of_memory`): a run's own one-line
+    errors about its input or settings, and a lost scheduler, are kept as they are."""
+    if isinstance(error, (SchedulerLost, WorkersOutOfMemory)) or (
+        isinstance(error, BpeError) and not isinstance(error, RuntimeError)
+    ):
+        return error
+    return out_of_memory(client, since, during, tries=EVENT_TRIES) or error
+
+
 class PausedWorkers:
     """Looks at a cluster's workers (`look`), at most every `LOOK_SECONDS`: says through `log` each
     worker Dask pauses for memory, once, and raises WorkersOutOfMemory when every worker has been
@@ -62,10 +138,22 @@ class PausedWorkers:
         self.give_up = give_up
         self.said: set[str] = set()
         self.all_paused_since: float | None = None
+        self.since = time.time()  # restarts for memory said from here on
+        self.restarts_said = 0
+
+    def say_restarts(self) -> None:
+        """Say, once each, the workers restarted for memory since the last look."""
+        if self.log is None:
+            return
+        restarts = memory_restarts(self.client, self.since)
+        for restart in restarts[self.restarts_said :]:
+            self.log(f"dask worker {restart.described()}; its tasks run again on the workers left")
+        self.restarts_said = max(self.restarts_said, len(restarts))
 
     def look(self, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
         workers = [WorkerMemory.of(a, w) for a, w in self.client.scheduler_info()["workers"].items()]
+        self.say_restarts()
         self.see(workers, now)
 
     def see(self, workers: Sequence[WorkerMemory], now: float) -> None:

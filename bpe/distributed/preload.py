@@ -2,9 +2,12 @@
 
     dask worker tcp://scheduler:8786 --preload bpe.distributed.preload
 
-A worker with a warm kernel cache (`bpe warm`, or an image built with it) loads them in about a
-second; one without compiles them here, once per machine, rather than inside a run's first task.
-A worker that a nanny restarts after a crash runs it again.
+A worker with a warm kernel cache (`bpe warm`, or an image built with it) finds them there at
+once; one without compiles them here, once per machine and in processes of their own, rather than
+inside a run's first task. Nothing is loaded into the worker: a run loads the kernels it uses
+(`bpe.distributed.client.ready_workers`), so a worker holds one pattern's counting kernels, not
+all five (about 30 MB each, in every worker, before it holds a word). A worker that a nanny
+restarts after a crash runs it again.
 """
 
 from __future__ import annotations
@@ -16,10 +19,10 @@ logger = logging.getLogger("bpe.distributed.preload")
 
 def dask_setup(worker) -> None:
     """Called by Dask as the worker starts."""
-    from bpe.distributed.client import warm_up
+    from bpe.training.warm import WORKER_GROUPS, compile_ahead
 
-    warmed = warm_up()
-    if warmed["compile_seconds"] >= 0.5:
-        logger.warning(f"bpe: compiled the kernels in {warmed['compile_seconds']:.1f} s (first start of this version)")
+    compiled = compile_ahead(WORKER_GROUPS, logger.info)
+    if compiled.seconds >= 0.5:
+        logger.warning(f"bpe: compiled the kernels in {compiled.seconds:.1f} s (first start of this version)")
     else:
-        logger.info(f"bpe: kernels loaded in {warmed['seconds']:.1f} s")
+        logger.info("bpe: kernels found in the kernel cache")

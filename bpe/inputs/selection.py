@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bpe.inputs.shard import Shard
-from bpe.inputs.strings import large_strings
+from bpe.inputs.strings import booleans, large_strings
 
 SAMPLE_BUCKETS = 1_000_000  # --sample keeps a row when a seeded hash of it, modulo this, is below fraction x this
 
@@ -46,7 +46,7 @@ def select_rows(shard: Shard, array: pa.Array) -> pa.LargeStringArray:
     array = array.cast(pa.large_string()) if array.type != pa.large_string() else array
     if shard.sample is None:
         return array
-    return array.filter(pa.array(sample_mask(array, shard.sample, shard.seed)))
+    return array.filter(booleans(sample_mask(array, shard.sample, shard.seed)))
 
 
 def sampled_file(
@@ -116,7 +116,7 @@ def select_documents(
     for array in batches:
         array = array.cast(pa.large_string()) if array.type != pa.large_string() else array
         if sample is not None:
-            array = array.filter(pa.array(sample_mask(array, sample, seed)))
+            array = array.filter(booleans(sample_mask(array, sample, seed)))
         if budget is not None:
             array = budget.take(array)
         yield array

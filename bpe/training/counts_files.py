@@ -28,7 +28,7 @@ import numpy as np
 from bpe import storage
 from bpe.engine.count import WordCounts
 from bpe.errors import InputError
-from bpe.training.counting import CountStats, counts_from_arrow, counts_to_arrow
+from bpe.training.counting import CountStats, counts_from_arrow, write_counts_parquet
 
 RECORD = "counts.json"  # what a counts directory we wrote says about itself
 FORMAT = "bpe word counts"
@@ -50,7 +50,6 @@ class CountedWords:
     def save(self, out: str | Path, *, force: bool = False) -> None:
         """Write the counts as `OUT/counts.parquet` and `OUT/counts.json`, whole or not at all; an
         existing counts directory is kept unless `force`."""
-        import pyarrow.parquet as pq
 
         record = {
             "format": FORMAT,
@@ -62,7 +61,7 @@ class CountedWords:
         }
 
         def write(staged: Path) -> None:
-            pq.write_table(counts_to_arrow(self.counts), staged / COUNTS_FILE)
+            write_counts_parquet(self.counts, staged / COUNTS_FILE)
             (staged / RECORD).write_text(json.dumps(record, indent=2) + "\n")
 
         storage.publish_directory(

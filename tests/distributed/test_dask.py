@@ -99,6 +99,32 @@ def test_same_merges_as_the_local_engine(cluster, texts, local_merges, tmp_path,
     assert tok.manifest["counts"]["documents"] == len(texts)
 
 
+def test_the_word_counts_leave_the_workers_once_the_holders_hold_them(cluster, texts, local_merges, tmp_path):
+    """During the merge loop a worker holds its holder's table and nothing Dask keeps for the run:
+    every partition's counts and every bucket's sum are released (each worker held its bucket's
+    counts twice, as the table and as the sum, for the whole loop)."""
+    from dask.utils import key_split
+
+    scale(*cluster, 2)
+    client = cluster[1]
+    held: list[set[str]] = []
+
+    def progress(phase: str, done: int, total: int) -> None:
+        if phase == "merge" and not held:  # the loop's start: the holders hold their words
+            deadline = time.monotonic() + 10  # releasing a key reaches the workers a moment later
+            while True:
+                kinds = {key_split(key) for keys in client.has_what().values() for key in keys}
+                if kinds <= {"new_holder"} or time.monotonic() > deadline:
+                    held.append(kinds)
+                    return
+                time.sleep(0.05)
+
+    files = layouts(texts, tmp_path)["row groups"]
+    tok = train(files=files, vocab_size=VOCAB, pattern="cl100k", engine="dask", client=client, progress=progress)
+    assert tok.merges == local_merges
+    assert held == [{"new_holder"}]  # the holders (Dask actors), and nothing else
+
+
 @pytest.fixture(scope="module")
 def superword_merges(texts) -> list:
     return train(texts, vocab_size=VOCAB, superwords=True, transition=600).merges

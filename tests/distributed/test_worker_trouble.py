@@ -79,11 +79,15 @@ def test_a_worker_wait_that_is_not_a_duration_is_one_line_naming_the_setting(tmp
 PAUSED = {"DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE": "0.02"}
 
 
-@pytest.mark.services  # a real scheduler and workers
-def test_workers_all_paused_for_memory_stop_the_run_in_one_line_with_the_way_out(tmp_path):
+def train_on_one_worker(
+    tmp_path, memory_limit: str, env: dict | None = None
+) -> tuple[subprocess.CompletedProcess, float]:
+    """`bpe train --engine dask --scheduler ...` on a real scheduler and one `dask worker` (with its
+    nanny) limited to `memory_limit`, both given `env` (Dask configuration); the run and its seconds."""
+    env = env or {}
     scheduler = start_dask_scheduler(free_port(), log=tmp_path / "scheduler.log")
     try:
-        worker = start_dask_worker(scheduler.url, log=tmp_path / "worker.log", env=PAUSED, memory_limit="2GiB")
+        worker = start_dask_worker(scheduler.url, log=tmp_path / "worker.log", env=env, memory_limit=memory_limit)
         try:
             data = write_parquet(
                 tmp_path / "data.parquet", [f"row {i} of a corpus too big for its workers" for i in range(200)]
@@ -91,23 +95,28 @@ def test_workers_all_paused_for_memory_stop_the_run_in_one_line_with_the_way_out
             started = time.monotonic()
             result = subprocess.run(
                 [BPE, *train_args(data, scheduler.url, tmp_path / "tok")],
-                env={**os.environ, **PAUSED},  # the driver reads the pause fraction from the same Dask configuration
+                env={**os.environ, **env},  # the driver reads the pause fraction from the same Dask configuration
                 capture_output=True,
                 text=True,
                 timeout=300,
             )
-            took = time.monotonic() - started
+            return result, time.monotonic() - started
         finally:
             worker.stop()
     finally:
         scheduler.stop()
+
+
+@pytest.mark.services  # a real scheduler and workers
+def test_workers_all_paused_for_memory_stop_the_run_in_one_line_with_the_way_out(tmp_path):
+    result, took = train_on_one_worker(tmp_path, "2GiB", PAUSED)
     assert result.returncode == 1, result.stderr
     lines = result.stderr.strip().splitlines()
     said = [line for line in lines if line.startswith("dask worker paused for memory: tcp://127.0.0.1:")]
-    assert len(said) == 1 and re.search(r": [\d,]+ MB of its 2,048 MB limit \(\d+%\); the run waits for it$", said[0])
+    assert len(said) == 1 and re.search(r": [\d,]+ MB of its 2,147 MB limit \(\d+%\); the run waits for it$", said[0])
     assert re.fullmatch(
         rf"bpe: error: every Dask worker is paused for memory, so no task can run \({GIVE_UP_SECONDS:.0f} s\): "
-        r"tcp://127\.0\.0\.1:\d+: [\d,]+ MB of its 2,048 MB limit \(\d+%\); give workers a memory limit above "
+        r"tcp://127\.0\.0\.1:\d+: [\d,]+ MB of its 2,147 MB limit \(\d+%\); give workers a memory limit above "
         r"[\d,]+ MB \(Dask pauses one at 2% of it\), or use more workers",
         lines[-1],
     ), result.stderr
@@ -130,3 +139,56 @@ def test_a_pause_is_said_once_and_stops_only_when_every_worker_is_paused_long_en
     with pytest.raises(WorkersOutOfMemory, match=r"give workers a memory limit above 420 MB \(Dask pauses one at 80%"):
         watch.see([worker("tcp://a:1", "paused"), worker("tcp://b:2", "paused")], now=101.0 + GIVE_UP_SECONDS)
     assert len(said) == 2  # b's pause said once too
+
+
+@pytest.mark.services  # a real scheduler and a worker with its nanny
+def test_workers_restarted_for_memory_stop_the_run_in_one_line_with_the_way_out(tmp_path):
+    """A worker whose limit its kernels do not fit is restarted by its nanny (at 95% of its limit):
+    the run stops in one line naming the phase, the worker, its memory and its limit, and what to
+    give the workers; not as a lost scheduler, nor with Dask's traceback."""
+    result, took = train_on_one_worker(tmp_path, "200MB")
+    assert result.returncode == 1, result.stderr
+    assert re.fullmatch(
+        r"bpe: error: Dask workers ran out of memory while (loading the kernels|counting): restarted (once|\d+ times), "
+        r"last tcp://127\.0\.0\.1:\d+ restarted for memory at [\d,]+ MB of its 200 MB limit; give workers a memory "
+        r"limit above 200 MB, or use more workers",
+        result.stderr.strip().splitlines()[-1],
+    ), result.stderr
+    assert "Traceback" not in result.stderr
+    assert took < 120, took  # never a hang
+    assert not (tmp_path / "tok").exists()
+
+
+def test_a_worker_restarted_for_memory_is_said_and_named_in_the_runs_error():
+    """What a nanny reports to the scheduler as it restarts a worker for memory (its
+    `worker-restart-memory` event), read back from a real scheduler: said once while the run goes
+    on, and the run's error when it cannot; errors about the input stay as they are."""
+    from distributed import Client, LocalCluster
+
+    from bpe.distributed.memory import failed_for_memory, out_of_memory
+    from bpe.errors import InputError
+
+    with (
+        LocalCluster(n_workers=1, processes=False, memory_limit="838MB", dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
+        said: list[str] = []
+        watch = PausedWorkers(client, said.append)
+        since = time.time()
+        assert out_of_memory(client, since, "while counting") is None
+        client.log_event("worker-restart-memory", {"worker": "tcp://127.0.0.1:40123", "pid": 7, "rss": 812_000_000})
+        watch.look()
+        watch.look()
+        assert said == [
+            "dask worker tcp://127.0.0.1:40123 restarted for memory at 812 MB of its 838 MB limit; its tasks run "
+            "again on the workers left"
+        ]
+        error = failed_for_memory(client, since, "while counting", OSError("Stream is closed"))
+        assert isinstance(error, WorkersOutOfMemory)
+        assert str(error) == (
+            "Dask workers ran out of memory while counting: restarted once, last tcp://127.0.0.1:40123 restarted "
+            "for memory at 812 MB of its 838 MB limit; give workers a memory limit above 838 MB, or use more workers"
+        )
+        bad_input = InputError("data.parquet: row 3: not text")
+        assert failed_for_memory(client, since, "while counting", bad_input) is bad_input
+        assert out_of_memory(client, time.time() + 60, "while counting") is None  # restarts before the run: not its own
