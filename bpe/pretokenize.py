@@ -175,6 +175,20 @@ _POSIX = {
     "[:word:]": _WORD_ITEMS,
 }
 _UNSPELLED = ("[:punct:]", "[:^punct:]", "[:^alnum:]", "[:^word:]")
+# tiktoken's regex engine (Rust's) reads every POSIX class as ASCII only, where Oniguruma and the
+# `regex` module read these as Unicode classes (the same code points, checked over all of Unicode);
+# any other POSIX class is not spelled for it.
+_TIKTOKEN_POSIX = {
+    **_POSIX,
+    "[:alpha:]": r"\p{Alphabetic}",
+    "[:^alpha:]": r"\P{Alphabetic}",
+    "[:space:]": r"\p{White_Space}",
+    "[:^space:]": r"\P{White_Space}",
+    "[:upper:]": r"\p{Uppercase}",
+    "[:^upper:]": r"\P{Uppercase}",
+    "[:lower:]": r"\p{Lowercase}",
+    "[:^lower:]": r"\P{Lowercase}",
+}
 
 
 class ReadOtherwise(ValueError):
@@ -192,13 +206,14 @@ _FLAGS = regex.compile(r"\(\?[a-zA-Z]*(?:-[a-zA-Z]*)?[:)]")
 _RUBY_FLAGS = set("imx")
 
 
-def oniguruma_regex(pattern: str, ruby_flags: bool = False) -> str:
+def oniguruma_regex(pattern: str, ruby_flags: bool = False, tiktoken: bool = False) -> str:
     r"""`pattern` spelled for the `regex` module (and tiktoken's engine) so that it matches as
     Oniguruma, Hugging Face's regex engine, matches it: \w, \W, \b, \B, \h, \Z and POSIX classes as
     Oniguruma defines them, `^` and `$` at every line's start and end, inline flag `m` as
     Oniguruma's (`s` here). A rewritten pattern, rewritten again, matches the same. ReadOtherwise
     for what cannot be rewritten (see `_UNSPELLED`), and with `ruby_flags` for an inline flag
-    Oniguruma refuses (`(?s)`: its dot-matches-newline is `(?m)`).
+    Oniguruma refuses (`(?s)`: its dot-matches-newline is `(?m)`). With `tiktoken`, spelled for
+    tiktoken's engine, which reads POSIX classes as ASCII only: as Unicode classes, or ReadOtherwise.
 
     >>> oniguruma_regex(r"[\w-]+|(?m:.)$")
     '[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}-]+|(?s:.)(?=\\n|\\z)'
@@ -219,9 +234,9 @@ def oniguruma_regex(pattern: str, ruby_flags: bool = False) -> str:
             end = pattern.find(":]", i + 2) if pattern.startswith("[:", i) else -1
             if end != -1:  # a POSIX class, [:alpha:]
                 name = pattern[i : end + 2]
-                if name in _UNSPELLED:
+                if name in _UNSPELLED or (tiktoken and name not in _TIKTOKEN_POSIX):
                     raise ReadOtherwise(name)
-                out.append(_POSIX.get(name, name))
+                out.append((_TIKTOKEN_POSIX if tiktoken else _POSIX).get(name, name))
                 i = end + 2
                 continue
             if char == "]" and i > class_from:

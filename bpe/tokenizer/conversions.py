@@ -20,7 +20,15 @@ from bpe.errors import ExportError, SettingsError
 from bpe.formats.rank_order import ids_order_problem
 from bpe.formats.record import TokenizerRecord
 from bpe.formats.tiktoken_ranks import from_ranks
-from bpe.pretokenize import NAMED_PATTERNS, WHITESPACE_WORD, Pretokenizer, can_match_empty, isolated, oniguruma_regex
+from bpe.pretokenize import (
+    NAMED_PATTERNS,
+    WHITESPACE_WORD,
+    Pretokenizer,
+    ReadOtherwise,
+    can_match_empty,
+    isolated,
+    oniguruma_regex,
+)
 from bpe.tokenizer.vocabulary import Vocabulary
 
 if TYPE_CHECKING:
@@ -46,10 +54,11 @@ def to_tiktoken(
     if problem is not None:
         raise ExportError(f"tiktoken cannot encode as this tokenizer does: {problem}")
     ranks = {vocabulary.tokens[i]: token_id for i, token_id in vocabulary.given_ids().items()}
+    pat_str = tiktoken_pattern(pretokenizer)
     try:
         encoding = tiktoken.Encoding(
             name=name,
-            pat_str=tiktoken_pattern(pretokenizer),
+            pat_str=pat_str,
             mergeable_ranks=ranks,
             special_tokens=dict(vocabulary.special_tokens),
         )
@@ -96,7 +105,13 @@ def tiktoken_pattern(pretokenizer: Pretokenizer) -> str:
             f"tiktoken cannot split as this tokenizer does: its pattern {shown!r} can match the empty string, "
             "which tiktoken's regex engine steps over otherwise than Hugging Face's"
         )
-    return isolated(oniguruma_regex(pretokenizer.regex))
+    try:
+        return isolated(oniguruma_regex(pretokenizer.regex, tiktoken=True))
+    except ReadOtherwise as exc:
+        raise ExportError(
+            f"tiktoken cannot split as this tokenizer does: its pattern uses {exc}, which tiktoken's regex engine "
+            "reads as ASCII only"
+        ) from None
 
 
 def _spelled_for_tiktoken(pattern: str) -> str | None:

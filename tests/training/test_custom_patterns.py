@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import tiktoken
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HFTokenizer
@@ -95,6 +95,8 @@ def test_a_regex_cuts_text_as_hugging_faces_split(pattern, text):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(regexes, st.lists(texts, min_size=1, max_size=4), texts)
+@example("((?:[[:alpha:]])+)", [""], "Aª")  # a letter beyond ASCII: tiktoken's engine reads POSIX classes as ASCII
+@example("[[:space:]]+|[^[:space:]]+", ["a\u3000b"], "x\u3000y")  # an ideographic space
 def test_ids_are_hugging_faces_on_the_saved_tokenizer_json_for_any_regex(pattern, documents, text):
     documents = [*documents, text, "zq ab  a1 b²"]  # never without text to train on
     tok = train(documents, vocab_size=300, pattern=pattern)
@@ -205,6 +207,20 @@ def test_a_tiktoken_encoding_whose_pattern_drops_text_is_refused_in_one_line():
     message = str(raised.value)
     assert message.startswith("tiktoken encoding 'words': its split pattern leaves text unmatched ('!"), message
     assert "\n" not in message
+
+
+def test_a_posix_class_tiktoken_reads_as_ascii_is_refused_for_tiktoken_in_one_line():
+    """Oniguruma reads [[:cntrl:]] as Unicode's; tiktoken's engine as ASCII's, and no Unicode class
+    spells it for that engine: the tokenizer trains and saves, but makes no tiktoken encoding (nor
+    tokenizer.tiktoken) rather than one that splits otherwise."""
+    tok = train(["a\x85b\tc", "plain text"], vocab_size=260, pattern="[[:cntrl:]]+|[^[:cntrl:]]+")
+    with pytest.raises(ExportError) as raised:
+        tok.to_tiktoken()
+    message = str(raised.value)
+    assert message == (
+        "tiktoken cannot split as this tokenizer does: its pattern uses [:cntrl:], which tiktoken's regex engine "
+        "reads as ASCII only"
+    )
 
 
 @pytest.mark.parametrize("pattern", ["[[:punct:]]+", r"\w+|[[:^word:]]", r"[\H\s]+", "(?s).", r"(?a:\w)+|\s"])
