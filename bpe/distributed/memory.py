@@ -30,6 +30,7 @@ POLL_SECONDS = 0.02  # how often the tasks that ended are picked up
 GIVE_UP_SECONDS = 20.0  # every worker paused this long: the run stops rather than wait for ever
 EVENTS_SECONDS = 5.0  # how long asking the scheduler for its events may take
 EVENT_TRIES, EVENT_WAIT_SECONDS = 10, 0.5  # a failed run: how often, how far apart, restarts are looked for
+NO_EVENT_TRIES = 3  # and how many of those tries find none before the failure is taken as it is
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,10 @@ def out_of_memory(client, since: float, during: str, tries: int = 1) -> WorkersO
     memory (since `since`), or None when none was; asked `tries` times, `EVENT_WAIT_SECONDS`
     apart (a nanny reports the restart as it kills the worker, which the run may notice first)."""
     restarts = memory_restarts(client, since)
-    for _ in range(tries - 1):
+    for attempt in range(tries - 1):
         if restarts and restarts[-1].limit:  # no limit known: no worker back yet to tell it
+            break
+        if not restarts and attempt >= NO_EVENT_TRIES:  # none reported by now: the run failed otherwise
             break
         time.sleep(EVENT_WAIT_SECONDS)
         restarts = memory_restarts(client, since)
