@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from bpe import storage
+from bpe.distributed.memory import scatter
 from bpe.engine.count import WordCounts, release_memory
 from bpe.errors import BpeError, InputError
 from bpe.inputs.readers import check_parquet
@@ -288,7 +289,7 @@ def count_on_dask(
         counter = WordCounter(pretokenizer)
         counter.add_stream(texts or ())  # in batches: a generator or a dataset is never held whole
         buckets = split_by_bucket(counter.result(), n_buckets)
-        return client.scatter(buckets), counter.stats, None
+        return scatter(client, buckets, log), counter.stats, None
     # Hashing the shards waits behind the counting (lower priority): it fills the counting's tail.
     fingerprints = [client.submit(fingerprint_shard, s, pure=False, priority=-10) for s in shards]
     counted = submit_counts(client, shards, pretokenizer, text_column, n_buckets, 0.0, progress, log)
@@ -354,7 +355,7 @@ def count_languages_on_dask(
         for documents in texts or ():
             counter = WordCounter(pretokenizer)
             counter.add_stream(documents)
-            buckets.append(client.scatter(split_by_bucket(counter.result(), n_buckets)))
+            buckets.append(scatter(client, split_by_bucket(counter.result(), n_buckets), log))
             stats.append(counter.stats)
         return buckets, stats, None
     fingerprints = [[client.submit(fingerprint_shard, s, pure=False, priority=-10) for s in found] for found in shards]
@@ -362,7 +363,7 @@ def count_languages_on_dask(
     buckets = [
         language.buckets
         if language.tasks
-        else client.scatter([WordCounts.empty() for _ in range(n_buckets)])  # a language with no partition
+        else scatter(client, [WordCounts.empty() for _ in range(n_buckets)], log)  # a language with no partition
         for language in counted
     ]
     return buckets, [language.stats for language in counted], [client.gather(found) for found in fingerprints]

@@ -204,3 +204,16 @@ def as_they_end(client, futures: Sequence, log: Callable[[str], None] | None = N
             last = time.monotonic()
         else:
             time.sleep(POLL_SECONDS)
+
+
+def scatter(client, data: list, log: Callable[[str], None] | None = None) -> list:
+    """`client.scatter(data)` (counts made here, placed on the workers), which waits while no
+    worker is running: looking at the workers every `LOOK_SECONDS` meanwhile (`PausedWorkers`), so
+    that workers all paused for memory are said, then stop the run, rather than time out in Dask's
+    words."""
+    watch = PausedWorkers(client, log)
+    while True:
+        try:
+            return client.scatter(data, timeout=LOOK_SECONDS)
+        except TimeoutError:
+            watch.look()

@@ -192,3 +192,38 @@ def test_a_worker_restarted_for_memory_is_said_and_named_in_the_runs_error():
         bad_input = InputError("data.parquet: row 3: not text")
         assert failed_for_memory(client, since, "while counting", bad_input) is bad_input
         assert out_of_memory(client, time.time() + 60, "while counting") is None  # restarts before the run: not its own
+
+
+@pytest.mark.services  # a real scheduler and a worker with its nanny
+def test_counts_made_here_that_no_paused_worker_takes_stop_the_run_in_one_line(tmp_path):
+    """Texts given in memory are counted here and placed on the workers, which Dask does only on a
+    running worker: the run says the pause and stops once every worker has stayed paused for
+    GIVE_UP_SECONDS, rather than end in Dask's `TimeoutError: No valid workers found`."""
+    import dask
+    from distributed import Client
+
+    from bpe import train
+
+    scheduler = start_dask_scheduler(free_port(), log=tmp_path / "scheduler.log")
+    try:
+        worker = start_dask_worker(scheduler.url, log=tmp_path / "worker.log", env=PAUSED, memory_limit="2GiB")
+        try:
+            said: list[str] = []
+            with Client(scheduler.url) as client, dask.config.set({"distributed.worker.memory.pause": 0.02}):
+                started = time.monotonic()
+                with pytest.raises(WorkersOutOfMemory, match=r"^every Dask worker is paused for memory") as raised:
+                    train(
+                        ["words for a holder to hold"] * 50,
+                        vocab_size=300,
+                        engine="dask",
+                        client=client,
+                        log=said.append,
+                    )
+                took = time.monotonic() - started
+        finally:
+            worker.stop()
+    finally:
+        scheduler.stop()
+    assert "\n" not in str(raised.value)
+    assert any(line.startswith("dask worker paused for memory: tcp://127.0.0.1:") for line in said), said
+    assert took < GIVE_UP_SECONDS + 30, took
