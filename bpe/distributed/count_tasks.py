@@ -325,9 +325,8 @@ def counts_on_dask(client, source, n_buckets: int, progress=None, log=None) -> t
     if progress is not None:
         progress("count", len(tasks), len(tasks))
     refuse_overflow(source, [total for _, total in summaries])
-    per_bucket = [[client.submit(_item, t, "buckets", b) for t in tasks] for b in range(n_buckets)]
+    reduced = summed_buckets(client, tasks, n_buckets)
     del tasks
-    reduced = [tree_reduce(client, futures) for futures in per_bucket]
     return reduced, source.stats([stats for stats, _ in summaries]), client.gather(fingerprints)
 
 

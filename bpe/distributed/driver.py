@@ -42,14 +42,7 @@ from bpe.distributed import channel
 from bpe.distributed.client import Log, check_scheduler, dask_client, prepare_kernels, ready_workers
 from bpe.distributed.count_tasks import count_languages_on_dask, count_on_dask, counts_on_dask
 from bpe.distributed.language_buckets import language_buckets
-from bpe.distributed.memory import (
-    EVENT_TRIES,
-    EVENT_WAIT_SECONDS,
-    PausedWorkers,
-    failed_for_memory,
-    memory_restarts,
-    way_out,
-)
+from bpe.distributed.memory import MemoryRestart, PausedWorkers, failed_for_memory, restart_of, way_out
 from bpe.distributed.parity_loop import ParityBuckets, merge_parity_on_dask
 from bpe.engine.compilation import CompileWatch
 from bpe.engine.count import check_pair_counts, release_memory
@@ -269,9 +262,10 @@ class Holders:
         except OSError:
             pass
         lost_on = self.info[h].get("worker")
+        restart = None
         if lost_on:
             self.dead.add(lost_on)
-            self._refuse_if_out_of_memory(h, lost_on)
+            restart = self._restart_for_memory(h, lost_on)
         for attempt in range(1, REBUILD_ATTEMPTS + 1):
             check_scheduler(self.client)
             # Loose restrictions: should the chosen workers die too, Dask may use one started since
@@ -302,29 +296,24 @@ class Holders:
         self.recoveries += 1
         if self.log:
             info = self.info[h]
-            why = [f" ({r.described()})" for r in memory_restarts(self.client, self.since) if r.address == lost_on]
+            why = f" ({restart.described()})" if restart is not None else ""
             self.log(
-                f"{self.named(h)}: worker {lost_on} lost{why[-1] if why else ''}; rebuilt on {info.get('worker')} from "
+                f"{self.named(h)}: worker {lost_on} lost{why}; rebuilt on {info.get('worker')} from "
                 f"{info.get('restored_from', 'its checkpoint')}, replayed up to merge {len(merge_log):,}, "
                 f"in {time.perf_counter() - started:.1f} s (noticed during {during})"
             )
 
-    def _refuse_if_out_of_memory(self, h: int, lost_on: str) -> None:
-        """Stop the run in one line when holder h's worker was restarted for memory a second time:
-        its bucket does not fit a worker, and rebuilding it again would only run out again. The
-        first time it is rebuilt (from its checkpoint, without the counting's leftovers, it may fit),
-        and the log says why it was lost; a holder lost for another reason is always rebuilt."""
-        restart = None
-        for _ in range(EVENT_TRIES // 2):  # the nanny's event may reach the scheduler after the socket drops
-            restart = next((r for r in memory_restarts(self.client, self.since) if r.address == lost_on), None)
-            if restart is not None:
-                break
-            time.sleep(EVENT_WAIT_SECONDS)
+    def _restart_for_memory(self, h: int, lost_on: str) -> MemoryRestart | None:
+        """Whether holder h's worker was restarted for memory (for the log to say), stopping the
+        run in one line when it is the second time: its bucket does not fit a worker, and rebuilding
+        it again would only run out again. The first time it is rebuilt (from its checkpoint, without
+        the counting's leftovers, it may fit); a holder lost for another reason is always rebuilt."""
+        restart = restart_of(self.client, self.since, lost_on)
         if restart is None:
-            return
+            return None
         self.memory_losses[h] = self.memory_losses.get(h, 0) + 1
         if self.memory_losses[h] < 2:
-            return
+            return restart
         raise WorkersOutOfMemory(
             f"Dask workers ran out of memory holding the word buckets: {self.named(h)} ran two workers out, "
             f"last {restart.described()}; {way_out(restart.limit)}"

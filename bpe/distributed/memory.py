@@ -77,12 +77,14 @@ class MemoryRestart:
         return f"{self.address} restarted for memory at {self.memory / MB:,.0f} MB{limit}"
 
 
-def memory_restarts(client, since: float = 0.0) -> list[MemoryRestart]:
+def memory_restarts(client, since: float = 0.0, workers: dict | None = None) -> list[MemoryRestart]:
     """The workers restarted for memory since `since` (a `time.time()`), oldest first; none when
-    the scheduler does not answer within `EVENTS_SECONDS`."""
+    the scheduler does not answer within `EVENTS_SECONDS`. `workers`: the scheduler's workers, if
+    the caller has just asked for them (their limits are the restarted worker's)."""
     try:
         events = client.sync(client.scheduler.events, topic="worker-restart-memory", callback_timeout=EVENTS_SECONDS)
-        limits = [w.get("memory_limit") or 0 for w in client.scheduler_info()["workers"].values()]
+        workers = client.scheduler_info()["workers"] if workers is None else workers
+        limits = [w.get("memory_limit") or 0 for w in workers.values()]
     except Exception:  # the scheduler gone or busy: no restart to tell of
         return []
     limit = max(limits, default=0)  # the restarted worker has a new address; its nanny keeps the limit
@@ -112,6 +114,19 @@ def out_of_memory(client, since: float, during: str, tries: int = 1) -> WorkersO
     return WorkersOutOfMemory(
         f"Dask workers ran out of memory {during}: restarted {times}, last {last.described()}; {way_out(last.limit)}"
     )
+
+
+def restart_of(client, since: float, address: str) -> MemoryRestart | None:
+    """The restart for memory of the worker at `address` since `since`, if its nanny reports one
+    within `NO_EVENT_TRIES` looks (it reports as it kills the worker, which a driver may notice
+    first)."""
+    for attempt in range(NO_EVENT_TRIES + 1):
+        found = [r for r in memory_restarts(client, since) if r.address == address]
+        if found:
+            return found[-1]
+        if attempt < NO_EVENT_TRIES:
+            time.sleep(EVENT_WAIT_SECONDS)
+    return None
 
 
 def way_out(limit: int) -> str:
@@ -144,20 +159,21 @@ class PausedWorkers:
         self.since = time.time()  # restarts for memory said from here on
         self.restarts_said = 0
 
-    def say_restarts(self) -> None:
-        """Say, once each, the workers restarted for memory since the last look."""
+    def say_restarts(self, workers: dict | None = None) -> None:
+        """Say, once each, the workers restarted for memory since the last look (`workers`: the
+        scheduler's, if just asked for)."""
         if self.log is None:
             return
-        restarts = memory_restarts(self.client, self.since)
+        restarts = memory_restarts(self.client, self.since, workers)
         for restart in restarts[self.restarts_said :]:
             self.log(f"dask worker {restart.described()}; its tasks run again on the workers left")
         self.restarts_said = max(self.restarts_said, len(restarts))
 
     def look(self, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
-        workers = [WorkerMemory.of(a, w) for a, w in self.client.scheduler_info()["workers"].items()]
-        self.say_restarts()
-        self.see(workers, now)
+        info = self.client.scheduler_info()["workers"]
+        self.say_restarts(info)
+        self.see([WorkerMemory.of(a, w) for a, w in info.items()], now)
 
     def see(self, workers: Sequence[WorkerMemory], now: float) -> None:
         """What `look` does with the workers it found."""
