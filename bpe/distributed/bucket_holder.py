@@ -41,9 +41,10 @@ import numpy as np
 from bpe import storage
 from bpe.distributed import channel
 from bpe.engine.cores import available_cores
-from bpe.engine.count import WordCounts, release_memory
+from bpe.engine.count import WordCounts
 from bpe.engine.merge import first_id
 from bpe.engine.replay import BaseMerges
+from bpe.engine.resident import READER, release_code, release_memory
 from bpe.engine.table_group import TableGroup, join
 from bpe.engine.word_slices import ThreadedWordTable, word_table
 from bpe.engine.word_table import WordTable
@@ -254,6 +255,7 @@ class BucketHolder:
         self.initial = self._reply(initial)
         del counts, initial
         release_memory()  # what building the tables freed (the counts, the arrays they were built from)
+        release_code(READER)  # and Arrow's code: the loop reads no file
         # Several buckets on one thread each take a round in one compiled call (`TableGroup`).
         tables = [part.table for part in self.parts]
         self.group = TableGroup(tables) if len(tables) > 1 and all(type(t) is WordTable for t in tables) else None

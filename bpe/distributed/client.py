@@ -167,12 +167,18 @@ def check_scheduler(client, ping: bool = False) -> None:
 def warm_up(groups: Sequence[str] | None = None) -> dict[str, float]:
     """Load the compiled kernels of `groups` (`bpe.training.warm`; all a worker may run: None) in this worker,
     compiling those its machine's cache lacks, so that the first real task does not pay for it;
-    returns the seconds it took and how many of them went to compiling."""
+    returns the seconds it took and how many of them went to compiling. The compiler is unmapped
+    after each group (`release_compiler`): a worker's memory is its words, not LLVM's 100 MiB of
+    code, which loading a group maps again (its peak is one group's, not all of them at once)."""
+    from bpe.engine.resident import release_compiler
     from bpe.training.warm import WORKER_GROUPS, load
 
     use_system_allocator()
     started = time.perf_counter()
-    compile_seconds = load(WORKER_GROUPS if groups is None else groups)
+    compile_seconds = 0.0
+    for name in WORKER_GROUPS if groups is None else groups:
+        compile_seconds += load([name])
+        release_compiler()
     return {"seconds": time.perf_counter() - started, "compile_seconds": compile_seconds}
 
 

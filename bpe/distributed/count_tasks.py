@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, field
 
 from bpe import storage
 from bpe.distributed.memory import scatter
-from bpe.engine.count import WordCounts, release_memory
+from bpe.engine.count import WordCounts
+from bpe.engine.resident import release_memory
 from bpe.errors import BpeError, InputError
 from bpe.inputs.readers import check_parquet
 from bpe.inputs.shard import Shard

@@ -45,10 +45,11 @@ from bpe.distributed.language_buckets import language_buckets
 from bpe.distributed.memory import MemoryRestart, PausedWorkers, failed_for_memory, restart_of, way_out
 from bpe.distributed.parity_loop import ParityBuckets, merge_parity_on_dask
 from bpe.engine.compilation import CompileWatch
-from bpe.engine.count import check_pair_counts, release_memory
+from bpe.engine.count import check_pair_counts
 from bpe.engine.merge import MergeResult, finish, first_id, stop_reason
 from bpe.engine.pair_queue import PairQueue
 from bpe.engine.replay import BaseMerges
+from bpe.engine.resident import release_memory
 from bpe.engine.rules import MergeRules
 from bpe.engine.table_group import split
 from bpe.errors import SchedulerLost, WorkersLost, WorkersOutOfMemory

@@ -163,17 +163,6 @@ def _gather_words(data, offsets, keep, new_offsets):
     return out
 
 
-def release_memory() -> None:
-    """Hand freed memory back to the operating system (glibc keeps it otherwise), so that peak
-    memory is the largest phase, not the sum of phases."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
 class Tally:
     """Word counts in a compiled hash table that grows as needed: pieces the compiled scanner
     `scanner` (an id of `bpe.engine.scanner.SCANNER_IDS`) cuts from documents of UTF-8 bytes

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from bpe.distributed.count_tasks import ShardCount, read_counts
 from bpe.distributed.driver import DistributedMerge
 from bpe.engine.compilation import CompileWatch
-from bpe.engine.count import WordCounts, release_memory
+from bpe.engine.count import WordCounts
 from bpe.engine.replay import BaseMerges
+from bpe.engine.resident import release_memory
 from bpe.languages.mixture import check_weighted_bytes, weighted
 from bpe.pipeline.config import TokenizerConfig
 from bpe.progress import ProgressFn

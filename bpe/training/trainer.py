@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from bpe.engine.compilation import CompileWatch
 from bpe.engine.cores import available_cores, cores_busy_elsewhere
+from bpe.engine.resident import release_memory
 from bpe.errors import InputError, SettingsError, SkippedInputs, StoppedEarly, require_extra
 from bpe.formats.roles import with_role_tokens
 from bpe.inputs.discover import Skipped, discover
@@ -624,7 +625,6 @@ def train_locally(
                 del per_language
             else:
                 per_language = weighted(per_language, multipliers)
-    from bpe.engine.count import release_memory
     from bpe.engine.merge import learn_merges
 
     release_memory()

@@ -35,6 +35,7 @@ from bpe.engine.compilation import CompileWatch
 
 SAMPLE = ["Warm up: the kernels, 1 2 3 and 45678!\n", "  naïve café — 東京 2024\t", "x" * 40]
 PATTERNS = ("gpt2", "cl100k", "o200k", "whitespace", "superbpe")  # the named patterns' scanners
+GROWN_WORDS = 20_000  # distinct words that fill a new counting table (`bpe.engine.count.Tally`)
 HEARTBEAT = 5.0  # seconds between lines while a group compiles: no silence longer than this
 
 
@@ -44,6 +45,14 @@ def _counts():
 
     words = {b"warm": 3, b" up": 2, b" the": 5, b" kernels": 2, b"rarer": 1, b" 123": 1, b"x" * 40: 1}
     return WordCounts.from_dict(words)
+
+
+def _many_pairs():
+    """Word counts of more distinct pairs than a new word table holds (6,656 > 4,096): indexing
+    them grows the table, as any real corpus does."""
+    from bpe.engine.count import WordCounts
+
+    return WordCounts.from_dict({bytes([a, b]): 1 for a in range(ord("a"), ord("z") + 1) for b in range(256)})
 
 
 def _count(pattern: str) -> None:
@@ -56,6 +65,9 @@ def _count(pattern: str) -> None:
     counter.add_texts(SAMPLE)
     counts = counter.result()
     WordCounts.combine([counts, counts])
+    grown = WordCounter(Pretokenizer(pattern))  # more distinct words than a new table holds: it grows
+    grown.add_texts([" ".join("".join(chr(ord("a") + int(d)) for d in str(i)) for i in range(GROWN_WORDS))])
+    grown.result()
 
 
 def _word_tables() -> None:
@@ -73,6 +85,7 @@ def _word_tables() -> None:
     table.apply(merge)
     table.take_deltas()
     table.to_words()
+    WordTable(_many_pairs())
     group = TableGroup([table, WordTable(counts)])  # a Dask holder of several buckets (languages)
     group.take_deltas()
     group.apply_and_take(merge)
@@ -115,6 +128,7 @@ def _merge_loop() -> None:
     for tie_break in ("bytes", "ids"):
         learn_merges(_counts(), 8, _rules(tie_break), threads=1)
         learn_merges(_counts(), 10_000, _rules(tie_break), threads=1)  # until no pair is left
+        learn_merges(_many_pairs(), 2, _rules(tie_break), threads=1)
 
 
 def _merge_threads() -> None:
@@ -123,6 +137,7 @@ def _merge_threads() -> None:
 
     for tie_break in ("bytes", "ids"):
         learn_merges(_counts(), 8, _rules(tie_break), threads=2)
+        learn_merges(_many_pairs(), 2, _rules(tie_break), threads=2)
 
 
 def _replay() -> None:

@@ -144,6 +144,8 @@ RUNS = {
     "superwords": ({"threads": 1, "superwords": True, "transition": 262}, {}),
     "parity": ({"threads": 1, "parity": True}, {"languages": True}),
     "a small text of long words": ({"threads": None}, {"texts": ["ab" * 700 + " the cat"]}),
+    # more distinct words than a new counting table holds: it grows
+    "a text of many words": ({"threads": 1}, {"texts": [" ".join(f"w{chr(19968 + i)}" for i in range(20_000))]}),
 }
 
 
