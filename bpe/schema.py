@@ -376,7 +376,7 @@ SETTINGS = (
         "pre-token's UTF-8 bytes, binary or string) and a `count` column, as `bpe count` writes them or another "
         "engine does; duplicate words are summed",
         Check("a path, glob or URL, or a list of them", _paths),
-        on=On.TRAIN | On.CLI,
+        on=On.TRAIN | On.CLI | On.YAML | On.FLOW,
         none="the text given",
         metavar="PATH",
         example=["counts/"],

@@ -635,6 +635,12 @@ def _naming_full_disk(target: str | Path | None, kind: str):
         raise full_disk(exc, target, f"while writing the {kind} files") from exc
 
 
+def mark_complete(url: str) -> None:
+    """Write the COMPLETE marker of the directory at `url` (an object store's): last, once every
+    other file is there."""
+    write_bytes(join(url, COMPLETE), _marker())
+
+
 def _marker() -> bytes:
     """The COMPLETE marker's content: when the directory was published (UTC)."""
     return f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n".encode()

@@ -21,6 +21,7 @@ from prefect.context import get_run_context
 from bpe import storage
 from bpe.distributed.client import dask_client, prepare_kernels, ready_workers, share_client
 from bpe.engine.replay import BaseMerges
+from bpe.errors import SettingsError
 from bpe.pipeline.alerts import send_gini_alert
 from bpe.pipeline.config import TRAINING_KEYS, load_config
 from bpe.pipeline.demo import write_demo_corpus
@@ -42,7 +43,7 @@ from bpe.pipeline.version import (
     version_manifest,
 )
 from bpe.tasks.artifacts import evaluate_version, export_version, publish_version
-from bpe.tasks.data import combine_counts, count_all, discover_shards
+from bpe.tasks.data import combine_counts, count_all, discover_counts, discover_shards
 from bpe.tasks.merges import train_merges, train_parity_merges
 from bpe.training.extend import load_base
 from bpe.training.plan import dev_fingerprints
@@ -81,7 +82,12 @@ def train_bpe(config: str = "conf/demo.yaml", promote: bool = False, **settings)
     if cfg.demo_corpus:
         write_demo_corpus(cfg.data[0])  # kept if already there
     plan = language_plan(cfg, training)  # text by language (`languages:`), its mixture and parity; or None
-    if plan is None:
+    if cfg.counts:  # word counts instead of text: each file is read (and cached) as a shard's counts
+        try:
+            shards = discover_counts(cfg.counts, training)
+        except SettingsError as exc:
+            raise cfg.located(exc) from None
+    elif plan is None:
         shards = discover_shards(cfg.data)
     else:  # each shard knows its language; its counts are cached by its content alone
         inputs = cfg.language_inputs()

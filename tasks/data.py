@@ -9,13 +9,14 @@ from prefect.cache_policies import NONE
 from prefect.futures import as_completed
 
 from bpe.distributed.client import client_for
-from bpe.distributed.count_tasks import ShardCount, bucket_files, count_shard_to_files
+from bpe.distributed.count_tasks import ShardCount, bucket_files, count_shard_to_files, counts_file_to_files
 from bpe.errors import BpeError
 from bpe.inputs.discover import discover
 from bpe.pipeline.config import TokenizerConfig
 from bpe.pipeline.count_cache import CountCache, counting_settings, shard_count_key
 from bpe.pipeline.store import lasting
 from bpe.pretokenize import Pretokenizer
+from bpe.training.counts_files import find_counts
 from bpe.training.settings import Settings
 
 
@@ -61,6 +62,26 @@ def discover_shards(data: list[str]) -> list[dict]:
     return found
 
 
+WORD_COUNTS = "word counts"  # a shard's kind when it is a file of word counts (`counts:`), not text
+
+
+@task(
+    name="discover-counts",
+    cache_policy=NONE,
+    retries=2,
+    retry_delay_seconds=2,
+    retry_condition_fn=retry_if_transient,
+)
+def discover_counts(counts: list[str], settings: Settings) -> list[dict]:
+    """Every Parquet file of word counts `counts` names (`counts:`), with its size and content hash,
+    once their record, if we wrote them, shows them split as `settings` split text."""
+    source = find_counts(counts)
+    source.refuse_other_split(settings, lambda s: f"set {s.pattern} to {source.pattern}")
+    found = [{**shard.fingerprint(), "kind": WORD_COUNTS} for shard in source.shards]
+    get_run_logger().info(f"found {len(found)} file(s) of word counts, {sum(s['size'] for s in found):,} bytes")
+    return found
+
+
 @task(
     name="count-shard",
     task_run_name="count {shard[path]}",
@@ -74,12 +95,20 @@ def count_shard(shard: dict, counting: dict, cache_dir: str, scheduler: str) -> 
     otherwise counted on the Dask cluster, where a worker writes them (and the shard's held-out
     rows) to Parquet in the cache. A damaged cache entry is warned about and counted again."""
     cache = CountCache(cache_dir)
+    if shard["kind"] == WORD_COUNTS:  # already counted: its content alone decides its words
+        counting = {"word_counts": True}
     key = shard_count_key(shard, counting)
     found = cache.lookup(key, shard, warn=get_run_logger().warning)
     if found is not None:
         get_run_logger().info(f"{shard['path']}: unchanged, counts from the cache")
         return found
     counts_path, held_out_path = cache.paths(key)
+    if shard["kind"] == WORD_COUNTS:
+        counted = counts_file_to_files(client_for(scheduler), shard, counts_path, held_out_path)
+        cache.record(key, counted)
+        stats = counted.stats
+        get_run_logger().info(f"read {shard['path']}: {stats.pretokens:,} pre-tokens in {counted.seconds:.1f} s")
+        return counted
     counted = count_shard_to_files(
         client_for(scheduler),
         shard,

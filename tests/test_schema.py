@@ -82,7 +82,9 @@ def nested(setting: Setting, value) -> dict:
 
 def base_config(setting: Setting) -> dict:
     """A configuration `setting` can be given in: a multilingual run's settings need text by
-    language (`languages:` or `lang_dir:`, which replace `data:`)."""
+    language (`languages:` or `lang_dir:`, which replace `data:`), and `counts:` replaces `data:` too."""
+    if setting.name == "counts":
+        return {key: value for key, value in BASE_CONFIG.items() if key != "data"}
     if setting.group != "languages":
         return dict(BASE_CONFIG)
     config = {key: value for key, value in BASE_CONFIG.items() if key != "data"}

@@ -28,10 +28,10 @@ UPPER_TIERS = ("bpe.distributed", "bpe.pipeline", "bpe.flows", "bpe.tasks")
 CORE_PACKAGES = ("engine", "languages", "inputs", "formats", "tokenizer", "evaluation", "training", "cli")
 
 # The one place where the core reaches up, inside a function and behind `require_extra`: train()
-# dispatching to the Dask engine. The `bpe` command finds the pipeline's subcommands through the
-# `bpe.commands` entry point group, without importing the pipeline.
+# and count() dispatching to the Dask engine. The `bpe` command finds the pipeline's subcommands
+# through the `bpe.commands` entry point group, without importing the pipeline.
 ALLOWED_UPWARD = {
-    "bpe/training/trainer.py": ("bpe.distributed.driver",),
+    "bpe/training/trainer.py": ("bpe.distributed.driver", "bpe.distributed.counts_out"),
 }
 # The core's one drawing, behind `require_extra("plot", ...)`: `bpe eval --plot` imports matplotlib
 # (the [plot] extra) inside the function that draws.

@@ -421,6 +421,27 @@ def count_shard_to_files(
     return ShardCount(shard, counts_path, held_out_path, stats, time.perf_counter() - started, digests=digests)
 
 
+def counts_file_to_files(client, shard: dict, counts_path: str, held_out_path: str) -> ShardCount:
+    """One file of word counts (a fingerprint: path, size, sha256) read and checked on a worker,
+    which writes its words, duplicates summed, as `count_shard_to_files` writes a shard's counts,
+    beside no held-out row: counts hold no text. A file that is not word counts fails in one line."""
+    started = time.perf_counter()
+    written = client.submit(_counts_file_to_files, shard["path"], counts_path, held_out_path, pure=False).result()
+    stats, digests = written["stats"], {"counts": written["counts"], "held_out": written["held_out"]}
+    return ShardCount(shard, counts_path, held_out_path, stats, time.perf_counter() - started, digests=digests)
+
+
+def _counts_file_to_files(path: str, counts_path: str, held_out_path: str) -> dict:
+    from bpe.training.counts_files import read_counts_file
+
+    part = read_counts_file(path)
+    return {
+        "stats": part.stats,
+        "counts": write_counts_digest(part.counts, counts_path),
+        "held_out": _write_held_out([], held_out_path),
+    }
+
+
 def _write_held_out(parts: list[list[str]], path: str) -> str:
     """Write the held-out rows as Parquet; returns the digest of the bytes written."""
     import pyarrow as pa

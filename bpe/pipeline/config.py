@@ -414,9 +414,9 @@ TokenizerConfig = make_dataclass(
 )
 # The keys that decide a version's merges: the same data with the same values trains the same (the
 # data itself is compared by its fingerprint).
-# The inputs (`data`, `languages`, `lang_dir`) are compared by their content's fingerprint instead.
-INPUT_SETTINGS = ("files", "languages", "lang_dir")
-INPUT_KEYS = ("data", "languages", "lang_dir")  # a run's inputs, of one kind, replace the configuration's
+# The inputs (`data`, `counts`, `languages`, `lang_dir`) are compared by their content's fingerprint instead.
+INPUT_SETTINGS = ("files", "counts", "languages", "lang_dir")
+INPUT_KEYS = ("data", "counts", "languages", "lang_dir")  # a run's inputs, of one kind, replace the configuration's
 TRAINING_KEYS = tuple(
     dict.fromkeys(s.key.split(".")[0] for s in CONFIG_SETTINGS if s.merges and s.name not in INPUT_SETTINGS)
 )
@@ -541,10 +541,17 @@ def load_config(path: str | Path, overrides: dict | None = None, environ: dict |
             data = sources.name("data")
             raise SettingsError(f"{sources.at('languages')}: replaces {data} (the text by language); give one of them")
         values["data"] = None
+    if values.get("counts") not in (None, "", []):  # word counts instead of text
+        _counts_instead_of_text(sources, values)
     by_language = values.get("languages") or values.get("lang_dir")
     for setting in CONFIG_SETTINGS:
-        if setting.required and values.get(setting.key) in (None, "", []) and not by_language:
-            by = "languages: or lang_dir: the text by language"
+        if (
+            setting.required
+            and values.get(setting.key) in (None, "", [])
+            and not by_language
+            and not values.get("counts")
+        ):
+            by = "languages: or lang_dir: the text by language, or counts: word counts"
             raise SettingsError(f"{sources.at(setting.key)}: required (or {by})")
     if values.get("base") and "pattern" not in values:
         values["pattern"] = None  # the base's
@@ -562,6 +569,31 @@ def load_config(path: str | Path, overrides: dict | None = None, environ: dict |
     if cfg.base is None:
         cfg.settings()  # what no key can say alone (a transition within the vocabulary); with a base, once loaded
     return cfg
+
+
+# What needs the rows of text, which word counts have none of: a key given with `counts:` is refused.
+NEEDS_TEXT = {
+    "data": "the text itself",
+    "languages": "the text by language",
+    "lang_dir": "the text by language",
+    "superwords": "the text (the second stage splits it again)",
+    "demo_corpus": "the demo's text",
+    "holdout_fraction": "rows of text held out",
+    "eval_sizes": "held-out rows of text to measure",
+}
+
+
+def _counts_instead_of_text(sources: Sources, values: dict) -> None:
+    """A configuration that trains on word counts (`counts:`): refuse in one line any key that
+    needs the text; no row is held out (holdout_fraction 0)."""
+    for key, needs in NEEDS_TEXT.items():
+        if values.get(key) not in (None, "", [], {}, False, 0, 0.0):
+            raise SettingsError(
+                f"{sources.at(key)}: needs {needs}, and {sources.name('counts')} trains on word counts, which hold "
+                f"none; leave out one of them"
+            )
+    values["data"] = None
+    values["holdout_fraction"] = 0.0
 
 
 def _checked(sources: Sources, key: str, value: Any) -> Any:

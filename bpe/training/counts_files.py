@@ -19,20 +19,26 @@ what counting saw. Training from the counts gives the merges training on the tex
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bpe import storage
 from bpe.engine.count import WordCounts
-from bpe.errors import InputError
+from bpe.engine.errors import Spelling
+from bpe.errors import InputError, SettingsError
 from bpe.training.counting import CountStats, counts_from_arrow, write_counts_parquet
+
+if TYPE_CHECKING:
+    from bpe.training.settings import Settings
 
 RECORD = "counts.json"  # what a counts directory we wrote says about itself
 FORMAT = "bpe word counts"
 COUNTS_FILE = "counts.parquet"
+COUNTS_SUFFIX = ".parquet"  # a language's counts: CODE.parquet
 
 
 @dataclass
@@ -51,14 +57,7 @@ class CountedWords:
         """Write the counts as `OUT/counts.parquet` and `OUT/counts.json`, whole or not at all; an
         existing counts directory is kept unless `force`."""
 
-        record = {
-            "format": FORMAT,
-            "pattern": self.pattern,
-            "special_tokens": list(self.special_tokens or ()),
-            "unique_words": len(self.counts),
-            "stats": asdict(self.stats),
-            "columns": {"word": "binary (a pre-token's UTF-8 bytes)", "count": "int64"},
-        }
+        record = record_of(self.pattern, self.special_tokens, self.stats, len(self.counts))
 
         def write(staged: Path) -> None:
             write_counts_parquet(self.counts, staged / COUNTS_FILE)
@@ -67,12 +66,101 @@ class CountedWords:
         storage.publish_directory(
             out,
             write,
-            owned=[COUNTS_FILE, RECORD],
+            owned=[COUNTS_FILE, RECORD, *recorded_files(out)],
             last=RECORD,
             kind="counts directory",
             force=force,
             replace_hint="force=True (--force) replaces it",
         )
+
+
+@dataclass
+class CountedLanguages:
+    """Pre-token counts by language (`bpe.count(files={code: inputs})`, `bpe count --lang`): each
+    language's `CountedWords`, in the order of their codes. Saved as a file per language,
+    `CODE.parquet`, beside `counts.json`: trained whole, they give the merges of all the text.
+
+        >>> import tempfile
+        >>> from bpe import count
+        >>> out = tempfile.mkdtemp() + "/counts"
+        >>> count(texts={"eng": ["low lower"], "fra": ["le lent"]}, pattern="gpt2").save(out)
+        >>> sorted(path.name for path in Path(out).iterdir())
+        ['counts.json', 'eng.parquet', 'fra.parquet']
+    """
+
+    languages: dict[str, CountedWords]
+
+    @property
+    def pattern(self) -> str | None:
+        return next(iter(self.languages.values())).pattern
+
+    @property
+    def special_tokens(self) -> tuple[str, ...] | None:
+        return next(iter(self.languages.values())).special_tokens
+
+    @property
+    def stats(self) -> CountStats:
+        return CountStats.summed([counted.stats for counted in self.languages.values()])
+
+    def save(self, out: str | Path, *, force: bool = False) -> None:
+        """Write `OUT/CODE.parquet` for each language and `OUT/counts.json`, whole or not at all; an
+        existing counts directory is kept unless `force`, which also removes the language files
+        its record names that these counts do not have."""
+        files = {code: f"{code}{COUNTS_SUFFIX}" for code in self.languages}
+        record = record_of(self.pattern, self.special_tokens, self.stats, self.unique_words)
+        record["languages"] = {
+            code: {"file": files[code], "unique_words": len(counted.counts), "stats": asdict(counted.stats)}
+            for code, counted in self.languages.items()
+        }
+
+        def write(staged: Path) -> None:
+            for code, counted in self.languages.items():
+                write_counts_parquet(counted.counts, staged / files[code])
+            (staged / RECORD).write_text(json.dumps(record, indent=2) + "\n")
+
+        owned = list(dict.fromkeys([COUNTS_FILE, RECORD, *files.values(), *recorded_files(out)]))
+        storage.publish_directory(
+            out,
+            write,
+            owned=owned,
+            last=RECORD,
+            kind="counts directory",
+            force=force,
+            replace_hint="force=True (--force) replaces it",
+        )
+
+    @property
+    def unique_words(self) -> int:
+        """Distinct words over the languages: each language's, summed (a word two languages share counts twice)."""
+        return sum(len(counted.counts) for counted in self.languages.values())
+
+
+def record_of(pattern: str | None, special_tokens, stats: CountStats, unique_words: int) -> dict:
+    """What `counts.json` says of counts: how the text was split and what counting saw."""
+    return {
+        "format": FORMAT,
+        "pattern": pattern,
+        "special_tokens": list(special_tokens or ()),
+        "unique_words": unique_words,
+        "stats": asdict(stats),
+        "columns": {"word": "binary (a pre-token's UTF-8 bytes)", "count": "int64"},
+    }
+
+
+def recorded_files(out: str | Path) -> list[str]:
+    """The files of counts that the counts directory `out` holds as its record names them: each
+    language's, and the word buckets Dask workers wrote (none when it has no record)."""
+    path = storage.join(str(out), RECORD)
+    try:
+        record = json.loads(storage.read_bytes(path)) if storage.exists(path) else {}
+    except (ValueError, OSError):
+        return []
+    if not isinstance(record, dict):
+        return []
+    languages = record.get("languages") if isinstance(record.get("languages"), dict) else {}
+    files = [entry.get("file") if isinstance(entry, dict) else None for entry in languages.values()]
+    files += record.get("files") if isinstance(record.get("files"), list) else []
+    return [f for f in files if isinstance(f, str) and "/" not in f and f.endswith(COUNTS_SUFFIX)]
 
 
 def counts_files(counts: str | Path | Sequence[str | Path]) -> list:
@@ -81,7 +169,7 @@ def counts_files(counts: str | Path | Sequence[str | Path]) -> list:
     from bpe.inputs.discover import discover
 
     found = discover([str(c) for c in counts] if isinstance(counts, (list, tuple)) else [str(counts)])
-    found = [shard for shard in found if Path(shard.path).name != RECORD]
+    found = [shard for shard in found if Path(shard.path).name not in (RECORD, storage.COMPLETE)]
     for shard in found:
         if shard.kind != "parquet":
             raise InputError(f"{shard.path}: not a Parquet file; word counts are Parquet (`word`, `count`)")
@@ -98,14 +186,42 @@ class CountsSource:
     shards: list
     record: dict | None
     shown: str  # the counts as given, for messages
+    records: list[dict] = field(default_factory=list)  # of every directory we wrote among them
 
     @property
     def pattern(self) -> str | None:
-        return self.record["pattern"] if self.record is not None else None
+        """The pattern the counts were split with, as their records say (None: no record)."""
+        return self.records[0]["pattern"] if self.records else None
 
     @property
     def special_tokens(self) -> tuple[str, ...] | None:
-        return tuple(self.record["special_tokens"]) if self.record is not None else None
+        """The special tokens the counts were split around, as their records say (None: no record)."""
+        if not self.records:
+            return None
+        return tuple(sorted({token for record in self.records for token in record["special_tokens"]}))
+
+    def refuse_other_split(self, settings: Settings, fix: Callable[[Spelling], str]) -> None:
+        """Counts we wrote were split with a pattern and around special tokens: training them with
+        others would not give the merges of their text. `fix(spelling)` says how to take the
+        counts' pattern where the caller gives one (`leave out --pattern`)."""
+        if self.pattern is not None and settings.pattern != self.pattern:
+            raise SettingsError(
+                lambda s: (
+                    f"{s.pattern}: the word counts were split with {self.pattern!r}, not {settings.pattern!r}; "
+                    f"{fix(s)} or count the text again with it"
+                ),
+                parameter="pattern",
+            )
+        missing = sorted(set(self.special_tokens or ()) - set(settings.special_tokens))
+        if missing:
+            shown = ", ".join(missing)
+            raise SettingsError(
+                lambda s: (
+                    f"{s.special_tokens}: the word counts were split around {shown} too; give "
+                    f"{'them' if len(missing) > 1 else 'it'} as special tokens, or count the text again without"
+                ),
+                parameter="special_tokens",
+            )
 
     def stats(self, parts: Sequence[CountStats]) -> CountStats:
         """What counting saw: as recorded, or for another engine's counts the pre-tokens and bytes
@@ -126,7 +242,17 @@ class CountsFile:
 def find_counts(counts: str | Path | Sequence[str | Path]) -> CountsSource:
     """The files of `counts` (`counts_files`) and their record, before any is read."""
     shards = counts_files(counts)
-    return CountsSource(shards, _record([shard.path for shard in shards]), _shown(counts))
+    paths = [shard.path for shard in shards]
+    records = _records(paths)
+    by_pattern = {record["pattern"]: where for where, record in records.items()}
+    if len(by_pattern) > 1:
+        (one, first), (other, second) = list(by_pattern.items())[:2]
+        raise InputError(
+            f"{first} and {second}: the word counts were split with different patterns ({one!r}, {other!r}); "
+            "train on counts of one split"
+        )
+    whole = next(iter(records.values())) if len(records) == 1 and len(_parents(paths)) == 1 else None
+    return CountsSource(shards, whole, _shown(counts), list(records.values()))
 
 
 def read_counts_file(path: str) -> CountsFile:
@@ -202,22 +328,27 @@ def _checked(path: str, table) -> object:
     return pa.table({"word": word.cast(pa.large_binary()), "count": n.cast(pa.int64())})
 
 
-def _record(files: list[str]) -> dict | None:
-    """The record (`counts.json`) of the directory the files are in, if all are in one we wrote."""
-    parents = {str(Path(storage.local_path(path)).parent) if not storage.is_remote(path) else path.rsplit("/", 1)[0]
-               for path in files}  # fmt: skip
-    if len(parents) != 1:
-        return None
-    path = storage.join(parents.pop(), RECORD)
-    if not storage.exists(path):
-        return None
-    try:
-        record = json.loads(storage.read_bytes(path))
-    except (ValueError, OSError) as exc:
-        raise InputError(f"{path}: not a record of word counts ({exc})") from None
-    if not isinstance(record, dict) or record.get("format") != FORMAT:
-        raise InputError(f'{path}: not a record of word counts (no "format": "{FORMAT}")')
-    return record
+def _parents(paths: list[str]) -> set[str]:
+    """The directories (or prefixes) the files `paths` are in."""
+    return {str(Path(storage.local_path(path)).parent) if not storage.is_remote(path) else path.rsplit("/", 1)[0]
+            for path in paths}  # fmt: skip
+
+
+def _records(files: list[str]) -> dict[str, dict]:
+    """The record (`counts.json`) of each directory the files are in that we wrote, by its path."""
+    found = {}
+    for parent in sorted(_parents(files)):
+        path = storage.join(parent, RECORD)
+        if not storage.exists(path):
+            continue
+        try:
+            record = json.loads(storage.read_bytes(path))
+        except (ValueError, OSError) as exc:
+            raise InputError(f"{path}: not a record of word counts ({exc})") from None
+        if not isinstance(record, dict) or record.get("format") != FORMAT:
+            raise InputError(f'{path}: not a record of word counts (no "format": "{FORMAT}")')
+        found[path] = record
+    return found
 
 
 def _stats_of(table) -> CountStats:

@@ -52,7 +52,7 @@ from bpe.training.warm import compile_ahead, groups_for, groups_of_run
 if TYPE_CHECKING:  # the compiled engine is imported by the runs that use it (see `bpe.training.small_corpus`)
     from bpe.engine.count import WordCounts
     from bpe.engine.replay import BaseMerges
-    from bpe.training.counts_files import CountedWords, CountsSource
+    from bpe.training.counts_files import CountedLanguages, CountedWords, CountsSource
 
 
 def train(
@@ -225,7 +225,7 @@ def train(
     languages = {name: given[name] for name in LANGUAGE_SETTINGS}
     reading = Reading(text_format, sample, seed, limited)
     if counted is not None:
-        _check_counted_with(counted, settings)
+        counted.refuse_other_split(settings, lambda s: f"leave out {s.pattern}")
         inputs = TrainingInputs(None, None, None)
     else:
         inputs = _inputs(files, texts, lang_dir, settings, languages, reading)
@@ -305,9 +305,10 @@ def train(
 
 
 def count(
-    texts: Iterable[str] | None = None,
+    texts: Iterable[str] | Mapping[str, Iterable[str]] | None = None,
     *,
-    files: str | Path | Sequence[str | Path] | None = None,
+    files: str | Path | Sequence[str | Path] | Mapping[str, str | Path | Sequence[str | Path]] | None = None,
+    lang_dir: str | Path | None = None,
     pattern: str | None = None,
     special_tokens: Sequence[str] = DEFAULT["special_tokens"],
     text_column: str = DEFAULT["text_column"],
@@ -317,11 +318,50 @@ def count(
     seed: int = DEFAULT["seed"],
     threads: int | None = None,
     progress: ProgressFn | bool | None = None,
-) -> CountedWords:
+    engine: str = DEFAULT["engine"],
+    scheduler: str | None = None,
+    workers: int | None = None,
+    out: str | Path | None = None,
+    force: bool = False,
+) -> CountedWords | CountedLanguages | CountsSource:
     """Count the pre-tokens of `texts` or `files` as `train()` counts them before learning merges
     (the same inputs, pattern and special tokens; see its docstring), and learn none: `.save(DIR)`
-    writes them for `train(counts=DIR)`, here or on another machine."""
-    from bpe.training.counts_files import CountedWords
+    writes them for `train(counts=DIR)`, here or on another machine. Text by language (`files`
+    or `texts` as a mapping of language code -> inputs, or `lang_dir`) is counted a language at a
+    time, into `CountedLanguages`: saved, a file per language.
+
+    With `engine="dask"` the Dask workers count `files` and write the word buckets they sum into
+    `out` themselves (`bpe.distributed.counts_out`): no process holds every word. It returns
+    the counts found there (`CountsSource`), for `train(counts=out)`."""
+    from bpe.training.counts_files import CountedLanguages, CountedWords
+
+    check("engine", engine)
+    if engine != "dask" and (scheduler, workers, out) != (None, None, None):
+        raise SettingsError(
+            lambda s: f"{s.scheduler}, {s.workers} and out are for the dask engine ({s.given('engine', 'dask')})",
+            parameter="engine",
+        )
+    if lang_dir is not None:
+        files = _from_directory(str(lang_dir), files, texts)
+    by_language = isinstance(files, Mapping) or (files is None and isinstance(texts, Mapping))
+    if engine == "dask" and (by_language or files is None):
+        raise SettingsError(
+            lambda s: (
+                f"{s.given('engine', 'dask')}: its workers count files, not texts or text by language; give {s.files}"
+            ),
+            parameter="engine",
+        )
+    if engine == "dask" and out is None:
+        raise SettingsError("out: required with the dask engine: the workers write the counts there", parameter="out")
+    if by_language:
+        from bpe.languages.codes import by_language as checked
+
+        name = "files" if files is not None else "texts"
+        given = checked(files if files is not None else texts, name)
+        options = {"pattern": pattern, "special_tokens": special_tokens, "text_column": text_column,
+                   "text_format": text_format, "limit": limit, "sample": sample, "seed": seed, "threads": threads,
+                   "progress": progress}  # fmt: skip
+        return CountedLanguages({code: count(**{name: inputs}, **options) for code, inputs in given.items()})
 
     settings = Settings(vocab_size=1 << 16, pattern=pattern, special_tokens=tuple(special_tokens),
                         text_column=text_column)  # fmt: skip
@@ -332,6 +372,12 @@ def count(
         warnings.warn(skipped.summary(), SkippedInputs, stacklevel=2)
     progress, bars = _progress(progress)
     try:
+        if engine == "dask":
+            require_extra("dask", "the Dask engine")
+            from bpe.distributed.counts_out import count_to_files
+
+            return count_to_files(settings, inputs.shards, out, force=force, scheduler=scheduler, workers=workers,
+                                  progress=progress)  # fmt: skip
         counts, stats = count_text(settings, inputs, reading, threads, progress, say_of(progress))
     finally:
         if bars is not None:
@@ -356,28 +402,6 @@ def _counted(given: dict, texts: object) -> CountsSource:
             parameter="counts",
         )
     return find_counts(given["counts"])
-
-
-def _check_counted_with(counted: CountsSource, settings: Settings) -> None:
-    """Counts we wrote were split with a pattern and around special tokens: training them with
-    others would not give the merges of their text."""
-    if counted.pattern is not None and settings.pattern != counted.pattern:
-        raise SettingsError(
-            lambda s: (
-                f"{s.pattern}: the word counts were split with {counted.pattern!r}, not {settings.pattern!r}; "
-                f"leave out {s.pattern} or count the text again with it"
-            ),
-            parameter="pattern",
-        )
-    if counted.special_tokens is not None and set(counted.special_tokens) - set(settings.special_tokens):
-        missing = ", ".join(sorted(set(counted.special_tokens) - set(settings.special_tokens)))
-        raise SettingsError(
-            lambda s: (
-                f"{s.special_tokens}: the word counts were split around {missing} too; give "
-                f"{'them' if ',' in missing else 'it'} as special tokens, or count the text again without"
-            ),
-            parameter="special_tokens",
-        )
 
 
 @dataclass

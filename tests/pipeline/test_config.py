@@ -341,7 +341,10 @@ def test_a_directory_of_languages_is_the_text_by_language(tmp_path):
     "text, message",
     [
         (BASE + "languages: {eng: en/}\n", "languages: replaces data (the text by language); give one of them"),
-        ("name: tok\nvocab_size: 1000\n", "data: required (or languages: or lang_dir: the text by language)"),
+        (
+            "name: tok\nvocab_size: 1000\n",
+            "data: required (or languages: or lang_dir: the text by language, or counts: word counts)",
+        ),
         (BASE + "lang_dir: ud/\n", "lang_dir: gives the text by language; give it, languages or data, one of them"),
         ("name: tok\nvocab_size: 1000\nlanguages: {Eng: en/}\n", "languages: 'Eng' is not a language code"),
         ("name: tok\nvocab_size: 1000\nlanguages: {eng: []}\n", "languages: expected a mapping of language code"),
@@ -383,3 +386,29 @@ def test_the_multilingual_deployment_trains_on_the_shared_corpora_with_their_dev
     plan = language_plan(cfg, cfg.settings())
     assert len(plan.codes) == 18 and plan.codes == tuple(sorted(plan.codes)) and len(plan.dev) == 18
     assert [f["sentences"] for f in plan.dev_record["files"].values()] == [1997] * 18
+
+
+def test_word_counts_replace_the_text_and_refuse_what_needs_it(tmp_path):
+    """`counts:` trains on word counts instead of `data:` (no row is held out: counts hold none);
+    a key that needs the text beside it is one line naming the file and the key."""
+    counts = "name: tok\nvocab_size: 1000\ncounts: [counts/, more/*.parquet]\n"
+    cfg = load_config(write(tmp_path, counts))
+    assert cfg.counts == ["counts/", "more/*.parquet"] and cfg.data is None and cfg.holdout_fraction == 0
+    assert "counts" not in cfg.training_settings()  # compared by its files' content, as `data` is
+    assert load_config(write(tmp_path, BASE), {"counts": ["c/"]}).data is None  # a run's counts replace the data
+    path = write(tmp_path, counts + "holdout_fraction: 0.05\n")
+    with pytest.raises(SettingsError) as refused:
+        load_config(path)
+    assert str(refused.value) == (
+        f"{path}: holdout_fraction: needs rows of text held out, and counts trains on word counts, which hold none; "
+        "leave out one of them"
+    )
+    for extra, key in (
+        ("data: x/\n", "data"),
+        ("superwords: true\n", "superwords"),
+        ("eval_sizes: [300]\n", "eval_sizes"),
+    ):
+        with pytest.raises(SettingsError, match=f"^{tmp_path}.*: {key}: needs .* leave out one of them$"):
+            load_config(write(tmp_path, counts + extra))
+    with pytest.raises(SettingsError, match="^BPE_HOLDOUT_FRACTION: needs rows of text"):
+        load_config(write(tmp_path, counts), environ={"BPE_HOLDOUT_FRACTION": "0.1"})

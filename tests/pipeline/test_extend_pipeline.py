@@ -157,3 +157,58 @@ def test_a_base_replaced_at_the_same_path_is_trained_from(pipeline_services, pre
     assert tok.merges == train(trained_rows(paragraphs[:600], 0.05), vocab_size=520, base=second).merges
     manifest = VersionStore(cfg["artifact_root"], "rebased").manifest("v0002")
     assert manifest["base"]["sha256"] == Base(Tokenizer.load(tmp_path / "base"), "").digest
+
+
+def test_a_configuration_of_word_counts_trains_the_merges_of_their_text(
+    pipeline_services, prefect_server, tmp_path, monkeypatch
+):
+    """`counts:` instead of `data:`: word counts we wrote and another engine's (string words, a word
+    in several files) train, on the workers, the merges of the text they were counted from; an
+    unchanged run finds no new data, and counts split with another pattern are refused in one line."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import yaml
+
+    from bpe import count
+    from bpe.errors import SettingsError
+    from tests.pipeline.test_pipeline import flow_here
+
+    rows = stdlib_paragraphs()[:900]
+    count(rows[:500], pattern="gpt2").save(tmp_path / "ours")
+    theirs = count(rows[500:], pattern="gpt2").counts.to_dict()  # as another engine writes them:
+    words = sorted(theirs)  # string words, and 50 of them split over both files
+    shared = [w for w in words[1::2] if theirs[w] >= 2][:50]
+    parts = (
+        [(w, theirs[w]) for w in words[::2]] + [(w, theirs[w] // 2) for w in shared],
+        [(w, theirs[w] - theirs[w] // 2 if w in shared else theirs[w]) for w in words[1::2]],
+    )
+    other = tmp_path / "theirs"
+    other.mkdir()
+    for i, part in enumerate(parts):
+        table = pa.table({"word": [w.decode() for w, _ in part], "count": [n for _, n in part]})
+        pq.write_table(table, other / f"part-{i}.parquet")
+    cfg = {
+        "name": "from-counts",
+        "counts": [str(tmp_path / "ours"), str(other)],
+        "vocab_size": 600,
+        "pattern": "gpt2",
+        "artifact_root": str(tmp_path / "art"),
+        "dask_scheduler": pipeline_services["scheduler"],
+    }
+    config = tmp_path / "from-counts.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    with flow_here(prefect_server, monkeypatch) as train_bpe:
+        first = train_bpe(config=str(config))
+        again = train_bpe(config=str(config))
+        config.write_text(yaml.safe_dump({**cfg, "pattern": "cl100k"}))
+        with pytest.raises(SettingsError) as refused:
+            train_bpe(config=str(config))
+    assert first["version"] == "v0001" and not again["trained"], again
+    tok = Tokenizer.load(first["location"])
+    assert tok.merges == train(rows, vocab_size=600, pattern="gpt2").merges
+    manifest = VersionStore(cfg["artifact_root"], "from-counts").manifest("v0001")
+    assert manifest["counts"]["pretokens"] == sum(count(rows, pattern="gpt2").counts.to_dict().values())
+    assert str(refused.value) == (
+        f"{config}: pattern: the word counts were split with 'gpt2', not 'cl100k'; set pattern to gpt2 or count "
+        "the text again with it"
+    )

@@ -206,3 +206,113 @@ def test_counts_split_around_special_tokens_need_them_given(tmp_path):
 
 def run(*args: object) -> subprocess.CompletedProcess:
     return subprocess.run([BPE, *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def test_text_by_language_is_counted_into_a_file_per_language(tmp_path):
+    """`count(files={code: inputs})`: each language's file holds the counts of its text alone, and
+    the directory trains the merges of all the text."""
+    paragraphs = stdlib_paragraphs()
+    texts = {"eng": paragraphs[:300], "deu": paragraphs[300:500]}
+    files = {code: write_parquet(tmp_path / "text" / f"{code}.parquet", rows) for code, rows in texts.items()}
+    counted = count(files=files, pattern="gpt2")
+    counted.save(tmp_path / "counts")
+    assert sorted(p.name for p in (tmp_path / "counts").iterdir()) == ["counts.json", "deu.parquet", "eng.parquet"]
+    for code, rows in texts.items():
+        table = pq.read_table(tmp_path / "counts" / f"{code}.parquet")
+        assert dict(zip(table.column("word").to_pylist(), table.column("count").to_pylist(), strict=True)) == (
+            word_counts(rows, "gpt2")
+        )
+    record = json.loads((tmp_path / "counts" / "counts.json").read_text())
+    assert record["languages"]["deu"]["stats"]["documents"] == 200 and record["stats"]["documents"] == 500
+    everything = word_counts(texts["eng"] + texts["deu"], "gpt2")
+    tok = train(counts=tmp_path / "counts", vocab_size=700)
+    assert tok.pattern == "gpt2" and [(a, b) for a, b in tok.merges] == train_reference(dict(everything), 700 - 256)
+
+
+def test_bpe_count_by_language_then_all_at_once_replaces_the_language_files(tmp_path):
+    """`bpe count --lang CODE=INPUT` writes CODE.parquet each; counting again into the same
+    directory with --force leaves none of them behind to be summed with the new counts."""
+    paragraphs = stdlib_paragraphs()
+    eng = write_parquet(tmp_path / "eng.parquet", paragraphs[:200])
+    deu = write_parquet(tmp_path / "deu.parquet", paragraphs[200:300])
+    done = run("count", "--lang", f"eng={eng}", "--lang", f"deu={deu}", "--out", tmp_path / "counts")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith(f"wrote a file per language (deu, eng) in {tmp_path}/counts")
+    both = run("count", "--lang", f"eng={eng}", eng, "--out", tmp_path / "other")
+    assert both.returncode == 1 and both.stderr == (
+        "bpe: error: give INPUT, --lang CODE=INPUT or --lang-dir DIR, one of them (got INPUT and --lang)\n"
+    )
+    again = run("count", eng, "--out", tmp_path / "counts", "--force")
+    assert again.returncode == 0, again.stderr
+    assert sorted(p.name for p in (tmp_path / "counts").iterdir()) == ["counts.json", "counts.parquet"]
+    tok = train(counts=tmp_path / "counts", vocab_size=600)
+    assert tok.merges == train(files=eng, vocab_size=600).merges
+
+
+def bucket_files(directory) -> dict[str, dict[bytes, int]]:
+    """Each `part-*.parquet` of a counts directory, as {word: count}."""
+    found = {}
+    for path in sorted(Path(directory).glob("part-*.parquet")):
+        table = pq.read_table(path)
+        found[path.name] = dict(zip(table.column("word").to_pylist(), table.column("count").to_pylist(), strict=True))
+    return found
+
+
+@pytest.mark.services  # a Dask cluster
+def test_dask_workers_write_the_word_buckets_that_train_the_merges_of_the_text(tmp_path, two_workers):
+    """`count(engine="dask")`: each worker writes the bucket it summed, the buckets share no word
+    and together hold the text's counts; they train the textbook's merges, and a second count
+    into the same place is refused unless forced."""
+    rows = stdlib_paragraphs()[:400]
+    data = [write_parquet(tmp_path / "data" / f"part-{i}.parquet", rows[i::2]) for i in range(2)]
+    scheduler = two_workers.scheduler.address
+    found = count(files=data, pattern="gpt2", engine="dask", scheduler=scheduler, out=tmp_path / "counts")
+    buckets = bucket_files(tmp_path / "counts")
+    assert sorted(buckets) == ["part-00000.parquet", "part-00001.parquet"]
+    assert not set(buckets["part-00000.parquet"]) & set(buckets["part-00001.parquet"])
+    assert {**buckets["part-00000.parquet"], **buckets["part-00001.parquet"]} == word_counts(rows, "gpt2")
+    assert found.pattern == "gpt2" and found.record["stats"]["documents"] == 400
+    tok = train(counts=tmp_path / "counts", vocab_size=700)
+    assert [(a, b) for a, b in tok.merges] == train_reference(dict(word_counts(rows, "gpt2")), 700 - 256)
+    with pytest.raises(FileExistsError, match="already holds a counts directory"):
+        count(files=data, engine="dask", scheduler=scheduler, out=tmp_path / "counts")
+
+
+@pytest.mark.services  # a Dask cluster started here, and the session's S3 server
+def test_bpe_count_on_dask_writes_an_object_store_prefix_whole(tmp_path, s3_env):
+    """`bpe count --engine dask --out s3://...`: the workers upload the buckets, the record and
+    the COMPLETE marker come last; --force over counts by language leaves none of their files."""
+    from tests.conftest import unique_bucket
+
+    rows = stdlib_paragraphs()[:300]
+    data = write_parquet(tmp_path / "data.parquet", rows)
+    boto3 = pytest.importorskip("boto3")
+    bucket = unique_bucket("bpe-counts")
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=bucket)
+    url = f"s3://{bucket}/counts"
+    by_language = run("count", "--lang", f"eng={data}", "--out", url)
+    assert by_language.returncode == 0, by_language.stderr
+    done = run("count", data, "--engine", "dask", "--workers", "2", "--out", url, "--force", "--quiet")
+    assert done.returncode == 0, done.stderr
+    names = sorted(item["Key"].rsplit("/", 1)[1] for item in s3.list_objects_v2(Bucket=bucket)["Contents"])
+    assert names == ["COMPLETE", "counts.json", "part-00000.parquet", "part-00001.parquet"]
+    tok = train(counts=url, vocab_size=600)
+    assert tok.merges == train(files=data, vocab_size=600).merges
+
+
+def test_counts_of_several_directories_are_trained_as_their_records_say(tmp_path):
+    """A record speaks for its directory's files beside another engine's: its pattern is taken (or
+    a pattern given otherwise refused); two records of different patterns are refused."""
+    rows = stdlib_paragraphs()[:400]
+    count(rows[:200], pattern="gpt2").save(tmp_path / "ours")
+    theirs = word_counts(rows[200:], "gpt2")
+    (tmp_path / "theirs").mkdir()
+    pq.write_table(pa.table({"word": list(theirs), "count": list(theirs.values())}), tmp_path / "theirs" / "a.parquet")
+    both = [tmp_path / "ours", tmp_path / "theirs"]
+    assert train(counts=both, vocab_size=600).merges == train(rows, vocab_size=600, pattern="gpt2").merges
+    with pytest.raises(SettingsError, match="^pattern: the word counts were split with 'gpt2', not 'cl100k'"):
+        train(counts=both, vocab_size=600, pattern="cl100k")
+    count(rows[200:], pattern="o200k").save(tmp_path / "other")
+    with pytest.raises(InputError, match="the word counts were split with different patterns"):
+        train(counts=[tmp_path / "ours", tmp_path / "other"], vocab_size=600)
