@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from bpe import storage
 from bpe.distributed.memory import scatter
 from bpe.engine.count import WordCounts
-from bpe.engine.resident import release_memory
+from bpe.engine.resident import READER, release_code, release_memory
 from bpe.errors import BpeError, InputError
 from bpe.inputs.readers import check_parquet
 from bpe.inputs.shard import Shard
@@ -98,6 +98,9 @@ def _first_line(exc: BaseException) -> str:
 
 
 def combine_counts(*parts: WordCounts) -> WordCounts:
+    """A task: the sum of word counts. Arrow's code is unmapped first: a sum reads no file, and the
+    sums at the end of counting are a worker's largest moment before its table."""
+    release_code(READER)
     combined = WordCounts.combine(parts)
     release_memory()
     return combined

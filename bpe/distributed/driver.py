@@ -42,7 +42,14 @@ from bpe.distributed import channel
 from bpe.distributed.client import Log, check_scheduler, dask_client, prepare_kernels, ready_workers
 from bpe.distributed.count_tasks import count_languages_on_dask, count_on_dask, counts_on_dask
 from bpe.distributed.language_buckets import language_buckets
-from bpe.distributed.memory import MemoryRestart, PausedWorkers, failed_for_memory, restart_of, way_out
+from bpe.distributed.memory import (
+    MemoryRestart,
+    PausedWorkers,
+    as_they_end,
+    failed_for_memory,
+    restart_of,
+    way_out,
+)
 from bpe.distributed.parity_loop import ParityBuckets, merge_parity_on_dask
 from bpe.engine.compilation import CompileWatch
 from bpe.engine.count import check_pair_counts
@@ -64,6 +71,7 @@ from bpe.training.settings import Settings
 from bpe.training.warm import groups_of_run
 
 REBUILD_ATTEMPTS = 3  # workers tried for one rebuild before giving up
+PLACEMENT_WAIT = 10.0  # seconds the holders' start waits for workers paused for memory to resume
 LOSSES_PER_CALL = 5  # rebuilds of one bucket's holder within one request before giving up
 ACTOR_START_SECONDS = 120  # how long a holder may take to start on a busy worker
 PLACEMENT_POLL_SECONDS = 1.0  # how often a starting holder's workers are looked for
@@ -133,7 +141,12 @@ class Holders:
         """Start a holder per group of buckets (`groups`, bucket indices; one per bucket without),
         each on its own worker where possible; returns each bucket's initial counts."""
         self.groups = groups if groups is not None else [[b] for b in range(len(bucket_futures))]
-        workers = self._live_workers()  # the scheduler may list none for a moment (a worker restarting)
+        # The sums first: a worker paused in their peak when its holder was ready went without one.
+        from distributed import Future
+
+        for _ in as_they_end(self.client, [f for f in bucket_futures if isinstance(f, Future)], self.log):
+            pass
+        workers = self._placement()
         for h, group in enumerate(self.groups):
             chosen = [workers[h % len(workers)]]
             counts = [bucket_futures[b] for b in group] if len(group) > 1 else bucket_futures[group[0]]
@@ -319,6 +332,21 @@ class Holders:
             f"Dask workers ran out of memory holding the word buckets: {self.named(h)} ran two workers out, "
             f"last {restart.described()}; {way_out(restart.limit)}"
         )
+
+    def _placement(self, wait: float = PLACEMENT_WAIT) -> list[str]:
+        """The workers to start holders on, one each: every live one, once those Dask paused for
+        memory (the sums at the end of counting) have resumed, waiting up to `wait` seconds; then
+        the running ones (`_live_workers`). Placed while one was paused, two holders shared a
+        worker (twice its memory) and one worker held none."""
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            statuses = [w.get("status", "running") for a, w in self.client.scheduler_info()["workers"].items()
+                        if a not in self.dead]  # fmt: skip
+            if "paused" not in statuses:
+                break
+            self.watch.look()  # says the pause, once
+            time.sleep(0.2)
+        return self._live_workers()  # the scheduler may list none for a moment (a worker restarting)
 
     def _live_workers(self, wait: float = 60.0) -> list[str]:
         """The running workers that never lost or hung a holder, waiting for one if need be (a nanny

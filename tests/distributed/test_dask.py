@@ -146,6 +146,43 @@ def test_a_worker_holds_its_words_without_the_compiler(cluster, texts, local_mer
     assert all(kb < 16 * 1024 for kb in resident[0].values()), f"LLVM resident (kB): {resident[0]}"
 
 
+def _set_status(status: str, dask_worker=None) -> None:
+    """Set a worker's status as Dask's memory monitor does (client.run passes `dask_worker`)."""
+    from distributed.core import Status
+
+    dask_worker.status = Status[status]
+
+
+def test_holders_wait_for_a_paused_worker_rather_than_doubling_up(cluster, texts, local_merges, tmp_path):
+    """A worker Dask has paused (for memory, at the end of counting) when the holders start gets
+    its holder once it resumes: placed on the running workers alone, two holders shared one
+    worker (twice its memory) and the paused one held none."""
+    import threading
+
+    scale(*cluster, 2)
+    client = cluster[1]
+    paused = sorted(client.scheduler_info()["workers"])[0]
+    resume = threading.Timer(3.0, lambda: client.run(_set_status, "running", workers=[paused]))
+    held: list[dict] = []
+
+    def progress(phase: str, done: int, total: int) -> None:
+        if phase == "count" and done == total and total and not resume.is_alive():  # counted: holders next
+            client.run(_set_status, "paused", workers=[paused])
+            resume.start()
+        if phase == "merge" and not held:
+            held.append(client.run(lambda dask_worker: len(dask_worker.state.actors)))
+
+    try:
+        files = layouts(texts, tmp_path)["row groups"]
+        tok = train(files=files, vocab_size=VOCAB, pattern="cl100k", engine="dask", client=client, progress=progress)
+    finally:
+        if resume.is_alive() or resume.finished.is_set():
+            resume.join()
+        client.run(_set_status, "running")
+    assert tok.merges == local_merges
+    assert sorted(held[0].values()) == [1, 1], held[0]
+
+
 @pytest.fixture(scope="module")
 def superword_merges(texts) -> list:
     return train(texts, vocab_size=VOCAB, superwords=True, transition=600).merges
