@@ -144,11 +144,14 @@ class Holders:
         # The sums first: a worker paused in their peak when its holder was ready went without one.
         from distributed import Future
 
-        for _ in as_they_end(self.client, [f for f in bucket_futures if isinstance(f, Future)], self.log):
+        futures = [f for f in bucket_futures if isinstance(f, Future)]
+        for _ in as_they_end(self.client, futures, self.log):
             pass
-        workers = self._placement()
+        where = self.client.who_has(futures) if futures else {}
+        located = [(where.get(f.key) or [None])[0] if isinstance(f, Future) else None for f in bucket_futures]
+        workers = spread([located[group[0]] for group in self.groups], self._placement())
         for h, group in enumerate(self.groups):
-            chosen = [workers[h % len(workers)]]
+            chosen = [workers[h]]
             counts = [bucket_futures[b] for b in group] if len(group) > 1 else bucket_futures[group[0]]
             future = self.client.submit(
                 _new_holder,
@@ -620,6 +623,26 @@ def train_on_dask(
         engine,
         languages=languages.stats if languages is not None else None,
     )
+
+
+def spread(located: list[str | None], workers: list[str]) -> list[str]:
+    """A worker for each holder, one each while they last: the worker that holds its bucket's sum
+    where that one is free (no copy of the bucket moves, and none stays behind on another worker
+    while the tables are built), then the free workers in turn, then round again.
+
+    >>> spread(["b", "b", None], ["a", "b", "c"])
+    ['b', 'a', 'c']
+    """
+    chosen: list[str | None] = [None] * len(located)
+    free = list(workers)
+    for h, worker in enumerate(located):
+        if worker in free:
+            chosen[h] = worker
+            free.remove(worker)
+    for h in range(len(located)):
+        if chosen[h] is None:
+            chosen[h] = free.pop(0) if free else workers[h % len(workers)]
+    return chosen
 
 
 def phase_of(seconds: dict[str, float]) -> str:
