@@ -249,9 +249,12 @@ def ready_workers(client, groups: Sequence[str] | None = None, log: Log | None =
     """Wait for at least one worker and load the kernels of `groups` on all of them (see `warm_up`).
     Compiling (a worker's first run of this version of bpe, on a machine whose cache lacks them)
     is said in the log as a step of its own, with its time."""
+    from bpe.distributed.memory import remember_limits
+
     wait = worker_wait_seconds()  # a value that is not a duration is refused whether or not it is needed
     if not client.scheduler_info()["workers"]:
         _wait_for_a_worker(client, wait, log)
+    remember_limits(client, client.scheduler_info()["workers"])  # for a worker restarted before it is back
     if log is None:
         warmed = client.run(warm_up, groups)
     else:

@@ -362,6 +362,7 @@ class Holders:
             live = [a for a in running if a not in self.dead]
             if live:
                 return sorted(live)
+            self.watch.look()  # every worker paused for memory: said, then the run stops (WorkersOutOfMemory)
             if time.monotonic() > deadline:
                 if running:
                     return sorted(running)

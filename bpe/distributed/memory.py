@@ -77,6 +77,18 @@ class MemoryRestart:
         return f"{self.address} restarted for memory at {self.memory / MB:,.0f} MB{limit}"
 
 
+_limits_seen: dict[str, int] = {}  # by scheduler address: the largest worker memory limit seen there
+
+
+def remember_limits(client, workers: dict) -> int:
+    """The largest memory limit of the scheduler's `workers`, or of those seen there before: a
+    worker restarted for memory may have no successor yet to tell its nanny's limit."""
+    address = str(getattr(client.scheduler, "address", ""))
+    found = max((w.get("memory_limit") or 0 for w in workers.values()), default=0)
+    _limits_seen[address] = max(found, _limits_seen.get(address, 0))
+    return _limits_seen[address]
+
+
 def memory_restarts(client, since: float = 0.0, workers: dict | None = None) -> list[MemoryRestart]:
     """The workers restarted for memory since `since` (a `time.time()`), oldest first; none when
     the scheduler does not answer within `EVENTS_SECONDS`. `workers`: the scheduler's workers, if
@@ -84,10 +96,9 @@ def memory_restarts(client, since: float = 0.0, workers: dict | None = None) -> 
     try:
         events = client.sync(client.scheduler.events, topic="worker-restart-memory", callback_timeout=EVENTS_SECONDS)
         workers = client.scheduler_info()["workers"] if workers is None else workers
-        limits = [w.get("memory_limit") or 0 for w in workers.values()]
     except Exception:  # the scheduler gone or busy: no restart to tell of
         return []
-    limit = max(limits, default=0)  # the restarted worker has a new address; its nanny keeps the limit
+    limit = remember_limits(client, workers)  # the restarted worker has a new address; its nanny keeps the limit
     return [
         MemoryRestart(str(event.get("worker", "?")), int(event.get("rss", 0)), limit, when)
         for when, event in events
