@@ -23,7 +23,9 @@ READER = "/pyarrow/"  # and Arrow's and Parquet's: a word table's merge loop run
 MADV_DONTNEED = 4  # Linux's value
 
 _LOADED_BY = {COMPILER: "llvmlite.binding.ffi", READER: "pyarrow.lib"}  # the module that maps it
-_code: dict[str, list[tuple[int, int]]] = {}  # (start, length) of each library's clean mappings, once found
+# (start, length) of each library's clean mappings, found once: Python never unloads an extension
+# module or the libraries it loaded, so the ranges stay theirs for the life of the process.
+_code: dict[str, list[tuple[int, int]]] = {}
 
 
 def release_memory() -> None:
