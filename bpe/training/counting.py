@@ -26,6 +26,7 @@ import numpy as np
 
 from bpe.engine.cores import available_cores, cores_busy_elsewhere
 from bpe.engine.interrupts import holds_interrupts
+from bpe.engine.resident import release_compiler
 from bpe.inputs.shard import Shard
 from bpe.pretokenize import Pretokenizer, scanner_tables
 from bpe.progress import estimate_text_bytes
@@ -461,6 +462,7 @@ def count_shards(
                 array, share = item
                 before = counter.stats.bytes
                 counter.add_arrow(array)
+                release_compiler()  # what loading its kernels (a table's first growth too) mapped of LLVM
                 with lock:
                     done_bytes[0] += share
                     done_bytes[1] += counter.stats.bytes - before

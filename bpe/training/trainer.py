@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from bpe.engine.compilation import CompileWatch
 from bpe.engine.cores import available_cores, cores_busy_elsewhere
-from bpe.engine.resident import release_memory
+from bpe.engine.resident import READER, release_code, release_memory
 from bpe.errors import InputError, SettingsError, SkippedInputs, StoppedEarly, require_extra
 from bpe.formats.roles import with_role_tokens
 from bpe.inputs.discover import Skipped, discover
@@ -652,6 +652,7 @@ def train_locally(
     from bpe.engine.merge import learn_merges
 
     release_memory()
+    release_code(READER)  # the merge loop reads no file
     t1, late = time.perf_counter(), 0.0
     with CompileWatch() as merging_compiles:
         words = len(counts) if languages is None or languages.parity is None else sum(map(len, per_language))
