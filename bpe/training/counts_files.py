@@ -56,22 +56,8 @@ class CountedWords:
     def save(self, out: str | Path, *, force: bool = False) -> None:
         """Write the counts as `OUT/counts.parquet` and `OUT/counts.json`, whole or not at all; an
         existing counts directory is kept unless `force`."""
-
         record = record_of(self.pattern, self.special_tokens, self.stats, len(self.counts))
-
-        def write(staged: Path) -> None:
-            write_counts_parquet(self.counts, staged / COUNTS_FILE)
-            (staged / RECORD).write_text(json.dumps(record, indent=2) + "\n")
-
-        storage.publish_directory(
-            out,
-            write,
-            owned=[COUNTS_FILE, RECORD, *recorded_files(out)],
-            last=RECORD,
-            kind="counts directory",
-            force=force,
-            replace_hint="force=True (--force) replaces it",
-        )
+        save_counts(out, {COUNTS_FILE: self.counts}, record, force)
 
 
 @dataclass
@@ -112,27 +98,33 @@ class CountedLanguages:
             code: {"file": files[code], "unique_words": len(counted.counts), "stats": asdict(counted.stats)}
             for code, counted in self.languages.items()
         }
-
-        def write(staged: Path) -> None:
-            for code, counted in self.languages.items():
-                write_counts_parquet(counted.counts, staged / files[code])
-            (staged / RECORD).write_text(json.dumps(record, indent=2) + "\n")
-
-        owned = list(dict.fromkeys([COUNTS_FILE, RECORD, *files.values(), *recorded_files(out)]))
-        storage.publish_directory(
-            out,
-            write,
-            owned=owned,
-            last=RECORD,
-            kind="counts directory",
-            force=force,
-            replace_hint="force=True (--force) replaces it",
-        )
+        save_counts(out, {files[code]: counted.counts for code, counted in self.languages.items()}, record, force)
 
     @property
     def unique_words(self) -> int:
         """Distinct words over the languages: each language's, summed (a word two languages share counts twice)."""
         return sum(len(counted.counts) for counted in self.languages.values())
+
+
+def save_counts(out: str | Path, files: dict[str, WordCounts], record: dict, force: bool) -> None:
+    """Write each of `files` (name -> counts) and `record` as `counts.json` into the counts
+    directory `out`, whole or not at all; with `force`, over counts there, whose files named by
+    their record go too (none is left to be summed with these)."""
+
+    def write(staged: Path) -> None:
+        for name, counts in files.items():
+            write_counts_parquet(counts, staged / name)
+        (staged / RECORD).write_text(json.dumps(record, indent=2) + "\n")
+
+    storage.publish_directory(
+        out,
+        write,
+        owned=list(dict.fromkeys([COUNTS_FILE, RECORD, *files, *recorded_files(out)])),
+        last=RECORD,
+        kind="counts directory",
+        force=force,
+        replace_hint="force=True (--force) replaces it",
+    )
 
 
 def record_of(pattern: str | None, special_tokens, stats: CountStats, unique_words: int) -> dict:
