@@ -33,10 +33,12 @@ from bpe.engine.pair_queue import PairQueue, queue_add_deltas, queue_next_round
 from bpe.engine.replay import BaseMerges
 from bpe.engine.rules import MergeRules
 from bpe.engine.spin_rounds import SpinningSlices
+from bpe.engine.tracked_pairs import TrackedPairs
 from bpe.engine.word_slices import ThreadedWordTable, split_tables
 from bpe.engine.word_table import WordTable, words_apply_merges, words_take_deltas
 
 ProgressCallback = Callable[[int], None]
+MERGES_PER_CALL = 1024  # merges between two reports of progress (and chances to take Ctrl-C)
 
 
 def stop_reason(queue: PairQueue, done: int, wanted: int, min_frequency: int) -> str:
@@ -70,27 +72,30 @@ def learn_merges(
     done with them: their memory is not held through the loop. `on_index(done, words)`: the words
     put into the word tables so far (see `index_steps`), from 0 to all of them, before the loop."""
     counts.check_limit()
-    queue = PairQueue(rules)
-    min_frequency = rules.min_frequency
-    if base is not None:
-        queue.add_tokens(base.merges)
     steps = index_steps(on_index, len(counts), base)
     if threads > 1 and len(counts) >= threads:
-        return _learn_on_threads(
-            counts, n_merges, threads, queue, min_frequency, one_per_round, progress, base, release_counts, steps
-        )
+        return _learn_on_threads(counts, n_merges, threads, rules, one_per_round, progress, base, release_counts, steps)
     start = time.perf_counter()
-    table = WordTable(counts, base, steps)
+    table = WordTable(counts, base, steps, indexed=False)
     if release_counts:
         counts.clear()
-    queue.add(*table.take_deltas())
+    tracked = TrackedPairs([table], rules, base, n_merges, steps)
 
     def run_rounds(budget: int) -> tuple[np.ndarray, int]:
         # One compiled call given both states: the queue's, then the table's (`lend`).
-        return queue.lend(lambda state: table.lend(_run_rounds, state, budget, min_frequency, one_per_round))
+        while True:
+            batch, n_rounds = tracked.queue.lend(
+                lambda state: table.lend(_run_rounds, state, budget, tracked.floor, one_per_round)
+            )
+            step = tracked.due(batch)
+            if step is not None:
+                step()
+            if len(batch) or step is None:
+                return batch, n_rounds
 
     batches, done, rounds = drive(run_rounds, n_merges, progress)
-    result = finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), start, first_id(base))
+    reason = stop_reason(tracked.queue, done, n_merges, rules.min_frequency)
+    result = finish(batches, rounds, reason, start, first_id(base))
     result.tokens_after = table.token_count()
     return result
 
@@ -119,7 +124,7 @@ def drive(
     run_rounds: Callable[[int], tuple[np.ndarray, int]], n_merges: int, progress: ProgressCallback | None
 ) -> tuple[list[np.ndarray], int, int]:
     """Call `run_rounds(budget)` (rounds in a compiled call: the merges made, the rounds) until
-    `n_merges` merges are made or none is left, coming back every 1024 merges to report progress
+    `n_merges` merges are made or none is left, coming back every `MERGES_PER_CALL` merges to report progress
     and take Ctrl-C. Returns the batches of merges, the merges made and the rounds."""
     batches: list[np.ndarray] = []
     done = rounds = 0
@@ -127,7 +132,7 @@ def drive(
         progress(0)  # the loop starts: its progress and its rate are timed from here
     while done < n_merges:
         with interrupts_held():
-            batch, n_rounds = run_rounds(min(n_merges - done, 1024))
+            batch, n_rounds = run_rounds(min(n_merges - done, MERGES_PER_CALL))
         if not len(batch):
             break
         batches.append(batch)
@@ -162,8 +167,7 @@ def _learn_on_threads(
     counts: WordCounts,
     n_merges: int,
     threads: int,
-    queue: PairQueue,
-    min_frequency: int,
+    rules: MergeRules,
     one_per_round: bool,
     progress: ProgressCallback | None,
     base: BaseMerges | None = None,
@@ -176,19 +180,31 @@ def _learn_on_threads(
     (`SpinningSlices`); otherwise they sleep (`ThreadedWordTable`)."""
     start = time.perf_counter()
     with interrupts_held():
-        tables = split_tables(counts, threads, base, steps)
-    if release_counts:
-        counts.clear()
-    for table in tables:
-        queue.add(*table.take_deltas())
-    slices = SpinningSlices(tables) if threads <= available_cores() else ThreadedWordTable(None, threads, tables)
-    with slices:
+        tables = split_tables(counts, threads, base, steps, indexed=False, release_counts=release_counts)
+        tracked = TrackedPairs(tables, rules, base, n_merges, steps)
+
+    def on_threads() -> SpinningSlices | ThreadedWordTable:
+        return SpinningSlices(tables) if threads <= available_cores() else ThreadedWordTable(None, threads, tables)
+
+    slices = [on_threads()]
+    try:
 
         def run_rounds(budget: int) -> tuple[np.ndarray, int]:
-            return slices.run_rounds(queue, budget, min_frequency, one_per_round)
+            while True:
+                batch, n_rounds = slices[0].run_rounds(tracked.queue, budget, tracked.floor, one_per_round)
+                step = tracked.due(batch)
+                if step is not None:
+                    slices[0].close()  # the tables come back to this thread, then go out again
+                    step()
+                    slices[0] = on_threads()
+                if len(batch) or step is None:
+                    return batch, n_rounds
 
         batches, done, rounds = drive(run_rounds, n_merges, progress)
-    result = finish(batches, rounds, stop_reason(queue, done, n_merges, min_frequency), start, first_id(base))
+    finally:
+        slices[0].close()
+    reason = stop_reason(tracked.queue, done, n_merges, rules.min_frequency)
+    result = finish(batches, rounds, reason, start, first_id(base))
     result.tokens_after = sum(table.token_count() for table in tables)
     return result
 

@@ -40,14 +40,24 @@ def most_pairs(capacity):
 
 
 @njit
-def slot_of(table, key):
-    """The slot holding `key`, or the empty slot where it would go (linear probing). The key is
-    mixed first, so that pairs differing only in high bits do not start at the same slot."""
-    mask = np.uint64(len(table) - 1)
+def mixed(key):
+    """The key's bits mixed, so that pairs differing only in high bits land apart."""
     h = np.uint64(key)
     h = (h ^ (h >> np.uint64(29))) * np.uint64(0x9E3779B97F4A7C15)
-    h ^= h >> np.uint64(32)
-    i = h & mask
+    return h ^ (h >> np.uint64(32))
+
+
+@njit
+def bucket_of(sketch, key):
+    """The counter of `key` in a sketch (a power-of-two array of counters shared by pairs)."""
+    return np.int64(mixed(key) & np.uint64(len(sketch) - 1))
+
+
+@njit
+def slot_of(table, key):
+    """The slot holding `key`, or the empty slot where it would go (linear probing)."""
+    mask = np.uint64(len(table) - 1)
+    i = mixed(key) & mask
     stored = key + 1
     while table[i, KEY_COLUMN] != 0 and table[i, KEY_COLUMN] != stored:
         i = (i + np.uint64(1)) & mask

@@ -155,6 +155,17 @@ class PairQueue:
         self._state = result[0]
         return result[1:]
 
+    @holds_interrupts
+    def forget_below(self, least: int) -> None:
+        """Forget the pairs counted fewer than `least` times (their deltas must not come again:
+        `tracked_pairs`), in a pair table and heap sized for those left."""
+        self._state = _forget_below(self._state, least)
+
+    @property
+    def pair_table(self) -> np.ndarray:
+        """The pair counts as a table: key + 1 in column `KEY_COLUMN` (0: an empty slot), count in column 1."""
+        return self._state.counts
+
     def any_pair_left(self) -> bool:
         """Whether any pair still occurs, one too long to merge (or refused by the rules) included."""
         return bool((self._state.counts[:, _COUNT] > 0).any())
@@ -280,11 +291,14 @@ def _grow(state, new_pairs, new_heap, new_tokens, new_bytes):
         counts = bigger
     if meta[_HEAP_SIZE] + new_heap > len(heap_count):
         # Full: refilled from the pair table, which drops stale entries, in a heap grown by half when
-        # that leaves less than a quarter of it free.
+        # that leaves less than a quarter of it free, or fewer free entries than a quarter of the
+        # table's slots: a refill reads the whole table, and a heap holding few of its pairs (the
+        # local loop's, see `tracked_pairs`) would otherwise be refilled every few rounds.
         held = _held_pairs(state, counts)
         size = len(heap_count)
-        if held + new_heap > size - size // 4:
-            size = max(size + size // 2, held + new_heap + size // 4)
+        room = max(size // 4, len(counts) // 4)
+        if held + new_heap > size - room:
+            size = max(size + size // 2, held + new_heap + room)
             heap_count = np.empty(size, dtype=np.int64)
             heap_key = np.empty(size, dtype=np.int64)
         state = QueueState(counts, heap_count, heap_key, tok_start, tok_len, tok_data, marks, meta)
@@ -305,6 +319,29 @@ def _grow(state, new_pairs, new_heap, new_tokens, new_bytes):
         copy_into(more_data[:used], tok_data[:used])
         tok_data = more_data
     return QueueState(counts, heap_count, heap_key, tok_start, tok_len, tok_data, marks, meta)
+
+
+@njit(cache=True)
+def _forget_below(state, least):
+    kept = 0
+    for r in range(len(state.counts)):
+        if state.counts[r, KEY_COLUMN] != 0 and state.counts[r, _COUNT] >= least:
+            kept += 1
+    capacity = 1 << 12
+    while 2 * kept >= most_pairs(capacity):  # room for as many again before it grows
+        capacity *= 2
+    counts = np.zeros((capacity, _PAIR_COLUMNS), dtype=np.int64)
+    for r in range(len(state.counts)):
+        if state.counts[r, KEY_COLUMN] != 0 and state.counts[r, _COUNT] >= least:
+            copy_into(counts[slot_of(counts, state.counts[r, KEY_COLUMN] - 1)], state.counts[r])
+    state.meta[_N_PAIRS] = kept
+    state = QueueState(counts, state.heap_count, state.heap_key, state.tok_start, state.tok_len, state.tok_data,
+                       state.marks, state.meta)  # fmt: skip
+    size = max(2 * _held_pairs(state, counts), 1 << 12)
+    state = QueueState(counts, np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64), state.tok_start,
+                       state.tok_len, state.tok_data, state.marks, state.meta)  # fmt: skip
+    _refill(state)
+    return state
 
 
 @njit

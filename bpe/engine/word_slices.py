@@ -121,12 +121,27 @@ class ThreadedWordTable:
 
 
 def split_tables(
-    counts: WordCounts, threads: int, base: BaseMerges | None = None, progress: Callable[[int], None] | None = None
+    counts: WordCounts,
+    threads: int,
+    base: BaseMerges | None = None,
+    progress: Callable[[int], None] | None = None,
+    indexed: bool = True,
+    release_counts: bool = False,
 ) -> list[WordTable]:
     """`threads` word tables over `counts` (after the `base` merges), words split by their stable
-    hash, built on threads (each calling `progress` as `WordTable` does)."""
+    hash, built on threads (each calling `progress` and taking `indexed` as `WordTable` does).
+    `release_counts`: empty `counts` once split, each part's words freed once its table holds them."""
+    parts = counts.split_by_hash(threads)
+    if release_counts and threads > 1:
+        counts.clear()
+
+    def table(k: int) -> WordTable:
+        built = WordTable(parts[k], base, progress, indexed)
+        parts[k] = None
+        return built
+
     with ThreadPoolExecutor(threads) as pool:
-        return list(pool.map(lambda part: WordTable(part, base, progress), counts.split_by_hash(threads)))
+        return list(pool.map(table, range(threads)))
 
 
 def word_table(counts: WordCounts, threads: int = 1, base: BaseMerges | None = None) -> WordTable | ThreadedWordTable:

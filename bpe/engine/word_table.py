@@ -37,7 +37,7 @@ from bpe.engine.borrow import borrowed
 from bpe.engine.copying import copy_into
 from bpe.engine.count import WordCounts
 from bpe.engine.interrupts import holds_interrupts
-from bpe.engine.pair_keys import KEY_COLUMN, LOW32, most_pairs, pack, slot_of, unpack
+from bpe.engine.pair_keys import KEY_COLUMN, LOW32, bucket_of, most_pairs, pack, slot_of, unpack
 from bpe.engine.replay import BaseMerges
 
 # The kernels' state. tokens, starts, lengths, freqs: the words (word w is
@@ -90,10 +90,15 @@ class WordTable:
 
     @holds_interrupts
     def __init__(
-        self, counts: WordCounts, base: BaseMerges | None = None, progress: Callable[[int], None] | None = None
+        self,
+        counts: WordCounts,
+        base: BaseMerges | None = None,
+        progress: Callable[[int], None] | None = None,
+        indexed: bool = True,
     ) -> None:
         """The words of `counts` as bytes, or as they stand after the `base` tokenizer's merges.
-        `progress(n)`: n more words replayed (with a base), then n more indexed, as they are."""
+        `progress(n)`: n more words replayed (with a base), then n more indexed, as they are.
+        `indexed=False`: no pair counted or indexed yet, for `index` to choose which."""
         if base is None:
             tokens = counts.data.astype(np.int32)
             lengths = np.diff(counts.offsets).astype(np.int32)
@@ -102,7 +107,11 @@ class WordTable:
             tokens, lengths = base.replay(counts, LONG_WORD, progress)
             starts = np.zeros(len(lengths), dtype=np.int64)
             np.cumsum(lengths[:-1], out=starts[1:])
-        self._state = _built(tokens, starts, lengths, counts.counts.astype(np.int64), progress)
+        freqs = counts.counts.astype(np.int64)
+        if indexed:
+            self._state = _built(tokens, starts, lengths, freqs, progress)
+        else:
+            self._state = _new_state(tokens, starts, lengths, freqs, LONG_WORD)
 
     @classmethod
     @holds_interrupts
@@ -124,6 +133,37 @@ class WordTable:
     @property
     def n_words(self) -> int:
         return len(self._state.starts)
+
+    @holds_interrupts
+    def index(self, sketch: np.ndarray, floor: int, progress: Callable[[int], None] | None = None) -> None:
+        """Index the words as they stand again, only the pairs whose counter in `sketch` (see
+        `add_to_sketch`) reaches `floor` (all for a floor of 0); the next `take_deltas` gives their
+        counts. Other pairs are left out until the next index: merges that take them away from a
+        word say nothing of it, and every pair a merge makes is indexed as it is made."""
+        self._state = _indexed(_emptied(self._state), sketch, floor, progress)
+
+    @holds_interrupts
+    def forget_below(self, counts: np.ndarray, least: int) -> None:
+        """Forget the pairs that `counts` (a queue's `pair_table`: all tables' counts) counts fewer
+        than `least` times, freeing their nodes, in a pair table sized for those left: pairs whose
+        count can no longer grow, once the queue takes no pair below `least` (`tracked_pairs`).
+        Call it between rounds, with every delta taken."""
+        self._state = _forgotten_below(self._state, counts, np.int64(least))
+
+    @holds_interrupts
+    def add_to_sketch(self, sketch: np.ndarray) -> None:
+        """Add each pair's count in these words to its counter in `sketch` (`pair_keys.bucket_of`)."""
+        _sketch_pairs(self._state, sketch)
+
+    @property
+    def n_tokens(self) -> int:
+        """Tokens of the unique words as they stand (each word once)."""
+        return int(self._state.lengths.sum(dtype=np.int64))
+
+    @property
+    def pair_count(self) -> int:
+        """Pairs in the pair table: all the words' pairs, or those an `index` chose and merges made since."""
+        return int(self._state.meta[_PAIRS_USED])
 
     @holds_interrupts
     def take_deltas(self) -> tuple[np.ndarray, np.ndarray]:
@@ -210,6 +250,14 @@ def _add_delta(pairs, touched, meta, slot, delta):
 
 
 @njit
+def _take_away(pairs, touched, meta, key, f):
+    """A word of frequency f lost the pair `key`: its delta, unless the index left the pair out."""
+    slot = slot_of(pairs, key)
+    if pairs[slot, KEY_COLUMN] != 0:
+        _add_delta(pairs, touched, meta, slot, -f)
+
+
+@njit
 def _link(pairs, node_word, node_next, meta, slot, word):
     """Record that `word` holds the pair in `slot` (once per word in a row)."""
     links = pairs[slot, _LINKS]
@@ -251,24 +299,33 @@ def _room_for(pairs, node_word, meta, new_pairs, new_nodes):
 INDEX_CHUNK = 1 << 16  # words indexed between two reports of progress
 
 
+_EVERY_PAIR = np.zeros(1, dtype=np.int64)  # a sketch for a floor of 0: every pair is indexed
+
+
 def _built(tokens, starts, lengths, freqs, progress: Callable[[int], None] | None = None) -> WordState:
-    """The state over these words, pairs counted and indexed, `INDEX_CHUNK` words at a time when
-    `progress` is given (called with the words indexed since its last call)."""
-    state = _new_state(tokens, starts, lengths, freqs, LONG_WORD)
-    n_words = len(starts)
+    """The state over these words, every pair counted and indexed."""
+    return _indexed(_new_state(tokens, starts, lengths, freqs, LONG_WORD), _EVERY_PAIR, 0, progress)
+
+
+def _indexed(state, sketch, floor: int, progress: Callable[[int], None] | None = None) -> WordState:
+    """`state` (an empty index) with its words' pairs counted and indexed, those whose counter in
+    `sketch` reaches `floor`; `INDEX_CHUNK` words at a time when `progress` is given (called with
+    the words indexed since its last call)."""
+    n_words = len(state.starts)
+    floor = np.int64(floor)
     w = 0
     while w < n_words:
         end = n_words if progress is None else min(w + INDEX_CHUNK, n_words)
-        reached = _index_words(state, w, end)
+        reached = _index_words(state, w, end, sketch, floor)
         if reached < end:
-            state = _make_room(state, int(lengths[reached]), 0)  # an int64, as the kernels pass it
+            state = _make_room(state, int(state.lengths[reached]), 0)  # an int64, as the kernels pass it
         if progress is not None and reached > w:
             progress(reached - w)
         w = reached
-    k, i = _index_long_words(state, 0, 0)  # called even without long words: `bpe warm` compiles it
+    k, i = _index_long_words(state, 0, 0, sketch, floor)  # called even without long words: `bpe warm` compiles it
     while k < len(state.long_word):
         state = _make_room(state, 1, 1)
-        k, i = _index_long_words(state, k, i)
+        k, i = _index_long_words(state, k, i, sketch, floor)
     return state
 
 
@@ -299,32 +356,49 @@ def _new_state(tokens, starts, lengths, freqs, long_min):
     for k in range(n_long):
         next_gap[long_start[k + 1] - 1] = 0
         prev_gap[long_start[k]] = 0
+    pairs, node_word, node_next, touched, meta = _empty_index(total_pairs)
+    return WordState(
+        tokens, starts, lengths, freqs, pairs, node_word, node_next, touched, meta, long_word, long_start, next_gap,
+        prev_gap,
+    )  # fmt: skip
+
+
+@njit
+def _empty_index(total_pairs):
+    """A pair table, node pool, touched list and counters for words of `total_pairs` pairs, none indexed."""
     capacity = 1 << 12  # small inputs stay small; the table doubles as pairs arrive
     n_nodes = NODE_RESERVE * total_pairs + 1024  # reserved, not resident: see NODE_RESERVE
     meta = np.zeros(_META_SIZE, dtype=np.int64)
     meta[_FREE_HEAD] = -1
-    state = WordState(
-        tokens,
-        starts,
-        lengths,
-        freqs,
-        np.zeros((capacity, _PAIR_COLUMNS), dtype=np.int64),
-        np.empty(n_nodes, dtype=np.int32),
-        np.empty(n_nodes, dtype=np.int32),
-        np.empty(most_pairs(capacity) + 1, dtype=np.int32),
-        meta,
-        long_word,
-        long_start,
-        next_gap,
-        prev_gap,
-    )
-    return state
+    pairs = np.zeros((capacity, _PAIR_COLUMNS), dtype=np.int64)
+    touched = np.empty(most_pairs(capacity) + 1, dtype=np.int32)
+    return pairs, np.empty(n_nodes, dtype=np.int32), np.empty(n_nodes, dtype=np.int32), touched, meta
 
 
 @njit(cache=True, nogil=True)
-def _index_words(state, first, end):
-    """Count and index the pairs of the words `first` ... `end` - 1 that are not long; returns
-    where it stopped (`end` when done, earlier when the pair table needs room first)."""
+def _emptied(state):
+    """`state` with its words as they stand and an empty index, to be indexed again."""
+    total_pairs = 0
+    for w in range(len(state.lengths)):
+        total_pairs += max(state.lengths[w] - 1, 0)
+    pairs, node_word, node_next, touched, meta = _empty_index(total_pairs)
+    return WordState(
+        state.tokens, state.starts, state.lengths, state.freqs, pairs, node_word, node_next, touched, meta,
+        state.long_word, state.long_start, state.next_gap, state.prev_gap,
+    )  # fmt: skip
+
+
+@njit(inline="always")
+def _reaches(sketch, floor, key):
+    """Whether an index with this floor takes the pair: its counter reaches the floor (any, at 0)."""
+    return floor <= 0 or sketch[bucket_of(sketch, key)] >= floor
+
+
+@njit(cache=True, nogil=True)
+def _index_words(state, first, end, sketch, floor):
+    """Count and index the pairs of the words `first` ... `end` - 1 that are not long (those the
+    floor takes: `_reaches`); returns where it stopped (`end` when done, earlier when the pair table
+    needs room first)."""
     state = _borrowed_words(state)
     tokens, starts, lengths, freqs = state.tokens, state.starts, state.lengths, state.freqs
     pairs, touched, meta = state.pairs, state.touched, state.meta
@@ -338,32 +412,96 @@ def _index_words(state, first, end):
             return w
         s = starts[w]
         for i in range(lengths[w] - 1):
-            slot = _slot_for(pairs, meta, pack(tokens[s + i], tokens[s + i + 1]))
-            _add_delta(pairs, touched, meta, slot, freqs[w])
-            _link(pairs, node_word, node_next, meta, slot, w)
+            key = pack(tokens[s + i], tokens[s + i + 1])
+            if _reaches(sketch, floor, key):
+                slot = _slot_for(pairs, meta, key)
+                _add_delta(pairs, touched, meta, slot, freqs[w])
+                _link(pairs, node_word, node_next, meta, slot, w)
     return end
 
 
 @njit(cache=True, nogil=True)
-def _index_long_words(state, first, position):
-    """Count and index by position the pairs of long words `first`, `first` + 1, ..., from the pair
-    at `position` of the first; returns where it stopped, (long words, 0) when done."""
+def _index_long_words(state, first, position, sketch, floor):
+    """Count and index by position the pairs of long words `first`, `first` + 1, ... that the
+    floor takes, from the live token at `position` of the first (0: its first token, always live);
+    returns where it stopped, (long words, 0) when done."""
     state = _borrowed_words(state)
-    tokens, starts, freqs = state.tokens, state.starts, state.freqs
+    tokens, starts, freqs, next_gap = state.tokens, state.starts, state.freqs, state.next_gap
     pairs, touched, meta = state.pairs, state.touched, state.meta
     node_word, node_next, long_word, long_start = state.node_word, state.node_next, state.long_word, state.long_start
     n_words = len(starts)
     for k in range(first, len(long_word)):
-        w = long_word[k]
-        s = starts[w]
-        c = long_start[k]
-        for i in range(position if k == first else 0, long_start[k + 1] - c - 1):
+        s = starts[long_word[k]]
+        i = position if k == first else 0
+        while next_gap[long_start[k] + i] > 0:
             if not _room_for(pairs, node_word, meta, 1, 1):
                 return k, i
-            slot = _slot_for(pairs, meta, pack(tokens[s + i], tokens[s + i + 1]))
-            _add_delta(pairs, touched, meta, slot, freqs[w])
-            _push_node(pairs, node_word, node_next, meta, slot, n_words + c + i)
+            step = next_gap[long_start[k] + i]
+            key = pack(tokens[s + i], tokens[s + i + step])
+            if _reaches(sketch, floor, key):
+                slot = _slot_for(pairs, meta, key)
+                _add_delta(pairs, touched, meta, slot, freqs[long_word[k]])
+                _push_node(pairs, node_word, node_next, meta, slot, n_words + long_start[k] + i)
+            i += step
     return len(long_word), 0
+
+
+@njit(inline="always")
+def _counted(counts, key):
+    """The count of `key` in a queue's pair table (0 if absent)."""
+    slot = slot_of(counts, key)
+    return counts[slot, 1] if counts[slot, KEY_COLUMN] != 0 else 0
+
+
+@njit(cache=True, nogil=True)
+def _forgotten_below(state, counts, least):
+    pairs, node_next, meta = state.pairs, state.node_next, state.meta
+    kept = 0
+    for r in range(len(pairs)):
+        if pairs[r, KEY_COLUMN] != 0 and _counted(counts, pairs[r, KEY_COLUMN] - 1) >= least:
+            kept += 1
+    capacity = 1 << 12
+    while 2 * kept >= most_pairs(capacity):  # room for as many again before it grows
+        capacity *= 2
+    table = np.zeros((capacity, _PAIR_COLUMNS), dtype=np.int64)
+    for r in range(len(pairs)):
+        if pairs[r, KEY_COLUMN] == 0:
+            continue
+        if _counted(counts, pairs[r, KEY_COLUMN] - 1) >= least:
+            copy_into(table[slot_of(table, pairs[r, KEY_COLUMN] - 1)], pairs[r])
+            continue
+        node = (pairs[r, _LINKS] & LOW32) - 1
+        while node >= 0:
+            following = node_next[node]
+            _free_node(node_next, meta, node)
+            node = following
+    meta[_PAIRS_USED] = kept
+    meta[_N_TOUCHED] = 0
+    return WordState(
+        state.tokens, state.starts, state.lengths, state.freqs, table, state.node_word, node_next,
+        np.empty(most_pairs(capacity) + 1, dtype=np.int32), meta, state.long_word, state.long_start, state.next_gap,
+        state.prev_gap,
+    )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def _sketch_pairs(state, sketch):
+    """Add each pair's count in the words as they stand to its counter in `sketch`."""
+    tokens, starts, lengths, freqs = state.tokens, state.starts, state.lengths, state.freqs
+    long_word, long_start, next_gap = state.long_word, state.long_start, state.next_gap
+    k = 0
+    for w in range(len(starts)):
+        s = starts[w]
+        if k < len(long_word) and long_word[k] == w:
+            i = 0
+            while next_gap[long_start[k] + i] > 0:
+                step = next_gap[long_start[k] + i]
+                sketch[bucket_of(sketch, pack(tokens[s + i], tokens[s + i + step]))] += freqs[w]
+                i += step
+            k += 1
+            continue
+        for i in range(lengths[w] - 1):
+            sketch[bucket_of(sketch, pack(tokens[s + i], tokens[s + i + 1]))] += freqs[w]
 
 
 @njit(cache=True, nogil=True)
@@ -501,13 +639,13 @@ def _merge_words(state, node, a, b, new):
                 _add_delta(pairs, touched, meta, merged, -f)
                 if j > 0:
                     before = tokens[s + j - 1]
-                    _add_delta(pairs, touched, meta, slot_of(pairs, pack(before, a)), -f)
+                    _take_away(pairs, touched, meta, pack(before, a), f)
                     slot = _slot_for(pairs, meta, pack(before, new))
                     _add_delta(pairs, touched, meta, slot, f)
                     _link(pairs, node_word, node_next, meta, slot, w)
                 if i + 2 < length:
                     after = tokens[s + i + 2]
-                    _add_delta(pairs, touched, meta, slot_of(pairs, pack(b, after)), -f)
+                    _take_away(pairs, touched, meta, pack(b, after), f)
                     slot = _slot_for(pairs, meta, pack(new, after))
                     _add_delta(pairs, touched, meta, slot, f)
                     _link(pairs, node_word, node_next, meta, slot, w)
@@ -580,7 +718,7 @@ def _merge_at(state, c, a, b, new, merged):
         _add_delta(pairs, touched, meta, merged, -f)
         if back > 0:
             before = tokens[g - back]
-            _add_delta(pairs, touched, meta, slot_of(pairs, pack(before, a)), -f)
+            _take_away(pairs, touched, meta, pack(before, a), f)
             slot = _slot_for(pairs, meta, pack(before, new))
             _add_delta(pairs, touched, meta, slot, f)
             _push_node(pairs, node_word, node_next, meta, slot, n_words + c - back)
@@ -588,7 +726,7 @@ def _merge_at(state, c, a, b, new, merged):
         run_goes_on = False
         if further > 0:
             after = tokens[g + step + further]
-            _add_delta(pairs, touched, meta, slot_of(pairs, pack(b, after)), -f)
+            _take_away(pairs, touched, meta, pack(b, after), f)
             slot = _slot_for(pairs, meta, pack(new, after))
             _add_delta(pairs, touched, meta, slot, f)
             beyond = next_gap[c + step + further]

@@ -11,9 +11,6 @@ tokenizer with the superword pattern". The tokenizer encodes with stage 2's patt
 merges.
 
 >>> from bpe.training.settings import Settings
-
-if TYPE_CHECKING:  # loaded by a run that replays merges
-    from bpe.engine.replay import BaseMerges
 >>> settings = Settings(vocab_size=1000, superwords=True, transition=600)
 >>> settings.subword_stage().n_merges(), settings.superword_stage(344).n_merges()
 (344, 400)

@@ -85,6 +85,7 @@ def _word_tables() -> None:
     table.apply(merge)
     table.take_deltas()
     table.to_words()
+    table.forget_below(np.zeros((16, 2), dtype=np.int64), 2)  # pairs below a floor (`tracked_pairs`)
     WordTable(_many_pairs())
     group = TableGroup([table, WordTable(counts)])  # a Dask holder of several buckets (languages)
     group.take_deltas()
@@ -112,6 +113,7 @@ def _pair_queue() -> None:
             queue.add(merged, -batch[:, 3].astype(np.int64))
         queue.best_count()
         queue.any_pair_left()
+        queue.forget_below(2)  # pairs below the local loop's floor (`tracked_pairs`)
 
 
 def _rules(tie_break: str, max_token_length: int | None = None):
