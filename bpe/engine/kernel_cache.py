@@ -53,10 +53,12 @@ def _use_package_locator() -> None:
 
 def _use_kernel_cache() -> None:
     """Point numba at this version's cache directory. Runs before any kernel is defined; every
-    process (Dask workers too) derives the same directory."""
+    process (Dask workers too) derives the same directory. The environment says it too: numba,
+    imported before this package, reads its settings from the environment again at its next
+    compile once the environment has changed (importing `bpe` sets a variable)."""
     import numba
 
-    numba.config.CACHE_DIR = os.path.join(kernel_cache_base(), kernel_cache_name())
+    os.environ["NUMBA_CACHE_DIR"] = numba.config.CACHE_DIR = os.path.join(kernel_cache_base(), kernel_cache_name())
     _use_package_locator()
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -267,3 +268,27 @@ def test_every_kernel_lives_in_the_engine_whose_source_keys_the_kernel_cache():
     for path in sorted((ROOT / "bpe" / "engine").glob("*.py")):
         digest.update(path.name.encode() + path.read_bytes())
     assert numba.config.CACHE_DIR.endswith(digest.hexdigest()[:16])
+
+
+def test_a_script_that_imports_numba_first_keeps_the_kernel_cache(tmp_path):
+    """numba, imported before this package, reads its settings again from the environment when
+    the environment has changed since (importing `bpe` sets a variable): the kernel cache must
+    survive that, or kernels compile beside the source and group markers land in the working
+    directory (`groups/`), found there by no later run."""
+    script = """
+import numba
+import bpe
+from bpe.engine.kernel_cache import kernel_cache_base, kernel_cache_name
+tok = bpe.train(["low lower lowest " * 50], vocab_size=260, threads=1)
+@numba.njit
+def one():
+    return 1
+one()
+print(numba.config.CACHE_DIR == f"{kernel_cache_base()}/{kernel_cache_name()}")
+"""
+    fresh = {name: value for name, value in os.environ.items() if not name.startswith("NUMBA_")}  # a user's shell
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env=fresh, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True"] and not (tmp_path / "groups").exists(), (done.stdout, list(tmp_path.iterdir()))
