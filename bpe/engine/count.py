@@ -431,8 +431,11 @@ def _table_counts(slots, entries):
 
 
 def table_result(table: CountTable) -> WordCounts:
+    """The table's words and counts. Their bytes are the table's store, not a copy (a corpus's
+    unique words, hundreds of MB, twice at the end of counting): entries are only ever appended
+    after `used`, and a store that grows is a new array, so the words stay as they are."""
     n, used = int(table.meta[_ENTRIES]), int(table.meta[_BYTES_USED])
     offsets = np.empty(n + 1, dtype=np.int64)
     offsets[:n] = table.starts[:n]
     offsets[n] = used
-    return WordCounts(table.store[:used].copy(), offsets, _table_counts(table.slots, n))
+    return WordCounts(table.store[:used], offsets, _table_counts(table.slots, n))
