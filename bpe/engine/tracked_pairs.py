@@ -91,13 +91,16 @@ class TrackedPairs:
         """Take the rows of the rounds the queue chose and the tables applied; then what the tables
         need before more rounds, with every delta taken (the threads that hold them stopped): `lower`
         when no pair reaches the floor and the floor can go lower, `forget` when the pairs merges
-        made have grown the tables `FORGET_GROWTH` times; else None (None too once all merges are made)."""
+        made have grown the tables `FORGET_GROWTH` times; else None (None too once all merges are made,
+        and in a loop that tracks every pair)."""
         if len(batch):
             self.made.append(batch)
             self.merged += len(batch)
         if self.merged >= self.n_merges:
             return None
-        if self.floor > self.least and (not len(batch) or self.queue.best_count() < self.floor):
+        if self.floor <= self.least:
+            return None  # every pair is tracked, and stays so (see `forget`)
+        if not len(batch) or self.queue.best_count() < self.floor:
             return self.lower
         return self.forget if self._pairs() > FORGET_GROWTH * self._kept else None
 
@@ -105,7 +108,10 @@ class TrackedPairs:
         """Raise the floor to the count of rank `TRACKED_PER_MERGE` x the merges left among the
         queue's pairs (every pair at or above the floor is tracked, so every pair at or above a
         higher one is too), then forget, in the tables and the queue, the pairs counted below it:
-        no merge can make one count more (its tokens exist), and the next index counts them again."""
+        no merge can make one count more (its tokens exist), and the next index counts them again.
+        Not in a loop that tracks every pair from the start (plain BPE, whose byte pairs are few):
+        its pairs are listed for many words each, stale entries included, and freeing those lists
+        cost more time than the memory was worth (3 s of a 500 MB run's 10 s loop)."""
         counts = self.queue.pair_table
         self.floor = max(self.floor, floor_for(counts[:, 1], self.n_merges - self.merged, self.least))
         if self.floor > self.least:  # at the least every pair stays (what `stop_reason` reads)

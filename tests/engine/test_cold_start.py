@@ -291,4 +291,5 @@ print(numba.config.CACHE_DIR == f"{kernel_cache_base()}/{kernel_cache_name()}")
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env=fresh, timeout=600
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["True"] and not (tmp_path / "groups").exists(), (done.stdout, list(tmp_path.iterdir()))
+    left = list(tmp_path.iterdir())
+    assert done.stdout.split() == ["True"] and not (tmp_path / "groups").exists(), (done.stdout, left)

@@ -1,0 +1,211 @@
+"""Benchmark: where the limit is. The work a `bpe train` run cannot avoid on this design, each part
+measured alone on one thread, printed beside the run's own time, so that the next gap shows.
+
+    python -m bench.limits [--data ../shared/corpora/en] [--vocab-size 32768] [--pattern cl100k]
+    python -m bench.limits --scale 500       # the corpus of `bench.train --scale 500`
+
+The parts, each in this process after a warm-up, on one thread:
+  read     the text column of every shard read from Parquet and decoded into Arrow (pyarrow)
+  regex    the split pattern run by the `regex` module over every document (`finditer`); above
+           `--regex-mb` of text, over an even sample of the documents, scaled to the whole
+  scanner  the same split by our compiled scanner (`bpe.engine.scanner`), nothing counted
+  count    our counting on one thread (`bpe.count(threads=1)`): scanning, hashing, the table
+  merges   the run's merges applied in order to its unique words, as the word tables apply them
+           (each merge rewrites every word holding its pair and records the pair-count changes),
+           without choosing them: the merge loop's work less the queue's; with how many word
+           rewrites that is (the sum over merges of the words each rewrites)
+  ours     `bpe train` (default threads), a process of its own: wall, count and merge loop
+
+The floor on this design with C cores: one thread reads while the others count, and the merge loop
+splits the words over C threads, so max(read, scanner / C) + merges / C. `ours / floor` is how
+far the run is from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
+import pyarrow.parquet as pq
+from numba import njit
+
+from bench.measure import REPO, bpe_train, run
+from bench.scale_corpus import scaled_corpus
+from bpe.engine.scanner import decode_utf8, next_piece_end
+
+DEFAULT_DATA = REPO.parent / "shared" / "corpora" / "en"
+
+
+def shards_of(data: Path) -> list[Path]:
+    return sorted(data.glob("*.parquet")) if data.is_dir() else [data]
+
+
+def timed(work) -> tuple[float, object]:
+    start = time.perf_counter()
+    result = work()
+    return time.perf_counter() - start, result
+
+
+def read_texts(shards: list[Path], column: str = "text") -> list:
+    """Every shard's text column as Arrow arrays, read on one thread."""
+    return [pq.read_table(shard, columns=[column], use_threads=False).column(column) for shard in shards]
+
+
+def regex_seconds(columns: list, pattern: str, most_mb: float) -> tuple[float, float]:
+    """Seconds for the `regex` module to split every document (scaled from an even sample above
+    `most_mb` MB), and the fraction of the text it ran on."""
+    import regex
+
+    from bpe.pretokenize import resolve_pattern
+
+    split = regex.compile(resolve_pattern(pattern)[1])
+    total = text_bytes(columns)
+    every = max(1, int(np.ceil(total / (most_mb * 1e6))))
+    documents = [text for column in columns for text in column.to_pylist()[::every] if text]
+    sampled = sum(len(text.encode()) for text in documents)
+    seconds, _ = timed(lambda: [sum(1 for _ in split.finditer(text)) for text in documents])
+    return seconds * total / max(sampled, 1), sampled / total
+
+
+@njit(nogil=True, cache=True)
+def _pieces(data, doc_offsets, scanner_id, classes, folds):
+    """How many pieces our scanner cuts the documents into: the scan alone, nothing kept."""
+    longest = 1
+    for d in range(len(doc_offsets) - 1):
+        longest = max(longest, doc_offsets[d + 1] - doc_offsets[d])
+    cps = np.empty(longest + 1, dtype=np.int32)
+    byte_pos = np.empty(longest + 2, dtype=np.int64)
+    pieces = 0
+    for d in range(len(doc_offsets) - 1):
+        n = decode_utf8(data, doc_offsets[d], doc_offsets[d + 1], cps, byte_pos)
+        p = 0
+        while p < n:
+            p = next_piece_end(cps, n, p, scanner_id, classes, folds)
+            pieces += 1
+    return pieces
+
+
+def scanner_seconds(columns: list, pattern: str) -> tuple[float, int]:
+    """Seconds for our compiled scanner to split every document (nothing counted), and the pieces."""
+    from bpe.engine.scanner import SCANNER_IDS
+    from bpe.pretokenize import scanner_tables
+
+    classes, folds = scanner_tables()
+    scanner = SCANNER_IDS[pattern]
+    batches = []
+    for column in columns:
+        for chunk in column.chunks:
+            width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
+            offsets = np.frombuffer(chunk.buffers()[1], dtype=width)[chunk.offset : chunk.offset + len(chunk) + 1]
+            data = np.frombuffer(chunk.buffers()[2], dtype=np.uint8)
+            batches.append((data, offsets.astype(np.int64)))
+    data, offsets = batches[0]
+    _pieces(data, offsets[:2], scanner, classes, folds)  # compiled first, for these very types
+    seconds, pieces = timed(lambda: sum(_pieces(d, o, scanner, classes, folds) for d, o in batches))
+    return seconds, pieces
+
+
+def text_bytes(columns: list) -> int:
+    """Bytes of text in the columns (the values, not their offsets)."""
+    return sum(pa.compute.sum(pa.compute.binary_length(chunk)).as_py() or 0 for c in columns for chunk in c.chunks)
+
+
+def merge_work(counts, merges: np.ndarray) -> tuple[float, float, int]:
+    """(seconds to index the words, seconds to apply every merge to them, word rewrites)."""
+    from bpe.engine.replay import BaseMerges
+    from bpe.engine.word_table import WordTable
+
+    rows = np.column_stack([merges, 256 + np.arange(len(merges))]).astype(np.int64)
+    WordTable(counts).apply(rows[:1])  # kernels loaded first
+    index, table = timed(lambda: WordTable(counts))
+    table.take_deltas()
+    apply, _ = timed(lambda: (table.apply(rows), table.take_deltas()))
+    tokens, lengths = BaseMerges(merges).replay(counts)
+    return index, apply, rewrites(tokens, lengths, merges)
+
+
+def rewrites(tokens: np.ndarray, lengths: np.ndarray, merges: np.ndarray) -> int:
+    """The sum over merges of the words each rewrites: in each word, the distinct merges in the
+    trees of its final tokens (a merge rewrites all its occurrences in a word at once)."""
+    made: dict[int, frozenset] = {}
+
+    def tree(token: int) -> frozenset:
+        if token < 256:
+            return frozenset()
+        if token not in made:
+            a, b = merges[token - 256]
+            made[token] = tree(int(a)) | tree(int(b)) | {token}
+        return made[token]
+
+    total = 0
+    for word in np.split(tokens, np.cumsum(lengths)[:-1]):
+        merged = [int(t) for t in word if t >= 256]
+        total += len(tree(merged[0])) if len(merged) == 1 else len(frozenset().union(*map(tree, merged)))
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--scale", type=float, help="build a corpus of this many MB from --data, and use it")
+    parser.add_argument("--vocab-size", type=int, default=32768)
+    parser.add_argument("--pattern", default="cl100k")
+    parser.add_argument("--regex-mb", type=float, default=60.0, help="split at most this many MB with `regex`")
+    args = parser.parse_args()
+    if args.scale:
+        args.data = scaled_corpus(args.data, args.scale)
+    import bpe
+    from bpe.engine.cores import available_cores
+
+    cores = available_cores()
+    shards = shards_of(args.data)
+    with tempfile.TemporaryDirectory() as work:
+        out = Path(work) / "tok"
+        run(bpe_train(args.data, 300, out, "--pattern", args.pattern))  # kernels compiled, files cached
+        ours = run(bpe_train(args.data, args.vocab_size, out, "--pattern", args.pattern))
+        manifest = json.loads((out / "manifest.json").read_text())
+        merges = np.array(bpe.Tokenizer.load(out).merges, dtype=np.int64).reshape(-1, 2)
+    read_texts(shards[:1])
+    read, columns = timed(lambda: read_texts(shards))
+    mb = text_bytes(columns) / 1e6
+    scanner_s, pieces = scanner_seconds(columns, args.pattern)
+    regex_s, sampled = regex_seconds(columns, args.pattern, args.regex_mb)
+    del columns
+    bpe.count(["warm up"], pattern=args.pattern, threads=1)
+    count_s, counted = timed(lambda: bpe.count(files=str(args.data), pattern=args.pattern, threads=1))
+    index_s, apply_s, words_rewritten = merge_work(counted.counts, merges)
+    floor = max(read, scanner_s / cores) + apply_s / cores
+    seconds = manifest["seconds"]
+    print(f"## Where the limit is: {args.data} ({mb:,.1f} MB of text), {args.vocab_size:,} tokens, {args.pattern}")
+    print()
+    print("| part, one thread | seconds | MB/s | what |")
+    print("| --- | ---: | ---: | --- |")
+    share = f"scaled from {sampled:.0%} of the documents" if sampled < 1 else "every document"
+    rows = [
+        ("read and decode (pyarrow)", read, "the text column of every shard"),
+        ("split: `regex` module", regex_s, share),
+        ("split: our scanner", scanner_s, f"{pieces:,} pieces, nothing counted"),
+        ("count: ours (`threads=1`)", count_s, f"{len(counted.counts):,} unique words"),
+        ("index the words (word tables)", index_s, "every pair counted and listed"),
+        ("apply the merges (word tables)", apply_s, f"{len(merges):,} merges, {words_rewritten:,} word rewrites"),
+    ]
+    for name, value, what in rows:
+        print(f"| {name} | {value:.2f} | {mb / value:,.0f} | {what} |")
+    print()
+    print(
+        f"floor on {cores} cores: max(read, scanner / {cores}) + merges applied / {cores} = {floor:.2f} s; "
+        f"bpe train {ours['wall']:.2f} s wall (count {seconds['count']:.2f} s, merge {seconds['merge']:.2f} s, "
+        f"loop {seconds.get('merge_loop', seconds['merge']):.2f} s): ours / floor {ours['wall'] / floor:.2f}x"
+    )
+    print(f"(start-up, export and the queue's choices are outside the floor; {os.cpu_count()} processors here)")
+
+
+if __name__ == "__main__":
+    main()
