@@ -335,8 +335,6 @@ def _forget_below(state, least):
         if state.counts[r, KEY_COLUMN] != 0 and state.counts[r, _COUNT] >= least:
             copy_into(counts[slot_of(counts, state.counts[r, KEY_COLUMN] - 1)], state.counts[r])
     state.meta[_N_PAIRS] = kept
-    state = QueueState(counts, state.heap_count, state.heap_key, state.tok_start, state.tok_len, state.tok_data,
-                       state.marks, state.meta)  # fmt: skip
     size = max(2 * _held_pairs(state, counts), 1 << 12)
     state = QueueState(counts, np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64), state.tok_start,
                        state.tok_len, state.tok_data, state.marks, state.meta)  # fmt: skip

@@ -40,6 +40,7 @@ from bpe.engine.word_table import WordTable
 TRACKED_PER_MERGE = 4  # counters reaching the floor per merge still to make
 FORGET_GROWTH = 2  # pairs below the floor are forgotten once the tables hold this many times what they kept
 SKETCH_LEAST, SKETCH_MOST = 1 << 10, 1 << 22  # counters in a sketch (8 bytes each): 32 MB at most
+_EVERY_PAIR = np.zeros(1, dtype=np.int64)  # the sketch of an index that takes every pair
 
 
 def sketch_of(tables: list[WordTable]) -> np.ndarray:
@@ -82,10 +83,13 @@ class TrackedPairs:
         self.tables, self.rules, self.base, self.n_merges = tables, rules, base, n_merges
         self.made: list[np.ndarray] = []  # the (a, b, new id, count) rows merged so far
         self.merged = 0
-        self.indexes = 0
         self.least = max(int(rules.min_frequency), 1)  # below it no pair is merged
-        sketch = sketch_of(tables)
-        self.queue = self._indexed(sketch, floor_for(sketch, n_merges, self.least), progress)
+        tokens = 256 + (len(base) if base is not None else 0)
+        if TRACKED_PER_MERGE * max(n_merges, 1) >= tokens * tokens:  # plain BPE: at most 65,536 byte pairs
+            self.queue = self._indexed(_EVERY_PAIR, self.least, progress)  # no sketch could raise the floor
+        else:
+            sketch = sketch_of(tables)
+            self.queue = self._indexed(sketch, floor_for(sketch, n_merges, self.least), progress)
 
     def due(self, batch: np.ndarray) -> Callable[[], object] | None:
         """Take the rows of the rounds the queue chose and the tables applied; then what the tables
@@ -145,7 +149,6 @@ class TrackedPairs:
             queue.add_tokens(np.concatenate(self.made)[:, :2])
         for table in self.tables:
             queue.add(*table.take_deltas())
-        self.indexes += 1
         self._merged_at_index = self.merged
         self._kept = self._pairs()
         return queue
