@@ -23,10 +23,14 @@ REPO = Path(__file__).resolve().parent.parent
 LAUNCH = Path(__file__).resolve().parent / "launch.py"
 
 
-def run(command: list[str], env: dict | None = None, cwd: Path = REPO, timeout: float | None = None) -> dict:
+class TooLong(RuntimeError):
+    """A command stopped because it ran past its `limit`."""
+
+
+def run(command: list[str], env: dict | None = None, cwd: Path = REPO, limit: float | None = None) -> dict:
     """Run `command`; returns wall seconds, peak memory (MB) of the process tree and of its largest
     process (sampled), CPU seconds (the command's and its waited-for children's), stdout and stderr.
-    Raises on failure."""
+    Raises on failure; past `limit` seconds, stops the command and its children and raises TooLong."""
     environment = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     report, write = os.pipe()
     launch = [sys.executable, "-I", "-S", str(LAUNCH), str(write), *command]
@@ -65,10 +69,21 @@ def run(command: list[str], env: dict | None = None, cwd: Path = REPO, timeout: 
     ]
     for t in threads:
         t.start()
-    process.wait()
+    try:
+        process.wait(limit)
+    except subprocess.TimeoutExpired:
+        launcher = psutil.Process(process.pid)
+        for p in [*launcher.children(recursive=True), launcher]:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        process.wait()
+        stop.set()
+        raise TooLong(f"{' '.join(command)} did not finish in {limit:,.0f} s; stopped") from None
     stop.set()
     for t in threads:
-        t.join(timeout)
+        t.join()
     with os.fdopen(report, "rb") as f:
         measured = json.loads(f.read() or b"{}")
     if process.returncode != 0:

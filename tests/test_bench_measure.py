@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from bench.measure import run
+from bench.measure import TooLong, run
 from bench.train import first_lines
 
 ALLOCATE = "x = bytearray({mb} * 2**20); x[::4096] = bytes(len(x[::4096]))"  # touched, so resident
@@ -29,6 +29,23 @@ def test_a_failing_command_raises_with_its_stderr():
         run([sys.executable, "-c", "import sys; sys.exit('boom')"])
     with pytest.raises(RuntimeError, match="127"):
         run(["/nonexistent/command"])
+
+
+def test_a_command_past_its_limit_is_stopped_with_its_children(tmp_path):
+    import psutil
+
+    pids = tmp_path / "pids"
+    # A command that starts a child and both sleep: stopping the command alone would leave the child.
+    child = (
+        "import os, subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{p.pid}}')\n"
+        "time.sleep(60)"
+    )
+    with pytest.raises(TooLong, match="did not finish in 2 s"):
+        run([sys.executable, "-c", child], limit=2)
+    for pid in map(int, pids.read_text().split()):
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
 def test_the_floor_file_is_whole_lines_within_its_size(tmp_path):
