@@ -195,17 +195,23 @@ class Tally:
 
 # ---------------------------------------------------------------------------------------------
 # A compiled hash table from byte strings to counts.
-# Each slot is one row of four uint64: [hash, first 8 bytes, (entry + 1) | length << 32, count], so
-# a lookup of a short word touches a single cache line. Entry e's bytes are
-# store[starts[e]:starts[e] + length], appended in insertion order; meta = [entries, bytes used].
+# Entries are numbered in the order of first insertion: entry e's bytes are
+# store[starts[e]:starts[e + 1]], appended one after another (starts[entries] is the bytes used),
+# and its count is counts[e]. Each slot is one row of two uint64, 0 when empty: [the hash's high 16
+# bits << 48 | length << 32 | entry + 1, the first 8 bytes]; a length of _LONG or more is held as
+# _LONG. A word of at most 8 bytes is found in its slot alone; the frequent words, seen first, have
+# their counts together at the start of counts. At most half the slots are used. 16 bytes a slot:
+# at 2 GB a superword stage counts 14 million distinct pieces a thread, and slots of 32 bytes were
+# most of its memory.
 
-CountTable = namedtuple("CountTable", ["slots", "starts", "store", "meta"])
+CountTable = namedtuple("CountTable", ["slots", "starts", "counts", "store", "meta"])
 
-_HASH, _PREFIX, _ENTRY, _COUNT = 0, 1, 2, 3  # columns of slots
-_ENTRY_MASK = np.uint64(0xFFFFFFFF)  # the low bits of the _ENTRY column: entry + 1
-_LENGTH_SHIFT = np.uint64(32)  # where the length starts in the _ENTRY column
-_ENTRIES, _BYTES_USED = 0, 1  # entries of meta
-_META_SIZE = _BYTES_USED + 1
+_KEY, _PREFIX = 0, 1  # columns of slots
+_ENTRY_MASK = np.uint64(0xFFFFFFFF)  # the low bits of the _KEY column: entry + 1
+_LENGTH_SHIFT, _LONG = np.uint64(32), 0xFFFF  # the length's bits in the _KEY column, and its cap
+_TAG_SHIFT = np.uint64(48)  # where the hash's high bits start in the _KEY column
+_ENTRIES = 0  # the entry of meta
+_META_SIZE = _ENTRIES + 1
 
 
 @njit(cache=True)
@@ -213,9 +219,12 @@ def table_new(expected_entries, expected_bytes):
     capacity = 1 << 10
     while capacity < 2 * expected_entries:
         capacity *= 2
+    starts = np.empty(capacity // 2 + 1, dtype=np.int64)
+    starts[0] = 0
     return CountTable(
-        np.zeros((capacity, 4), dtype=np.uint64),
-        np.empty(capacity // 2 + 1, dtype=np.int64),
+        np.zeros((capacity, 2), dtype=np.uint64),
+        starts,
+        np.empty(capacity // 2, dtype=np.int64),
         np.empty(max(expected_bytes, 1024), dtype=np.uint8),
         np.zeros(_META_SIZE, dtype=np.int64),
     )
@@ -224,7 +233,10 @@ def table_new(expected_entries, expected_bytes):
 @njit
 def borrowed_table(table):
     """The table as borrowed views (see `borrow.py`), for a kernel's loop; never returned."""
-    return CountTable(borrowed(table.slots), borrowed(table.starts), borrowed(table.store), borrowed(table.meta))
+    return CountTable(
+        borrowed(table.slots), borrowed(table.starts), borrowed(table.counts), borrowed(table.store),
+        borrowed(table.meta),
+    )  # fmt: skip
 
 
 @njit(inline="always")
@@ -250,68 +262,75 @@ def _table_insert(table, data, start, end, weight):
 def table_entry(table, data, start, end, weight):
     """Add `weight` to the count of data[start:end]; returns its entry (0, 1, ... in the order of
     first insertion), or -1, changing nothing, if the table is full."""
-    slots, starts, store, meta = table.slots, table.starts, table.store, table.meta
+    slots, starts, counts, store = table.slots, table.starts, table.counts, table.store
     length = end - start
-    entries = meta[_ENTRIES]
-    used = meta[_BYTES_USED]
-    if entries >= len(starts) - 1 or used + length > len(store):
+    entries = table.meta[_ENTRIES]
+    used = starts[entries]
+    if entries >= len(counts) or used + length > len(store):
         return -1
     h, prefix = _hash_and_prefix(data, start, end)
-    tag = np.uint64(length) << _LENGTH_SHIFT
+    tag = (h >> _TAG_SHIFT) << _TAG_SHIFT | np.uint64(min(length, _LONG)) << _LENGTH_SHIFT
     mask = np.uint64(len(slots) - 1)
     i = h & mask
     while True:
-        m = slots[i, _ENTRY]
-        if m == 0:
+        key = slots[i, _KEY]
+        if key == 0:
             break
-        if slots[i, _HASH] == h and slots[i, _PREFIX] == prefix and (m & ~_ENTRY_MASK) == tag:
+        if key & ~_ENTRY_MASK == tag and slots[i, _PREFIX] == prefix:
+            e = np.int64(key & _ENTRY_MASK) - 1
             same = True
             if length > 8:
-                s = starts[np.int64(m & _ENTRY_MASK) - 1]
-                for j in range(8, length):
-                    if store[s + j] != data[start + j]:
-                        same = False
-                        break
+                s = starts[e]
+                if starts[e + 1] - s != length:
+                    same = False
+                else:
+                    for j in range(8, length):
+                        if store[s + j] != data[start + j]:
+                            same = False
+                            break
             if same:
-                slots[i, _COUNT] += np.uint64(weight)
-                return np.int64(m & _ENTRY_MASK) - 1
+                counts[e] += weight
+                return e
         i = (i + np.uint64(1)) & mask
     copy_into(store[used : used + length], data[start:end])
-    starts[entries] = used
-    slots[i, _HASH] = h
+    starts[entries + 1] = used + length
+    counts[entries] = weight
+    slots[i, _KEY] = tag | np.uint64(entries + 1)
     slots[i, _PREFIX] = prefix
-    slots[i, _ENTRY] = np.uint64(entries + 1) | tag
-    slots[i, _COUNT] = np.uint64(weight)
-    meta[_ENTRIES] = entries + 1
-    meta[_BYTES_USED] = used + length
+    table.meta[_ENTRIES] = entries + 1
     return entries
 
 
 @njit(cache=True)
 def table_make_room(table, length):
     """A table with room for one more entry of `length` bytes (doubling what is short)."""
-    slots, starts, store, meta = table.slots, table.starts, table.store, table.meta
+    slots, starts, counts, store, meta = table.slots, table.starts, table.counts, table.store, table.meta
     entries = meta[_ENTRIES]
-    if entries >= len(starts) - 1:
+    if entries >= len(counts):
         capacity = 2 * len(slots)
-        bigger = np.zeros((capacity, 4), dtype=np.uint64)
+        bigger = np.zeros((capacity, 2), dtype=np.uint64)
         mask = np.uint64(capacity - 1)
-        for r in range(len(slots)):
-            if slots[r, _ENTRY] != 0:
-                i = slots[r, _HASH] & mask
-                while bigger[i, _ENTRY] != 0:
-                    i = (i + np.uint64(1)) & mask
-                copy_into(bigger[i], slots[r])
+        for e in range(entries):  # the hashes again, from the store: cheaper than keeping them
+            h, prefix = _hash_and_prefix(store, starts[e], starts[e + 1])
+            i = h & mask
+            while bigger[i, _KEY] != 0:
+                i = (i + np.uint64(1)) & mask
+            held = np.uint64(min(starts[e + 1] - starts[e], _LONG))
+            bigger[i, _KEY] = (h >> _TAG_SHIFT) << _TAG_SHIFT | held << _LENGTH_SHIFT | np.uint64(e + 1)
+            bigger[i, _PREFIX] = prefix
         slots = bigger
         more_starts = np.empty(capacity // 2 + 1, dtype=np.int64)
-        copy_into(more_starts[:entries], starts[:entries])
+        copy_into(more_starts[: entries + 1], starts[: entries + 1])
         starts = more_starts
-    used = meta[_BYTES_USED]
+        more_counts = np.empty(capacity // 2, dtype=np.int64)
+        copy_into(more_counts[:entries], counts[:entries])
+        counts = more_counts
+    used = starts[entries]
     if used + length > len(store):
         more_store = np.empty(max(2 * len(store), used + length), dtype=np.uint8)
         copy_into(more_store[:used], store[:used])
         store = more_store
-    return CountTable(slots, starts, store, meta)
+    return CountTable(slots, starts, counts, store, meta)
 
 
 @njit(cache=True)
@@ -420,22 +439,9 @@ PIECE_COUNTERS = {GPT2: _count_gpt2, CL100K: _count_cl100k, O200K: _count_o200k,
 assert set(PIECE_COUNTERS) == set(SCANNER_IDS.values()), "a pattern kind without its counting kernel"
 
 
-@njit(cache=True)
-def _table_counts(slots, entries):
-    counts = np.zeros(entries, dtype=np.int64)
-    for r in range(len(slots)):
-        m = slots[r, _ENTRY]
-        if m != 0:
-            counts[np.int64(m & _ENTRY_MASK) - 1] = np.int64(slots[r, _COUNT])
-    return counts
-
-
 def table_result(table: CountTable) -> WordCounts:
-    """The table's words and counts. Their bytes are the table's store, not a copy (a corpus's
-    unique words, hundreds of MB, twice at the end of counting): entries are only ever appended
-    after `used`, and a store that grows is a new array, so the words stay as they are."""
-    n, used = int(table.meta[_ENTRIES]), int(table.meta[_BYTES_USED])
-    offsets = np.empty(n + 1, dtype=np.int64)
-    offsets[:n] = table.starts[:n]
-    offsets[n] = used
-    return WordCounts(table.store[:used], offsets, _table_counts(table.slots, n))
+    """The table's words and counts. Their bytes and offsets are the table's store and starts, not
+    copies (a corpus's unique words, hundreds of MB, twice at the end of counting): entries are
+    only ever appended, and a store that grows is a new array, so the words stay as they are."""
+    n = int(table.meta[_ENTRIES])
+    return WordCounts(table.store[: table.starts[n]], table.starts[: n + 1], table.counts[:n].copy())

@@ -1,0 +1,79 @@
+"""The compiled count table (`bpe.engine.count`): every way of filling it gives a Counter's counts.
+Its slots hold a 16-bit piece of the hash, the length (capped) and the first 8 bytes, so the
+words here are built to share all of those: common prefixes, equal lengths, lengths past the cap."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bpe.engine.count import Tally, WordCounts
+from bpe.engine.scanner import SCANNER_IDS
+from bpe.pretokenize import scanner_tables
+
+PREFIX = b"prefix__"  # 8 bytes: words that differ only after it share a slot's prefix
+
+words = st.one_of(
+    st.binary(min_size=1, max_size=12),
+    st.binary(min_size=0, max_size=6).map(lambda tail: PREFIX + tail),
+    st.sampled_from([b"x" * 65_534, b"x" * 65_535, b"x" * 65_536, b"x" * 65_535 + b"y", b"y" + b"x" * 65_535]),
+)
+
+
+def words_of(counts: Counter) -> WordCounts:
+    return WordCounts.from_dict(dict(counts))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(words, max_size=40), min_size=1, max_size=4))
+def test_counts_added_in_parts_are_a_counters(parts):
+    tally = Tally(expected_words=1, expected_bytes=1)  # grows on the way: slots, entries and bytes
+    expected: Counter = Counter()
+    for part in parts:
+        counts = Counter(part)
+        tally.add(words_of(counts))
+        expected.update(counts)
+    result = tally.result()
+    assert result.to_dict() == dict(expected)
+    assert len(set(result.to_dict())) == len(result)  # each word once
+    assert WordCounts.combine([words_of(Counter(p)) for p in parts]).to_dict() == dict(expected)
+
+
+def test_a_result_keeps_its_words_while_the_table_goes_on():
+    """The result shares the table's bytes and offsets: later entries must not change it."""
+    tally = Tally(expected_words=1, expected_bytes=1)
+    tally.add(words_of(Counter({b"alpha": 2, b"beta__long_word": 1})))
+    first = tally.result()
+    tally.add(words_of(Counter({f"w{i}".encode() * (i % 5 + 1): 1 for i in range(5000)} | {b"alpha": 3})))
+    assert first.to_dict() == {b"alpha": 2, b"beta__long_word": 1}
+    assert tally.result().to_dict()[b"alpha"] == 5
+
+
+def test_counting_many_distinct_pieces_grows_the_table_and_counts_each_once():
+    texts = [f"w{i} w{i % 997} shared_prefix_{i % 13} shared_prefix_{i % 7}x" for i in range(20_000)]
+    data = np.frombuffer("".join(texts).encode(), dtype=np.uint8)
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum([len(t.encode()) for t in texts], out=offsets[1:])
+    tally = Tally(expected_words=1, expected_bytes=1)
+    pieces = tally.count_pieces(data, offsets, SCANNER_IDS["gpt2"], scanner_tables())
+    from bpe.pretokenize import Pretokenizer
+
+    split = Pretokenizer("gpt2").split_ordinary
+    expected = Counter(piece.encode() for text in texts for piece in split(text))
+    assert pieces == sum(expected.values())
+    assert tally.result().to_dict() == dict(expected)
+
+
+def test_words_alike_in_their_first_bytes_stay_apart():
+    """Trailing zero bytes pack to the same 8-byte prefix: the length tells them apart; so do
+    the bytes after the eighth for long words, and the cap for lengths past it."""
+    alike = [b"ab", b"ab\x00", b"ab\x00\x00", PREFIX, PREFIX + b"\x00", PREFIX + b"a", PREFIX + b"b",
+             b"x" * 65_535, b"x" * 65_536, b"x" * 65_535 + b"\x00"]  # fmt: skip
+    counts = Counter({word: i + 1 for i, word in enumerate(alike)})
+    tally = Tally()
+    tally.add(words_of(counts))
+    tally.add(words_of(counts))
+    assert tally.result().to_dict() == {word: 2 * n for word, n in counts.items()}
