@@ -10,8 +10,10 @@ pyarrow and manifests would otherwise lend its own size to every command's peak.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -34,9 +36,10 @@ def run(command: list[str], env: dict | None = None, cwd: Path = REPO, limit: fl
     environment = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     report, write = os.pipe()
     launch = [sys.executable, "-I", "-S", str(LAUNCH), str(write), *command]
-    process = subprocess.Popen(
-        launch, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment, cwd=cwd, pass_fds=(write,)
-    )
+    process = subprocess.Popen(  # a process group of its own, which `_stop` ends whole
+        launch, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment, cwd=cwd, pass_fds=(write,),
+        process_group=0,
+    )  # fmt: skip
     os.close(write)
     outputs = {"stdout": b"", "stderr": b""}
     peak_sum, peak_one = [0], [0]
@@ -72,15 +75,12 @@ def run(command: list[str], env: dict | None = None, cwd: Path = REPO, limit: fl
     try:
         process.wait(limit)
     except subprocess.TimeoutExpired:
-        launcher = psutil.Process(process.pid)
-        for p in [*launcher.children(recursive=True), launcher]:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        process.wait()
+        _stop(process)
         stop.set()
         raise TooLong(f"{' '.join(command)} did not finish in {limit:,.0f} s; stopped") from None
+    except BaseException:  # Ctrl-C reaches this process alone: its command's group is not the terminal's
+        _stop(process)
+        raise
     stop.set()
     for t in threads:
         t.join()
@@ -97,6 +97,18 @@ def run(command: list[str], env: dict | None = None, cwd: Path = REPO, limit: fl
         "stdout": outputs["stdout"].decode(),
         "stderr": outputs["stderr"].decode(),
     }
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Kill the launcher's process group (the command and everything it started, even a child
+    started a moment ago), then any descendant that left the group, and reap the launcher."""
+    descendants = psutil.Process(process.pid).children(recursive=True)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    for p in descendants:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    process.wait()
 
 
 def python(*args: str) -> list[str]:
