@@ -281,7 +281,7 @@ def table_entry(table, data, start, end, weight):
             same = True
             if length > 8:
                 s = starts[e]
-                if starts[e + 1] - s != length:
+                if length >= _LONG and starts[e + 1] - s != length:  # below the cap, the tag held it
                     same = False
                 else:
                     for j in range(8, length):

@@ -51,10 +51,6 @@ def sketch_of(tables: list[WordTable]) -> np.ndarray:
     size = SKETCH_LEAST
     while size < pairs and size < SKETCH_MOST:
         size *= 2
-    if len(tables) == 1:
-        sketch = np.zeros(size, dtype=np.int64)
-        tables[0].add_to_sketch(sketch)
-        return sketch
 
     def counted(table: WordTable) -> np.ndarray:
         own = np.zeros(size, dtype=np.int64)
