@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter, namedtuple
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,11 +67,14 @@ def check_pair_counts(parts: Sequence[np.ndarray]) -> None:
 
 @dataclass
 class WordCounts:
-    """Unique words as concatenated UTF-8 bytes (`data`, `offsets`) with their `counts`."""
+    """Unique words as concatenated UTF-8 bytes (`data`, `offsets`) with their `counts`. Counts
+    summed by `sum_by_hash` hold their words grouped by hash: `hash_parts[k]` is the first word of
+    part k, whose words all have FNV-1a(word) % (len(hash_parts) - 1) == k (None: in no order)."""
 
     data: np.ndarray  # uint8
     offsets: np.ndarray  # int64, len(counts) + 1
     counts: np.ndarray  # int64
+    hash_parts: np.ndarray | None = None  # int64, parts + 1
 
     def __len__(self) -> int:
         return len(self.counts)
@@ -85,7 +89,7 @@ class WordCounts:
         """Let go of the words' memory (the counts are empty afterwards): for a caller done with
         them once the merge loop's word tables hold the words."""
         empty = WordCounts.empty()
-        self.data, self.offsets, self.counts = empty.data, empty.offsets, empty.counts
+        self.data, self.offsets, self.counts, self.hash_parts = empty.data, empty.offsets, empty.counts, None
 
     @property
     def total(self) -> int:
@@ -134,14 +138,53 @@ class WordCounts:
         # Sized for the largest part: the parts share most words, and the table grows if they do not.
         table = table_new(max(len(p) for p in parts), max(len(p.data) for p in parts))
         for part in parts:
-            table = _table_add_words(table, part.data, part.offsets, part.counts)
+            table = _table_add_words(table, part.data, part.offsets, part.counts, _EVERY_WORD, -1)
         return table_result(table)
+
+    @staticmethod
+    @holds_interrupts
+    def sum_by_hash(sources: list[WordCounts], n: int) -> WordCounts:
+        """Sum several counts into one whose words are grouped in `n` hash parts (so that
+        `split_by_hash(n)` costs no copy), each part summed on its own thread: what counting threads
+        hand the merge loop's `n` slices. `sources` is emptied, each source let go once read.
+
+        >>> summed = WordCounts.sum_by_hash([WordCounts.from_dict({b"a": 1, b"b": 2}),
+        ...                                  WordCounts.from_dict({b"b": 1, b"c": 4})], 2)
+        >>> sorted(summed.to_dict().items())
+        [(b'a', 1), (b'b', 3), (b'c', 4)]
+        >>> [sorted(part.to_dict()) for part in summed.split_by_hash(2)] == [
+        ...     sorted(part.to_dict()) for part in WordCounts.from_dict(summed.to_dict()).split_by_hash(2)]
+        True
+        """
+        with ThreadPoolExecutor(n) as pool:
+            buckets = list(pool.map(lambda s: hash_buckets(s.data, s.offsets, n), sources))
+            # Room for every word of every source in its part: no part's table grows, so each writes
+            # its bytes into its own stretch of one array, and the parts end up one after another.
+            entries = sum(np.bincount(b, minlength=n) for b in buckets)
+            nbytes = sum(np.bincount(b, weights=np.diff(s.offsets), minlength=n).astype(np.int64)
+                         for s, b in zip(sources, buckets))  # fmt: skip
+            store = np.empty(max(int(nbytes.sum()), 1), dtype=np.uint8)
+            first_byte = np.concatenate([[0], np.cumsum(nbytes)])
+            tables = [_table_over(int(entries[k]), store[first_byte[k] : first_byte[k + 1]]) for k in range(n)]
+            for j in range(len(sources)):
+
+                def add(k: int, j: int = j, tables: list[CountTable] = tables) -> CountTable:
+                    source = sources[j]
+                    return _table_add_words(tables[k], source.data, source.offsets, source.counts, buckets[j], k)
+
+                tables = list(pool.map(add, range(n)))
+                sources[j] = buckets[j] = None  # its memory goes now, before the next source is read
+        sources.clear()
+        return _joined(tables, store, first_byte)
 
     def split_by_hash(self, n: int) -> list[WordCounts]:
         """The words in `n` parts, word -> part FNV-1a(word) % n: the same split in every process
-        and thread, so a word's bucket never depends on who counted it."""
+        and thread, so a word's bucket never depends on who counted it. Views of the words, not a
+        copy, when they are grouped in `n` hash parts already (`sum_by_hash`)."""
         if n == 1:
             return [self]
+        if self.hash_parts is not None and len(self.hash_parts) == n + 1:
+            return [self._words(int(self.hash_parts[k]), int(self.hash_parts[k + 1])) for k in range(n)]
         buckets = hash_buckets(self.data, self.offsets, n)
         parts = []
         for b in range(n):
@@ -151,6 +194,45 @@ class WordCounts:
             np.cumsum(lengths, out=offsets[1:])
             parts.append(WordCounts(_gather_words(self.data, self.offsets, keep, offsets), offsets, self.counts[keep]))
         return parts
+
+    def _words(self, first: int, end: int) -> WordCounts:
+        """Words first .. end - 1, their bytes a view of these."""
+        start = self.offsets[first]
+        return WordCounts(self.data[start : self.offsets[end]], self.offsets[first : end + 1] - start,
+                          self.counts[first:end])  # fmt: skip
+
+
+def _table_over(entries: int, store: np.ndarray) -> CountTable:
+    """An empty table with room for `entries` entries, no more, whose bytes fit `store` (which it
+    writes into): it never grows, so its offsets and counts are `entries` long, not half the
+    slots, and up to three quarters of its slots may be used (not half: a table that is filled
+    once, and read only to be let go)."""
+    capacity = 1 << 10
+    while 3 * capacity < 4 * entries:
+        capacity *= 2
+    starts = np.zeros(entries + 1, dtype=np.int64)
+    meta = np.zeros(_META_SIZE, dtype=np.int64)
+    return CountTable(np.zeros((capacity, 2), dtype=np.uint64), starts, np.empty(entries, np.int64), store, meta)
+
+
+def _joined(tables: list[CountTable], store: np.ndarray, first_byte: np.ndarray) -> WordCounts:
+    """The words of tables that each wrote into their stretch of `store` (from first_byte[k]), as
+    one WordCounts of hash parts: each part's bytes moved down to follow the part before."""
+    import ctypes
+
+    offsets, counts, bounds, end = [np.zeros(1, np.int64)], [], [0], 0
+    for k, table in enumerate(tables):
+        n = int(table.meta[_ENTRIES])
+        used = int(table.starts[n])
+        grown = used and table.store.ctypes.data != store.ctypes.data + first_byte[k]  # an empty view points anywhere
+        assert not grown, "a part's table outgrew its stretch"
+        if end != first_byte[k] and used:
+            ctypes.memmove(store.ctypes.data + end, store.ctypes.data + int(first_byte[k]), used)  # moves down
+        offsets.append(table.starts[1 : n + 1] + end)
+        counts.append(table.counts[:n])
+        bounds.append(bounds[-1] + n)
+        end += used
+    return WordCounts(store[:end], np.concatenate(offsets), np.concatenate(counts), np.array(bounds, np.int64))
 
 
 @njit(cache=True, nogil=True)
@@ -182,7 +264,7 @@ class Tally:
 
     @holds_interrupts
     def add(self, counts: WordCounts) -> None:
-        self._table = _table_add_words(self._table, counts.data, counts.offsets, counts.counts)
+        self._table = _table_add_words(self._table, counts.data, counts.offsets, counts.counts, _EVERY_WORD, -1)
 
     @holds_interrupts
     def result(self) -> WordCounts:
@@ -200,9 +282,9 @@ class Tally:
 # and its count is counts[e]. Each slot is one row of two uint64, 0 when empty: [the hash's high 16
 # bits << 48 | length << 32 | entry + 1, the first 8 bytes]; a length of _LONG or more is held as
 # _LONG. A word of at most 8 bytes is found in its slot alone; the frequent words, seen first, have
-# their counts together at the start of counts. At most half the slots are used. 16 bytes a slot
-# (they were 32): a 2 GB superword stage counts 14 million distinct pieces, and halving the slots
-# took 585 MiB off that run's peak.
+# their counts together at the start of counts. At most half the slots are used (three quarters in
+# the tables of `_table_over`). 16 bytes a slot (they were 32): a 2 GB superword stage counts 14
+# million distinct pieces, and halving the slots took 585 MiB off that run's peak.
 
 CountTable = namedtuple("CountTable", ["slots", "starts", "counts", "store", "meta"])
 
@@ -210,6 +292,10 @@ _KEY, _PREFIX = 0, 1  # columns of slots
 _ENTRY_MASK = np.uint64(0xFFFFFFFF)  # the low bits of the _KEY column: entry + 1
 _LENGTH_SHIFT, _LONG = np.uint64(32), 0xFFFF  # the length's bits in the _KEY column, and its cap
 _TAG_SHIFT = np.uint64(48)  # where the hash's high bits start in the _KEY column
+# A word's first slot is taken from the hash's bits above the lowest 8: the parts of `sum_by_hash`
+# (FNV-1a % n) fix the low bits of their words' hashes, and a table of one part indexed by them
+# would start every word on every other slot (two parts) or every fourth (four).
+_INDEX_SHIFT = np.uint64(8)
 _ENTRIES = 0  # the entry of meta
 _META_SIZE = _ENTRIES + 1
 
@@ -271,7 +357,7 @@ def table_entry(table, data, start, end, weight):
     h, prefix = _hash_and_prefix(data, start, end)
     tag = (h >> _TAG_SHIFT) << _TAG_SHIFT | np.uint64(min(length, _LONG)) << _LENGTH_SHIFT
     mask = np.uint64(len(slots) - 1)
-    i = h & mask
+    i = (h >> _INDEX_SHIFT) & mask
     while True:
         key = slots[i, _KEY]
         if key == 0:
@@ -312,7 +398,7 @@ def table_make_room(table, length):
         mask = np.uint64(capacity - 1)
         for e in range(entries):  # the hashes again, from the store: cheaper than keeping them
             h, prefix = _hash_and_prefix(store, starts[e], starts[e + 1])
-            i = h & mask
+            i = (h >> _INDEX_SHIFT) & mask
             while bigger[i, _KEY] != 0:
                 i = (i + np.uint64(1)) & mask
             held = np.uint64(min(starts[e + 1] - starts[e], _LONG))
@@ -333,22 +419,30 @@ def table_make_room(table, length):
     return CountTable(slots, starts, counts, store, meta)
 
 
-@njit(cache=True)
-def _table_add_words(table, data, offsets, weights):
+_EVERY_WORD = np.zeros(0, dtype=np.int64)  # the buckets of `_table_add_words` that adds every word
+
+
+@njit(cache=True, nogil=True)
+def _table_add_words(table, data, offsets, weights, buckets, part):
+    """Add the words data[offsets[i]:offsets[i + 1]] with weights[i]: every word (part -1), or
+    those whose buckets[i] is `part`."""
     i = np.int64(0)
     while i < len(weights):
-        i = _insert_until_full(table, data, offsets, weights, i)
+        i = _insert_until_full(table, data, offsets, weights, buckets, part, i)
         if i < len(weights):
             table = table_make_room(table, offsets[i + 1] - offsets[i])
     return table
 
 
-@njit(cache=True)
-def _insert_until_full(table, data, offsets, weights, first):
-    """Add words `first`, `first` + 1, ...; returns where it stopped (all done, or the table is full).
-    The arrays stay fixed inside the loop, which keeps it fast."""
+@njit(cache=True, nogil=True)
+def _insert_until_full(table, data, offsets, weights, buckets, part, first):
+    """Add words `first`, `first` + 1, ... (as `_table_add_words`); returns where it stopped (all
+    done, or the table is full). The arrays stay fixed inside the loop, which keeps it fast."""
     table, data, offsets, weights = borrowed_table(table), borrowed(data), borrowed(offsets), borrowed(weights)
+    buckets = borrowed(buckets)
     for i in range(first, len(weights)):
+        if part >= 0 and buckets[i] != part:
+            continue
         if not _table_insert(table, data, offsets[i], offsets[i + 1], weights[i]):
             return i
     return len(weights)

@@ -32,7 +32,7 @@ def fnv1a(data, start, end):
     return h
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def hash_buckets(data, offsets, n):
     """FNV-1a of each byte string data[offsets[i]:offsets[i + 1]], modulo n."""
     out = np.empty(len(offsets) - 1, dtype=np.int64)

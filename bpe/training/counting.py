@@ -214,18 +214,21 @@ class WordCounter:
                 ordinary.append(segment)
         return ordinary
 
-    @holds_interrupts
-    def absorb(self, other: WordCounter) -> None:
-        """Add another counter's counts, stats and held-out rows into this one (and empty the other)."""
-        if self._tally is None:
-            self._python_counts.update(other._python_counts)
-            other._python_counts.clear()
-        else:
-            part = other.result()
-            other._tally.clear()
-            self._tally.add(part)
-        self.stats.add(other.stats)
-        self.held_out.extend(other.held_out)
+    @staticmethod
+    def summed(counters: Sequence[WordCounter]) -> WordCounts:
+        """The words several compiled counters counted, summed in a hash part per counter, each
+        part on its own thread (`WordCounts.sum_by_hash`): the merge loop's slices as they stand.
+        The counters are emptied."""
+        from bpe.engine.count import WordCounts
+
+        if len(counters) == 1:
+            return counters[0].result()
+        sources = []
+        for counter in counters:
+            sources.append(counter.result())
+            counter._tally.clear()  # its slots: the words are in `sources`
+        sources.sort(key=lambda source: len(source.data), reverse=True)  # the one held to the end, the least
+        return WordCounts.sum_by_hash(sources, len(counters))
 
     def word_counts(self) -> dict[bytes, int]:
         """The words counted without the compiled tally (`compiled=False`), as UTF-8 bytes."""
@@ -490,9 +493,9 @@ def count_shards(
         w.join()
     if failures:
         raise failures[0]
-    for other in counters[1:]:
-        counters[0].absorb(other)
+    stats = CountStats.summed(counter.stats for counter in counters)
     if progress is not None:
-        progress("count", counters[0].stats.bytes, counters[0].stats.bytes)
-    counts = counters[0].result() if compiled else counters[0].word_counts()
-    return counts, counters[0].stats, fingerprints
+        progress("count", stats.bytes, stats.bytes)
+    if not compiled:
+        return counters[0].word_counts(), stats, fingerprints
+    return WordCounter.summed(counters), stats, fingerprints

@@ -77,3 +77,28 @@ def test_words_alike_in_their_first_bytes_stay_apart():
     tally.add(words_of(counts))
     tally.add(words_of(counts))
     assert tally.result().to_dict() == {word: 2 * n for word, n in counts.items()}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(words, max_size=40), min_size=1, max_size=4), st.integers(min_value=1, max_value=4))
+def test_counts_summed_by_hash_are_a_counters_with_each_part_what_splitting_gives(sources, n):
+    """What counting threads hand the merge loop: the sum, and in hash part k exactly the words
+    `split_by_hash` puts in part k (here as views, there as copies of counts in no order)."""
+    expected: Counter = Counter()
+    for source in sources:
+        expected.update(source)
+    given_sources = [words_of(Counter(source)) for source in sources]
+    summed = WordCounts.sum_by_hash(given_sources, n)
+    assert given_sources == []  # let go of once read
+    assert summed.to_dict() == dict(expected)
+    assert len(summed) == len(expected)
+    unordered = WordCounts.from_dict(dict(expected))
+    assert [part.to_dict() for part in summed.split_by_hash(n)] == [p.to_dict() for p in unordered.split_by_hash(n)]
+
+
+def test_counts_summed_by_hash_split_another_way_are_split_by_hash_again():
+    summed = WordCounts.sum_by_hash([words_of(Counter({f"w{i}".encode(): i + 1 for i in range(50)}))] * 1, 2)
+    unordered = WordCounts.from_dict(summed.to_dict())
+    assert [p.to_dict() for p in summed.split_by_hash(3)] == [p.to_dict() for p in unordered.split_by_hash(3)]
+    summed.clear()
+    assert len(summed) == 0 and summed.split_by_hash(2)[0].to_dict() == {}
