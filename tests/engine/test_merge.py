@@ -257,3 +257,23 @@ def test_the_dask_engines_pair_counts_past_the_limit_are_refused():
         check_pair_counts([np.array([2**61, 5]), np.array([2**61])])
     with pytest.raises(InputError, match=r"^word counts: a word bucket gave a negative pair count .*int64"):
         check_pair_counts([np.array([3]), np.array([-(2**63) + 1])])
+
+
+def test_the_loop_comes_back_after_few_merges_first_then_after_more_each_time():
+    """The tables are looked at between calls (pairs forgotten, the floor lowered): the first call
+    makes `FIRST_CALL_MERGES`, each next one twice as many up to `MERGES_PER_CALL`, and every
+    call's merges are reported as progress."""
+    from bpe.engine import merge
+
+    budgets, reported = [], []
+
+    def run_rounds(budget: int) -> tuple[np.ndarray, int]:
+        budgets.append(budget)
+        return np.zeros((budget, 4), np.int64), 1
+
+    batches, done, rounds = merge.drive(run_rounds, 5000, reported.append)
+    first, most = merge.FIRST_CALL_MERGES, merge.MERGES_PER_CALL
+    assert budgets[0] == first and budgets[1] == 2 * first and max(budgets) == most
+    left = [5000 - sum(budgets[: i + 1]) for i in range(len(budgets))]
+    assert all(b == min(2 * a, most, rest) for a, b, rest in zip(budgets, budgets[1:], left))
+    assert done == sum(budgets) == 5000 and rounds == len(budgets) and reported == [0, *budgets]
