@@ -533,6 +533,11 @@ PIECE_COUNTERS = {GPT2: _count_gpt2, CL100K: _count_cl100k, O200K: _count_o200k,
 assert set(PIECE_COUNTERS) == set(SCANNER_IDS.values()), "a pattern kind without its counting kernel"
 
 
+def table_entries(table: CountTable) -> int:
+    """How many entries (distinct words) the table holds."""
+    return int(table.meta[_ENTRIES])
+
+
 def table_result(table: CountTable) -> WordCounts:
     """The table's words and counts. Their bytes and offsets are the table's store and starts, not
     copies (a corpus's unique words, hundreds of MB, twice at the end of counting): entries are

@@ -80,7 +80,7 @@ def learn_merges(
     if threads > 1 and len(counts) >= threads:
         return _learn_on_threads(counts, n_merges, threads, rules, one_per_round, progress, base, release_counts, steps)
     start = time.perf_counter()
-    table = WordTable(counts, base, steps, indexed=False)
+    table = WordTable(counts, base, steps, indexed=False, release_words=release_counts)
     if release_counts:
         counts.clear()
     tracked = TrackedPairs([table], rules, base, n_merges, steps)

@@ -34,9 +34,18 @@ from numba import njit
 
 from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below are cached)
 from bpe.engine.copying import copy_into
-from bpe.engine.count import WordCounts, borrowed_table, table_entry, table_make_room, table_new, table_result
+from bpe.engine.count import (
+    CountTable,
+    WordCounts,
+    borrowed_table,
+    table_entries,
+    table_entry,
+    table_make_room,
+    table_new,
+)
 from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.pair_keys import KEY_COLUMN, pack, slot_of
+from bpe.engine.resident import PAGE, release_pages
 
 _NO_RANK = np.int64(np.iinfo(np.int64).max)
 REPLAY_CHUNK = 1 << 16  # words cut into segments between two reports of progress
@@ -70,33 +79,84 @@ class BaseMerges:
 
     @holds_interrupts
     def replay(
-        self, counts: WordCounts, long_word: int = 1024, progress: Callable[[int], None] | None = None
+        self,
+        counts: WordCounts,
+        long_word: int = 1024,
+        progress: Callable[[int], None] | None = None,
+        release: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Every word of `counts` with the base's merges applied: (tokens as int32, flat; each
         word's length as int32), words in the order of `counts`; words of `long_word` bytes or
         more through a heap (the same tokens). Each unique segment (see above) is replayed once.
-        `progress(n)`: n more words cut into segments (most of the time), `REPLAY_CHUNK` at a time."""
+        `progress(n)`: n more words cut into segments (most of the time), `REPLAY_CHUNK` at a time.
+        `release`: hand the words' bytes back as they are replayed (`resident.release_pages`), for
+        a caller done with them: the tokens grow as the words go, not on top of them."""
         data, offsets = counts.data, counts.offsets
         ranks, joined = self._ranks_and_joined()
-        per_word = _segments_per_word(data, offsets, joined)
-        segment_of = np.empty(int(per_word.sum()), dtype=np.int32)  # each segment's entry, word by word
-        table = table_new(max(len(counts), 1), max(len(data) // 4, 1))
-        word = segment = 0
-        while word < len(counts):
-            end = len(counts) if progress is None else min(word + REPLAY_CHUNK, len(counts))
-            reached, segment = _find_segments(table, data, offsets[: end + 1], joined, segment_of, word, segment)
-            if reached < end:
-                table = table_make_room(table, offsets[reached + 1] - offsets[reached])
-            if progress is not None and reached > word:
-                progress(reached - word)
-            word = reached
-        segments = table_result(table)  # the segments in the order of their entries
-        del table
-        tokens, lengths = _replay(segments.data, segments.offsets, ranks, long_word)
-        return _joined_segments(segment_of, per_word, tokens, lengths)
+        table = table_new(max(len(counts), 1), max(len(data) // 4, 1))  # the unique segments
+        segments = _SegmentTokens()
+        # Reserved, not resident (a token holds at least a byte): the pages written are the tokens.
+        tokens = np.empty(max(len(data), 1), dtype=np.int32)
+        lengths = np.empty(len(counts), dtype=np.int32)
+        word = written = released = 0
+        while word < len(counts):  # a chunk of words at a time: their segments' entries are chunk-sized
+            end = min(word + REPLAY_CHUNK, len(counts))
+            chunk = offsets[word : end + 1]
+            per_word = _segments_per_word(data, chunk, joined)
+            segment_of = np.empty(int(per_word.sum()), dtype=np.int32)
+            reached = segment = 0
+            while reached < end - word:
+                reached, segment = _find_segments(table, data, chunk, joined, segment_of, reached, segment)
+                if reached < end - word:
+                    table = table_make_room(table, chunk[reached + 1] - chunk[reached])
+            segments.replay_new(table, ranks, long_word)
+            written = _join_segments(tokens, written, segment_of, per_word, segments.tokens, segments.starts,
+                                     lengths[word:end])  # fmt: skip
+            if release:  # from the page the last chunk ended in
+                release_pages(data, max(int(offsets[0]), released - PAGE), int(chunk[-1]))
+                released = int(chunk[-1])
+            if progress is not None:
+                progress(end - word)
+            word = end
+        return tokens[:written], lengths
 
     def __reduce__(self):  # sent to Dask workers as the merges alone; the table is rebuilt there
         return BaseMerges, (self.merges,)
+
+
+class _SegmentTokens:
+    """The tokens of the unique segments met so far, entry after entry of their table: entry e's
+    are tokens[starts[e]:starts[e + 1]]."""
+
+    def __init__(self) -> None:
+        self.tokens = np.empty(1 << 16, dtype=np.int32)
+        self.starts = np.zeros(1 << 12, dtype=np.int64)
+        self.replayed = 0  # entries whose tokens are here
+
+    def replay_new(self, table: CountTable, ranks: np.ndarray, long_word: int) -> None:
+        """Replay the entries `table` holds that are not here yet, and add their tokens."""
+        entries = table_entries(table)
+        if entries == self.replayed:
+            return
+        first, last = int(table.starts[self.replayed]), int(table.starts[entries])
+        new, lengths = _replay(table.store[first:last], table.starts[self.replayed : entries + 1] - first, ranks,
+                               long_word)  # fmt: skip
+        end = int(self.starts[self.replayed])
+        self.tokens = _with_room(self.tokens, end + len(new))
+        self.tokens[end : end + len(new)] = new
+        self.starts = _with_room(self.starts, entries + 1)
+        np.cumsum(lengths, out=self.starts[self.replayed + 1 : entries + 1])
+        self.starts[self.replayed + 1 : entries + 1] += end
+        self.replayed = entries
+
+
+def _with_room(array: np.ndarray, size: int) -> np.ndarray:
+    """`array`, or a copy twice as long (or `size`) when it is shorter than `size`."""
+    if len(array) >= size:
+        return array
+    bigger = np.empty(max(2 * len(array), size), dtype=array.dtype)
+    bigger[: len(array)] = array
+    return bigger
 
 
 _RANK = 1  # the rank table's column beside KEY_COLUMN
@@ -158,29 +218,21 @@ def _find_segments(table, data, offsets, joined, segment_of, first_word, first_s
 
 
 @njit(cache=True, nogil=True)
-def _joined_segments(segment_of, per_word, tokens, lengths):
-    """Each word's tokens as its segments' tokens one after another: (tokens, each word's length)."""
-    starts = np.zeros(len(lengths) + 1, dtype=np.int64)
-    for e in range(len(lengths)):
-        starts[e + 1] = starts[e] + lengths[e]
-    word_lengths = np.zeros(len(per_word), dtype=np.int32)
-    total = 0
-    s = 0
-    for w in range(len(per_word)):
-        for _ in range(per_word[w]):
-            word_lengths[w] += lengths[segment_of[s]]
-            s += 1
-        total += word_lengths[w]
-    out = np.empty(total, dtype=np.int32)
-    i = 0
+def _join_segments(out, written, segment_of, per_word, tokens, starts, word_lengths):
+    """Write each word's tokens, its segments' one after another, into `out` from `written` on,
+    and its length into `word_lengths`; returns where the words end in `out`."""
+    i = written
     s = 0
     for w in range(len(per_word)):
         for _ in range(per_word[w]):
             e = segment_of[s]
-            copy_into(out[i : i + lengths[e]], tokens[starts[e] : starts[e + 1]])
-            i += lengths[e]
+            n = starts[e + 1] - starts[e]
+            copy_into(out[i : i + n], tokens[starts[e] : starts[e + 1]])
+            i += n
             s += 1
-    return out, word_lengths
+        word_lengths[w] = i - written
+        written = i
+    return i
 
 
 @njit(cache=True)

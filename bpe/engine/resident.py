@@ -16,11 +16,18 @@ the largest phase of the work and not the sum of phases plus the compiler.
 from __future__ import annotations
 
 import ctypes
+import mmap
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the run without compiled kernels calls `release_memory`, and loads no numpy
+    import numpy as np
 
 COMPILER = "/llvmlite/"  # where llvmlite's library (LLVM) is, as /proc maps it
 READER = "/pyarrow/"  # and Arrow's and Parquet's: a word table's merge loop runs none of them
 MADV_DONTNEED = 4  # Linux's value
+PAGE = mmap.PAGESIZE
+RELEASED_AT_LEAST = 16 << 20  # `release_pages`: smaller arrays share glibc's heap with others
 
 _LOADED_BY = {COMPILER: "llvmlite.binding.ffi", READER: "pyarrow.lib"}  # the module that maps it
 # (start, length) of each library's clean mappings, found once: Python never unloads an extension
@@ -35,6 +42,22 @@ def release_memory() -> None:
     except (OSError, AttributeError):
         pass
     release_compiler()
+
+
+def release_pages(array: np.ndarray, start: int, end: int) -> int:
+    """Hand back the pages wholly inside bytes start..end of `array`, which its owner never reads
+    again (Linux; elsewhere nothing): a phase that reads a large array once, front to back, lets go
+    of it as it goes rather than at its end. Returns the bytes handed back; read after, they are
+    zeros. Only an array of `RELEASED_AT_LEAST` bytes or more, which has its own mapping."""
+    if not sys.platform.startswith("linux") or array.nbytes < RELEASED_AT_LEAST:
+        return 0
+    first = -(-(array.ctypes.data + start) // PAGE) * PAGE
+    last = (array.ctypes.data + end) // PAGE * PAGE
+    if last <= first:
+        return 0
+    madvise = ctypes.CDLL(None, use_errno=True).madvise
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return last - first if madvise(first, last - first, MADV_DONTNEED) == 0 else 0
 
 
 def release_compiler() -> int:

@@ -130,13 +130,14 @@ def split_tables(
 ) -> list[WordTable]:
     """`threads` word tables over `counts` (after the `base` merges), words split by their stable
     hash, built on threads (each calling `progress` and taking `indexed` as `WordTable` does).
-    `release_counts`: empty `counts` once split, each part's words freed once its table holds them."""
+    `release_counts`: empty `counts` once split, each part's words freed once its table holds them
+    (as they are replayed, with a base)."""
     parts = counts.split_by_hash(threads)
     if release_counts and threads > 1:
         counts.clear()
 
     def table(k: int) -> WordTable:
-        built = WordTable(parts[k], base, progress, indexed)
+        built = WordTable(parts[k], base, progress, indexed, release_words=release_counts)
         parts[k] = None
         return built
 

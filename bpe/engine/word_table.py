@@ -95,16 +95,18 @@ class WordTable:
         base: BaseMerges | None = None,
         progress: Callable[[int], None] | None = None,
         indexed: bool = True,
+        release_words: bool = False,
     ) -> None:
         """The words of `counts` as bytes, or as they stand after the `base` tokenizer's merges.
         `progress(n)`: n more words replayed (with a base), then n more indexed, as they are.
-        `indexed=False`: no pair counted or indexed yet, for `index` to choose which."""
+        `indexed=False`: no pair counted or indexed yet, for `index` to choose which.
+        `release_words`: the caller is done with `counts`; a replay hands its bytes back as it goes."""
         if base is None:
             tokens = counts.data.astype(np.int32)
             lengths = np.diff(counts.offsets).astype(np.int32)
             starts = counts.offsets[:-1].astype(np.int64)
         else:
-            tokens, lengths = base.replay(counts, LONG_WORD, progress)
+            tokens, lengths = base.replay(counts, LONG_WORD, progress, release=release_words)
             starts = np.zeros(len(lengths), dtype=np.int64)
             np.cumsum(lengths[:-1], out=starts[1:])
         freqs = counts.counts.astype(np.int64)

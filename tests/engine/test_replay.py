@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bpe.engine import replay
 from bpe.engine.count import WordCounts
 from bpe.engine.replay import BaseMerges
 from tests.conftest import any_merges
@@ -46,16 +47,23 @@ def replayed(merges: list[tuple[int, int]], counts: dict[bytes, int], long_word:
     st.lists(PIECES, min_size=1, max_size=30),
     st.integers(0, 40),
     st.sampled_from([2, 8, 1024]),
+    st.sampled_from([1, 2, 7, replay.REPLAY_CHUNK]),
 )
-def test_pieces_of_several_words_replay_as_the_merges_applied_in_order(pieces, learnt_on, n, long_word):
+def test_pieces_of_several_words_replay_as_the_merges_applied_in_order(pieces, learnt_on, n, long_word, chunk):
     """Merges learnt on the words of other text (so some byte pairs are joined by a merge and
     others not, and a cut may fall inside a word or between words), replayed on pieces of several words: every
     piece's tokens are the merges applied in order to the whole piece, on the short and the long
-    (heap) path alike."""
+    (heap) path alike, the pieces taken `chunk` at a time (a segment first met in one chunk
+    comes again in later ones)."""
     words = [word for piece in learnt_on for word in re.findall(rb" ?[^ ]+| +", piece)]
     merges = train_reference(dict.fromkeys(words, 1), n)
     counts = {piece: 1 + i % 3 for i, piece in enumerate(pieces)}
-    assert replayed(merges, counts, long_word) == [applied_in_order(piece, merges) for piece in counts]
+    whole = replay.REPLAY_CHUNK
+    replay.REPLAY_CHUNK = chunk
+    try:
+        assert replayed(merges, counts, long_word) == [applied_in_order(piece, merges) for piece in counts]
+    finally:
+        replay.REPLAY_CHUNK = whole
 
 
 @settings(max_examples=200, deadline=None)
@@ -73,3 +81,22 @@ def test_a_merge_that_uses_a_token_made_after_it_is_refused():
     arrays of the compiled kernel."""
     with pytest.raises(ValueError, match="made after it"):
         BaseMerges(np.array([[97, 257], [97, 98]]))
+
+
+def test_a_replay_that_hands_the_words_back_as_it_goes_gives_the_same_tokens(monkeypatch):
+    """A run done with its counts (a superword stage) lets the replay hand each chunk's bytes back
+    once replayed: the tokens are the same, and the words' pages are gone (they read as zeros)."""
+    from bpe.engine import resident
+    from bpe.engine.merge import learn_merges
+    from tests.conftest import merge_rules
+
+    monkeypatch.setattr(resident, "RELEASED_AT_LEAST", 0)  # this test's words are a few MB
+    monkeypatch.setattr(replay, "REPLAY_CHUNK", 1000)
+    words = {f"piece {i} of the words {i % 97}, and {i * 7919 % 10007}".encode(): 1 + i % 5 for i in range(60_000)}
+    base = BaseMerges(learn_merges(WordCounts.from_dict(words), 60, merge_rules()).merges)
+    kept, handed_back = WordCounts.from_dict(words), WordCounts.from_dict(words)
+    tokens, lengths = base.replay(kept)
+    released_tokens, released_lengths = base.replay(handed_back, release=True)
+    assert np.array_equal(released_tokens, tokens) and np.array_equal(released_lengths, lengths)
+    inside = handed_back.data[resident.PAGE : -resident.PAGE]
+    assert np.count_nonzero(inside) < len(inside) // 100 < np.count_nonzero(kept.data[resident.PAGE : -resident.PAGE])
