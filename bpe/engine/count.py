@@ -25,6 +25,7 @@ from bpe.engine.copying import copy_into
 from bpe.engine.errors import InputError
 from bpe.engine.hashing import FNV_OFFSET_BASIS, fnv1a_step, hash_buckets
 from bpe.engine.interrupts import holds_interrupts
+from bpe.engine.resident import PAGE, release_pages
 from bpe.engine.scanner import (
     CL100K,
     GPT2,
@@ -143,10 +144,11 @@ class WordCounts:
 
     @staticmethod
     @holds_interrupts
-    def sum_by_hash(sources: list[WordCounts], n: int) -> WordCounts:
+    def sum_by_hash(sources: list[WordCounts], n: int, release: bool = False) -> WordCounts:
         """Sum several counts into one whose words are grouped in `n` hash parts (so that
         `split_by_hash(n)` costs no copy), each part summed on its own thread: what counting threads
-        hand the merge loop's `n` slices. `sources` is emptied, each source let go once read.
+        hand the merge loop's `n` slices. `sources` is emptied, each source let go once read;
+        `release`: nothing else holds them, and their bytes are handed back as they are read.
 
         >>> summed = WordCounts.sum_by_hash([WordCounts.from_dict({b"a": 1, b"b": 2}),
         ...                                  WordCounts.from_dict({b"b": 1, b"c": 4})], 2)
@@ -167,13 +169,16 @@ class WordCounts:
             first_byte = np.concatenate([[0], np.cumsum(nbytes)])
             tables = [_table_over(int(entries[k]), store[first_byte[k] : first_byte[k + 1]]) for k in range(n)]
             for j in range(len(sources)):
-
-                def add(k: int, j: int = j, tables: list[CountTable] = tables) -> CountTable:
-                    source = sources[j]
-                    return _table_add_words(tables[k], source.data, source.offsets, source.counts, buckets[j], k)
-
-                tables = list(pool.map(add, range(n)))
-                sources[j] = buckets[j] = None  # its memory goes now, before the next source is read
+                source, mine, released = sources[j], buckets[j], 0
+                for first in range(0, len(source), SUM_CHUNK):  # every part's words of a chunk, then the next
+                    last = min(first + SUM_CHUNK, len(source))
+                    chunk = (source.data, source.offsets[first : last + 1], source.counts[first:last], mine[first:last])
+                    tables = list(pool.map(lambda table, k, chunk=chunk: _table_add_words(table, *chunk, k), tables,
+                                           range(n)))  # fmt: skip
+                    if release:  # from the page the last chunk ended in
+                        release_pages(source.data, max(released - PAGE, 0), int(source.offsets[last]))
+                        released = int(source.offsets[last])
+                sources[j] = buckets[j] = source = mine = chunk = None  # its memory goes before the next is read
         sources.clear()
         return _joined(tables, store, first_byte)
 
@@ -419,6 +424,7 @@ def table_make_room(table, length):
     return CountTable(slots, starts, counts, store, meta)
 
 
+SUM_CHUNK = 1 << 18  # `sum_by_hash`: words of a source added to the parts before its bytes are handed back
 _EVERY_WORD = np.zeros(0, dtype=np.int64)  # the buckets of `_table_add_words` that adds every word
 
 

@@ -228,7 +228,7 @@ class WordCounter:
             sources.append(counter.result())
             counter._tally.clear()  # its slots: the words are in `sources`
         sources.sort(key=lambda source: len(source.data), reverse=True)  # the one held to the end, the least
-        return WordCounts.sum_by_hash(sources, len(counters))
+        return WordCounts.sum_by_hash(sources, len(counters), release=True)
 
     def word_counts(self) -> dict[bytes, int]:
         """The words counted without the compiled tally (`compiled=False`), as UTF-8 bytes."""

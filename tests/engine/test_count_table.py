@@ -102,3 +102,22 @@ def test_counts_summed_by_hash_split_another_way_are_split_by_hash_again():
     assert [p.to_dict() for p in summed.split_by_hash(3)] == [p.to_dict() for p in unordered.split_by_hash(3)]
     summed.clear()
     assert len(summed) == 0 and summed.split_by_hash(2)[0].to_dict() == {}
+
+
+def test_counts_summed_by_hash_hand_the_sources_bytes_back_as_they_are_read(monkeypatch):
+    """What counting threads hand over is theirs to let go: with `release`, each chunk of a source's
+    bytes goes back to the system once every part has its words (they read as zeros after), and
+    the sum is the same."""
+    from bpe.engine import count, resident
+
+    monkeypatch.setattr(resident, "RELEASED_AT_LEAST", 0)  # this test's words are a few MB
+    monkeypatch.setattr(count, "SUM_CHUNK", 1000)
+    made = [Counter({f"word {i} of source {s}, {i * 7919 % 10007}".encode(): 1 + i % 3 for i in range(50_000)})
+            for s in range(2)]  # fmt: skip
+    sources = [words_of(c) for c in made]
+    held = [source.data for source in sources]
+    summed = WordCounts.sum_by_hash(sources, 2, release=True)
+    assert summed.to_dict() == dict(made[0] + made[1])
+    for data in held:
+        inside = data[resident.PAGE : -resident.PAGE]
+        assert np.count_nonzero(inside) < len(inside) // 100
