@@ -195,6 +195,15 @@ def test_a_worker_restarted_for_memory_is_said_and_named_in_the_runs_error():
 
 
 @pytest.mark.services  # a real scheduler and a worker with its nanny
+def wait_until_paused(client, seconds: float = 60.0) -> None:
+    """Wait until the scheduler has a worker and sees every worker paused."""
+    client.wait_for_workers(1, timeout=seconds)
+    deadline = time.monotonic() + seconds
+    while any(w.get("status") != "paused" for w in client.scheduler_info()["workers"].values()):
+        assert time.monotonic() < deadline, client.scheduler_info()["workers"]
+        time.sleep(0.1)
+
+
 def test_counts_made_here_that_no_paused_worker_takes_stop_the_run_in_one_line(tmp_path):
     """Texts given in memory are counted here and placed on the workers, which Dask does only on a
     running worker: the run says the pause and stops once every worker has stayed paused for
@@ -210,6 +219,7 @@ def test_counts_made_here_that_no_paused_worker_takes_stop_the_run_in_one_line(t
         try:
             said: list[str] = []
             with Client(scheduler.url) as client, dask.config.set({"distributed.worker.memory.pause": 0.01}):
+                wait_until_paused(client)  # a worker runs tasks from joining until its first memory check
                 started = time.monotonic()
                 with pytest.raises(WorkersOutOfMemory, match=r"^every Dask worker is paused for memory") as raised:
                     train(
