@@ -227,7 +227,7 @@ class WordCounter:
         for counter in counters:
             sources.append(counter.result())
             counter._tally.clear()  # its slots: the words are in `sources`
-        sources.sort(key=lambda source: len(source.data), reverse=True)  # the one held to the end, the least
+        sources.sort(key=lambda source: len(source.data), reverse=True)  # the others wait whole while one is read
         return WordCounts.sum_by_hash(sources, len(counters), release=True)
 
     def word_counts(self) -> dict[bytes, int]:
