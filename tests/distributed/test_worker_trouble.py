@@ -194,7 +194,6 @@ def test_a_worker_restarted_for_memory_is_said_and_named_in_the_runs_error():
         assert out_of_memory(client, time.time() + 60, "while counting") is None  # restarts before the run: not its own
 
 
-@pytest.mark.services  # a real scheduler and a worker with its nanny
 def wait_until_paused(client, seconds: float = 60.0) -> None:
     """Wait until the scheduler has a worker and sees every worker paused."""
     client.wait_for_workers(1, timeout=seconds)
@@ -204,6 +203,7 @@ def wait_until_paused(client, seconds: float = 60.0) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.services  # a real scheduler and a worker with its nanny
 def test_counts_made_here_that_no_paused_worker_takes_stop_the_run_in_one_line(tmp_path):
     """Texts given in memory are counted here and placed on the workers, which Dask does only on a
     running worker: the run says the pause and stops once every worker has stayed paused for
