@@ -25,7 +25,7 @@ from bpe.engine.copying import copy_into
 from bpe.engine.errors import InputError
 from bpe.engine.hashing import FNV_OFFSET_BASIS, fnv1a_step, hash_buckets
 from bpe.engine.interrupts import holds_interrupts
-from bpe.engine.resident import PAGE, release_pages
+from bpe.engine.resident import ReleasedBehind
 from bpe.engine.scanner import (
     CL100K,
     GPT2,
@@ -169,16 +169,16 @@ class WordCounts:
             first_byte = np.concatenate([[0], np.cumsum(nbytes)])
             tables = [_table_over(int(entries[k]), store[first_byte[k] : first_byte[k + 1]]) for k in range(n)]
             for j in range(len(sources)):
-                source, mine, released = sources[j], buckets[j], 0
+                source, mine = sources[j], buckets[j]
+                behind = ReleasedBehind(source.data) if release else None
                 for first in range(0, len(source), SUM_CHUNK):  # every part's words of a chunk, then the next
                     last = min(first + SUM_CHUNK, len(source))
                     chunk = (source.data, source.offsets[first : last + 1], source.counts[first:last], mine[first:last])
                     tables = list(pool.map(lambda table, k, chunk=chunk: _table_add_words(table, *chunk, k), tables,
                                            range(n)))  # fmt: skip
-                    if release:  # from the page the last chunk ended in
-                        release_pages(source.data, max(released - PAGE, 0), int(source.offsets[last]))
-                        released = int(source.offsets[last])
-                sources[j] = buckets[j] = source = mine = chunk = None  # its memory goes before the next is read
+                    if behind is not None:
+                        behind.passed(int(source.offsets[last]))
+                sources[j] = buckets[j] = source = mine = chunk = behind = None  # its memory goes before the next
         sources.clear()
         return _joined(tables, store, first_byte)
 

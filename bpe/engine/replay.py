@@ -45,7 +45,7 @@ from bpe.engine.count import (
 )
 from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.pair_keys import KEY_COLUMN, pack, slot_of
-from bpe.engine.resident import PAGE, release_pages
+from bpe.engine.resident import ReleasedBehind
 
 _NO_RANK = np.int64(np.iinfo(np.int64).max)
 REPLAY_CHUNK = 1 << 16  # words cut into segments between two reports of progress
@@ -98,7 +98,8 @@ class BaseMerges:
         # Reserved, not resident (a token holds at least a byte): the pages written are the tokens.
         tokens = np.empty(max(len(data), 1), dtype=np.int32)
         lengths = np.empty(len(counts), dtype=np.int32)
-        word = written = released = 0
+        word = written = 0
+        behind = ReleasedBehind(data, int(offsets[0])) if release else None
         while word < len(counts):  # a chunk of words at a time: their segments' entries are chunk-sized
             end = min(word + REPLAY_CHUNK, len(counts))
             chunk = offsets[word : end + 1]
@@ -112,9 +113,8 @@ class BaseMerges:
             segments.replay_new(table, ranks, long_word)
             written = _join_segments(tokens, written, segment_of, per_word, segments.tokens, segments.starts,
                                      lengths[word:end])  # fmt: skip
-            if release:  # from the page the last chunk ended in
-                release_pages(data, max(int(offsets[0]), released - PAGE), int(chunk[-1]))
-                released = int(chunk[-1])
+            if behind is not None:
+                behind.passed(int(chunk[-1]))
             if progress is not None:
                 progress(end - word)
             word = end

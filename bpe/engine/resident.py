@@ -60,6 +60,19 @@ def release_pages(array: np.ndarray, start: int, end: int) -> int:
     return last - first if madvise(first, last - first, MADV_DONTNEED) == 0 else 0
 
 
+class ReleasedBehind:
+    """Hands back the pages of an array that its owner reads once, front to back, as the reading
+    passes them (`release_pages`): `passed(end)` says bytes before `end` are read."""
+
+    def __init__(self, array: np.ndarray, start: int = 0) -> None:
+        self.array, self.start, self.end = array, start, start
+
+    def passed(self, end: int) -> None:
+        # From the page the last call ended in: it was only partly read then.
+        release_pages(self.array, max(self.end - PAGE, self.start), end)
+        self.end = end
+
+
 def release_compiler() -> int:
     """Unmap the compiler's code (`release_code`): kernels loaded, it is not run again."""
     return release_code(COMPILER)
