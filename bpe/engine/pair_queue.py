@@ -3,7 +3,8 @@
 Counts change only through deltas reported by word tables. The heap uses lazy deletion: a pair is
 pushed whenever its count grows; an entry whose count went stale is fixed when it reaches the top.
 Pairs counted once wait outside the heap until nothing else is left (`HEAP_FLOOR`), and a full heap
-is made again from the pair table before it grows, which drops its stale entries.
+is made again from the pair table before it grows, which drops its stale entries. The pairs a round
+takes and gives back (below) are set aside in order for the next round rather than pushed back.
 
 Order: highest count first; ties go to the greatest pair of token byte strings (`tie_break="bytes"`,
 comparing the first tokens' bytes, then the second's) or of token ids (`tie_break="ids"`).
@@ -88,11 +89,12 @@ _PAIR_COLUMNS = 2
 
 # Entries of meta: pairs in the table, heap size, tokens, token bytes used, rounds, tie-break code,
 # the heap's floor (below), the longest token a merge may make in bytes (0: no limit), the most words
-# a token may hold (0: no limit), whether a token may hold b": " (1: it may not).
+# a token may hold (0: no limit), whether a token may hold b": " (1: it may not), the entries set aside.
 _N_PAIRS, _HEAP_SIZE, _N_TOKENS, _BYTES_USED, _ROUND, _TIE_BREAK, _FLOOR, _MAX_LEN, _MAX_WORDS, _NO_COLON_SPACE = range(
     10
 )
-_META_SIZE = _NO_COLON_SPACE + 1
+_SET_ASIDE = 10  # entries set aside (`_set_aside`) at the end of the heap's arrays
+_META_SIZE = _SET_ASIDE + 1
 
 # The heap holds the pairs counted at least `meta[_FLOOR]` times: most pairs of a large corpus
 # occur once (71% of the superword stage's on the English corpus), and a merge of count 1 comes
@@ -289,7 +291,7 @@ def _grow(state, new_pairs, new_heap, new_tokens, new_bytes):
             if counts[r, KEY_COLUMN] != 0:
                 copy_into(bigger[slot_of(bigger, counts[r, KEY_COLUMN] - 1)], counts[r])
         counts = bigger
-    if meta[_HEAP_SIZE] + new_heap > len(heap_count):
+    if meta[_HEAP_SIZE] + meta[_SET_ASIDE] + new_heap > len(heap_count):
         # Full: refilled from the pair table, which drops stale entries, in a heap grown by half when
         # that leaves less than a quarter of it free, or fewer free entries than a quarter of the
         # table's slots: a refill reads the whole table, and a heap holding few of its pairs (the
@@ -373,6 +375,7 @@ def _refill(state):
             _put(heap_count, heap_key, n, counts[r, _COUNT], counts[r, KEY_COLUMN] - 1)
             n += 1
     state.meta[_HEAP_SIZE] = n
+    state.meta[_SET_ASIDE] = 0  # every pair they held is in the heap now
     for i in range(n // 2 - 1, -1, -1):
         _sift_down(state, i, heap_count[i], heap_key[i], n)
 
@@ -407,7 +410,7 @@ def _put(heap_count, heap_key, i, count, key):
 def _with_top(state):
     """The state with a valid entry on top of the heap if any pair may still be merged: when the
     heap ran dry above the floor, the floor drops to 1 and the heap is refilled (grown if needed)."""
-    if _top_valid(_borrowed_queue(state)) >= 0:
+    if _best_valid(_borrowed_queue(state)) >= 0:
         return state
     if state.meta[_FLOOR] <= 1:
         return state
@@ -498,17 +501,68 @@ def _top_valid(state):
     return -1
 
 
+# A round's walk takes the pairs in order until one that a pair taken before it touches, and then
+# gives back most of what it took: at the low counts, where many pairs tie, a round takes tens of
+# pairs to keep a few (13 to 1 on the English corpus). Pushed back into the heap and popped again the
+# next round, each would cost the heap twice. They are set aside instead, in order, at the end of the
+# heap's arrays (meta[_SET_ASIDE] of them, the best one at len - meta[_SET_ASIDE]), and the next walk
+# reads them and the heap as one order (`_next_valid`). An entry set aside goes stale as a heap entry
+# does (its pair's count changed) and is dealt with as `_top_valid` deals with one.
+
+
 @njit
-def _pop_valid(state):
-    """The top entry whose count is current (`_top_valid`), taken off the heap; (-1, -1) if none."""
-    if _top_valid(state) < 0:
-        return -1, -1
-    return _pop(state)
+def _set_aside(state, count, key):
+    """Set (count, key) aside, above the entries set aside already (it ranks above them all)."""
+    state.meta[_SET_ASIDE] += 1
+    i = len(state.heap_count) - state.meta[_SET_ASIDE]
+    _put(state.heap_count, state.heap_key, i, count, key)
+
+
+@njit
+def _aside_valid(state):
+    """The count of the best entry set aside once current, stale ones above it dropped (each pushed
+    on the heap at its current count where `_top_valid` would push it); -1 if none is left."""
+    counts, meta = state.counts, state.meta
+    while meta[_SET_ASIDE] > 0:
+        i = len(state.heap_count) - meta[_SET_ASIDE]
+        stored, key = state.heap_count[i], state.heap_key[i]
+        current = counts[slot_of(counts, key), _COUNT]
+        if current == stored:
+            return stored
+        meta[_SET_ASIDE] -= 1
+        if 0 < current < stored and current >= meta[_FLOOR]:
+            _push(state, current, key)
+    return -1
+
+
+@njit
+def _best_valid(state):
+    """The count of the best current entry, set aside or on the heap; -1 if none."""
+    return max(_aside_valid(state), _top_valid(state))
+
+
+@njit
+def _next_valid(state, aside, top):
+    """The best current entry, set aside or on the heap, taken off, given the counts of the best
+    of each (`_aside_valid`, `_top_valid`; -1: none), which stay current while no delta comes:
+    (count, key, and those counts after it); (-1, -1, ...) if none is left."""
+    if aside >= 0:
+        key = state.heap_key[len(state.heap_count) - state.meta[_SET_ASIDE]]
+        if top < 0 or not _ranks_above(state, top, state.heap_key[0], aside, key):
+            state.meta[_SET_ASIDE] -= 1
+            count = aside
+            aside = _aside_valid(state)  # pushes what it drops at current counts: the top stays current
+            top = state.heap_count[0] if state.meta[_HEAP_SIZE] > 0 else np.int64(-1)
+            return count, key, aside, top
+    if top < 0:
+        return np.int64(-1), np.int64(-1), aside, top
+    count, key = _pop(state)
+    return count, key, aside, _top_valid(state)
 
 
 @njit(cache=True)
 def _peek(state):
-    return max(_top_valid(state), 0)
+    return max(_best_valid(state), 0)
 
 
 MAX_ROUND = 256  # merges per round at most; a cap keeps the round's scratch arrays small
@@ -567,18 +621,20 @@ def queue_next_round(state, max_merges, min_frequency):
     taken_count = np.empty(max(max_merges, 1), dtype=np.int64)
     k = 0
     stop_count = -1
+    aside = _aside_valid(view)
+    top = _top_valid(view)
     while k <= max_merges:
-        count, key = _pop_valid(view)
+        count, key, aside, top = _next_valid(view, aside, top)
         if count < 0:
             stop_count = meta[_FLOOR] - 1  # what a pair the heap does not hold may count
             break
         a, b = unpack(key)
         if count < min_frequency or k == max_merges:
-            _push(view, count, key)
+            _set_aside(view, count, key)
             stop_count = count
             break
         if marks[b, ENDS_WITH] == this_round or marks[a, STARTS_WITH] == this_round:
-            _push(view, count, key)
+            _set_aside(view, count, key)
             stop_count = count
             break
         duplicate = False  # a second heap entry of a pair taken this round
@@ -593,9 +649,9 @@ def queue_next_round(state, max_merges, min_frequency):
         k += 1
         if a == b:
             max_merges = k  # pairs that (a, a) creates are bounded only by (a, a): the round ends here
-    while k > 1 and taken_count[k - 1] <= stop_count:
+    while k > 1 and taken_count[k - 1] <= stop_count:  # the worst first: the best ends on top
         k -= 1
-        _push(view, taken_count[k], taken_key[k])
+        _set_aside(view, taken_count[k], taken_key[k])
     new_bytes = np.int64(0)
     for t in range(k):
         a, b = unpack(taken_key[t])

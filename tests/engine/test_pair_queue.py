@@ -1,0 +1,64 @@
+"""The pair queue chooses as a scan of every pair count would: each round's first merge is the pair
+of the highest count, ties broken by the rule, through any history of count changes, including the
+pairs a round takes and gives back (set aside for the next round rather than put back on the heap)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bpe.engine.pair_keys import pack
+from bpe.engine.pair_queue import PairQueue
+from tests.conftest import merge_rules
+
+# A step: count changes to pairs of the first few tokens (indices into the tokens made so far,
+# taken modulo their number), then a round of at most that many merges.
+changes = st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40), st.integers(-3, 6)), max_size=12)
+steps = st.lists(st.tuples(changes, st.integers(1, 6)), min_size=1, max_size=30)
+
+
+def best_pair(counts: dict[tuple[int, int], int], vocab: list[bytes], tie_break: str) -> tuple[int, int] | None:
+    """The pair a scan of every count picks: highest count, then the greatest pair of byte strings
+    (`bytes`) or of ids (`ids`)."""
+    live = [pair for pair, count in counts.items() if count > 0]
+    if not live:
+        return None
+    if tie_break == "bytes":
+        return max(live, key=lambda p: (counts[p], vocab[p[0]], vocab[p[1]]))
+    return max(live, key=lambda p: (counts[p], pack(*p)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps, st.sampled_from(["bytes", "ids"]))
+def test_each_round_starts_with_the_pair_a_scan_of_every_count_picks(steps, tie_break):
+    queue = PairQueue(merge_rules(tie_break=tie_break))
+    vocab = [bytes([b]) for b in range(256)]
+    tokens = [97, 98, 99, 32]  # a few bytes, then every token made
+    counts: dict[tuple[int, int], int] = {}
+    for changed, most in steps:
+        keys, deltas = [], []
+        for i, j, delta in changed:
+            pair = (tokens[i % len(tokens)], tokens[j % len(tokens)])
+            delta = max(delta, -counts.get(pair, 0))
+            counts[pair] = counts.get(pair, 0) + delta
+            keys.append(pack(*pair))
+            deltas.append(delta)
+        queue.add(np.array(keys, dtype=np.int64), np.array(deltas, dtype=np.int64))
+        rows = queue.next_round(most).tolist()
+        expected = best_pair(counts, vocab, tie_break)
+        if expected is None:
+            assert rows == []
+            continue
+        assert rows and tuple(rows[0][:2]) == expected and rows[0][3] == counts[expected]
+        assert len(rows) <= most
+        merged = [tuple(row[:2]) for row in rows]
+        assert len(set(merged)) == len(merged)
+        for a, b, new, count in rows:
+            assert count == counts[(a, b)] and new == len(vocab)
+            vocab.append(vocab[a] + vocab[b])
+            tokens.append(new)
+        # What the word tables would then report: every merged pair gone.
+        queue.add(np.array([pack(*p) for p in merged]), np.array([-counts[p] for p in merged]))
+        for pair in merged:
+            counts[pair] = 0
