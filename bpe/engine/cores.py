@@ -43,17 +43,42 @@ def cores_busy_elsewhere(window: float = 0.05, stat: Path = Path("/proc/stat")) 
     seconds: their busy time in /proc/stat less this process's own CPU time, over the window (Linux;
     0.0 where it cannot tell). A merge loop whose threads spin between rounds should not count on
     those cores: on them it would slow down both itself and the other work."""
-    try:
-        cpus = {f"cpu{i}" for i in os.sched_getaffinity(0)}
-        before, mine = _busy_ticks(stat, cpus), time.process_time()
-        started = time.monotonic()
-        time.sleep(window)
-        after, mine = _busy_ticks(stat, cpus), time.process_time() - mine
-        elapsed = time.monotonic() - started
-        busy = (after - before) / os.sysconf("SC_CLK_TCK")
-    except (AttributeError, OSError, ValueError):
-        return 0.0
-    return max(0.0, (busy - mine) / elapsed)
+    return BusyCores(stat).measured(window)
+
+
+class BusyCores:
+    """`cores_busy_elsewhere` over a window that opens when this is made and closes when it is
+    read, so that the caller works meanwhile instead of sleeping (a run's start-up: 50 ms of a
+    3 s run, twice). The window must see this process on one thread at most, as start-up does:
+    its own threads crowding the cores would hide how much another process wants them."""
+
+    def __init__(self, stat: Path = Path("/proc/stat")) -> None:
+        self.stat = stat
+        self.opened = time.monotonic()
+        self._value: float | None = None
+        try:
+            self._cpus = {f"cpu{i}" for i in os.sched_getaffinity(0)}
+            self._before, self._mine = _busy_ticks(stat, self._cpus), time.process_time()
+        except (AttributeError, OSError, ValueError):
+            self._value = 0.0
+
+    def measured(self, window: float = 0.05) -> float:
+        """The cores other processes kept busy since this was made, the window sleeping out what is
+        left of `window` seconds; the same figure on every later call."""
+        if self._value is None:
+            time.sleep(max(0.0, window - (time.monotonic() - self.opened)))
+            try:
+                after, mine = _busy_ticks(self.stat, self._cpus), time.process_time() - self._mine
+            except (OSError, ValueError):
+                after, mine = self._before, 0.0
+            elapsed = time.monotonic() - self.opened
+            busy = (after - self._before) / os.sysconf("SC_CLK_TCK")
+            self._value = max(0.0, (busy - mine) / elapsed)
+        return self._value
+
+    def age(self) -> float:
+        """Seconds since the window opened."""
+        return time.monotonic() - self.opened
 
 
 def _busy_ticks(stat: Path, cpus: set[str]) -> int:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bpe.engine.cores import available_cores, cores_busy_elsewhere
+from bpe.engine.cores import BusyCores, available_cores
 from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.resident import release_compiler
 from bpe.inputs.shard import Shard
@@ -402,11 +402,11 @@ class ReadAhead:
             self._room.notify_all()
 
 
-def counting_threads() -> int:
+def counting_threads(busy: BusyCores | None = None) -> int:
     """Counting threads when the caller did not choose: the cores free of other work (measured over
-    50 ms), at most 8; counting threads on a busy core only slow it down. A run that counts several
-    times (a language at a time) asks once."""
-    return max(1, min(available_cores() - round(cores_busy_elsewhere()), 8))
+    50 ms, or over the window `busy` opened), at most 8; counting threads on a busy core only slow
+    it down. A run that counts several times (a language at a time) asks once."""
+    return max(1, min(available_cores() - round((busy or BusyCores()).measured()), 8))
 
 
 def count_shards(

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bpe.engine.compilation import CompileWatch
-from bpe.engine.cores import available_cores, cores_busy_elsewhere
+from bpe.engine.cores import BusyCores, available_cores
 from bpe.engine.resident import READER, release_code, release_memory
 from bpe.errors import InputError, SettingsError, SkippedInputs, StoppedEarly, require_extra
 from bpe.formats.roles import with_role_tokens
@@ -156,6 +156,7 @@ def train(
     `client=` (a dask.distributed Client) and `log=` (a function of a line).
 
     Every setting is declared, with its check and default, in `bpe.schema`."""
+    busy = BusyCores()  # other processes' load, over the run's start (for the threads it chooses)
     given = {  # the settings by name (bpe.schema), as the caller gave them
         "vocab_size": vocab_size,
         "pattern": pattern,
@@ -240,7 +241,7 @@ def train(
             from bpe.training.counts_files import read_counts
 
             return train_locally(stage, None, None, threads=threads, progress=reported, base=replayed, say=say,
-                                 counted=read_counts(counted))  # fmt: skip
+                                 counted=read_counts(counted), busy=busy)  # fmt: skip
         if engine == "dask":
             require_extra("dask", "the Dask engine")
             from bpe.distributed.driver import train_on_dask
@@ -273,6 +274,7 @@ def train(
             languages=plan,
             input_bytes=inputs.input_bytes,
             say=say,
+            busy=busy,
         )
 
     def documents() -> Iterable | list[Iterable] | None:
@@ -607,13 +609,15 @@ def train_locally(
     input_bytes: int | None = None,
     say: Callable[[str], None] | None = None,
     counted: CountedWords | None = None,
+    busy: BusyCores | None = None,
 ) -> TrainingRun:
     """The local engine: count on threads (or take the `counted` words), then learn the merges in
-    this process (after replaying `base`'s). `seconds` holds `merge_loop`, the merge loop's own
-    time (as its progress bar measures it), within `merge`. A small input (`input_bytes`, or the
-    files' sizes, at most `SMALL_CORPUS_BYTES`) with `threads` left to the engine takes the path
-    without compiled kernels (`bpe.training.small_corpus`): the same merges, without loading
-    numba.
+    this process (after replaying `base`'s). `busy`: the load of other processes, measured since
+    the run started (`BusyCores`), for the threads left to the engine. `seconds` holds
+    `merge_loop`, the merge loop's own time (as its progress bar measures it), within `merge`. A
+    small input (`input_bytes`, or the files' sizes, at most `SMALL_CORPUS_BYTES`) with `threads`
+    left to the engine takes the path without compiled kernels (`bpe.training.small_corpus`): the
+    same merges, without loading numba.
 
     With `languages`, `shards` (or `texts`) holds a list per language in the order of its codes:
     each language is counted apart and `languages.stats` filled; then the merges are
@@ -626,18 +630,24 @@ def train_locally(
     if counted is None and _small(settings, threads, base, languages, input_bytes):
         return _train_small(settings, shards, texts, progress, say)
     parity = languages is not None and languages.parity is not None
+    if busy is None or busy.age() >= LOAD_KEPT_FOR:
+        busy = BusyCores()  # the load is measured while the run starts, not in a sleep of its own
     compiled = compile_ahead(groups_of_run(settings, "local", threads, base is not None, parity), say)
+    if compiled.processes:
+        busy = BusyCores()  # the window saw our own compiling processes
     t0 = time.perf_counter()
     with CompileWatch() as counting_compiles:
         if counted is not None:
             counts, stats, fingerprints = counted.counts, counted.stats, counted.fingerprints
         elif languages is not None:
             per_language, stats, fingerprints, multipliers = _count_languages(
-                settings, shards, texts, threads, progress, languages
-            )
+                settings, shards, texts, threads if threads is not None or shards is None else counting_threads(busy),
+                progress, languages,
+            )  # fmt: skip
         elif shards is not None:
             pretokenizer, column = settings.pretokenizer, settings.text_column
-            counts, stats, fingerprints = count_shards(shards, pretokenizer, column, threads, progress)
+            counting = threads if threads is not None else counting_threads(busy)
+            counts, stats, fingerprints = count_shards(shards, pretokenizer, column, counting, progress)
         else:
             counts, stats = _count_texts(texts or (), settings, progress, rows)
             fingerprints = None
@@ -656,7 +666,7 @@ def train_locally(
     t1, late = time.perf_counter(), 0.0
     with CompileWatch() as merging_compiles:
         words = len(counts) if languages is None or languages.parity is None else sum(map(len, per_language))
-        merge_threads = threads or merge_threads_for(words)
+        merge_threads = threads or merge_threads_for(words, busy if busy.age() < LOAD_KEPT_FOR else None)
         if merge_threads > 1 and (languages is None or languages.parity is None):
             late = compile_ahead(["merge loop on threads"], say).seconds  # if not foreseen
             compiled.seconds += late
@@ -870,14 +880,20 @@ def _after(progress: ProgressFn | None, start: int, rest: int | None) -> Progres
 THREADED_MERGE_MIN_WORDS = 10_000
 
 
-def merge_threads_for(unique_words: int) -> int:
+# A run whose counting took less than this uses the load measured as it started for its merge loop:
+# the load of other processes rarely changes within seconds, and measuring again takes 50 ms.
+LOAD_KEPT_FOR = 5.0
+
+
+def merge_threads_for(unique_words: int, busy: BusyCores | None = None) -> int:
     """Threads for the merge loop when the user did not choose: for a word table large enough to
     gain from them, the cores available less those other processes keep busy (measured over 50 ms
-    as the loop starts): threads that spin between rounds on a busy core slow both down."""
+    as the loop starts, or taken from `busy`): threads that spin between rounds on a busy core slow
+    both down."""
     cores = available_cores()
     if unique_words < THREADED_MERGE_MIN_WORDS or cores == 1:
         return 1
-    return max(1, cores - round(cores_busy_elsewhere()))
+    return max(1, cores - round((busy or BusyCores()).measured()))
 
 
 def _count_texts(

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from bpe.engine.cores import available_cores, cgroup_cpu_quota, cores_busy_elsewhere
+from bpe.engine.cores import BusyCores, available_cores, cgroup_cpu_quota, cores_busy_elsewhere
 
 
 def test_cgroup_quotas_are_read_as_whole_cpus(tmp_path):
@@ -66,3 +66,21 @@ def test_the_merge_loop_leaves_a_core_busy_elsewhere_to_its_process(a_busy_core)
     if available_cores() < 2:
         pytest.skip("one core: the merge loop runs on one thread anyway")
     assert 1 <= merge_threads_for(10 * THREADED_MERGE_MIN_WORDS) <= available_cores() - 1
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="reads Linux's /proc/stat")
+def test_a_window_opened_as_a_run_starts_sees_a_core_kept_busy_while_it_works():
+    """A run measures the load over its own start-up instead of sleeping: the window opens, the run
+    works on one thread, another process keeps a core busy meanwhile, and the reading sees it."""
+    busy = BusyCores()
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        deadline = time.monotonic() + 0.4
+        while time.monotonic() < deadline:  # this process at work on one thread, as start-up is
+            sum(range(10_000))
+        seen = busy.measured()
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert seen >= 0.5
+    assert busy.measured() == seen  # read once: a run's later choices use the same figure
