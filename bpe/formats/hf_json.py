@@ -82,7 +82,7 @@ def tokenizer_json(
             "fuse_unk": False,
             "byte_fallback": False,
             "ignore_merges": False,
-            "vocab": vocab_json(vocab, special_tokens, ids),
+            "vocab": vocab_json(names, special_tokens, ids),
             "merges": [[names[a], names[b]] for a, b in merges],
         },
     }
