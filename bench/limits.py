@@ -15,8 +15,9 @@ The parts, each in this process after a warm-up, on one thread:
            without choosing them: the merge loop's work less the queue's; with how many word
            rewrites that is (the sum over merges of the words each rewrites)
   loop     our merge loop on one thread (`learn_merges(threads=1)`): the merges applied and chosen
-  start    a process that imports the engine and loads the kernels such a run calls: what a run
-           pays before it reads a byte (Python, numba, the kernel cache)
+  start    `bpe train` on 1 KB of the corpus's text with `--threads` (the engine's compiled path, not
+           the small-input one), a process of its own: what a run pays whatever its size (Python,
+           numba, the kernels from the cache, a tokenizer written)
   export   the trained tokenizer's files written (`Tokenizer.save`), in this process
   ours     `bpe train` (default threads), a process of its own: wall, count and merge loop
 
@@ -32,7 +33,6 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -45,6 +45,7 @@ from numba import njit
 
 from bench.measure import REPO, bpe_train, run
 from bench.scale_corpus import scaled_corpus
+from bench.train import first_lines
 from bpe.engine.count import WordCounts
 from bpe.engine.merge import learn_merges
 from bpe.engine.rules import MergeRules
@@ -198,9 +199,11 @@ def main() -> None:
     learn_merges(WordCounts.from_dict({b"abab": 2}), 2, rules)  # the queue's kernels loaded first
     loop_s = learn_merges(counted.counts, len(merges), rules, threads=1).seconds
     floor = max(read, scanner_s / cores) + apply_s / cores
-    groups = [f"count {args.pattern}", "word tables", "pair queue", "merge loop", "merge loop on threads"]
-    start_s = min(run([sys.executable, "-c", f"from bpe.training.warm import load; load({groups!r})"])["wall"]
-                  for _ in range(3))  # fmt: skip
+    with tempfile.TemporaryDirectory() as work:  # the compiled path on 1 KB: `--threads` keeps it off the small one
+        tiny = Path(work) / "tiny.txt"
+        tiny.write_text(first_lines(args.data), encoding="utf-8")
+        threads = ("--pattern", args.pattern, "--threads", str(cores))
+        start_s = min(run(bpe_train(tiny, 300, Path(work) / f"tok{i}", *threads))["wall"] for i in range(3))
     with tempfile.TemporaryDirectory() as work:
         tokenizer = bpe.Tokenizer.load(out_kept)
         export_s = min(timed(lambda i=i: tokenizer.save(Path(work) / f"tok{i}"))[0] for i in range(3))
@@ -218,7 +221,7 @@ def main() -> None:
         ("index the words (word tables)", index_s, "every pair counted and listed"),
         ("apply the merges (word tables)", apply_s, f"{len(merges):,} merges, {words_rewritten:,} word rewrites"),
         ("merge loop: ours (`threads=1`)", loop_s, "the merges chosen and applied"),
-        ("start: Python, numba, the kernels", start_s, "a process up to its first byte read"),
+        ("start: `bpe train` on 1 KB, compiled path", start_s, "Python, numba, the kernels, the files"),
         ("export: the tokenizer's files", export_s, "every format and the manifest"),
     ]
     for name, value, what in rows:
