@@ -337,6 +337,7 @@ def count(
     the counts found there (`CountsSource`), for `train(counts=out)`."""
     from bpe.training.counts_files import CountedLanguages, CountedWords
 
+    busy = BusyCores()  # other processes' load, over the start (for the threads it chooses)
     check("engine", engine)
     if engine != "dask" and (scheduler, workers, out) != (None, None, None):
         raise SettingsError(
@@ -380,7 +381,7 @@ def count(
 
             return count_to_files(settings, inputs.shards, out, force=force, scheduler=scheduler, workers=workers,
                                   progress=progress)  # fmt: skip
-        counts, stats = count_text(settings, inputs, reading, threads, progress, say_of(progress))
+        counts, stats = count_text(settings, inputs, reading, threads, progress, say_of(progress), busy)
     finally:
         if bars is not None:
             bars.finish()
@@ -718,10 +719,16 @@ def count_text(
     threads: int | None = None,
     progress: ProgressFn | None = None,
     say: Callable[[str], None] | None = None,
+    busy: BusyCores | None = None,
 ) -> tuple[WordCounts, CountStats]:
-    """One text's pre-token counts, as the local engine counts them before merging (`bpe count`)."""
-    compile_ahead([name for name in groups_of_run(settings, "local", threads) if name.startswith("count ")], say)
+    """One text's pre-token counts, as the local engine counts them before merging (`bpe count`);
+    `busy`: the load of other processes measured since the command started, for threads left to it."""
+    compiled = compile_ahead(
+        [name for name in groups_of_run(settings, "local", threads) if name.startswith("count ")], say
+    )
     if inputs.shards is not None:
+        if threads is None:
+            threads = counting_threads(busy if busy is not None and not compiled.processes else None)
         counts, stats, _ = count_shards(inputs.shards, settings.pretokenizer, settings.text_column, threads, progress)
         return counts, stats
     return _count_texts(reading.documents(inputs.texts, settings.text_column), settings, progress, inputs.rows)
