@@ -887,8 +887,9 @@ def _after(progress: ProgressFn | None, start: int, rest: int | None) -> Progres
 THREADED_MERGE_MIN_WORDS = 10_000
 
 
-# A run whose counting took less than this uses the load measured as it started for its merge loop:
-# the load of other processes rarely changes within seconds, and measuring again takes 50 ms.
+# A merge loop starting less than this after its run's load was measured (`BusyCores`, opened as the
+# run started) uses that figure: the load of other processes rarely changes within seconds, and
+# measuring again takes 50 ms.
 LOAD_KEPT_FOR = 5.0
 
 
