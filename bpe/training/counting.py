@@ -416,16 +416,18 @@ def count_shards(
     threads: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     compiled: bool = True,
+    busy: BusyCores | None = None,
 ) -> tuple[WordCounts | dict[bytes, int], CountStats, list[dict]]:
     """Count every shard: one thread reads batches, `threads` threads count them (the compiled
-    scanner releases the GIL). Returns the counts, what was seen, and each shard's fingerprint.
-    `compiled=False`: one thread counts with the `regex` module, and the counts are a dict."""
+    scanner releases the GIL; None: `counting_threads(busy)`). Returns the counts, what was seen,
+    and each shard's fingerprint. `compiled=False`: one thread counts with the `regex` module, and
+    the counts are a dict."""
     from bpe.inputs.read import read_batches
 
     if not compiled:
         threads = 1
     if threads is None:
-        threads = counting_threads()
+        threads = counting_threads(busy)
     check("threads", threads)  # 0 or -5 would count nothing, or all on one thread unasked
     batches: queue.Queue = queue.Queue()
     unread = ReadAhead()

@@ -642,13 +642,11 @@ def train_locally(
             counts, stats, fingerprints = counted.counts, counted.stats, counted.fingerprints
         elif languages is not None:
             per_language, stats, fingerprints, multipliers = _count_languages(
-                settings, shards, texts, threads if threads is not None or shards is None else counting_threads(busy),
-                progress, languages,
-            )  # fmt: skip
+                settings, shards, texts, threads, progress, languages, busy
+            )
         elif shards is not None:
             pretokenizer, column = settings.pretokenizer, settings.text_column
-            counting = threads if threads is not None else counting_threads(busy)
-            counts, stats, fingerprints = count_shards(shards, pretokenizer, column, counting, progress)
+            counts, stats, fingerprints = count_shards(shards, pretokenizer, column, threads, progress, busy=busy)
         else:
             counts, stats = _count_texts(texts or (), settings, progress, rows)
             fingerprints = None
@@ -727,9 +725,10 @@ def count_text(
         [name for name in groups_of_run(settings, "local", threads) if name.startswith("count ")], say
     )
     if inputs.shards is not None:
-        if threads is None:
-            threads = counting_threads(busy if busy is not None and not compiled.processes else None)
-        counts, stats, _ = count_shards(inputs.shards, settings.pretokenizer, settings.text_column, threads, progress)
+        busy = None if compiled.processes else busy  # the window saw our own compiling processes
+        counts, stats, _ = count_shards(
+            inputs.shards, settings.pretokenizer, settings.text_column, threads, progress, busy=busy
+        )
         return counts, stats
     return _count_texts(reading.documents(inputs.texts, settings.text_column), settings, progress, inputs.rows)
 
@@ -843,15 +842,17 @@ def _count_languages(
     threads: int | None,
     progress: ProgressFn | None,
     plan: LanguagePlan,
+    busy: BusyCores | None = None,
 ) -> tuple[list[WordCounts], CountStats, list[dict] | None, tuple[int, ...]]:
     """Count each language apart (its words never mixed with another's), filling `plan.stats`;
     returns the counts per language, what was seen in all, each file's fingerprint (with its
-    language; None for texts) and each language's mixture multiplier."""
+    language; None for texts) and each language's mixture multiplier. `busy`: the run's load
+    window, for the counting threads when `threads` is None."""
     per_language, by_language, total = [], [], CountStats()
     fingerprints = [] if shards is not None else None
     sizes = [sum(s.size for s in found) for found in shards] if shards is not None else None
     if shards is not None and threads is None:
-        threads = counting_threads()  # once for the phase: measuring the load takes 50 ms a time
+        threads = counting_threads(busy)  # once for the phase, not a language at a time
     for i, code in enumerate(plan.codes):
         reported = _after(progress, total.bytes, sum(sizes[i + 1 :]) if sizes is not None else None)
         if shards is not None:
