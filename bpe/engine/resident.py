@@ -33,6 +33,7 @@ _LOADED_BY = {COMPILER: "llvmlite.binding.ffi", READER: "pyarrow.lib"}  # the mo
 # (start, length) of each library's clean mappings, found once: Python never unloads an extension
 # module or the libraries it loaded, so the ranges stay theirs for the life of the process.
 _code: dict[str, list[tuple[int, int]]] = {}
+_madvise: list = []  # the C library's madvise, set up on first use
 
 
 def release_memory() -> None:
@@ -55,9 +56,7 @@ def release_pages(array: np.ndarray, start: int, end: int) -> int:
     last = (array.ctypes.data + end) // PAGE * PAGE
     if last <= first:
         return 0
-    madvise = ctypes.CDLL(None, use_errno=True).madvise
-    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    return last - first if madvise(first, last - first, MADV_DONTNEED) == 0 else 0
+    return last - first if _dont_need(first, last - first) else 0
 
 
 class ReleasedBehind:
@@ -88,9 +87,16 @@ def release_code(where: str) -> int:
         _code[where] = _clean_mappings(where)
     if not _code[where]:
         return 0
-    madvise = ctypes.CDLL(None, use_errno=True).madvise
-    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    return sum(length for start, length in _code[where] if madvise(start, length, MADV_DONTNEED) == 0)
+    return sum(length for start, length in _code[where] if _dont_need(start, length))
+
+
+def _dont_need(start: int, length: int) -> bool:
+    """`madvise(start, length, MADV_DONTNEED)` (Linux): whether it was done."""
+    if not _madvise:
+        function = ctypes.CDLL(None, use_errno=True).madvise
+        function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        _madvise.append(function)
+    return _madvise[0](start, length, MADV_DONTNEED) == 0
 
 
 def _clean_mappings(where: str) -> list[tuple[int, int]]:
