@@ -161,9 +161,9 @@ _OUTSIDE_CLASS = {
     "Z": r"(?=\n?\z)",  # Oniguruma's \Z, like Perl's: the end, or before a final newline
 }
 # Oniguruma's (Ruby's) `^` and `$` match at the start and end of every line, not only of the text:
-# `^` where no character but a newline comes before (a newline that ends the text starts no line,
-# which changes no piece), `$` before a newline or at the end.
-_ANCHORS = {"^": r"(?<![^\n])", "$": r"(?=\n|\z)"}
+# `^` at the start, or after a newline that does not end the text (`[\W]^` takes nothing of "{\n"),
+# `$` before a newline or at the end.
+_ANCHORS = {"^": r"(?:\A|(?<=\n)(?!\z))", "$": r"(?=\n|\z)"}
 _INSIDE_CLASS = {"w": _WORD_ITEMS, "W": r"\W\u200c\u200d", "h": "0-9a-fA-F"}
 _OUTSIDE_CLASS.update(h="[0-9a-fA-F]", H="[^0-9a-fA-F]")  # Oniguruma's \h is a hexadecimal digit
 # POSIX classes that Oniguruma reads as Unicode classes other than the `regex` module's ([:digit:]

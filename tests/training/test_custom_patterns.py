@@ -87,6 +87,7 @@ def saved_and_loaded_by_hf(tok: Tokenizer) -> HFTokenizer:
 
 @settings(max_examples=400, deadline=None)
 @given(regexes, texts)
+@example(r"[\W]^", "{\n")  # `^` after a newline that ends the text: no line starts there
 def test_a_regex_cuts_text_as_hugging_faces_split(pattern, text):
     assert Pretokenizer(pattern).split(text) == hf_pieces(pattern, text)
     # Its spelling for other engines (what to_tiktoken gives tiktoken) cuts alike, read again as ours.
@@ -97,6 +98,7 @@ def test_a_regex_cuts_text_as_hugging_faces_split(pattern, text):
 @given(regexes, st.lists(texts, min_size=1, max_size=4), texts)
 @example("((?:[[:alpha:]])+)", [""], "Aª")  # a letter beyond ASCII: tiktoken's engine reads POSIX classes as ASCII
 @example("[[:space:]]+|[^[:space:]]+", ["a\u3000b"], "x\u3000y")  # an ideographic space
+@example(r"[\W]^", ["{\n"], "")  # `^` after the newline that ends a document
 def test_ids_are_hugging_faces_on_the_saved_tokenizer_json_for_any_regex(pattern, documents, text):
     documents = [*documents, text, "zq ab  a1 b²"]  # never without text to train on
     tok = train(documents, vocab_size=300, pattern=pattern)
