@@ -293,3 +293,31 @@ print(numba.config.CACHE_DIR == f"{kernel_cache_base()}/{kernel_cache_name()}")
     assert done.returncode == 0, done.stderr[-2000:]
     left = list(tmp_path.iterdir())
     assert done.stdout.split() == ["True"] and not (tmp_path / "groups").exists(), (done.stdout, left)
+
+
+def test_a_run_on_cached_kernels_loads_none_of_numbas_compiler_and_a_later_compile_still_works(data):
+    """Kernels loaded from the cache need numba's runtime, not its compiler: a run that finds
+    every kernel cached trains the reference's merges without importing the implementations a
+    compile registers (a fifth of a second of every run's start). A kernel compiled later in the
+    same process, which needs them, still compiles and runs."""
+    script = f"""
+import sys
+import bpe
+tok = bpe.train(files=[{str(data)!r}], vocab_size=270, pattern="o200k", threads=2)
+compiler_only = ("numba.np.npyimpl", "numba.np.random.generator_methods", "numba.np.polynomial.polynomial_functions")
+registered = sorted(m for m in compiler_only if m in sys.modules)
+import numba
+import numpy as np
+
+@numba.njit
+def norm(values):
+    return np.sqrt(np.sum(values * values))
+
+print(repr(([list(m) for m in tok.merges], registered, float(norm(np.array([3.0, 4.0]))))))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    merges, registered, norm = eval(done.stdout.splitlines()[-1])
+    assert [tuple(m) for m in merges] == reference_merges(270, "o200k")
+    assert registered == [], f"loading cached kernels imported numba's compiler registries: {registered}"
+    assert norm == 5.0
