@@ -11,10 +11,12 @@ pieces. Special tokens are cut out first and never reach the pattern:
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
+from pathlib import Path
 
 import regex
 
@@ -469,7 +471,58 @@ def scanner_tables():
     """(classes, folds): per code point, the character classes the compiled scanners test (bits of
     `bpe.engine.scanner`: letter, number, space, ...) and which contraction letter it matches
     under (?i), both read off the `regex` module, so that scanner and regex agree on every code
-    point. numpy arrays of 0x110000 uint8 each; built once per process (about a second)."""
+    point. numpy arrays of 0x110000 uint8 each. Reading them off takes 0.1 s, so they are kept in
+    the kernel cache, keyed by what they are read from (`_tables_file`), and read from there."""
+    import numpy as np
+
+    path = _tables_file()
+    try:
+        kept = np.load(path, allow_pickle=False)
+        if kept.shape == (2, 0x110000) and kept.dtype == np.uint8:
+            return kept[0], kept[1]
+    except (OSError, ValueError, EOFError):  # not kept yet, or cut short
+        pass
+    classes, folds = _read_scanner_tables()
+    try:
+        os.makedirs(path.parent, exist_ok=True)
+        staged = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        with open(staged, "wb") as f:
+            np.save(f, np.stack([classes, folds]))
+        os.replace(staged, path)  # whole or not at all, for a run that reads it meanwhile
+    except OSError:  # a read-only cache (an image's): read off again by each process
+        pass
+    return classes, folds
+
+
+def _scanner_classes() -> list[tuple[int, str]]:
+    """The classes the scanners test: the bit of each in `classes`, and its regex."""
+    from bpe.engine import scanner
+
+    return [
+        (scanner.LETTER, r"\p{L}"),
+        (scanner.NUMBER, r"\p{N}"),
+        (scanner.SPACE, r"\s"),
+        (scanner.UPPERISH, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"),
+        (scanner.LOWERISH, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"),
+        (scanner.SPLIT_SPACE, r"[\s\x1c-\x1f]"),
+    ]
+
+
+def _tables_file() -> Path:
+    """Where `scanner_tables` are kept: this version's kernel cache (keyed by the engine's source,
+    which holds the scanners' bits), named for the `regex` module's version and the classes read."""
+    import hashlib
+
+    import numba
+
+    from bpe.engine import kernel_cache, scanner  # noqa: F401  (kernel_cache sets CACHE_DIR)
+
+    read_off = repr((regex.__version__, _scanner_classes(), scanner.FOLD_LETTERS))
+    return Path(numba.config.CACHE_DIR) / f"scanner-tables-{hashlib.sha256(read_off.encode()).hexdigest()[:16]}.npy"
+
+
+def _read_scanner_tables():
+    """`scanner_tables` read off the `regex` module: each class matched over every code point."""
     import numpy as np
 
     from bpe.engine import scanner
@@ -478,14 +531,7 @@ def scanner_tables():
     codepoints[0xD800:0xE000] = 0  # surrogates never occur in decoded UTF-8
     every_char = codepoints.tobytes().decode("utf-32-le")
     classes = np.zeros(0x110000, dtype=np.uint8)
-    for bit, char_class in (
-        (scanner.LETTER, r"\p{L}"),
-        (scanner.NUMBER, r"\p{N}"),
-        (scanner.SPACE, r"\s"),
-        (scanner.UPPERISH, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"),
-        (scanner.LOWERISH, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"),
-        (scanner.SPLIT_SPACE, r"[\s\x1c-\x1f]"),
-    ):
+    for bit, char_class in _scanner_classes():
         for run in regex.finditer(char_class + "+", every_char):
             classes[run.start() : run.end()] |= bit
     folds = np.zeros(0x110000, dtype=np.uint8)

@@ -201,3 +201,24 @@ def test_a_pattern_that_can_match_the_empty_string_cuts_there(pattern):
 @pytest.mark.parametrize("pattern", [r"\w+", r"a|b+", r"(?:\w|(?<=a)b)+", r"\p{L}+|[^\p{L}]", r"(a)\1?", "x{1,}"])
 def test_a_pattern_each_of_whose_alternatives_takes_a_character_never_matches_empty(pattern):
     assert not pretokenize.can_match_empty(pattern)
+
+
+def test_scanner_tables_are_kept_in_the_kernel_cache_and_a_damaged_copy_is_read_off_again(tmp_path, monkeypatch):
+    """Reading the scanners' tables off the `regex` module takes a tenth of a second, so a run
+    keeps them in the kernel cache and later runs read them from there: what they read is what
+    the `regex` module gives, and a copy cut short is read off again and replaced whole."""
+    import bpe.pretokenize as pretokenize
+
+    kept = tmp_path / "tables.npy"
+    monkeypatch.setattr(pretokenize, "_tables_file", lambda: kept)
+    read_off = pretokenize._read_scanner_tables()
+    try:
+        for damage in (None, lambda: kept.write_bytes(kept.read_bytes()[:1000]), lambda: kept.write_bytes(b"")):
+            if damage is not None:
+                damage()
+            scanner_tables.cache_clear()
+            classes, folds = scanner_tables()
+            assert np.array_equal(classes, read_off[0]) and np.array_equal(folds, read_off[1])
+            assert np.array_equal(np.load(kept), np.stack(read_off))  # kept whole for the next run
+    finally:
+        scanner_tables.cache_clear()
