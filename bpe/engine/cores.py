@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -56,6 +57,7 @@ class BusyCores:
         self.stat = stat
         self.opened = time.monotonic()
         self._value: float | None = None
+        self._reading = threading.Lock()  # a run's reader thread may read it first
         try:
             self._cpus = {f"cpu{i}" for i in os.sched_getaffinity(0)}
             self._before, self._mine = _busy_ticks(stat, self._cpus), time.process_time()
@@ -64,7 +66,11 @@ class BusyCores:
 
     def measured(self, window: float = 0.05) -> float:
         """The cores other processes kept busy since this was made, the window sleeping out what is
-        left of `window` seconds; the same figure on every later call."""
+        left of `window` seconds; the same figure on every later call, from any thread."""
+        with self._reading:
+            return self._measured(window)
+
+    def _measured(self, window: float) -> float:
         if self._value is None:
             time.sleep(max(0.0, window - (time.monotonic() - self.opened)))
             try:

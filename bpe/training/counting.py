@@ -4,7 +4,7 @@ Memory grows with the number of unique words, not with the corpus: documents str
 `WordCounter` batch by batch. For the named patterns the counter scans UTF-8 bytes with the
 compiled scanners and counts in the compiled `bpe.engine.count.Tally`; other patterns use the
 `regex` module. Both give the counts of running the pattern over every document. `count_shards`
-runs a reader thread and counter threads over input files; `holdout_mask` picks the rows kept
+runs a reader thread (`ShardReader`) and counter threads over input files; `holdout_mask` picks the rows kept
 apart for evaluation.
 
 >>> counter = WordCounter(Pretokenizer("gpt2"))
@@ -359,7 +359,7 @@ READ_AHEAD_BYTES = 64 << 20
 
 
 class ReadAhead:
-    """How far `count_shards`'s reader may run ahead of its counters: `READ_AHEAD_BYTES` of text
+    """How far a `ShardReader` may run ahead of its counters: `READ_AHEAD_BYTES` of text
     while the counters load the compiled engine (a third of a second, a core otherwise idle), then
     a few batches (`counting`). A batch always fits when nothing is waiting."""
 
@@ -409,6 +409,69 @@ def counting_threads(busy: BusyCores | None = None) -> int:
     return max(1, min(available_cores() - round((busy or BusyCores()).measured()), 8))
 
 
+class ShardReader:
+    """The shards' documents, read in batches on a thread of its own, `READ_AHEAD_BYTES` ahead of
+    the counters until they start (`ReadAhead`). A run starts it before it loads the compiled
+    engine, which takes one core for a third of a second while the other would idle. With `busy`,
+    the reader starts once that window is read (50 ms from its opening): the window must see this
+    process on one thread. Each shard's fingerprint is taken as it is read; a failure is kept in
+    `failures` for the counters' caller."""
+
+    finished = object()  # the end of the batches, put back by each counter that takes it
+
+    def __init__(
+        self, shards: Sequence[Shard], text_column: str, pretokenizer: Pretokenizer, busy: BusyCores | None = None
+    ) -> None:
+        self.shards = list(shards)
+        self.text_column = text_column
+        self.pretokenizer = pretokenizer
+        self.batches: queue.Queue = queue.Queue()
+        self.unread = ReadAhead()
+        self.fingerprints: list[dict] = []
+        self.failures: list[BaseException] = []
+        self.stop = threading.Event()
+        self._busy = busy
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        from bpe.inputs.read import read_batches
+
+        try:
+            if self._busy is not None:
+                self._busy.measured()
+            for shard in self.shards:
+                self.fingerprints.append(shard.fingerprint())
+                for batch in read_batches(shard, self.text_column, self.pretokenizer):
+                    if self.stop.is_set():
+                        return
+                    self.unread.wait_for_room(batch[0].nbytes, self.stop)
+                    self.batches.put(batch)
+        except BaseException as exc:  # handed to the caller of the counters
+            self.failures.append(exc)
+            self.stop.set()
+        finally:
+            self.batches.put(self.finished)
+
+    def next_batch(self) -> tuple | None:
+        """The next batch (documents, share of the file's size) for a counter; None at the end."""
+        item = self.batches.get()
+        if item is self.finished:
+            self.batches.put(item)  # for the other counters
+            return None
+        self.unread.taken(item[0].nbytes)
+        return item
+
+    def close(self) -> None:
+        """Stop reading (the counters failed, or never started) and wait for the thread."""
+        self.stop.set()
+        self.unread.release()
+        self._thread.join()
+
+    def join(self) -> None:
+        self._thread.join()
+
+
 def count_shards(
     shards: Sequence[Shard],
     pretokenizer: Pretokenizer,
@@ -417,51 +480,33 @@ def count_shards(
     progress: Callable[[str, int, int], None] | None = None,
     compiled: bool = True,
     busy: BusyCores | None = None,
+    reader: ShardReader | None = None,
 ) -> tuple[WordCounts | dict[bytes, int], CountStats, list[dict]]:
-    """Count every shard: one thread reads batches, `threads` threads count them (the compiled
-    scanner releases the GIL; None: `counting_threads(busy)`). Returns the counts, what was seen,
-    and each shard's fingerprint. `compiled=False`: one thread counts with the `regex` module, and
-    the counts are a dict."""
-    from bpe.inputs.read import read_batches
-
+    """Count every shard: one thread reads batches (`reader`, if the caller started it ahead),
+    `threads` threads count them (the compiled scanner releases the GIL; None:
+    `counting_threads(busy)`). Returns the counts, what was seen, and each shard's fingerprint.
+    `compiled=False`: one thread counts with the `regex` module, and the counts are a dict."""
     if not compiled:
         threads = 1
-    if threads is None:
-        threads = counting_threads(busy)
-    check("threads", threads)  # 0 or -5 would count nothing, or all on one thread unasked
-    batches: queue.Queue = queue.Queue()
-    unread = ReadAhead()
-    fingerprints: list[dict] = []
-    failures: list[BaseException] = []
+    try:
+        if threads is None:
+            threads = counting_threads(busy)
+        check("threads", threads)  # 0 or -5 would count nothing, or all on one thread unasked
+        if reader is None:
+            reader = ShardReader(shards, text_column, pretokenizer)  # reads ahead while the counters load the engine
+        counters = [WordCounter(pretokenizer, compiled=compiled) for _ in range(threads)]
+    except BaseException:
+        if reader is not None:
+            reader.close()
+        raise
+    failures = reader.failures
     done_bytes = [0, 0]  # progress: file bytes read, text bytes counted (the summary's bytes)
     total_bytes = sum(s.size for s in shards)
     lock = threading.Lock()
-    stop = threading.Event()
-    finished = object()
-
-    def read() -> None:
-        try:
-            for shard in shards:
-                fingerprints.append(shard.fingerprint())
-                for batch in read_batches(shard, text_column, pretokenizer):
-                    if stop.is_set():
-                        return
-                    unread.wait_for_room(batch[0].nbytes, stop)
-                    batches.put(batch)
-        except BaseException as exc:  # handed to the caller below
-            failures.append(exc)
-            stop.set()
-        finally:
-            for _ in range(threads):
-                batches.put(finished)
 
     def count(counter: WordCounter) -> None:
-        while True:  # keeps draining after a failure so that the reader never blocks
-            item = batches.get()
-            if item is finished:
-                return
-            unread.taken(item[0].nbytes)
-            if stop.is_set():
+        while (item := reader.next_batch()) is not None:  # drains after a failure: the reader never blocks
+            if reader.stop.is_set():
                 continue
             try:
                 array, share = item
@@ -475,23 +520,16 @@ def count_shards(
                         progress("count", done_bytes[1], estimate_text_bytes(done_bytes[1], done_bytes[0], total_bytes))
             except BaseException as exc:
                 failures.append(exc)
-                stop.set()
+                reader.stop.set()
 
     if progress is not None:
         progress("count", 0, total_bytes)
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()  # reads ahead while the counters load the compiled engine
-    try:
-        counters = [WordCounter(pretokenizer, compiled=compiled) for _ in range(threads)]
-    except BaseException:
-        stop.set()
-        unread.release()
-        raise
-    unread.counting(2 * threads)
+    reader.unread.counting(2 * threads)
     workers = [threading.Thread(target=count, args=(c,), daemon=True) for c in counters]
     for w in workers:
         w.start()
-    for w in [reader, *workers]:
+    reader.join()
+    for w in workers:
         w.join()
     if failures:
         raise failures[0]
@@ -499,5 +537,5 @@ def count_shards(
     if progress is not None:
         progress("count", stats.bytes, stats.bytes)
     if not compiled:
-        return counters[0].word_counts(), stats, fingerprints
-    return WordCounter.summed(counters), stats, fingerprints
+        return counters[0].word_counts(), stats, reader.fingerprints
+    return WordCounter.summed(counters), stats, reader.fingerprints

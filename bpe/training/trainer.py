@@ -40,7 +40,7 @@ from bpe.manifest import (
 from bpe.progress import Bars, PhaseClock, ProgressFn, at_most, say_of
 from bpe.schema import DEFAULT, FROM_BASE, LANGUAGE_SETTINGS, On, check, check_all, on, parse_limit
 from bpe.tokenizer import Tokenizer
-from bpe.training.counting import CountStats, WordCounter, count_shards, counting_threads
+from bpe.training.counting import CountStats, ShardReader, WordCounter, count_shards, counting_threads
 from bpe.training.extend import Base, base_settings, load_base, trained_tokenizer
 from bpe.training.long_tokens import LongTokensWarning, long_tokens
 from bpe.training.plan import LanguagePlan, refuse_without_languages
@@ -633,7 +633,15 @@ def train_locally(
     parity = languages is not None and languages.parity is not None
     if busy is None or busy.age() >= LOAD_KEPT_FOR:
         busy = BusyCores()  # the load is measured while the run starts, not in a sleep of its own
-    compiled = compile_ahead(groups_of_run(settings, "local", threads, base is not None, parity), say)
+    reader = None
+    if counted is None and languages is None and shards is not None:
+        reader = ShardReader(shards, settings.text_column, settings.pretokenizer, busy)  # while the engine loads
+    try:
+        compiled = compile_ahead(groups_of_run(settings, "local", threads, base is not None, parity), say)
+    except BaseException:
+        if reader is not None:
+            reader.close()
+        raise
     if compiled.processes:
         busy = BusyCores()  # the window saw our own compiling processes
     t0 = time.perf_counter()
@@ -646,7 +654,9 @@ def train_locally(
             )
         elif shards is not None:
             pretokenizer, column = settings.pretokenizer, settings.text_column
-            counts, stats, fingerprints = count_shards(shards, pretokenizer, column, threads, progress, busy=busy)
+            counts, stats, fingerprints = count_shards(
+                shards, pretokenizer, column, threads, progress, busy=busy, reader=reader
+            )
         else:
             counts, stats = _count_texts(texts or (), settings, progress, rows)
             fingerprints = None
