@@ -633,6 +633,7 @@ def train_locally(
     parity = languages is not None and languages.parity is not None
     if busy is None or busy.age() >= LOAD_KEPT_FOR:
         busy = BusyCores()  # the load is measured while the run starts, not in a sleep of its own
+    release_memory()  # what an earlier stage or run freed: the counters are new threads, with arenas of their own
     reader = None
     if counted is None and languages is None and shards is not None:
         reader = ShardReader(shards, settings.text_column, settings.pretokenizer, busy)  # while the engine loads
