@@ -28,7 +28,7 @@ from bpe.formats.spelling import NEVER_IN_TEXT, spell, unspell
 def merged_tokens(merges: Sequence[tuple[int, int]] | np.ndarray) -> tuple[list[tuple[int, int]], list[bytes]]:
     """The merges as pairs of ints, and the bytes of every token they make after the 256 bytes;
     ValueError for a merge that uses a token before it exists."""
-    pairs = [(int(a), int(b)) for a, b in np.asarray(merges).reshape(-1, 2)]
+    pairs = list(map(tuple, np.asarray(merges).reshape(-1, 2).astype(np.int64, copy=False).tolist()))
     tokens = [bytes([b]) for b in range(256)]
     for a, b in pairs:
         if not (a < len(tokens) and b < len(tokens)):
@@ -64,7 +64,7 @@ class Vocabulary:
         table[n:] = list(special_tokens.values())
         self.foreign_ids = ids is not None  # a base tokenizer's ids (GPT-2's), not bytes, merges, specials
         self.to_ids = table
-        self.from_ids = {int(external): internal for internal, external in enumerate(table) if external >= 0}
+        self.from_ids = {external: internal for internal, external in enumerate(table.tolist()) if external >= 0}
         self._internal_of_bytes: dict[bytes, int] | None = None
 
     # -- sizes ------------------------------------------------------------------------------------
