@@ -4,8 +4,8 @@ Memory grows with the number of unique words, not with the corpus: documents str
 `WordCounter` batch by batch. For the named patterns the counter scans UTF-8 bytes with the
 compiled scanners and counts in the compiled `bpe.engine.count.Tally`; other patterns use the
 `regex` module. Both give the counts of running the pattern over every document. `count_shards`
-runs a reader thread (`ShardReader`) and counter threads over input files; `holdout_mask` picks the rows kept
-apart for evaluation.
+runs a reader thread (`ShardReader`) and counter threads over input files; `holdout_mask` picks
+the rows kept apart for evaluation.
 
 >>> counter = WordCounter(Pretokenizer("gpt2"))
 >>> counter.add_texts(["the cat", "the hat"])
