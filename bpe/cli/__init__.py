@@ -52,7 +52,8 @@ def run() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    command = next((arg for arg in (sys.argv[1:] if argv is None else argv) if not arg.startswith("-")), None)
+    parser = build_parser(plugins=command not in CORE_COMMANDS)
     args, extra = parser.parse_known_args(argv)
     if extra:  # `bpe encode tok --out ids.npy a.txt`: argparse (before 3.12.7) leaves inputs after an option over
         if args.command != "encode" or any(x.startswith("-") and x != "-" for x in extra):
@@ -253,7 +254,13 @@ WARM = Command(
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+# The commands defined here: a run of one of them needs no other command's parser.
+CORE_COMMANDS = frozenset({"train", "count", "encode", "decode", "eval", "warm"})
+
+
+def build_parser(plugins: bool = True) -> argparse.ArgumentParser:
+    """The `bpe` parser; with `plugins`, the commands other tiers register too (`registered_commands`,
+    which reads every installed package's entry points: 25 ms, so a core command goes without)."""
     from bpe import __version__  # the package itself: loads neither numpy nor numba
     from bpe.cli.help import Commands, HelpText, command_list, examples_epilog
 
@@ -293,7 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_command(sub, command, "tokenizers")
     add_command(sub, WARM, "other")
 
-    for register in registered_commands():
+    for register in registered_commands() if plugins else ():
         register(sub)
     parser.description = "Train and use byte-level BPE tokenizers.\n" + command_list(sub)
     return parser

@@ -331,6 +331,27 @@ def test_bpe_help_lists_the_commands_in_groups_tokenizers_first_and_ends_with_ex
     assert all("bpe train " in line or "bpe encode " in line for line in examples), examples
 
 
+def test_a_core_command_reads_no_other_packages_entry_points_and_the_others_still_parse():
+    """`bpe train` (and the other commands of the core) builds its parser without scanning every
+    installed package for the commands other tiers register; those commands still parse, and a
+    command that is neither is refused naming every command."""
+    script = """
+import contextlib, io, sys
+from bpe.cli import main
+for argv in (["train", "--help"], ["count", "--help"]):
+    with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):
+        main(argv)
+print("bpe.pipeline.commands" in sys.modules, "importlib.metadata" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.split() == ["False", "False"], (done.stdout, done.stderr[-2000:])
+    bpe = str(Path(sys.executable).parent / "bpe")
+    versions = subprocess.run([bpe, "versions", "--help"], capture_output=True, text=True, timeout=60)
+    assert versions.returncode == 0 and versions.stdout.startswith("usage: bpe versions")
+    unknown = subprocess.run([bpe, "trian"], capture_output=True, text=True, timeout=60)
+    assert unknown.returncode != 0 and "'versions'" in unknown.stderr and "'train'" in unknown.stderr
+
+
 def test_every_command_has_a_description_and_an_example_of_itself():
     from bpe.cli import build_parser, commands
 
