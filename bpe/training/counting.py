@@ -431,7 +431,7 @@ class ShardReader:
         self.failures: list[BaseException] = []
         self.stop = threading.Event()
         self._busy = busy
-        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread = threading.Thread(target=self._read, daemon=True, name="bpe-reader")
         self._thread.start()
 
     def _read(self) -> None:

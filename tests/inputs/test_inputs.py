@@ -26,14 +26,14 @@ from hypothesis import strategies as st
 
 import bpe.inputs.readers as readers
 from bpe import train
-from bpe.engine.cores import available_cores
+from bpe.engine.cores import BusyCores, available_cores
 from bpe.errors import InputError, InvalidTextError, SettingsError
 from bpe.inputs.discover import discover
 from bpe.inputs.read import read_batches
 from bpe.inputs.shard import Shard, with_options
 from bpe.pretokenize import NAMED_PATTERNS, Pretokenizer
 from bpe.schema import check as check_setting
-from bpe.training.counting import WordCounter, count_shards
+from bpe.training.counting import ShardReader, WordCounter, count_shards
 from bpe.training.trainer import THREADED_MERGE_MIN_WORDS
 from tests.conftest import write_parquet
 from tests.reference import train_reference
@@ -235,8 +235,9 @@ def test_count_shards_on_a_txt_in_pieces_equals_the_whole_file(tmp_path, monkeyp
 
 def test_a_reader_far_ahead_of_its_counters_counts_every_batch_once(tmp_path, monkeypatch):
     """The reader runs ahead while the counters load the compiled engine (`ReadAhead`): with room
-    for a few batches or for none, on any number of threads, every batch is counted once, and a
-    bad file after many good ones is still the error, named."""
+    for a few batches or for none, on any number of threads, or started before the engine loads,
+    every batch is counted once; a reader closed while it waits for room stops; and a bad file
+    after many good ones is still the error, named."""
     import bpe.training.counting as counting
 
     texts = [f"doc {i} says {'la' * (i % 7)} to {i * 31 % 1000}!" for i in range(3000)]
@@ -249,9 +250,21 @@ def test_a_reader_far_ahead_of_its_counters_counts_every_batch_once(tmp_path, mo
         for threads in (1, 2, 3):
             counts, stats, fingerprints = count_shards(shards, Pretokenizer("gpt2"), threads=threads)
             assert counts.to_dict() == expected and stats.documents == len(texts) and len(fingerprints) == 30
+    # As a run starts it: before the engine loads, after the load window is read.
+    counts, _, fingerprints = count_shards(
+        shards, Pretokenizer("gpt2"), threads=2, reader=ShardReader(shards, "text", Pretokenizer("gpt2"), BusyCores())
+    )
+    assert counts.to_dict() == expected and len(fingerprints) == 30
+    monkeypatch.setattr(counting, "READ_AHEAD_BYTES", 1)
+    waiting = ShardReader(shards, "text", Pretokenizer("gpt2"))  # waits for room after its first batch
+    waiting.close()  # what a run that fails before counting does: no reader left behind
+    assert not [t for t in threading.enumerate() if t.name == "bpe-reader" and t.is_alive()]
     pq.write_table(pa.table({"body": ["no text column"]}), tmp_path / "data" / "part-99.parquet")
     with pytest.raises(InputError, match="part-99.parquet"):
         count_shards(discover([str(tmp_path / "data")]), Pretokenizer("gpt2"), threads=2)
+    bad = discover([str(tmp_path / "data")])
+    with pytest.raises(InputError, match="part-99.parquet"):
+        count_shards(bad, Pretokenizer("gpt2"), threads=2, reader=ShardReader(bad, "text", Pretokenizer("gpt2")))
 
 
 def test_invalid_utf8_in_a_later_piece_is_reported_at_its_byte_in_the_file(tmp_path):
