@@ -47,7 +47,7 @@ from bpe.training.plan import LanguagePlan, refuse_without_languages
 from bpe.training.results import STOPPED_SHORT, TrainingRun, why_stopped
 from bpe.training.settings import Settings
 from bpe.training.superwords import stage_progress, train_in_stages
-from bpe.training.warm import compile_ahead, groups_for, groups_of_run
+from bpe.training.warm import Compiled, compile_ahead, groups_for, groups_of_run
 
 if TYPE_CHECKING:  # the compiled engine is imported by the runs that use it (see `bpe.training.small_corpus`)
     from bpe.engine.count import WordCounts
@@ -634,17 +634,9 @@ def train_locally(
     if busy is None or busy.age() >= LOAD_KEPT_FOR:
         busy = BusyCores()  # the load is measured while the run starts, not in a sleep of its own
     release_memory()  # what an earlier stage or run freed: the counters are new threads, with arenas of their own
-    reader = None
-    if counted is None and languages is None and shards is not None:
-        reader = ShardReader(shards, settings.text_column, settings.pretokenizer, busy)  # while the engine loads
-    try:
-        compiled = compile_ahead(groups_of_run(settings, "local", threads, base is not None, parity), say)
-    except BaseException:
-        if reader is not None:
-            reader.close()
-        raise
-    if compiled.processes:
-        busy = BusyCores()  # the window saw our own compiling processes
+    read = shards if counted is None and languages is None else None
+    groups = groups_of_run(settings, "local", threads, base is not None, parity)
+    reader, busy, compiled = _compiled_while_reading(groups, read, settings, busy, say)
     t0 = time.perf_counter()
     with CompileWatch() as counting_compiles:
         if counted is not None:
@@ -732,16 +724,35 @@ def count_text(
 ) -> tuple[WordCounts, CountStats]:
     """One text's pre-token counts, as the local engine counts them before merging (`bpe count`);
     `busy`: the load of other processes measured since the command started, for threads left to it."""
-    compiled = compile_ahead(
-        [name for name in groups_of_run(settings, "local", threads) if name.startswith("count ")], say
-    )
+    groups = [name for name in groups_of_run(settings, "local", threads) if name.startswith("count ")]
+    reader, busy, _ = _compiled_while_reading(groups, inputs.shards, settings, busy or BusyCores(), say)
     if inputs.shards is not None:
-        busy = None if compiled.processes else busy  # the window saw our own compiling processes
         counts, stats, _ = count_shards(
-            inputs.shards, settings.pretokenizer, settings.text_column, threads, progress, busy=busy
+            inputs.shards, settings.pretokenizer, settings.text_column, threads, progress, busy=busy, reader=reader
         )
         return counts, stats
     return _count_texts(reading.documents(inputs.texts, settings.text_column), settings, progress, inputs.rows)
+
+
+def _compiled_while_reading(
+    groups: list[str],
+    shards: Sequence[Shard] | None,
+    settings: Settings,
+    busy: BusyCores,
+    say: Callable[[str], None] | None,
+) -> tuple[ShardReader | None, BusyCores, Compiled]:
+    """Compile the kernel `groups` the cache lacks (`compile_ahead`) while a reader thread starts
+    on `shards` (None: nothing to read), so that the second core reads while the engine loads.
+    Returns the reader, the load window (a new one if compiling ran processes, which it would
+    count as another process's load) and what was compiled."""
+    reader = ShardReader(shards, settings.text_column, settings.pretokenizer, busy) if shards is not None else None
+    try:
+        compiled = compile_ahead(groups, say)
+    except BaseException:
+        if reader is not None:
+            reader.close()
+        raise
+    return reader, BusyCores() if compiled.processes else busy, compiled
 
 
 def _small(
