@@ -38,7 +38,7 @@ def run() -> None:
     teardown frees the compiled kernels and every module one by one, 0.25 s after a train of the
     English corpus (a third of what the run spends outside counting and merging)."""
     code = main()
-    command = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
+    command = command_of(sys.argv[1:])
     others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
     if command not in LOCAL_COMMANDS or others:
         sys.exit(code)
@@ -51,9 +51,13 @@ def run() -> None:
     os._exit(code)
 
 
+def command_of(argv: list[str]) -> str | None:
+    """The command `argv` runs: its first word that is not an option (`bpe` takes none with a value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
 def main(argv: list[str] | None = None) -> int:
-    command = next((arg for arg in (sys.argv[1:] if argv is None else argv) if not arg.startswith("-")), None)
-    parser = build_parser(plugins=command not in CORE_COMMANDS)
+    parser = build_parser(plugins=command_of(sys.argv[1:] if argv is None else argv) not in CORE_COMMANDS)
     args, extra = parser.parse_known_args(argv)
     if extra:  # `bpe encode tok --out ids.npy a.txt`: argparse (before 3.12.7) leaves inputs after an option over
         if args.command != "encode" or any(x.startswith("-") and x != "-" for x in extra):
