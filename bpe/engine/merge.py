@@ -108,11 +108,12 @@ def learn_merges(
 def index_steps(
     on_index: Callable[[int, int], None] | None, words: int, base: BaseMerges | None
 ) -> Callable[[int], None] | None:
-    """The word tables' progress (`WordTable`: n more words replayed, n more indexed; from any
-    thread) as `on_index(words done, words)`. With a base, replaying a word is half its share."""
+    """The word tables' progress (`WordTable`: n more words replayed, n more gone through by each
+    pass of the index; from any thread) as `on_index(words done, words)`: a word is done once
+    replayed (with a base) and through both passes."""
     if on_index is None:
         return None
-    per_word = 2 if base is not None else 1
+    per_word = 3 if base is not None else 2
     done = [0]
     lock = threading.Lock()
     on_index(0, words)

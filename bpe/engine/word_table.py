@@ -38,6 +38,7 @@ from bpe.engine.copying import copy_into
 from bpe.engine.count import WordCounts
 from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.pair_keys import KEY_COLUMN, LOW32, bucket_of, most_pairs, pack, slot_of, unpack
+from bpe.engine.prefetch import prefetch
 from bpe.engine.replay import BaseMerges
 
 # The kernels' state. tokens, starts, lengths, freqs: the words (word w is
@@ -98,7 +99,8 @@ class WordTable:
         release_words: bool = False,
     ) -> None:
         """The words of `counts` as bytes, or as they stand after the `base` tokenizer's merges.
-        `progress(n)`: n more words replayed (with a base), then n more indexed, as they are.
+        `progress(n)`: n more words replayed (with a base), then gone through by each of the
+        index's two passes (`_indexed`), as they are.
         `indexed=False`: no pair counted or indexed yet, for `index` to choose which.
         `release_words`: the caller is done with `counts`; a replay hands its bytes back as it goes."""
         if base is None:
@@ -312,18 +314,30 @@ def _built(tokens, starts, lengths, freqs, progress: Callable[[int], None] | Non
 def _indexed(state, sketch, floor: int, progress: Callable[[int], None] | None = None) -> WordState:
     """`state` (an empty index) with its words' pairs counted and indexed, those whose counter in
     `sketch` reaches `floor`; `INDEX_CHUNK` words at a time when `progress` is given (called with
-    the words indexed since its last call)."""
+    the words gone through since its last call, twice over: once counting, once linking).
+
+    Two passes, so that each pair's list of words lies in consecutive nodes (`_lay_out_lists`):
+    a merge walks its pair's list node by node, and a list whose nodes were taken as the words came,
+    scattered over the whole pool, cost that walk a cache miss per word (a third of applying the
+    merges at 500 MB)."""
     n_words = len(state.starts)
     floor = np.int64(floor)
     w = 0
     while w < n_words:
         end = n_words if progress is None else min(w + INDEX_CHUNK, n_words)
-        reached = _index_words(state, w, end, sketch, floor)
+        reached = _count_pairs(state, w, end, sketch, floor)
         if reached < end:
             state = _make_room(state, int(state.lengths[reached]), 0)  # an int64, as the kernels pass it
         if progress is not None and reached > w:
             progress(reached - w)
         w = reached
+    _lay_out_lists(state)
+    step = max(n_words if progress is None else INDEX_CHUNK, 1)
+    for w in range(0, n_words, step):
+        end = min(w + step, n_words)
+        _link_words(state, w, end, sketch, floor)
+        if progress is not None:
+            progress(end - w)
     k, i = _index_long_words(state, 0, 0, sketch, floor)  # called even without long words: `bpe warm` compiles it
     while k < len(state.long_word):
         state = _make_room(state, 1, 1)
@@ -397,14 +411,13 @@ def _reaches(sketch, floor, key):
 
 
 @njit(cache=True, nogil=True)
-def _index_words(state, first, end, sketch, floor):
-    """Count and index the pairs of the words `first` ... `end` - 1 that are not long (those the
-    floor takes: `_reaches`); returns where it stopped (`end` when done, earlier when the pair table
-    needs room first)."""
+def _count_pairs(state, first, end, sketch, floor):
+    """Count the pairs of the words `first` ... `end` - 1 that are not long (those the floor takes:
+    `_reaches`), and how many words hold each, in the low bits of its links (no node is taken yet);
+    returns where it stopped (`end` when done, earlier when the pair table needs room first)."""
     state = _borrowed_words(state)
     tokens, starts, lengths, freqs = state.tokens, state.starts, state.lengths, state.freqs
-    pairs, touched, meta = state.pairs, state.touched, state.meta
-    node_word, node_next, long_word = state.node_word, state.node_next, state.long_word
+    pairs, touched, meta, long_word = state.pairs, state.touched, state.meta, state.long_word
     k = np.searchsorted(long_word, first)
     for w in range(first, end):
         if k < len(long_word) and long_word[k] == w:
@@ -413,13 +426,63 @@ def _index_words(state, first, end, sketch, floor):
         if meta[_PAIRS_USED] + lengths[w] >= most_pairs(len(pairs)):
             return w
         s = starts[w]
+        mark = (np.int64(w) + 1) << _WORD_SHIFT
         for i in range(lengths[w] - 1):
             key = pack(tokens[s + i], tokens[s + i + 1])
             if _reaches(sketch, floor, key):
                 slot = _slot_for(pairs, meta, key)
                 _add_delta(pairs, touched, meta, slot, freqs[w])
-                _link(pairs, node_word, node_next, meta, slot, w)
+                links = pairs[slot, _LINKS]
+                if links & _LAST_WORD != mark:  # once per word
+                    pairs[slot, _LINKS] = ((links & ~_LAST_WORD) + 1) | mark
     return end
+
+
+@njit(cache=True, nogil=True)
+def _lay_out_lists(state):
+    """Give each counted pair a run of consecutive nodes, one per word holding it, the runs one
+    after another from node 0 (the pool is empty): its links then point just past its run, with no
+    word linked, for `_link_words` to fill the run from its end."""
+    pairs, meta = state.pairs, state.meta
+    end = np.int64(0)
+    for r in range(len(pairs)):
+        if pairs[r, KEY_COLUMN] != 0:
+            links = pairs[r, _LINKS]
+            end += links & LOW32
+            pairs[r, _LINKS] = (links & TOUCHED) | (end + 1)
+    if end > len(state.node_word):
+        raise ValueError("the words hold more pairs than the node pool was reserved for")
+    meta[_NODES_USED] = end
+
+
+@njit(cache=True, nogil=True)
+def _link_words(state, first, end, sketch, floor):
+    """Link the words `first` ... `end` - 1 that are not long to the pairs they hold (as counted by
+    `_count_pairs`), each at the head of its pair's list in the node just before the head: a
+    list's nodes end up in order, its head at the start of its run, the last word linked first."""
+    state = _borrowed_words(state)
+    tokens, starts, lengths, long_word = state.tokens, state.starts, state.lengths, state.long_word
+    pairs, node_word, node_next = state.pairs, state.node_word, state.node_next
+    k = np.searchsorted(long_word, first)
+    for w in range(first, end):
+        if k < len(long_word) and long_word[k] == w:
+            k += 1
+            continue
+        s = starts[w]
+        mark = (np.int64(w) + 1) << _WORD_SHIFT
+        for i in range(lengths[w] - 1):
+            key = pack(tokens[s + i], tokens[s + i + 1])
+            if not _reaches(sketch, floor, key):
+                continue
+            slot = slot_of(pairs, key)
+            links = pairs[slot, _LINKS]
+            if links & _LAST_WORD == mark:
+                continue
+            head = (links & LOW32) - 1
+            node = head - 1
+            node_word[node] = w
+            node_next[node] = head if links & _LAST_WORD else -1  # the first word linked ends the list
+            pairs[slot, _LINKS] = (links & TOUCHED) | mark | (node + 1)
 
 
 @njit(cache=True, nogil=True)
@@ -581,9 +644,18 @@ def _drop_stale_positions(state):
         pairs[r, _LINKS] = (links & ~LOW32) | (head + 1)
 
 
+# A merge takes the words off its pair's list `TAKEN_WORDS` at a time (`_take_words`), fetching their
+# starts, lengths and frequencies as it goes, then rewrites them fetching each word's tokens
+# `TOKENS_AHEAD` words before it reaches them (`_rewrite_words`): at 500 MB a word's data is a cache
+# miss, and overlapping the misses of the words ahead took a fifth off applying the merges.
+TAKEN_WORDS = 64
+TOKENS_AHEAD = 8
+
+
 @njit(cache=True, nogil=True)
 def words_apply_merges(state, merges):
     """Apply merges in order, each an (a, b, new id) row of `merges`."""
+    taken = np.empty(TAKEN_WORDS, dtype=np.int64)
     for m in range(len(merges)):
         a, b, new = merges[m, 0], merges[m, 1], merges[m, 2]
         pairs = state.pairs
@@ -593,44 +665,66 @@ def words_apply_merges(state, merges):
         node = (pairs[merged, _LINKS] & LOW32) - 1
         pairs[merged, _LINKS] &= ~LOW32
         while node >= 0:
-            node, new_pairs, new_nodes = _merge_words(state, node, a, b, new)
-            if node >= 0:
+            node, n, new_pairs, new_nodes = _take_words(state, node, a, b, taken)
+            if not _room_for(state.pairs, state.node_word, state.meta, new_pairs, new_nodes):
                 state = _make_room(state, new_pairs, new_nodes)
+            _rewrite_words(state, taken, n, a, b, new)
     return state
 
 
 @njit(cache=True, nogil=True)
-def _merge_words(state, node, a, b, new):
-    """Rewrite the words listed from `node` on by merge (a, b) -> new, recording deltas and
-    linking words to new pairs; a long word's position is merged where it stands.
+def _take_words(state, node, a, b, taken):
+    """Take the next codes off a pair's list from `node` into `taken`, freeing their nodes: up to
+    `len(taken)` words, or one long word's position alone. Returns (the node to go on from, -1 at
+    the end; codes taken; pairs and nodes their merge (a, b) may add: a word of length n adds at
+    most n pairs and n nodes, a position see `_nodes_at`)."""
+    state = _borrowed_words(state)
+    starts, lengths, freqs, meta = state.starts, state.lengths, state.freqs, state.meta
+    node_word, node_next = state.node_word, state.node_next
+    n_words = len(starts)
+    n = 0
+    while node >= 0 and n < len(taken):
+        w = node_word[node]
+        if w >= n_words:
+            if n > 0:
+                break  # the words taken first; the position then goes alone
+            taken[0] = w
+            following = node_next[node]
+            nodes = _nodes_at(state, w - n_words, a, b)
+            _free_node(node_next, meta, node)
+            return following, 1, 4, nodes
+        prefetch(starts, w)
+        prefetch(lengths, w)
+        prefetch(freqs, w)
+        taken[n] = w
+        n += 1
+        following = node_next[node]
+        _free_node(node_next, meta, node)  # recycled by the links the rewrite makes
+        node = following
+    room = 0
+    for i in range(n):
+        room += 2 * lengths[taken[i]]
+    return node, n, room, room
 
-    Returns (-1, 0, 0) when the list is done, or the node to resume from when the tables need room
-    first, with the pairs and nodes it needs (a word of length n adds at most n pairs and n nodes;
-    a position, see `_nodes_at`).
-    """
+
+@njit(cache=True, nogil=True)
+def _rewrite_words(state, taken, n, a, b, new):
+    """Rewrite the words (or the long word's position) `taken[:n]` by merge (a, b) -> new,
+    recording deltas and linking words to new pairs (room made by the caller)."""
     state = _borrowed_words(state)
     tokens, starts, lengths, freqs = state.tokens, state.starts, state.lengths, state.freqs
     pairs, touched, meta = state.pairs, state.touched, state.meta
     node_word, node_next = state.node_word, state.node_next
     n_words = len(starts)
     merged = slot_of(pairs, pack(a, b))
-    while node >= 0:
-        w = node_word[node]
+    for x in range(n):
+        w = taken[x]
         if w >= n_words:
-            nodes = _nodes_at(state, w - n_words, a, b)
-            if not _room_for(pairs, node_word, meta, 4, nodes):
-                return node, 4, nodes
-            following = node_next[node]
-            _free_node(node_next, meta, node)
-            node = following
             _merge_at(state, w - n_words, a, b, new, merged)
             continue
+        if x + TOKENS_AHEAD < n:
+            prefetch(tokens, starts[taken[x + TOKENS_AHEAD]])
         length = lengths[w]
-        if not _room_for(pairs, node_word, meta, 2 * length, 2 * length):
-            return node, 2 * length, 2 * length
-        following = node_next[node]
-        _free_node(node_next, meta, node)  # recycle the node
-        node = following
         s = starts[w]
         f = freqs[w]
         i = 0
@@ -658,7 +752,6 @@ def _merge_words(state, node, a, b, new):
                 i += 1
             j += 1
         lengths[w] = j
-    return -1, 0, 0
 
 
 @njit(inline="always")
@@ -699,7 +792,7 @@ def _nodes_at(state, c, a, b):
 
 @njit(inline="always")
 def _merge_at(state, c, a, b, new, merged):
-    """Merge (a, b) -> new at long-word position c if the pair is still there, as `_merge_words`
+    """Merge (a, b) -> new at long-word position c if the pair is still there, as `_rewrite_words`
     rewrites a word (the same deltas), linking the new pairs by position. The positions of a pair
     come in no order, but a word is rewritten left to right, which matters for a == b only ("a a a"
     merges its first pair): a run of a's is then merged whole from its first token, and a position
