@@ -9,11 +9,12 @@ is a hint: it changes no value and never faults, even on an index past the array
 >>> import numpy as np
 >>> from numba import njit
 >>> @njit
-... def total(a):
+... def total(a, rows):
 ...     prefetch(a, 3)
-...     return a.sum()
->>> int(total(np.arange(4)))
-6
+...     prefetch(rows, 1)
+...     return a.sum() + rows.sum()
+>>> int(total(np.arange(4), np.ones((2, 2))))
+10
 """
 
 from __future__ import annotations
@@ -28,13 +29,18 @@ _READ, _KEEP_IN_ALL_CACHES, _DATA = 0, 3, 1  # llvm.prefetch's rw, locality and 
 
 @intrinsic
 def prefetch(typingctx, array, index):
-    """Hint that `array[index]` (a 1-D contiguous array) will be read soon."""
-    if not (isinstance(array, types.Array) and array.ndim == 1 and isinstance(index, types.Integer)):
+    """Hint that `array[index]` will be read soon: an element of a 1-D array, or the first element
+    of row `index` of a 2-D C-contiguous one (a hash table's slot)."""
+    if not (isinstance(array, types.Array) and isinstance(index, types.Integer)):
+        return None
+    if not (array.ndim == 1 or (array.ndim == 2 and array.layout == "C")):
         return None
 
     def codegen(context, builder, signature, args):
         view = context.make_array(signature.args[0])(context, builder, args[0])
         offset = context.cast(builder, args[1], signature.args[1], types.intp)
+        if signature.args[0].ndim == 2:  # row `index` starts `index` * (row length) elements in
+            offset = builder.mul(offset, cgutils.unpack_tuple(builder, view.shape)[1])
         byte_pointer = ir.IntType(8).as_pointer()
         address = builder.bitcast(builder.gep(view.data, [offset]), byte_pointer)
         int32 = ir.IntType(32)

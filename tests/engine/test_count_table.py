@@ -67,6 +67,34 @@ def test_counting_many_distinct_pieces_grows_the_table_and_counts_each_once():
     assert tally.result().to_dict() == dict(expected)
 
 
+documents = st.lists(
+    st.lists(
+        st.sampled_from(["a", " bb", " cat", "7", "!!", "\n", " " * 3, "é", "x" * 300, " yy" * 50]), max_size=30
+    ).map("".join),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(documents, st.sampled_from(["gpt2", "cl100k", "whitespace"]))
+def test_pieces_counted_while_the_table_fills_are_each_counted_once(texts, pattern):
+    """A table that starts with room for 1 KB of words fills again and again with pieces of hundreds
+    of bytes while pieces cut ahead wait to be counted (the test above fills its entries): each piece
+    is counted once all the same."""
+    from bpe.pretokenize import Pretokenizer
+
+    data = np.frombuffer("".join(texts).encode(), dtype=np.uint8)
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum([len(t.encode()) for t in texts], out=offsets[1:])
+    tally = Tally(expected_words=1, expected_bytes=1)
+    pieces = tally.count_pieces(data, offsets, SCANNER_IDS[pattern], scanner_tables())
+    split = Pretokenizer(pattern).split_ordinary
+    expected = Counter(piece.encode() for text in texts for piece in split(text))
+    assert pieces == sum(expected.values())
+    assert tally.result().to_dict() == dict(expected)
+
+
 def test_words_alike_in_their_first_bytes_stay_apart():
     """Trailing zero bytes pack to the same 8-byte prefix: the length tells them apart; so do
     the bytes after the eighth for long words, and the cap for lengths past it."""
