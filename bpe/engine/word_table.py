@@ -675,14 +675,17 @@ def words_apply_merges(state, merges):
 @njit(cache=True, nogil=True)
 def _take_words(state, node, a, b, taken):
     """Take the next codes off a pair's list from `node` into `taken`, freeing their nodes: up to
-    `len(taken)` words, or one long word's position alone. Returns (the node to go on from, -1 at
-    the end; codes taken; pairs and nodes their merge (a, b) may add: a word of length n adds at
-    most n pairs and n nodes, a position see `_nodes_at`)."""
+    `len(taken)` words while the tables have room for what their merge (a, b) may add (a word of
+    length n adds at most n pairs and n nodes), or one long word's position alone (see `_nodes_at`).
+    Returns (the node to go on from, -1 at the end; codes taken; pairs and nodes to make room for:
+    more than the tables have only when the first word or position alone needs it, so that they
+    grow when and as one word at a time would make them)."""
     state = _borrowed_words(state)
-    starts, lengths, freqs, meta = state.starts, state.lengths, state.freqs, state.meta
-    node_word, node_next = state.node_word, state.node_next
+    starts, lengths, freqs = state.starts, state.lengths, state.freqs
+    pairs, meta, node_word, node_next = state.pairs, state.meta, state.node_word, state.node_next
     n_words = len(starts)
     n = 0
+    room = 0
     while node >= 0 and n < len(taken):
         w = node_word[node]
         if w >= n_words:
@@ -693,17 +696,17 @@ def _take_words(state, node, a, b, taken):
             nodes = _nodes_at(state, w - n_words, a, b)
             _free_node(node_next, meta, node)
             return following, 1, 4, nodes
+        more = room + 2 * lengths[w]
+        if n > 0 and not _room_for(pairs, node_word, meta, more, more):
+            break
         prefetch(starts, w)
-        prefetch(lengths, w)
         prefetch(freqs, w)
         taken[n] = w
         n += 1
+        room = more
         following = node_next[node]
         _free_node(node_next, meta, node)  # recycled by the links the rewrite makes
         node = following
-    room = 0
-    for i in range(n):
-        room += 2 * lengths[taken[i]]
     return node, n, room, room
 
 
