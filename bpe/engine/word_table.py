@@ -219,6 +219,12 @@ class WordTable:
 # (`_make_room`) and re-enters: inside a loop the arrays stay fixed, which keeps it fast. The word
 # side of a round, `words_apply_merges` then `words_take_deltas`, is public: the engine's compiled
 # merge loops call it on a state lent them (`WordTable.lend`).
+#
+# The helpers called at every merge site (`_slot_for` to `_room_for`) are inlined by numba itself
+# (`inline="always"`): left to LLVM, `_slot_for` stayed a call, and each call of a helper hands it
+# its arrays, a reference count call per array even for borrowed views. Inlined, the merge loop on
+# one thread took 0.83-0.92x the time on the English corpus and 0.78x at 500 MB (5.7 s against
+# 7.3 s), and the word tables still compile in 12-13 s.
 
 
 @njit
@@ -232,7 +238,7 @@ def _borrowed_words(state):
     )  # fmt: skip
 
 
-@njit
+@njit(inline="always")
 def _slot_for(pairs, meta, key):
     """The slot of `key`, inserting it if new (the caller guarantees room)."""
     i = slot_of(pairs, key)
@@ -244,7 +250,7 @@ def _slot_for(pairs, meta, key):
     return i
 
 
-@njit
+@njit(inline="always")
 def _add_delta(pairs, touched, meta, slot, delta):
     pairs[slot, _DELTA] += delta
     if pairs[slot, _LINKS] >= 0:
@@ -253,7 +259,7 @@ def _add_delta(pairs, touched, meta, slot, delta):
         meta[_N_TOUCHED] += 1
 
 
-@njit
+@njit(inline="always")
 def _take_away(pairs, touched, meta, key, f):
     """A word of frequency f lost the pair `key`: its delta, unless the index left the pair out."""
     slot = slot_of(pairs, key)
@@ -261,7 +267,7 @@ def _take_away(pairs, touched, meta, key, f):
         _add_delta(pairs, touched, meta, slot, -f)
 
 
-@njit
+@njit(inline="always")
 def _link(pairs, node_word, node_next, meta, slot, word):
     """Record that `word` holds the pair in `slot` (once per word in a row)."""
     links = pairs[slot, _LINKS]
@@ -270,7 +276,7 @@ def _link(pairs, node_word, node_next, meta, slot, word):
     _push_node(pairs, node_word, node_next, meta, slot, word)
 
 
-@njit
+@njit(inline="always")
 def _push_node(pairs, node_word, node_next, meta, slot, code):
     """Put a node holding `code` (a word, or a long word's position) at the head of the pair's list."""
     links = pairs[slot, _LINKS]
@@ -286,14 +292,14 @@ def _push_node(pairs, node_word, node_next, meta, slot, code):
     pairs[slot, _LINKS] = (links & TOUCHED) | ((code + 1) << _WORD_SHIFT) | (node + 1)
 
 
-@njit
+@njit(inline="always")
 def _free_node(node_next, meta, node):
     node_next[node] = meta[_FREE_HEAD]
     meta[_FREE_HEAD] = node
     meta[_FREE_NODES] += 1
 
 
-@njit
+@njit(inline="always")
 def _room_for(pairs, node_word, meta, new_pairs, new_nodes):
     """Whether `new_pairs` more pairs and `new_nodes` more nodes fit without growing."""
     pairs_fit = meta[_PAIRS_USED] + new_pairs < most_pairs(len(pairs))
