@@ -37,6 +37,10 @@ def run() -> None:
     tearing the interpreter down, once the exit handlers have run and the output is flushed: the
     teardown frees the compiled kernels and every module one by one, 0.25 s after a train of the
     English corpus (a third of what the run spends outside counting and merging)."""
+    # numpy's BLAS starts a thread per core that spins for about a tenth of a second before it
+    # sleeps, on the cores the run's own threads need; nothing here uses BLAS. Read as numpy loads,
+    # which the commands do after this (`import bpe.cli` loads no numpy).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     code = main()
     command = command_of(sys.argv[1:])
     others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]

@@ -98,15 +98,22 @@ class WordCounts:
         """Number of pre-tokens counted (the sum of frequencies)."""
         return int(self.counts.sum())
 
+    def occurrence_bytes_estimate(self) -> float:
+        """The bytes of all word occurrences (count x length, summed) in float64: near enough to
+        tell whether they are far from COUNT_LIMIT. Summed elementwise, not as a dot product: a
+        float dot product runs on numpy's BLAS, whose threads then spin for a while on the cores
+        that the merge loop's threads need (a tenth of a run's CPU samples on 2 cores)."""
+        return float(np.multiply(self.counts, np.diff(self.offsets), dtype=np.float64).sum())
+
     def check_limit(self) -> None:
         """Refuse (InputError) counts the merge loop could not count exactly in int64: a negative
         count, or words whose bytes in all (count x length, summed) reach COUNT_LIMIT."""
         if len(self) and int(self.counts.min()) < 0:
             i = int(np.argmin(self.counts))
             raise InputError(f"word counts: word {self.word(i)!r} has count {int(self.counts[i])}, below 0")
-        lengths = np.diff(self.offsets)
-        if float(self.counts.astype(np.float64) @ lengths.astype(np.float64)) < COUNT_LIMIT / 2:
+        if self.occurrence_bytes_estimate() < COUNT_LIMIT / 2:
             return  # far from the limit, whatever the rounding
+        lengths = np.diff(self.offsets)
         exact = sum(count * length for count, length in zip(self.counts.tolist(), lengths.tolist()))
         check_count_limit(exact, "the bytes of all word occurrences (count x length)")
 

@@ -145,8 +145,7 @@ def check_weighted_limit(counts: Sequence[WordCounts], multipliers: Sequence[int
         return
     estimate = 0.0
     for c, m in zip(counts, multipliers, strict=True):
-        lengths = np.diff(c.offsets).astype(np.float64)
-        estimate += float(c.counts.astype(np.float64) @ lengths) * m
+        estimate += c.occurrence_bytes_estimate() * m
     if estimate < COUNT_LIMIT / 2:
         return  # far from the limit, whatever the rounding
     exact = 0
