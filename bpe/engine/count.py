@@ -522,6 +522,7 @@ def _count_until_full(piece_end, gap, table, data, doc_offsets, doc, position, c
     hashes, prefixes = np.empty(PIECES_AHEAD, dtype=np.uint64), np.empty(PIECES_AHEAD, dtype=np.uint64)
     cut = counted = 0  # pieces cut, pieces counted: piece i waits in slot i % PIECES_AHEAD of the arrays above
     waiting_bytes = 0
+    stopped, resume = len(doc_offsets) - 1, 0  # where the loop stopped: every document, unless the table filled
     for d in range(doc, len(doc_offsets) - 1):
         n = decode_utf8(data, doc_offsets[d], doc_offsets[d + 1], cps, byte_pos)
         p = position if d == doc else 0
@@ -532,11 +533,8 @@ def _count_until_full(piece_end, gap, table, data, doc_offsets, doc, position, c
                 continue
             length = byte_pos[e] - byte_pos[p]
             if not _has_room(table, cut - counted + 1, waiting_bytes + length):
-                while counted < cut:
-                    k = counted % PIECES_AHEAD
-                    _hashed_entry(table, data, start[k], end[k], 1, hashes[k], prefixes[k])
-                    counted += 1
-                return d, p, counted
+                stopped, resume = d, p
+                break
             if cut - counted == PIECES_AHEAD:
                 k = counted % PIECES_AHEAD
                 _hashed_entry(table, data, start[k], end[k], 1, hashes[k], prefixes[k])
@@ -549,11 +547,13 @@ def _count_until_full(piece_end, gap, table, data, doc_offsets, doc, position, c
             waiting_bytes += length
             cut += 1
             p = e
-    while counted < cut:
+        if stopped == d:
+            break
+    while counted < cut:  # the pieces still waiting: room was set aside for them
         k = counted % PIECES_AHEAD
         _hashed_entry(table, data, start[k], end[k], 1, hashes[k], prefixes[k])
         counted += 1
-    return len(doc_offsets) - 1, 0, counted
+    return stopped, resume, counted
 
 
 @njit(nogil=True, cache=True)
