@@ -96,8 +96,8 @@ def train_reference(
             break
         if callable(tie_break):  # another trainer's order of equal counts: the greatest key wins
             best = max(stats, key=lambda p: (stats[p], tie_break(p, vocab)))
-        elif tie_break == "bytes":
-            best = max(stats, key=lambda p: (stats[p], vocab[p[0]], vocab[p[1]]))
+        elif tie_break == "bytes":  # pairs of the same bytes (two tokens "aaa"): the lower ids
+            best = max(stats, key=lambda p: (stats[p], vocab[p[0]], vocab[p[1]], -p[0], -p[1]))
         else:
             best = max(stats, key=lambda p: (stats[p], p))
         if stats[best] < min_frequency:
@@ -223,7 +223,7 @@ def reference_parity_run(
         if callable(tie_break):
             return max(stats, key=lambda p: (stats[p], tie_break(p, vocab)))
         if tie_break == "bytes":
-            return max(stats, key=lambda p: (stats[p], vocab[p[0]], vocab[p[1]]))
+            return max(stats, key=lambda p: (stats[p], vocab[p[0]], vocab[p[1]], -p[0], -p[1]))
         return max(stats, key=lambda p: (stats[p], p))
 
     initial = [float(_tokens(w)) for w in words]

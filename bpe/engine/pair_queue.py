@@ -7,7 +7,9 @@ is made again from the pair table before it grows, which drops its stale entries
 takes and gives back (below) are set aside in order for the next round rather than pushed back.
 
 Order: highest count first; ties go to the greatest pair of token byte strings (`tie_break="bytes"`,
-comparing the first tokens' bytes, then the second's) or of token ids (`tie_break="ids"`).
+comparing the first tokens' bytes, then the second's) or of token ids (`tie_break="ids"`). Merges
+may make two tokens of the same bytes ("a" + "aa" and "aa" + "a"), so two pairs may have the same
+byte strings: between those, the lower pair of ids (first ids, then second) goes first.
 
 A round may take several merges when that provably equals merging one at a time. Merging (a, b)
 changes the count of a pair only if the pair ends with a or starts with b (or holds a at all, when
@@ -245,7 +247,10 @@ def _ranks_above(state, c1, k1, c2, k2):
     first = _compare_tokens(state.tok_start, state.tok_len, state.tok_data, a1, a2)
     if first != 0:
         return first > 0
-    return _compare_tokens(state.tok_start, state.tok_len, state.tok_data, b1, b2) > 0
+    second = _compare_tokens(state.tok_start, state.tok_len, state.tok_data, b1, b2)
+    if second != 0:
+        return second > 0
+    return k1 < k2  # two tokens of the same bytes ("a" + "aa", "aa" + "a"): the lower ids first
 
 
 @njit

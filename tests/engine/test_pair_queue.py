@@ -20,12 +20,12 @@ steps = st.lists(st.tuples(changes, st.integers(1, 6)), min_size=1, max_size=30)
 
 def best_pair(counts: dict[tuple[int, int], int], vocab: list[bytes], tie_break: str) -> tuple[int, int] | None:
     """The pair a scan of every count picks: highest count, then the greatest pair of byte strings
-    (`bytes`) or of ids (`ids`)."""
+    (`bytes`; of two pairs of the same bytes, the lower ids) or of ids (`ids`)."""
     live = [pair for pair, count in counts.items() if count > 0]
     if not live:
         return None
     if tie_break == "bytes":
-        return max(live, key=lambda p: (counts[p], vocab[p[0]], vocab[p[1]]))
+        return max(live, key=lambda p: (counts[p], vocab[p[0]], vocab[p[1]], -p[0], -p[1]))
     return max(live, key=lambda p: (counts[p], pack(*p)))
 
 
