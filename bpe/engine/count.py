@@ -339,7 +339,7 @@ def borrowed_table(table):
 
 
 @njit(inline="always")
-def _hash_and_prefix(data, start, end):
+def hash_and_prefix(data, start, end):
     """FNV-1a hash of data[start:end] and its first 8 bytes packed little-endian."""
     h = FNV_OFFSET_BASIS
     prefix = np.uint64(0)
@@ -361,12 +361,12 @@ def _table_insert(table, data, start, end, weight):
 def table_entry(table, data, start, end, weight):
     """Add `weight` to the count of data[start:end]; returns its entry (0, 1, ... in the order of
     first insertion), or -1, changing nothing, if the table is full."""
-    h, prefix = _hash_and_prefix(data, start, end)
-    return _hashed_entry(table, data, start, end, weight, h, prefix)
+    h, prefix = hash_and_prefix(data, start, end)
+    return hashed_entry(table, data, start, end, weight, h, prefix)
 
 
 @njit(inline="always")
-def _has_room(table, entries, nbytes):
+def table_has_room(table, entries, nbytes):
     """Whether `entries` more entries of `nbytes` bytes in all fit without growing."""
     n = table.meta[_ENTRIES]
     return n + entries <= len(table.counts) and table.starts[n] + nbytes <= len(table.store)
@@ -379,8 +379,15 @@ def _first_slot(table, h):
 
 
 @njit(inline="always")
-def _hashed_entry(table, data, start, end, weight, h, prefix):
-    """`table_entry` given the word's hash and prefix (`_hash_and_prefix`)."""
+def fetch_slot(table, h):
+    """Ask the processor for the first slot a word of hash `h` is looked for in (`prefetch`): a
+    loop that hashes its words a few ahead of adding them (`hashed_entry`) finds the slot in cache."""
+    prefetch(table.slots, _first_slot(table, h))
+
+
+@njit(inline="always")
+def hashed_entry(table, data, start, end, weight, h, prefix):
+    """`table_entry` given the word's hash and prefix (`hash_and_prefix`)."""
     slots, starts, counts, store = table.slots, table.starts, table.counts, table.store
     length = end - start
     entries = table.meta[_ENTRIES]
@@ -426,17 +433,7 @@ def table_make_room(table, length):
     entries = meta[_ENTRIES]
     if entries >= len(counts):
         capacity = 2 * len(slots)
-        bigger = np.zeros((capacity, 2), dtype=np.uint64)
-        mask = np.uint64(capacity - 1)
-        for e in range(entries):  # the hashes again, from the store: cheaper than keeping them
-            h, prefix = _hash_and_prefix(store, starts[e], starts[e + 1])
-            i = (h >> _INDEX_SHIFT) & mask
-            while bigger[i, _KEY] != 0:
-                i = (i + np.uint64(1)) & mask
-            held = np.uint64(min(starts[e + 1] - starts[e], _LONG))
-            bigger[i, _KEY] = (h >> _TAG_SHIFT) << _TAG_SHIFT | held << _LENGTH_SHIFT | np.uint64(e + 1)
-            bigger[i, _PREFIX] = prefix
-        slots = bigger
+        slots = _rehashed(store, starts, entries, capacity)
         more_starts = np.empty(capacity // 2 + 1, dtype=np.int64)
         copy_into(more_starts[: entries + 1], starts[: entries + 1])
         starts = more_starts
@@ -449,6 +446,37 @@ def table_make_room(table, length):
         copy_into(more_store[:used], store[:used])
         store = more_store
     return CountTable(slots, starts, counts, store, meta)
+
+
+INSERTS_AHEAD = 8  # words hashed ahead of the one added (`_insert_until_full`)
+REHASH_AHEAD = 16  # entries hashed ahead of the one placed, their slots fetched meanwhile
+
+
+@njit(cache=True)
+def _rehashed(store, starts, entries, capacity):
+    """Slots of `capacity` rows holding entries 0, ..., entries - 1, placed in that order. The
+    hashes come again from the store (cheaper than keeping them); each entry's slot is asked of
+    the processor `REHASH_AHEAD` entries before it is placed: the slots of a table of millions of
+    words are far larger than the caches, and placing them one miss at a time took most of the
+    time of a 500 MB run's growth."""
+    slots = np.zeros((capacity, 2), dtype=np.uint64)
+    mask = np.uint64(capacity - 1)
+    hashes = np.empty(REHASH_AHEAD, dtype=np.uint64)
+    prefixes = np.empty(REHASH_AHEAD, dtype=np.uint64)
+    for e in range(entries + REHASH_AHEAD):
+        k = e % REHASH_AHEAD
+        if e >= REHASH_AHEAD:
+            placed = e - REHASH_AHEAD
+            i = (hashes[k] >> _INDEX_SHIFT) & mask
+            while slots[i, _KEY] != 0:
+                i = (i + np.uint64(1)) & mask
+            held = np.uint64(min(starts[placed + 1] - starts[placed], _LONG))
+            slots[i, _KEY] = (hashes[k] >> _TAG_SHIFT) << _TAG_SHIFT | held << _LENGTH_SHIFT | np.uint64(placed + 1)
+            slots[i, _PREFIX] = prefixes[k]
+        if e < entries:
+            hashes[k], prefixes[k] = hash_and_prefix(store, starts[e], starts[e + 1])
+            prefetch(slots, np.int64((hashes[k] >> _INDEX_SHIFT) & mask))
+    return slots
 
 
 SUM_CHUNK = 1 << 18  # `sum_by_hash`: words of a source added to the parts before its bytes are handed back
@@ -470,15 +498,41 @@ def _table_add_words(table, data, offsets, weights, buckets, part):
 @njit(cache=True, nogil=True)
 def _insert_until_full(table, data, offsets, weights, buckets, part, first):
     """Add words `first`, `first` + 1, ... (as `_table_add_words`); returns where it stopped (all
-    done, or the table is full). The arrays stay fixed inside the loop, which keeps it fast."""
+    done, or the table is full). The arrays stay fixed inside the loop, which keeps it fast. Each
+    word is added `INSERTS_AHEAD` words after it is hashed and its slot asked of the processor, as
+    the counting loop does with its pieces."""
     table, data, offsets, weights = borrowed_table(table), borrowed(data), borrowed(offsets), borrowed(weights)
     buckets = borrowed(buckets)
+    waiting = np.empty(INSERTS_AHEAD, dtype=np.int64)  # the words hashed, not yet added
+    hashes, prefixes = np.empty(INSERTS_AHEAD, dtype=np.uint64), np.empty(INSERTS_AHEAD, dtype=np.uint64)
+    hashed = added = 0
+    waiting_bytes = 0
+    stopped = len(weights)
     for i in range(first, len(weights)):
         if part >= 0 and buckets[i] != part:
             continue
-        if not _table_insert(table, data, offsets[i], offsets[i + 1], weights[i]):
-            return i
-    return len(weights)
+        length = offsets[i + 1] - offsets[i]
+        if not table_has_room(table, hashed - added + 1, waiting_bytes + length):
+            stopped = i
+            break
+        if hashed - added == INSERTS_AHEAD:
+            k = added % INSERTS_AHEAD
+            w = waiting[k]
+            hashed_entry(table, data, offsets[w], offsets[w + 1], weights[w], hashes[k], prefixes[k])
+            waiting_bytes -= offsets[w + 1] - offsets[w]
+            added += 1
+        k = hashed % INSERTS_AHEAD
+        waiting[k] = i
+        hashes[k], prefixes[k] = hash_and_prefix(data, offsets[i], offsets[i + 1])
+        fetch_slot(table, hashes[k])
+        waiting_bytes += length
+        hashed += 1
+    while added < hashed:  # room was set aside for the words waiting
+        k = added % INSERTS_AHEAD
+        w = waiting[k]
+        hashed_entry(table, data, offsets[w], offsets[w + 1], weights[w], hashes[k], prefixes[k])
+        added += 1
+    return stopped
 
 
 def _count_pieces(data, doc_offsets, scanner_id, classes, folds, table):
@@ -532,18 +586,18 @@ def _count_until_full(piece_end, gap, table, data, doc_offsets, doc, position, c
                 p = e
                 continue
             length = byte_pos[e] - byte_pos[p]
-            if not _has_room(table, cut - counted + 1, waiting_bytes + length):
+            if not table_has_room(table, cut - counted + 1, waiting_bytes + length):
                 stopped, resume = d, p
                 break
             if cut - counted == PIECES_AHEAD:
                 k = counted % PIECES_AHEAD
-                _hashed_entry(table, data, start[k], end[k], 1, hashes[k], prefixes[k])
+                hashed_entry(table, data, start[k], end[k], 1, hashes[k], prefixes[k])
                 waiting_bytes -= end[k] - start[k]
                 counted += 1
             k = cut % PIECES_AHEAD
             start[k], end[k] = byte_pos[p], byte_pos[e]
-            hashes[k], prefixes[k] = _hash_and_prefix(data, start[k], end[k])
-            prefetch(table.slots, _first_slot(table, hashes[k]))
+            hashes[k], prefixes[k] = hash_and_prefix(data, start[k], end[k])
+            fetch_slot(table, hashes[k])
             waiting_bytes += length
             cut += 1
             p = e
@@ -551,7 +605,7 @@ def _count_until_full(piece_end, gap, table, data, doc_offsets, doc, position, c
             break
     while counted < cut:  # the pieces still waiting: room was set aside for them
         k = counted % PIECES_AHEAD
-        _hashed_entry(table, data, start[k], end[k], 1, hashes[k], prefixes[k])
+        hashed_entry(table, data, start[k], end[k], 1, hashes[k], prefixes[k])
         counted += 1
     return stopped, resume, counted
 
