@@ -33,13 +33,15 @@ import numpy as np
 from numba import njit
 
 from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below are cached)
-from bpe.engine.copying import copy_into
 from bpe.engine.count import (
     CountTable,
     WordCounts,
     borrowed_table,
+    fetch_slot,
+    hash_and_prefix,
+    hashed_entry,
     table_entries,
-    table_entry,
+    table_has_room,
     table_make_room,
     table_new,
 )
@@ -106,8 +108,9 @@ class BaseMerges:
             per_word = _segments_per_word(data, chunk, joined)
             segment_of = np.empty(int(per_word.sum()), dtype=np.int32)
             reached = segment = 0
+            at = -1
             while reached < end - word:
-                reached, segment = _find_segments(table, data, chunk, joined, segment_of, reached, segment)
+                reached, segment, at = _find_segments(table, data, chunk, joined, segment_of, reached, segment, at)
                 if reached < end - word:
                     table = table_make_room(table, chunk[reached + 1] - chunk[reached])
             segments.replay_new(table, ranks, long_word)
@@ -195,26 +198,60 @@ def _segments_per_word(data, offsets, joined):
     return out
 
 
+SEGMENTS_AHEAD = 8  # segments hashed ahead of the one looked up, their slots fetched meanwhile
+
+
 @njit(cache=True, nogil=True)
-def _find_segments(table, data, offsets, joined, segment_of, first_word, first_segment):
+def _find_segments(table, data, offsets, joined, segment_of, first_word, first_segment, first_byte):
     """Put the segments of words `first_word`, ... into `table` (a `count.CountTable`), writing each
-    one's entry to `segment_of`; returns where it stopped: (words, _) when done, or the word (and
-    its first segment) to start again from once the table has room."""
+    one's entry to `segment_of`, from segment `first_segment` at byte `first_byte` of the first word
+    (-1: its start) on; returns where it stopped: (words, segments, -1) when done, or the word,
+    segment and byte to go on from once the table has room. Each segment is looked up
+    `SEGMENTS_AHEAD` segments after it is cut and hashed, its slot fetched meanwhile (as the
+    counting loop does with its pieces); room for the segments waiting is set aside as they are cut."""
     view = borrowed_table(table)
+    cuts = np.empty((SEGMENTS_AHEAD, 3), dtype=np.int64)  # waiting segment: start, end, its number
+    hashes, prefixes = np.empty(SEGMENTS_AHEAD, dtype=np.uint64), np.empty(SEGMENTS_AHEAD, dtype=np.uint64)
     s = first_segment
+    cut = found = 0
+    waiting_bytes = 0
     for w in range(first_word, len(offsets) - 1):
         start, end = offsets[w], offsets[w + 1]
-        at_word = s
-        a = start
-        for p in range(start + 1, end + 1):
+        a = first_byte if w == first_word and first_byte >= 0 else start
+        full = False
+        for p in range(a + 1, end + 1):
             if p == end or not joined[np.int64(data[p - 1]) << 8 | data[p]]:
-                entry = table_entry(view, data, a, p, 1)
-                if entry < 0:
-                    return w, at_word
-                segment_of[s] = entry
+                if not table_has_room(view, cut - found + 1, waiting_bytes + p - a):
+                    full = True
+                    break
+                if cut - found == SEGMENTS_AHEAD:
+                    waiting_bytes -= _look_up(view, data, cuts, hashes, prefixes, segment_of, found % SEGMENTS_AHEAD)
+                    found += 1
+                k = cut % SEGMENTS_AHEAD
+                cuts[k, 0], cuts[k, 1], cuts[k, 2] = a, p, s
+                hashes[k], prefixes[k] = hash_and_prefix(data, a, p)
+                fetch_slot(view, hashes[k])
+                waiting_bytes += p - a
+                cut += 1
                 s += 1
                 a = p
-    return len(offsets) - 1, s
+        if full:
+            stopped = (w, s, a)
+            break
+    else:  # every word
+        stopped = (len(offsets) - 1, s, np.int64(-1))
+    while found < cut:  # room was set aside for the segments waiting
+        _look_up(view, data, cuts, hashes, prefixes, segment_of, found % SEGMENTS_AHEAD)
+        found += 1
+    return stopped
+
+
+@njit(inline="always")
+def _look_up(table, data, cuts, hashes, prefixes, segment_of, k):
+    """Add waiting segment `k` to the table and write its entry; returns its length in bytes."""
+    start, end = cuts[k, 0], cuts[k, 1]
+    segment_of[cuts[k, 2]] = hashed_entry(table, data, start, end, 1, hashes[k], prefixes[k])
+    return end - start
 
 
 @njit(cache=True, nogil=True)
@@ -226,9 +263,9 @@ def _join_segments(out, written, segment_of, per_word, tokens, starts, word_leng
     for w in range(len(per_word)):
         for _ in range(per_word[w]):
             e = segment_of[s]
-            n = starts[e + 1] - starts[e]
-            copy_into(out[i : i + n], tokens[starts[e] : starts[e + 1]])
-            i += n
+            for t in range(starts[e], starts[e + 1]):  # a few tokens: no slices, whose references cost more
+                out[i] = tokens[t]
+                i += 1
             s += 1
         word_lengths[w] = i - written
         written = i

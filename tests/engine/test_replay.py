@@ -100,3 +100,21 @@ def test_a_replay_that_hands_the_words_back_as_it_goes_gives_the_same_tokens(mon
     assert np.array_equal(released_tokens, tokens) and np.array_equal(released_lengths, lengths)
     inside = handed_back.data[resident.PAGE : -resident.PAGE]
     assert np.count_nonzero(inside) < len(inside) // 100 < np.count_nonzero(kept.data[resident.PAGE : -resident.PAGE])
+
+
+def test_a_segment_table_that_fills_inside_a_piece_goes_on_from_where_it_stopped(monkeypatch):
+    """The unique segments' table starts at its least (512 entries, 1 KB of bytes) and grows many
+    times, so that it fills inside pieces, with segments waiting to be looked up: every piece's
+    tokens are still the merges applied in order to the whole piece."""
+    from bpe.engine import count
+
+    monkeypatch.setattr(replay, "table_new", lambda entries, nbytes: count.table_new(1, 1))
+    rng = np.random.default_rng(7)
+    letters = np.array(list("abcdefgh"))
+    pieces = {
+        " ".join("".join(rng.choice(letters, rng.integers(1, 9))) for _ in range(rng.integers(1, 8))).encode(): 1
+        for _ in range(4000)
+    }
+    words = [word for piece in list(pieces)[:300] for word in re.findall(rb" ?[^ ]+", piece)]
+    merges = train_reference(dict.fromkeys(words, 1), 40)
+    assert replayed(merges, pieces) == [applied_in_order(piece, merges) for piece in pieces]
