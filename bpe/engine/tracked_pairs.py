@@ -129,8 +129,8 @@ class TrackedPairs:
         counts = self.queue.pair_table
         self.floor = max(self.floor, floor_for(counts[:, 1], self.n_merges - self.merged, self.least))
         if self.floor > self.least:  # at the least every pair stays (what `stop_reason` reads)
-            for table in self.tables:
-                table.forget_below(counts, self.floor)
+            with ThreadPoolExecutor(len(self.tables)) as pool:  # the tables read the queue's counts, on a thread each
+                list(pool.map(lambda table: table.forget_below(counts, self.floor), self.tables))
             self.queue.forget_below(self.floor)
         self._kept = self._pairs()
 

@@ -527,9 +527,11 @@ def _counted(counts, key):
 @njit(cache=True, nogil=True)
 def _forgotten_below(state, counts, least):
     pairs, node_next, meta = state.pairs, state.node_next, state.meta
+    keep = np.zeros(len(pairs), dtype=np.bool_)  # each pair looked up once in the queue's table, a miss apiece
     kept = 0
     for r in range(len(pairs)):
         if pairs[r, KEY_COLUMN] != 0 and _counted(counts, pairs[r, KEY_COLUMN] - 1) >= least:
+            keep[r] = True
             kept += 1
     capacity = 1 << 12
     while 2 * kept >= most_pairs(capacity):  # room for as many again before it grows
@@ -538,7 +540,7 @@ def _forgotten_below(state, counts, least):
     for r in range(len(pairs)):
         if pairs[r, KEY_COLUMN] == 0:
             continue
-        if _counted(counts, pairs[r, KEY_COLUMN] - 1) >= least:
+        if keep[r]:
             copy_into(table[slot_of(table, pairs[r, KEY_COLUMN] - 1)], pairs[r])
             continue
         node = (pairs[r, _LINKS] & LOW32) - 1
