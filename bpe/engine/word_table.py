@@ -307,6 +307,7 @@ def _room_for(pairs, node_word, meta, new_pairs, new_nodes):
 
 
 INDEX_CHUNK = 1 << 16  # words indexed between two reports of progress
+SKETCH_AHEAD = 32  # pairs between fetching a sketch counter and reading it (`_fetch_counter`)
 
 
 _EVERY_PAIR = np.zeros(1, dtype=np.int64)  # a sketch for a floor of 0: every pair is indexed
@@ -416,6 +417,16 @@ def _reaches(sketch, floor, key):
     return floor <= 0 or sketch[bucket_of(sketch, key)] >= floor
 
 
+@njit(inline="always")
+def _fetch_counter(sketch, tokens, p):
+    """Fetch the sketch's counter of the pair at tokens[p], tokens[p + 1], if there is one. The
+    words' pairs are read in the order their tokens lie, and their counters lie anywhere in a sketch
+    of up to 32 MB: fetched `SKETCH_AHEAD` pairs ahead, their misses overlap. (Past a word's end the
+    pair is none of its words', and the fetch only wasted.)"""
+    if p + 1 < len(tokens):
+        prefetch(sketch, bucket_of(sketch, pack(tokens[p], tokens[p + 1])))
+
+
 @njit(cache=True, nogil=True)
 def _count_pairs(state, first, end, sketch, floor):
     """Count the pairs of the words `first` ... `end` - 1 that are not long (those the floor takes:
@@ -434,6 +445,8 @@ def _count_pairs(state, first, end, sketch, floor):
         s = starts[w]
         mark = (np.int64(w) + 1) << _WORD_SHIFT
         for i in range(lengths[w] - 1):
+            if floor > 0:
+                _fetch_counter(sketch, tokens, s + i + SKETCH_AHEAD)
             key = pack(tokens[s + i], tokens[s + i + 1])
             if _reaches(sketch, floor, key):
                 slot = _slot_for(pairs, meta, key)
@@ -477,6 +490,8 @@ def _link_words(state, first, end, sketch, floor):
         s = starts[w]
         mark = (np.int64(w) + 1) << _WORD_SHIFT
         for i in range(lengths[w] - 1):
+            if floor > 0:
+                _fetch_counter(sketch, tokens, s + i + SKETCH_AHEAD)
             key = pack(tokens[s + i], tokens[s + i + 1])
             if not _reaches(sketch, floor, key):
                 continue
@@ -574,6 +589,7 @@ def _sketch_pairs(state, sketch):
             k += 1
             continue
         for i in range(lengths[w] - 1):
+            _fetch_counter(sketch, tokens, s + i + SKETCH_AHEAD)
             sketch[bucket_of(sketch, pack(tokens[s + i], tokens[s + i + 1]))] += freqs[w]
 
 
