@@ -79,10 +79,11 @@ _BY_IDS = TIE_BREAK_CODES["ids"]
 
 # The kernels' state. counts: the pair table, columns below. heap_count, heap_key: the max-heap.
 # tok_start, tok_len, tok_data: token t's bytes are tok_data[tok_start[t]:tok_start[t] + tok_len[t]].
-# marks: which tokens this round's merges touch (columns ENDS_WITH, STARTS_WITH below). meta: the
-# counters below.
+# tok_shape: what the superword rules read of token t's bytes (`_shape_of_byte`). marks: which tokens
+# this round's merges touch (columns ENDS_WITH, STARTS_WITH below). meta: the counters below.
 QueueState = namedtuple(
-    "QueueState", ["counts", "heap_count", "heap_key", "tok_start", "tok_len", "tok_data", "marks", "meta"]
+    "QueueState",
+    ["counts", "heap_count", "heap_key", "tok_start", "tok_len", "tok_data", "tok_shape", "marks", "meta"],
 )
 
 # Columns of the pair table (16 bytes a pair): key + 1 (0 = empty slot), count.
@@ -105,6 +106,13 @@ _META_SIZE = _SET_ASIDE + 1
 # if at a pair of count floor - 1, the most an unheld pair can have.
 HEAP_FLOOR = 2
 _SPACE, _COLON = 0x20, 0x3A
+
+# A token's shape, what the superword rules read of its bytes, made from its parts' shapes when the
+# token is made (`_joined_shapes`), so that checking a pair reads two numbers, not the bytes: its
+# words (runs of bytes other than the space) in the low 32 bits, and whether it starts with a space,
+# ends with one, ends with a colon, or holds b": ".
+_WORDS = np.int64(0xFFFFFFFF)
+_FIRST_SPACE, _LAST_SPACE, _LAST_COLON, _COLON_SPACE = (np.int64(1) << np.int64(k) for k in range(32, 36))
 
 
 class PairQueue:
@@ -200,6 +208,7 @@ def _new(tie_break):
         np.empty(1 << 12, dtype=np.int64),
         np.empty(1 << 12, dtype=np.int64),
         np.empty(1 << 16, dtype=np.uint8),
+        np.empty(1 << 12, dtype=np.int64),
         np.zeros((1 << 12, 2), dtype=np.int64),
         meta,
     )
@@ -207,7 +216,29 @@ def _new(tie_break):
         state.tok_start[t] = t
         state.tok_len[t] = 1
         state.tok_data[t] = t
+        state.tok_shape[t] = _shape_of_byte(t)
     return state
+
+
+@njit
+def _shape_of_byte(byte):
+    """The shape of the token of one byte: a space starts and ends with a space; any other is a word."""
+    if byte == _SPACE:
+        return _FIRST_SPACE | _LAST_SPACE
+    return np.int64(1) | (_LAST_COLON if byte == _COLON else np.int64(0))
+
+
+@njit
+def _joined_shapes(x, y):
+    """The shape of a token made of tokens of shapes x then y: their words, less one when x's last
+    word goes on into y; b": " if either holds it, or x ends with the colon and y starts with the space."""
+    words = (x & _WORDS) + (y & _WORDS)
+    if x & _LAST_SPACE == 0 and y & _FIRST_SPACE == 0 and x & _WORDS > 0 and y & _WORDS > 0:
+        words -= 1
+    shape = words | (x & _FIRST_SPACE) | (y & (_LAST_SPACE | _LAST_COLON)) | ((x | y) & _COLON_SPACE)
+    if x & _LAST_COLON and y & _FIRST_SPACE:
+        shape |= _COLON_SPACE
+    return shape
 
 
 @njit
@@ -215,7 +246,8 @@ def _borrowed_queue(state):
     """The state as borrowed views (see `borrow.py`), for a kernel's loop; never returned."""
     return QueueState(
         borrowed(state.counts), borrowed(state.heap_count), borrowed(state.heap_key), borrowed(state.tok_start),
-        borrowed(state.tok_len), borrowed(state.tok_data), borrowed(state.marks), borrowed(state.meta),
+        borrowed(state.tok_len), borrowed(state.tok_data), borrowed(state.tok_shape), borrowed(state.marks),
+        borrowed(state.meta),
     )  # fmt: skip
 
 
@@ -286,7 +318,8 @@ _NONE, _ONE = np.int64(0), np.int64(1)
 def _grow(state, new_pairs, new_heap, new_tokens, new_bytes):
     """A state with room for that many more pairs, heap entries, tokens and token bytes."""
     counts, heap_count, heap_key, meta = state.counts, state.heap_count, state.heap_key, state.meta
-    tok_start, tok_len, tok_data, marks = state.tok_start, state.tok_len, state.tok_data, state.marks
+    tok_start, tok_len, tok_data, tok_shape = state.tok_start, state.tok_len, state.tok_data, state.tok_shape
+    marks = state.marks
     if meta[_N_PAIRS] + new_pairs >= most_pairs(len(counts)):
         capacity = len(counts)
         while meta[_N_PAIRS] + new_pairs >= most_pairs(capacity):
@@ -308,24 +341,26 @@ def _grow(state, new_pairs, new_heap, new_tokens, new_bytes):
             size = max(size + size // 2, held + new_heap + room)
             heap_count = np.empty(size, dtype=np.int64)
             heap_key = np.empty(size, dtype=np.int64)
-        state = QueueState(counts, heap_count, heap_key, tok_start, tok_len, tok_data, marks, meta)
+        state = QueueState(counts, heap_count, heap_key, tok_start, tok_len, tok_data, tok_shape, marks, meta)
         _refill(state)
     n_tokens = meta[_N_TOKENS]
     if n_tokens + new_tokens > len(tok_start):
         size = max(2 * len(tok_start), n_tokens + new_tokens)
         more_start = np.empty(size, dtype=np.int64)
         more_len = np.empty(size, dtype=np.int64)
+        more_shape = np.empty(size, dtype=np.int64)
         more_marks = np.zeros((size, 2), dtype=np.int64)
         copy_into(more_start[:n_tokens], tok_start[:n_tokens])
         copy_into(more_len[:n_tokens], tok_len[:n_tokens])
+        copy_into(more_shape[:n_tokens], tok_shape[:n_tokens])
         copy_rows_into(more_marks[:n_tokens], marks[:n_tokens])
-        tok_start, tok_len, marks = more_start, more_len, more_marks
+        tok_start, tok_len, tok_shape, marks = more_start, more_len, more_shape, more_marks
     used = meta[_BYTES_USED]
     if used + new_bytes > len(tok_data):
         more_data = np.empty(max(2 * len(tok_data), used + new_bytes), dtype=np.uint8)
         copy_into(more_data[:used], tok_data[:used])
         tok_data = more_data
-    return QueueState(counts, heap_count, heap_key, tok_start, tok_len, tok_data, marks, meta)
+    return QueueState(counts, heap_count, heap_key, tok_start, tok_len, tok_data, tok_shape, marks, meta)
 
 
 @njit(cache=True)
@@ -344,7 +379,7 @@ def _forget_below(state, least):
     state.meta[_N_PAIRS] = kept
     size = max(2 * _held_pairs(state, counts), 1 << 12)
     state = QueueState(counts, np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64), state.tok_start,
-                       state.tok_len, state.tok_data, state.marks, state.meta)  # fmt: skip
+                       state.tok_len, state.tok_data, state.tok_shape, state.marks, state.meta)  # fmt: skip
     _refill(state)
     return state
 
@@ -425,7 +460,7 @@ def _with_top(state):
         size = held + 1 + held // 2
         state = QueueState(
             state.counts, np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64), state.tok_start,
-            state.tok_len, state.tok_data, state.marks, state.meta,
+            state.tok_len, state.tok_data, state.tok_shape, state.marks, state.meta,
         )  # fmt: skip
     _refill(state)
     return state
@@ -471,23 +506,16 @@ def queue_add_deltas(state, keys, deltas):
 @njit
 def _may_make(state, a, b):
     """Whether the rules let a merge make the token a + b: its length, and the superword rules."""
-    tok_start, tok_len, tok_data, meta = state.tok_start, state.tok_len, state.tok_data, state.meta
+    tok_len, meta = state.tok_len, state.meta
     max_len, max_words, no_colon_space = meta[_MAX_LEN], meta[_MAX_WORDS], meta[_NO_COLON_SPACE]
     if max_len > 0 and tok_len[a] + tok_len[b] > max_len:
         return False
     if max_words == 0 and no_colon_space == 0:
         return True
-    words = 0
-    previous = _SPACE
-    for part in (a, b):
-        for i in range(tok_start[part], tok_start[part] + tok_len[part]):
-            byte = tok_data[i]
-            if byte != _SPACE and previous == _SPACE:
-                words += 1
-            elif no_colon_space and byte == _SPACE and previous == _COLON:
-                return False
-            previous = byte
-    return max_words == 0 or words <= max_words
+    shape = _joined_shapes(state.tok_shape[a], state.tok_shape[b])
+    if no_colon_space and shape & _COLON_SPACE:
+        return False
+    return max_words == 0 or shape & _WORDS <= max_words
 
 
 @njit
@@ -584,6 +612,7 @@ def _append_token(state, a, b):
     tok_len[new] = tok_len[a] + tok_len[b]
     copy_into(tok_data[used : used + tok_len[a]], tok_data[tok_start[a] : tok_start[a] + tok_len[a]])
     copy_into(tok_data[used + tok_len[a] : used + tok_len[new]], tok_data[tok_start[b] : tok_start[b] + tok_len[b]])
+    state.tok_shape[new] = _joined_shapes(state.tok_shape[a], state.tok_shape[b])
     meta[_N_TOKENS] = new + 1
     meta[_BYTES_USED] = used + tok_len[new]
     return new
