@@ -24,7 +24,18 @@ The parts, each in this process after a warm-up, on one thread:
 The floor on this design with C cores: one thread reads while the others count, and the merge loop
 splits the words over C threads, so max(read, scanner / C) + merges / C. `ours / floor` is how
 far the run is from it. With the fixed costs, start + floor + export: what a run of this design
-takes at best on C cores.
+takes at best on C cores. The peers (`--peers`, rustbpe and sentencepiece unless given) train on
+the same corpus in the same run, so that the floor prints as a share of their times beside the
+goals of issue 51: a goal below that share cannot be met on this design.
+
+    python -m bench.limits --superwords --scale 125    # the superword stage's parts and floor
+
+With `--superwords`, the parts of a superword run's second stage (SuperBPE, transition at 0.7 of
+the vocabulary), each alone on one thread: the text read again and split by the superword pattern,
+counted, stage 1's merges replayed on the pieces, the tracked pairs indexed, the stage's merges
+applied. The stage's floor on C cores is max(read, scanner / C) + (replay + index + merges) / C,
+printed beside what the goal (a superword run in at most 2x plain BPE's time, both run here)
+leaves the stage once everything else in the run is paid.
 """
 
 from __future__ import annotations
@@ -45,7 +56,7 @@ from numba import njit
 
 from bench.measure import REPO, bpe_train, run
 from bench.scale_corpus import scaled_corpus
-from bench.train import first_lines
+from bench.train import SUPERWORD_TRANSITION, first_lines, peer
 from bpe.engine.count import WordCounts
 from bpe.engine.merge import learn_merges
 from bpe.engine.rules import MergeRules
@@ -163,6 +174,9 @@ def rewrites(tokens: np.ndarray, lengths: np.ndarray, merges: np.ndarray) -> int
     return total
 
 
+GOALS = {"rustbpe": 0.25, "sentencepiece": 0.2}  # issue 51: at most this share of each peer's wall time
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -170,14 +184,24 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=32768)
     parser.add_argument("--pattern", default="cl100k")
     parser.add_argument("--regex-mb", type=float, default=60.0, help="split at most this many MB with `regex`")
+    parser.add_argument("--peers", default="rustbpe,sentencepiece", help="peers run on the corpus ('' for none)")
+    parser.add_argument("--superwords", action="store_true", help="the superword stage's parts instead")
     args = parser.parse_args()
     if args.scale:
         args.data = scaled_corpus(args.data, args.scale)
-    import bpe
     from bpe.engine.cores import available_cores
 
-    cores = available_cores()
-    shards = shards_of(args.data)
+    cores, shards = available_cores(), shards_of(args.data)
+    if args.superwords:
+        superword_limits(args, cores, shards)
+    else:
+        plain_limits(args, cores, shards)
+
+
+def plain_limits(args, cores: int, shards: list[Path]) -> None:
+    """The parts of a plain run, its floor, and that floor beside the peers' times."""
+    import bpe
+
     with tempfile.TemporaryDirectory() as work:
         out = Path(work) / "tok"
         run(bpe_train(args.data, 300, out, "--pattern", args.pattern))  # kernels compiled, files cached
@@ -186,6 +210,7 @@ def main() -> None:
         merges = np.array(bpe.Tokenizer.load(out).merges, dtype=np.int64).reshape(-1, 2)
         out_kept = Path(tempfile.mkdtemp()) / "tok"
         shutil.copytree(out, out_kept)
+    peers = {name: run(peer(name, args.data, args.vocab_size, args.pattern)) for name in args.peers.split(",") if name}
     read_texts(shards[:1])
     read, columns = timed(lambda: read_texts(shards))
     mb = text_bytes(columns) / 1e6
@@ -199,34 +224,26 @@ def main() -> None:
     learn_merges(WordCounts.from_dict({b"abab": 2}), 2, rules)  # the queue's kernels loaded first
     loop_s = learn_merges(counted.counts, len(merges), rules, threads=1).seconds
     floor = max(read, scanner_s / cores) + apply_s / cores
-    with tempfile.TemporaryDirectory() as work:  # the compiled path on 1 KB: `--threads` keeps it off the small one
-        tiny = Path(work) / "tiny.txt"
-        tiny.write_text(first_lines(args.data), encoding="utf-8")
-        threads = ("--pattern", args.pattern, "--threads", str(cores))
-        start_s = min(run(bpe_train(tiny, 300, Path(work) / f"tok{i}", *threads))["wall"] for i in range(3))
-    with tempfile.TemporaryDirectory() as work:
-        tokenizer = bpe.Tokenizer.load(out_kept)
-        export_s = min(timed(lambda i=i: tokenizer.save(Path(work) / f"tok{i}"))[0] for i in range(3))
+    start_s = start_seconds(args, cores)
+    export_s = export_seconds(out_kept)
     seconds = manifest["seconds"]
     print(f"## Where the limit is: {args.data} ({mb:,.1f} MB of text), {args.vocab_size:,} tokens, {args.pattern}")
     print()
-    print("| part, one thread | seconds | MB/s | what |")
-    print("| --- | ---: | ---: | --- |")
     share = f"scaled from {sampled:.0%} of the documents" if sampled < 1 else "every document"
-    rows = [
-        ("read and decode (pyarrow)", read, "the text column of every shard"),
-        ("split: `regex` module", regex_s, share),
-        ("split: our scanner", scanner_s, f"{pieces:,} pieces, nothing counted"),
-        ("count: ours (`threads=1`)", count_s, f"{len(counted.counts):,} unique words"),
-        ("index the words (word tables)", index_s, "every pair counted and listed"),
-        ("apply the merges (word tables)", apply_s, f"{len(merges):,} merges, {words_rewritten:,} word rewrites"),
-        ("merge loop: ours (`threads=1`)", loop_s, "the merges chosen and applied"),
-        ("start: `bpe train` on 1 KB, compiled path", start_s, "Python, numba, the kernels, the files"),
-        ("export: the tokenizer's files", export_s, "every format and the manifest"),
-    ]
-    for name, value, what in rows:
-        print(f"| {name} | {value:.2f} | {mb / value:,.0f} | {what} |")
-    print()
+    parts_table(
+        mb,
+        [
+            ("read and decode (pyarrow)", read, "the text column of every shard"),
+            ("split: `regex` module", regex_s, share),
+            ("split: our scanner", scanner_s, f"{pieces:,} pieces, nothing counted"),
+            ("count: ours (`threads=1`)", count_s, f"{len(counted.counts):,} unique words"),
+            ("index the words (word tables)", index_s, "every pair counted and listed"),
+            ("apply the merges (word tables)", apply_s, f"{len(merges):,} merges, {words_rewritten:,} word rewrites"),
+            ("merge loop: ours (`threads=1`)", loop_s, "the merges chosen and applied"),
+            ("start: `bpe train` on 1 KB, compiled path", start_s, "Python, numba, the kernels, the files"),
+            ("export: the tokenizer's files", export_s, "every format and the manifest"),
+        ],
+    )
     print(
         f"floor on {cores} cores: max(read, scanner / {cores}) + merges applied / {cores} = {floor:.2f} s; "
         f"bpe train {ours['wall']:.2f} s wall (count {seconds['count']:.2f} s, merge {seconds['merge']:.2f} s, "
@@ -239,6 +256,111 @@ def main() -> None:
         f" (the queue's choices, {max(loop_s - apply_s - index_s, 0.0):.2f} s on one thread, are outside both;"
         f" {os.cpu_count()} processors here)"
     )
+    for name, result in peers.items():
+        goal = GOALS.get(name)
+        print(
+            f"{name}: {result['wall']:.2f} s wall; ours / {name} {ours['wall'] / result['wall']:.2f}x, "
+            f"(start + floor + export) / {name} {with_fixed / result['wall']:.2f}x"
+            + (f" against the goal of {goal}x" if goal is not None else "")
+        )
+
+
+def superword_limits(args, cores: int, shards: list[Path]) -> None:
+    """The parts of a superword run's second stage, its floor, and what the 2x goal leaves it."""
+    import bpe
+    from bpe.engine.replay import BaseMerges
+    from bpe.engine.tracked_pairs import TrackedPairs
+    from bpe.engine.word_table import WordTable
+    from bpe.training.settings import Settings
+
+    transition = round(SUPERWORD_TRANSITION * args.vocab_size)
+    superwords = ("--pattern", args.pattern, "--superwords", "--transition", str(transition))
+    with tempfile.TemporaryDirectory() as work:
+        out = Path(work) / "tok"
+        run(bpe_train(args.data, 300, out, "--pattern", args.pattern, "--superwords", "--transition", "280"))
+        plain = run(bpe_train(args.data, args.vocab_size, Path(work) / "plain", "--pattern", args.pattern))
+        ours = run(bpe_train(args.data, args.vocab_size, out, *superwords))
+        manifest = json.loads((out / "manifest.json").read_text())
+        merges = np.array(bpe.Tokenizer.load(out).merges, dtype=np.int64).reshape(-1, 2)
+    first, second = manifest["superwords"]["stages"]
+    stage1, stage2 = merges[: first["merges"]], merges[first["merges"] :]
+    settings = Settings(vocab_size=args.vocab_size, pattern=args.pattern, superwords=True, transition=transition)
+    pattern = settings.superword_pattern
+    rules = settings.superword_stage(len(stage1)).merge_rules
+    read_texts(shards[:1])
+    read, columns = timed(lambda: read_texts(shards))
+    mb = text_bytes(columns) / 1e6
+    scanner_s, pieces = scanner_seconds(columns, pattern)
+    del columns
+    bpe.count(["warm up"], pattern=pattern, threads=1)
+    count_s, counted = timed(lambda: bpe.count(files=str(args.data), pattern=pattern, threads=1))
+    base = BaseMerges(stage1)
+    WordTable(WordCounts.from_dict({b"warm up": 1}), base, indexed=False)  # the replay's kernels loaded first
+    replay_s, table = timed(lambda: WordTable(counted.counts, base, indexed=False))
+    tokens = table.n_tokens
+    index_s, _ = timed(lambda: TrackedPairs([table], rules, base, len(stage2)))
+    table = None  # its memory back before the next table
+    full = WordTable(counted.counts, base)  # every pair indexed: each merge finds all its words
+    full.take_deltas()
+    rows = np.column_stack([stage2, base.first_new_id + np.arange(len(stage2))]).astype(np.int64)
+    apply_s, _ = timed(lambda: (full.apply(rows), full.take_deltas()))
+    full = None
+    floor = max(read, scanner_s / cores) + (replay_s + index_s + apply_s) / cores
+    stage_s = sum(v for k, v in second["seconds"].items() if k in ("count", "merge"))
+    budget = 2 * plain["wall"] - (ours["wall"] - stage_s)
+    print(
+        f"## Where the limit is, superwords: {args.data} ({mb:,.1f} MB of text), {args.vocab_size:,} tokens, "
+        f"{args.pattern}, superwords from {transition:,} ({pattern})"
+    )
+    print()
+    parts_table(
+        mb,
+        [
+            ("read and decode (pyarrow)", read, "the text column of every shard"),
+            (f"split: our scanner, `{pattern}`", scanner_s, f"{pieces:,} pieces, nothing counted"),
+            ("count: ours (`threads=1`)", count_s, f"{len(counted.counts):,} unique pieces"),
+            ("replay stage 1's merges", replay_s, f"{len(stage1):,} merges, {tokens:,} tokens after"),
+            ("index the tracked pairs", index_s, "the pairs the stage's queue starts with"),
+            ("apply the stage's merges (word tables)", apply_s, f"{len(stage2):,} merges"),
+        ],
+    )
+    print(
+        f"stage 2's floor on {cores} cores: max(read, scanner / {cores}) + (replay + index + merges applied) / "
+        f"{cores} = {floor:.2f} s; the stage took {stage_s:.2f} s (count {second['seconds']['count']:.2f} s, "
+        f"merge {second['seconds']['merge']:.2f} s): stage / floor {stage_s / floor:.2f}x"
+    )
+    print(
+        f"plain BPE {plain['wall']:.2f} s, superwords {ours['wall']:.2f} s wall ({ours['wall'] / plain['wall']:.2f}x); "
+        f"the goal of 2x plain BPE leaves stage 2 {budget:.2f} s after the rest of the run "
+        f"({ours['wall'] - stage_s:.2f} s): floor / that {floor / budget:.2f}x"
+    )
+
+
+def parts_table(mb: float, rows: list[tuple[str, float, str]]) -> None:
+    print("| part, one thread | seconds | MB/s | what |")
+    print("| --- | ---: | ---: | --- |")
+    for name, value, what in rows:
+        print(f"| {name} | {value:.2f} | {mb / value:,.0f} | {what} |")
+    print()
+
+
+def start_seconds(args, cores: int) -> float:
+    """The least of 3 `bpe train` runs on 1 KB of the corpus, on the compiled path (`--threads`
+    keeps it off the small-input one)."""
+    with tempfile.TemporaryDirectory() as work:
+        tiny = Path(work) / "tiny.txt"
+        tiny.write_text(first_lines(args.data), encoding="utf-8")
+        threads = ("--pattern", args.pattern, "--threads", str(cores))
+        return min(run(bpe_train(tiny, 300, Path(work) / f"tok{i}", *threads))["wall"] for i in range(3))
+
+
+def export_seconds(saved: Path) -> float:
+    """The least of 3 saves of the tokenizer at `saved`, in this process."""
+    import bpe
+
+    with tempfile.TemporaryDirectory() as work:
+        tokenizer = bpe.Tokenizer.load(saved)
+        return min(timed(lambda i=i: tokenizer.save(Path(work) / f"tok{i}"))[0] for i in range(3))
 
 
 if __name__ == "__main__":
