@@ -384,7 +384,7 @@ def _forget_below(state, least):
     return state
 
 
-@njit
+@njit(inline="always")
 def _held(state, count, key):
     """Whether the heap holds a pair of `count`: at least the floor, and a token the rules allow."""
     if count < state.meta[_FLOOR]:
@@ -503,7 +503,7 @@ def queue_add_deltas(state, keys, deltas):
     return state
 
 
-@njit
+@njit(inline="always")
 def _may_make(state, a, b):
     """Whether the rules let a merge make the token a + b: its length, and the superword rules."""
     tok_len, meta = state.tok_len, state.meta
