@@ -285,7 +285,7 @@ def _ranks_above(state, c1, k1, c2, k2):
     return k1 < k2  # two tokens of the same bytes ("a" + "aa", "aa" + "a"): the lower ids first
 
 
-@njit
+@njit(inline="always")
 def _push(state, count, key):
     heap_count, heap_key, meta = state.heap_count, state.heap_key, state.meta
     i = meta[_HEAP_SIZE]
