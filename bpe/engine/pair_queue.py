@@ -299,7 +299,7 @@ def _push(state, count, key):
     _put(heap_count, heap_key, i, count, key)
 
 
-@njit
+@njit(inline="always")
 def _pop(state):
     heap_count, heap_key, meta = state.heap_count, state.heap_key, state.meta
     top_count, top_key = heap_count[0], heap_key[0]
