@@ -420,7 +420,7 @@ def _refill(state):
         _sift_down(state, i, heap_count[i], heap_key[i], n)
 
 
-@njit
+@njit(inline="always")
 def _sift_down(state, i, count, key, n):
     """Place (count, key) at i or below, in a heap of n entries whose subtrees below i are heaps."""
     heap_count, heap_key = state.heap_count, state.heap_key
