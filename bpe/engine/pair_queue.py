@@ -267,11 +267,18 @@ def _compare_tokens(tok_start, tok_len, tok_data, x, y):
     return 1 if lx > ly else -1
 
 
-@njit
+@njit(inline="always")
 def _ranks_above(state, c1, k1, c2, k2):
-    """Does (count c1, pair k1) come before (c2, k2)?"""
+    """Does (count c1, pair k1) come before (c2, k2)? The counts, inlined where the heap compares;
+    the tie-break a call (`_tie_ranks_above`), whose byte comparison would be inlined at each."""
     if c1 != c2:
         return c1 > c2
+    return _tie_ranks_above(state, k1, k2)
+
+
+@njit
+def _tie_ranks_above(state, k1, k2):
+    """Of two pairs of the same count, does k1 come before k2 by the tie-break?"""
     if state.meta[_TIE_BREAK] == _BY_IDS:
         return k1 > k2
     a1, b1 = unpack(k1)
