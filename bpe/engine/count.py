@@ -352,12 +352,6 @@ def hash_and_prefix(data, start, end):
 
 
 @njit(inline="always")
-def _table_insert(table, data, start, end, weight):
-    """Add `weight` to the count of data[start:end]. Returns False, changing nothing, if the table is full."""
-    return table_entry(table, data, start, end, weight) >= 0
-
-
-@njit(inline="always")
 def table_entry(table, data, start, end, weight):
     """Add `weight` to the count of data[start:end]; returns its entry (0, 1, ... in the order of
     first insertion), or -1, changing nothing, if the table is full."""
