@@ -233,7 +233,7 @@ def _joined_shapes(x, y):
     """The shape of a token made of tokens of shapes x then y: their words, less one when x's last
     word goes on into y; b": " if either holds it, or x ends with the colon and y starts with the space."""
     words = (x & _WORDS) + (y & _WORDS)
-    if x & _LAST_SPACE == 0 and y & _FIRST_SPACE == 0 and x & _WORDS > 0 and y & _WORDS > 0:
+    if x & _LAST_SPACE == 0 and y & _FIRST_SPACE == 0:  # x ends inside a word, y starts inside one
         words -= 1
     shape = words | (x & _FIRST_SPACE) | (y & (_LAST_SPACE | _LAST_COLON)) | ((x | y) & _COLON_SPACE)
     if x & _LAST_COLON and y & _FIRST_SPACE:
