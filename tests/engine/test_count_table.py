@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bpe.engine.count import Tally, WordCounts
@@ -149,3 +149,30 @@ def test_counts_summed_by_hash_hand_the_sources_bytes_back_as_they_are_read(monk
     for data in held:
         inside = data[resident.PAGE : -resident.PAGE]
         assert np.count_nonzero(inside) < len(inside) // 100
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=40), st.binary(max_size=9), st.binary(max_size=9))
+def test_a_words_hash_is_the_same_wherever_its_bytes_sit(word, before, after):
+    """The table hashes a word 8 bytes at a time, where the array has them past it, byte by byte at
+    its end. A word counted from the text and found again in the table's own bytes (when it grows)
+    is hashed both ways: the two must agree, or a grown table would count it twice."""
+    from bpe.engine.count import hash_and_prefix
+
+    alone = np.frombuffer(word, dtype=np.uint8)
+    inside = np.frombuffer(before + word + after, dtype=np.uint8)
+    assert hash_and_prefix(alone, 0, len(word)) == hash_and_prefix(inside, len(before), len(before) + len(word))
+    prefix = hash_and_prefix(inside, len(before), len(before) + len(word))[1]
+    assert prefix == int.from_bytes(word[:8], "little")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(min_size=1, max_size=8), min_size=2, max_size=50, unique=True))
+@example([b"ab", b"ab\x00", b"ab\x00\x00\x00\x00\x00\x00"])  # the same bits, told apart by the length
+def test_words_of_up_to_8_bytes_never_share_a_hash(distinct):
+    """Each 8-byte step of the hash is one-to-one and the length is its seed, so words of up to 8
+    bytes, most of a corpus's pieces, never share a hash."""
+    from bpe.engine.count import hash_and_prefix
+
+    hashes = {hash_and_prefix(np.frombuffer(w, dtype=np.uint8), 0, len(w))[0] for w in distinct}
+    assert len(hashes) == len(distinct)
