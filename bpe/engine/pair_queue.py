@@ -372,17 +372,19 @@ def _grow(state, new_pairs, new_heap, new_tokens, new_bytes):
 
 @njit(cache=True)
 def _forget_below(state, least):
+    old = borrowed(state.counts)
     kept = 0
-    for r in range(len(state.counts)):
-        if state.counts[r, KEY_COLUMN] != 0 and state.counts[r, _COUNT] >= least:
+    for r in range(len(old)):
+        if old[r, KEY_COLUMN] != 0 and old[r, _COUNT] >= least:
             kept += 1
     capacity = 1 << 12
     while 2 * kept >= most_pairs(capacity):  # room for as many again before it grows
         capacity *= 2
     counts = np.zeros((capacity, _PAIR_COLUMNS), dtype=np.int64)
-    for r in range(len(state.counts)):
-        if state.counts[r, KEY_COLUMN] != 0 and state.counts[r, _COUNT] >= least:
-            copy_into(counts[slot_of(counts, state.counts[r, KEY_COLUMN] - 1)], state.counts[r])
+    kept_counts = borrowed(counts)
+    for r in range(len(old)):
+        if old[r, KEY_COLUMN] != 0 and old[r, _COUNT] >= least:
+            copy_into(kept_counts[slot_of(kept_counts, old[r, KEY_COLUMN] - 1)], old[r])
     state.meta[_N_PAIRS] = kept
     size = max(2 * _held_pairs(state, counts), 1 << 12)
     state = QueueState(counts, np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64), state.tok_start,
@@ -405,6 +407,7 @@ def _held(state, count, key):
 @njit
 def _held_pairs(state, counts):
     """How many pairs of `counts` (a pair table) the heap holds once refilled."""
+    state, counts = _borrowed_queue(state), borrowed(counts)
     n = 0
     for r in range(len(counts)):
         if counts[r, KEY_COLUMN] != 0 and _held(state, counts[r, _COUNT], counts[r, KEY_COLUMN] - 1):
@@ -415,6 +418,7 @@ def _held_pairs(state, counts):
 @njit
 def _refill(state):
     """The heap made again from the pair table: one entry per pair it holds, at its count."""
+    state = _borrowed_queue(state)
     counts, heap_count, heap_key = state.counts, state.heap_count, state.heap_key
     n = np.int64(0)
     for r in range(len(counts)):

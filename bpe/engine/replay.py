@@ -33,6 +33,7 @@ import numpy as np
 from numba import njit
 
 from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below are cached)
+from bpe.engine.borrow import borrowed
 from bpe.engine.count import (
     CountTable,
     WordCounts,
@@ -212,6 +213,7 @@ def _find_segments(table, data, offsets, joined, segment_of, first_word, first_s
     view = borrowed_table(table)
     cuts = np.empty((SEGMENTS_AHEAD, 3), dtype=np.int64)  # waiting segment: start, end, its number
     hashes, prefixes = np.empty(SEGMENTS_AHEAD, dtype=np.uint64), np.empty(SEGMENTS_AHEAD, dtype=np.uint64)
+    data, offsets, joined, segment_of = borrowed(data), borrowed(offsets), borrowed(joined), borrowed(segment_of)
     s = first_segment
     cut = found = 0
     waiting_bytes = 0
@@ -258,6 +260,8 @@ def _look_up(table, data, cuts, hashes, prefixes, segment_of, k):
 def _join_segments(out, written, segment_of, per_word, tokens, starts, word_lengths):
     """Write each word's tokens, its segments' one after another, into `out` from `written` on,
     and its length into `word_lengths`; returns where the words end in `out`."""
+    out, segment_of, per_word, tokens = borrowed(out), borrowed(segment_of), borrowed(per_word), borrowed(tokens)
+    starts, word_lengths = borrowed(starts), borrowed(word_lengths)
     i = written
     s = 0
     for w in range(len(per_word)):
@@ -304,10 +308,12 @@ def _replay(data, offsets, table, long_word):
         if offsets[w + 1] - offsets[w] < long_word:
             longest = max(longest, offsets[w + 1] - offsets[w])
     rank = np.empty(longest, dtype=np.int64)  # rank[i]: the rank of the pair at i, i + 1 (one word at a time)
+    data, offsets, table = borrowed(data), borrowed(offsets), borrowed(table)
+    each_word, each_rank = borrowed(tokens), borrowed(rank)  # sliced per word: views without references
     out = 0
     for w in range(n_words):
         start, n = offsets[w], offsets[w + 1] - offsets[w]
-        t = tokens[out : out + n]
+        t = each_word[out : out + n]
         for i in range(n):
             t[i] = data[start + i]
         if n >= long_word:
@@ -315,7 +321,7 @@ def _replay(data, offsets, table, long_word):
             lengths[w] = n
             out += n
             continue
-        r = rank[:n]
+        r = each_rank[:n]
         for i in range(n - 1):
             r[i] = _rank(table, t[i], t[i + 1])
         while n > 1:

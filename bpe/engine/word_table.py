@@ -432,7 +432,7 @@ def _count_pairs(state, first, end, sketch, floor):
     """Count the pairs of the words `first` ... `end` - 1 that are not long (those the floor takes:
     `_reaches`), and how many words hold each, in the low bits of its links (no node is taken yet);
     returns where it stopped (`end` when done, earlier when the pair table needs room first)."""
-    state = _borrowed_words(state)
+    state, sketch = _borrowed_words(state), borrowed(sketch)
     tokens, starts, lengths, freqs = state.tokens, state.starts, state.lengths, state.freqs
     pairs, touched, meta, long_word = state.pairs, state.touched, state.meta, state.long_word
     k = np.searchsorted(long_word, first)
@@ -479,7 +479,7 @@ def _link_words(state, first, end, sketch, floor):
     """Link the words `first` ... `end` - 1 that are not long to the pairs they hold (as counted by
     `_count_pairs`), each at the head of its pair's list in the node just before the head: a
     list's nodes end up in order, its head at the start of its run, the last word linked first."""
-    state = _borrowed_words(state)
+    state, sketch = _borrowed_words(state), borrowed(sketch)
     tokens, starts, lengths, long_word = state.tokens, state.starts, state.lengths, state.long_word
     pairs, node_word, node_next = state.pairs, state.node_word, state.node_next
     k = np.searchsorted(long_word, first)
@@ -511,7 +511,7 @@ def _index_long_words(state, first, position, sketch, floor):
     """Count and index by position the pairs of long words `first`, `first` + 1, ... that the
     floor takes, from the live token at `position` of the first (0: its first token, always live);
     returns where it stopped, (long words, 0) when done."""
-    state = _borrowed_words(state)
+    state, sketch = _borrowed_words(state), borrowed(sketch)
     tokens, starts, freqs, next_gap = state.tokens, state.starts, state.freqs, state.next_gap
     pairs, touched, meta = state.pairs, state.touched, state.meta
     node_word, node_next, long_word, long_start = state.node_word, state.node_next, state.long_word, state.long_start
@@ -541,7 +541,8 @@ def _counted(counts, key):
 
 @njit(cache=True, nogil=True)
 def _forgotten_below(state, counts, least):
-    pairs, node_next, meta = state.pairs, state.node_next, state.meta
+    view, counts = _borrowed_words(state), borrowed(counts)
+    pairs, node_next, meta = view.pairs, view.node_next, view.meta
     keep = np.zeros(len(pairs), dtype=np.bool_)  # each pair looked up once in the queue's table, a miss apiece
     kept = 0
     for r in range(len(pairs)):
@@ -552,11 +553,12 @@ def _forgotten_below(state, counts, least):
     while 2 * kept >= most_pairs(capacity):  # room for as many again before it grows
         capacity *= 2
     table = np.zeros((capacity, _PAIR_COLUMNS), dtype=np.int64)
+    kept_pairs = borrowed(table)
     for r in range(len(pairs)):
         if pairs[r, KEY_COLUMN] == 0:
             continue
         if keep[r]:
-            copy_into(table[slot_of(table, pairs[r, KEY_COLUMN] - 1)], pairs[r])
+            copy_into(kept_pairs[slot_of(kept_pairs, pairs[r, KEY_COLUMN] - 1)], pairs[r])
             continue
         node = (pairs[r, _LINKS] & LOW32) - 1
         while node >= 0:
@@ -566,15 +568,16 @@ def _forgotten_below(state, counts, least):
     meta[_PAIRS_USED] = kept
     meta[_N_TOUCHED] = 0
     return WordState(
-        state.tokens, state.starts, state.lengths, state.freqs, table, state.node_word, node_next,
-        np.empty(most_pairs(capacity) + 1, dtype=np.int32), meta, state.long_word, state.long_start, state.next_gap,
-        state.prev_gap,
+        state.tokens, state.starts, state.lengths, state.freqs, table, state.node_word, state.node_next,
+        np.empty(most_pairs(capacity) + 1, dtype=np.int32), state.meta, state.long_word, state.long_start,
+        state.next_gap, state.prev_gap,
     )  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
 def _sketch_pairs(state, sketch):
     """Add each pair's count in the words as they stand to its counter in `sketch`."""
+    state, sketch = _borrowed_words(state), borrowed(sketch)
     tokens, starts, lengths, freqs = state.tokens, state.starts, state.lengths, state.freqs
     long_word, long_start, next_gap = state.long_word, state.long_start, state.next_gap
     k = 0
