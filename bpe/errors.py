@@ -5,7 +5,7 @@ keeps its traceback. The base classes (`BpeError`, `InputError`, `SettingsError`
 
 import re
 
-from bpe.engine.errors import BpeError, InputError, SettingsError  # noqa: F401  (the base classes)
+from bpe.engine.errors import BpeError, InputError, NotUtf8Error, SettingsError  # noqa: F401  (the base classes)
 
 
 class InvalidTextError(InputError, ValueError):

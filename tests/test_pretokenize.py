@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 import regex
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bpe import pretokenize, train
@@ -222,3 +222,41 @@ def test_scanner_tables_are_kept_in_the_kernel_cache_and_a_damaged_copy_is_read_
             assert np.array_equal(np.load(kept), np.stack(read_off))  # kept whole for the next run
     finally:
         scanner_tables.cache_clear()
+
+
+# Bytes near the edges of UTF-8: each kind of lead byte, continuation bytes, and the bytes that
+# make an overlong form, a surrogate or a code point past U+10FFFF.
+utf8_edges = st.lists(
+    st.one_of(
+        st.sampled_from([0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF]),
+        st.sampled_from([0xE0, 0xE1, 0xEC, 0xED, 0xEE, 0xEF, 0xF0, 0xF1, 0xF3, 0xF4, 0xF5, 0xFF]),
+        st.integers(0, 255),
+    ),
+    max_size=12,
+).map(bytes)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(utf8_edges, st.text(max_size=8).map(lambda t: t.encode("utf-8", "surrogatepass"))))
+@example(b"\xed\xa0\x80")  # a surrogate, U+D800
+@example(b"\xed\x9f\xbf")  # U+D7FF, just below them
+@example(b"\xc0\xaf")  # "/" spelt in two bytes (overlong)
+@example(b"\xe0\x80\xaf")  # and in three
+@example(b"\xf0\x80\x80\xaf")  # and in four
+@example(b"\xf4\x90\x80\x80")  # U+110000, past the last code point
+@example(b"\xf4\x8f\xbf\xbf")  # U+10FFFF, the last
+@example(b"ab\xe2\x82")  # a character cut short at the end
+def test_the_scanners_decoder_takes_exactly_what_python_decodes_as_utf8(data):
+    """Counting reads Parquet's strings unchecked and relies on this decoder to refuse what is not
+    UTF-8: it must agree with Python's decoder on every byte string, and decode what it takes to
+    the same code points."""
+    from bpe.engine.scanner import decode_utf8
+
+    try:
+        expected = [ord(c) for c in data.decode("utf-8")]
+    except UnicodeDecodeError:
+        expected = None
+    array = np.frombuffer(b"<" + data + b">", dtype=np.uint8)  # bytes around it: the end is the end given
+    cps, byte_pos = np.empty(len(data) + 1, np.int32), np.empty(len(data) + 2, np.int64)
+    n = decode_utf8(array, 1, 1 + len(data), cps, byte_pos)
+    assert (None if n < 0 else cps[:n].tolist()) == expected

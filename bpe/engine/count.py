@@ -23,7 +23,7 @@ from numba import njit
 from bpe.engine import kernel_cache  # noqa: F401  (sets where the kernels below are cached)
 from bpe.engine.borrow import borrowed
 from bpe.engine.copying import copy_into
-from bpe.engine.errors import InputError
+from bpe.engine.errors import InputError, NotUtf8Error
 from bpe.engine.hashing import hash_buckets
 from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.prefetch import prefetch
@@ -272,9 +272,12 @@ class Tally:
     @holds_interrupts
     def count_pieces(self, data: np.ndarray, offsets: np.ndarray, scanner: int, tables: tuple) -> int:
         """Count the pieces of each document data[offsets[i]:offsets[i + 1]]; returns how many.
-        `tables`: the scanners' (classes, folds), `bpe.pretokenize.scanner_tables()`."""
+        `tables`: the scanners' (classes, folds), `bpe.pretokenize.scanner_tables()`. A document
+        that is not UTF-8 raises NotUtf8Error naming it, with the documents before it counted."""
         classes, folds = tables
-        self._table, pieces = _count_pieces(data, offsets, scanner, classes, folds, self._table)
+        self._table, pieces, not_utf8 = _count_pieces(data, offsets, scanner, classes, folds, self._table)
+        if not_utf8 >= 0:
+            raise NotUtf8Error(not_utf8)
         return pieces
 
     @holds_interrupts
@@ -556,7 +559,8 @@ def _insert_until_full(table, data, offsets, weights, buckets, part, first):
 
 def _count_pieces(data, doc_offsets, scanner_id, classes, folds, table):
     """Scan every document with the named pattern's scanner and count its pieces, growing the
-    table whenever it fills. Returns (table, pieces counted)."""
+    table whenever it fills. Returns (table, pieces counted, the first document that is not UTF-8
+    or -1), stopping at that document."""
     longest = int(np.diff(doc_offsets).max()) if len(doc_offsets) > 1 else 0
     cps = np.empty(longest + 1, dtype=np.int32)
     byte_pos = np.empty(longest + 2, dtype=np.int64)
@@ -565,15 +569,18 @@ def _count_pieces(data, doc_offsets, scanner_id, classes, folds, table):
     while True:
         doc, position, more = count_until_full(table, data, doc_offsets, doc, position, classes, folds, cps, byte_pos)
         pieces += more
+        if position < 0:
+            return table, pieces, doc
         if doc == len(doc_offsets) - 1:
-            return table, pieces
+            return table, pieces, -1
         table = table_make_room(table, longest)
 
 
 # The counting loop, one kernel for every pattern: it counts pieces from code point `position` of
 # document `doc` on, and stops where the table is full, returning (doc, position, pieces counted),
-# doc == number of documents when all are done. It works on borrowed views of its arrays (reference
-# counts on every scanner call and table insert cost two thirds of the time otherwise). Each
+# doc == number of documents when all are done, position -1 when document doc is not UTF-8. It
+# works on borrowed views of its arrays (reference counts on every scanner call and table insert
+# cost two thirds of the time otherwise). Each
 # pattern's kernel passes its scanner (`piece_end`) and what it drops between pieces (`gap`) to the
 # inlined loop, so that its scanner alone is compiled into it: a switch over the patterns at every
 # piece cost half the time, and a switch on a constant compiled all five scanners into each kernel.
@@ -598,6 +605,9 @@ def _count_until_full(piece_end, gap, table, data, doc_offsets, doc, position, c
     stopped, resume = len(doc_offsets) - 1, 0  # where the loop stopped: every document, unless the table filled
     for d in range(doc, len(doc_offsets) - 1):
         n = decode_utf8(data, doc_offsets[d], doc_offsets[d + 1], cps, byte_pos)
+        if n < 0:  # not UTF-8: the loop stops before it, at position -1
+            stopped, resume = d, -1
+            break
         p = position if d == doc else 0
         while p < n:
             e = piece_end(cps, n, p, classes, folds)

@@ -127,3 +127,15 @@ class InputError(BpeError):
 
 class SettingsError(BpeError, ValueError):
     """A setting (vocabulary size, pattern, special tokens, ...) that cannot work."""
+
+
+class NotUtf8Error(InputError):
+    """Text whose bytes are not UTF-8: `row` is its index among the documents counted together,
+    for the caller to name where it came from."""
+
+    def __init__(self, row: int, where: str = "the documents") -> None:
+        super().__init__(f"{where}: row {row} is not valid UTF-8")
+        self.row, self.where = row, where
+
+    def __reduce__(self):
+        return type(self), (self.row, self.where)

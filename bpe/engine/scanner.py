@@ -351,7 +351,11 @@ def is_split_space(cps, p, classes):
 
 @njit(inline="always")
 def decode_utf8(data, start, end, cps, byte_pos):
-    """Decode data[start:end] into cps; byte_pos[i] is where code point i starts. Returns the count."""
+    """Decode data[start:end] into cps; byte_pos[i] is where code point i starts. Returns the count,
+    or -1 if the bytes are not UTF-8 as Python and Arrow decode it (no overlong form, surrogate or
+    code point past U+10FFFF, no sequence cut short): reading text unchecked and checking it here,
+    where every byte is read anyway, spares a pass over it (Arrow's check of a 500 MB corpus took
+    0.6 s of CPU)."""
     i = start
     n = 0
     while i < end:
@@ -360,13 +364,23 @@ def decode_utf8(data, start, end, cps, byte_pos):
         if b < 0x80:
             cp = b
             i += 1
+        elif b < 0xC2 or b > 0xF4:  # a continuation byte, an overlong lead, or past U+10FFFF
+            return -1
         elif b < 0xE0:
+            if i + 1 >= end or data[i + 1] & 0xC0 != 0x80:
+                return -1
             cp = ((b & 0x1F) << 6) | (np.int32(data[i + 1]) & 0x3F)
             i += 2
         elif b < 0xF0:
+            if i + 2 >= end or not _follows(data[i + 1], b, 0xE0, 0xA0, 0xED, 0x9F) or data[i + 2] & 0xC0 != 0x80:
+                return -1
             cp = ((b & 0x0F) << 12) | ((np.int32(data[i + 1]) & 0x3F) << 6) | (np.int32(data[i + 2]) & 0x3F)
             i += 3
         else:
+            if i + 3 >= end or not _follows(data[i + 1], b, 0xF0, 0x90, 0xF4, 0x8F):
+                return -1
+            if data[i + 2] & 0xC0 != 0x80 or data[i + 3] & 0xC0 != 0x80:
+                return -1
             cp = (
                 ((b & 0x07) << 18)
                 | ((np.int32(data[i + 1]) & 0x3F) << 12)
@@ -378,6 +392,18 @@ def decode_utf8(data, start, end, cps, byte_pos):
         n += 1
     byte_pos[n] = end
     return n
+
+
+@njit(inline="always")
+def _follows(c, lead, low_lead, low, high_lead, high):
+    """Whether c may come second after `lead`: a continuation byte, at least `low` after
+    `low_lead` (no overlong form) and at most `high` after `high_lead` (no surrogate, nothing
+    past U+10FFFF)."""
+    if c & 0xC0 != 0x80:
+        return False
+    if lead == low_lead:
+        return c >= low
+    return lead != high_lead or c <= high
 
 
 @njit(nogil=True, cache=True)
@@ -404,6 +430,8 @@ def split_offsets(data, doc_offsets, scanner_id, classes, folds):
     ends = []
     for d in range(n_docs):
         n = decode_utf8(data, doc_offsets[d], doc_offsets[d + 1], cps, byte_pos)
+        if n < 0:
+            raise ValueError("a document is not valid UTF-8")
         p = 0
         while p < n:
             e = next_piece_end(cps, n, p, scanner_id, classes, folds)

@@ -27,6 +27,7 @@ def read_batches(
     text_column: str = "text",
     pretokenizer: Pretokenizer | None = None,
     chunk_bytes: int | None = None,
+    check_utf8: bool = True,
 ) -> Iterator[tuple[pa.LargeStringArray, int]]:
     """Documents of a shard in batches (nulls kept, for the caller to count and skip), each with
     its share of the file's size, so that progress can be shown in file bytes. The shard's
@@ -34,9 +35,11 @@ def read_batches(
 
     Given the `pretokenizer` that will count them, a text file read as one document comes in pieces
     of about `chunk_bytes` (default `TXT_CHUNK_BYTES`) whose counts are exactly those of the whole
-    file (see `txt_chunks`); without it, whole. Read as lines, it comes in blocks of that size."""
+    file (see `txt_chunks`); without it, whole. Read as lines, it comes in blocks of that size.
+    `check_utf8=False`: Parquet's strings come unchecked, for the compiled counting scanners, which
+    check them (`format_batches`)."""
     budget = Budget(*shard.budget) if shard.budget is not None else None
-    yield from _selected_batches(shard, text_column, pretokenizer, chunk_bytes, budget)
+    yield from _selected_batches(shard, text_column, pretokenizer, chunk_bytes, budget, check_utf8)
 
 
 def _selected_batches(
@@ -45,10 +48,11 @@ def _selected_batches(
     pretokenizer: Pretokenizer | None,
     chunk_bytes: int | None,
     budget: Budget | None,
+    check_utf8: bool = True,
 ) -> Iterator[tuple[pa.LargeStringArray, int]]:
     """`format_batches`, sampled, then cut by `budget` (whose state tells `apply_limit` where it ran out)."""
     one_document = shard.kind == "txt" and shard.text_format == "doc"
-    batches = format_batches(shard, text_column, pretokenizer, chunk_bytes)
+    batches = format_batches(shard, text_column, pretokenizer, chunk_bytes, check_utf8)
     if shard.sample is not None:
         if one_document:
             batches = sampled_file(shard, batches)

@@ -39,11 +39,18 @@ TXT_CHUNK_BYTES = 2 << 20
 
 
 def format_batches(
-    shard: Shard, text_column: str, pretokenizer: Pretokenizer | None, chunk_bytes: int | None
+    shard: Shard,
+    text_column: str,
+    pretokenizer: Pretokenizer | None,
+    chunk_bytes: int | None,
+    check_utf8: bool = True,
 ) -> Iterator[tuple[pa.LargeStringArray, int]]:
-    """Every document of the shard, read as its kind says; decompression errors in one line."""
+    """Every document of the shard, read as its kind says; decompression errors in one line.
+    `check_utf8=False`: Parquet's strings are not checked to be UTF-8 here, for a caller that
+    checks them as it reads them (the compiled counting scanners); every other kind is decoded
+    by Python, which checks."""
     if shard.kind == "parquet":
-        yield from _parquet_batches(shard, text_column)
+        yield from _parquet_batches(shard, text_column, check_utf8)
         return
     readers = {"jsonl": _jsonl_batches, "json": _json_batches, "csv": _csv_batches, "tsv": _csv_batches}
     if shard.kind != "txt" and shard.kind not in readers:
@@ -259,7 +266,9 @@ def is_text_type(data_type: pa.DataType) -> bool:
     )
 
 
-def _parquet_batches(shard: Shard, text_column: str) -> Iterator[tuple[pa.LargeStringArray, int]]:
+def _parquet_batches(
+    shard: Shard, text_column: str, check_utf8: bool = True
+) -> Iterator[tuple[pa.LargeStringArray, int]]:
     with shard.open() as f:
         parquet = _open_parquet(shard, f)
         _parquet_text_field(parquet, shard, text_column)
@@ -269,7 +278,7 @@ def _parquet_batches(shard: Shard, text_column: str) -> Iterator[tuple[pa.LargeS
             for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=[text_column]):
                 column = batch.column(0)
                 try:
-                    column.validate(full=True)
+                    column.validate(full=check_utf8)
                 except pa.ArrowInvalid as exc:
                     raise InputError(f"{shard.path}: rows {row}-{row + len(column) - 1}: {_first_line(exc)}") from None
                 row += len(column)

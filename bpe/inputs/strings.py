@@ -46,3 +46,26 @@ def int64s(values: np.ndarray) -> pa.Int64Array:
     """NumPy integers as an Arrow int64 array (shares the buffer when they already are int64)."""
     values = np.ascontiguousarray(values, dtype=np.int64)
     return pa.Int64Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+
+
+def first_not_utf8(array: pa.Array) -> int | None:
+    """The index of the first string of `array` whose bytes are not UTF-8 (by Arrow's full check),
+    or None: where counting found one, found again in the array as the caller gave it.
+
+    >>> first_not_utf8(pa.array([b"ok", b"", b"bad \\xff", b"x"], pa.binary()).view(pa.string()))
+    2
+    """
+    try:
+        array.validate(full=True)
+        return None
+    except pa.ArrowInvalid:
+        pass
+    low, high = 0, len(array)  # the first such string is in array[low:high]
+    while high - low > 1:
+        middle = (low + high) // 2
+        try:
+            array.slice(low, middle - low).validate(full=True)
+            low = middle
+        except pa.ArrowInvalid:
+            high = middle
+    return low

@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bpe.engine.cores import BusyCores, available_cores
+from bpe.engine.errors import InputError, NotUtf8Error
 from bpe.engine.interrupts import holds_interrupts
 from bpe.engine.resident import release_compiler
 from bpe.inputs.shard import Shard
-from bpe.pretokenize import Pretokenizer, scanner_tables
+from bpe.pretokenize import PATTERNS, Pretokenizer, scanner_tables
 from bpe.progress import estimate_text_bytes
 from bpe.schema import check
 
@@ -134,10 +135,13 @@ class WordCounter:
     @holds_interrupts
     def add_arrow(self, array: pa.Array | pa.ChunkedArray) -> None:
         """Count a batch of documents: strings of any Arrow layout, dictionary-encoded ones too (see
-        `is_text_type`); nulls are skipped (and counted in `stats.null_rows`)."""
+        `is_text_type`); nulls are skipped (and counted in `stats.null_rows`). Strings whose bytes
+        are not UTF-8 (Arrow does not check what it is handed) raise NotUtf8Error naming the
+        first one's row in `array`; the documents counted before it stay counted."""
         import pyarrow as pa
 
         from bpe.inputs.readers import is_text_type
+        from bpe.inputs.strings import first_not_utf8
 
         if isinstance(array, pa.ChunkedArray):
             for chunk in array.chunks:
@@ -147,6 +151,13 @@ class WordCounter:
             if not is_text_type(array.type):  # a cast would turn numbers into text
                 raise TypeError(f"expected an Arrow array of strings, got {array.type}")
             array = array.cast(pa.large_string())  # first: a dictionary's nulls may sit in its values
+        try:
+            self._add_strings(array)
+        except (NotUtf8Error, UnicodeDecodeError):  # from the scanner, or from Arrow making str
+            row = first_not_utf8(array)
+            raise NotUtf8Error(0 if row is None else row, "a batch of documents") from None
+
+    def _add_strings(self, array: pa.LargeStringArray) -> None:
         self.stats.null_rows += array.null_count
         if array.null_count:
             array = array.drop_null()
@@ -420,11 +431,20 @@ class ShardReader:
     finished = object()  # the end of the batches, put back by each counter that takes it
 
     def __init__(
-        self, shards: Sequence[Shard], text_column: str, pretokenizer: Pretokenizer, busy: BusyCores | None = None
+        self,
+        shards: Sequence[Shard],
+        text_column: str,
+        pretokenizer: Pretokenizer,
+        busy: BusyCores | None = None,
+        compiled: bool = True,
     ) -> None:
         self.shards = list(shards)
         self.text_column = text_column
         self.pretokenizer = pretokenizer
+        # Counted by a compiled scanner, which checks the bytes as it decodes them, Parquet's
+        # strings are not checked on the way (`read_batches`): a counter that finds some that are
+        # not UTF-8 has them found again, with their file and rows, by `not_utf8_error`.
+        self.check_utf8 = not (compiled and pretokenizer.name in PATTERNS)
         self.batches: queue.Queue = queue.Queue()
         self.unread = ReadAhead()
         self.fingerprints: list[dict] = []
@@ -442,7 +462,7 @@ class ShardReader:
                 self._busy.measured()
             for shard in self.shards:
                 self.fingerprints.append(shard.fingerprint())
-                for batch in read_batches(shard, self.text_column, self.pretokenizer):
+                for batch in read_batches(shard, self.text_column, self.pretokenizer, check_utf8=self.check_utf8):
                     if self.stop.is_set():
                         return
                     self.unread.wait_for_room(batch[0].nbytes, self.stop)
@@ -493,7 +513,9 @@ def count_shards(
             threads = counting_threads(busy)
         check("threads", threads)  # 0 or -5 would count nothing, or all on one thread unasked
         if reader is None:
-            reader = ShardReader(shards, text_column, pretokenizer)  # reads ahead while the counters load the engine
+            reader = ShardReader(
+                shards, text_column, pretokenizer, compiled=compiled
+            )  # reads ahead as the engine loads
         counters = [WordCounter(pretokenizer, compiled=compiled) for _ in range(threads)]
     except BaseException:
         if reader is not None:
@@ -532,10 +554,26 @@ def count_shards(
     for w in workers:
         w.join()
     if failures:
-        raise failures[0]
+        raise not_utf8_error(reader, failures[0]) if isinstance(failures[0], NotUtf8Error) else failures[0]
     stats = CountStats.summed(counter.stats for counter in counters)
     if progress is not None:
         progress("count", stats.bytes, stats.bytes)
     if not compiled:
         return counters[0].word_counts(), stats, reader.fingerprints
     return WordCounter.summed(counters), stats, reader.fingerprints
+
+
+def not_utf8_error(reader: ShardReader, found: NotUtf8Error) -> BaseException:
+    """The error for text a counter found not to be UTF-8, naming its file and rows: the shards
+    read again, checked as `read_batches` checks them, up to the first batch that fails (the
+    file and rows the reader would have named, had it checked them); `found` if none does."""
+    from bpe.inputs.read import read_batches
+
+    if not reader.check_utf8:
+        for shard in reader.shards:
+            try:
+                for _ in read_batches(shard, reader.text_column, reader.pretokenizer):
+                    pass
+            except InputError as exc:
+                return exc
+    return found

@@ -315,6 +315,45 @@ def test_word_counter_reads_every_string_layout_and_refuses_other_types():
         counter.add_arrow(pa.array([1, 2]))
 
 
+def not_utf8_parquet(path: Path, bad_row: int = 45) -> Path:
+    """60 rows in row groups of 20, one of them not UTF-8 (Parquet does not check its strings)."""
+    rows = [f"document {i} has a few words in it".encode() for i in range(60)]
+    rows[bad_row] = b"bad \xff\xfe row"
+    pq.write_table(pa.table({"text": pa.array(rows, pa.binary()).view(pa.string())}), path, row_group_size=20)
+    return path
+
+
+def test_parquet_text_that_is_not_utf8_is_named_by_file_and_row_however_it_is_counted(tmp_path):
+    """Arrow checks Parquet's strings as the regex path reads them; the compiled scanners check them
+    as they decode them, and the error names the same file and row all the same."""
+    path = not_utf8_parquet(tmp_path / "bad-row.parquet", bad_row=45)
+    said = []
+    for compiled in (False, True):
+        with pytest.raises(InputError) as caught:
+            count_shards(discover([str(path)]), Pretokenizer("cl100k"), threads=2, compiled=compiled)
+        said.append(str(caught.value))
+    found = regex.match(
+        rf"{regex.escape(str(path))}: rows (\d+)-\d+: Invalid UTF8 sequence at string index (\d+)$", said[0]
+    )
+    assert found and int(found[1]) + int(found[2]) == 45, said
+    assert said[1] == said[0]
+
+
+def test_a_counter_names_the_first_row_of_its_batch_that_is_not_utf8():
+    """Rows are counted out of order (nulls dropped, documents holding special tokens cut apart last):
+    the row named is the batch's own."""
+    from bpe.errors import NotUtf8Error
+
+    rows = [b"fine", None, b"ok <|endoftext|> \xc3(", b"caf\xc3\xa9", b"bad \xed\xa0\x80"]
+    batch = pa.array(rows, pa.binary()).view(pa.string())
+    for pattern in ("cl100k", r"\S+"):  # a compiled scanner, and the regex module
+        counter = WordCounter(Pretokenizer(pattern, ["<|endoftext|>"]))
+        with pytest.raises(NotUtf8Error, match=r"^a batch of documents: row 2 is not valid UTF-8$"):
+            counter.add_arrow(batch)
+    with pytest.raises(NotUtf8Error, match=r"row 1 is not valid UTF-8$"):
+        WordCounter(Pretokenizer("gpt2")).add_arrow(batch[3:])
+
+
 @pytest.mark.parametrize(
     "name, make",
     [
