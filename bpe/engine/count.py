@@ -340,7 +340,7 @@ def borrowed_table(table):
 
 
 # The table's hash takes a word 8 bytes at a time (`load_u64`): one multiply a machine word rather
-# than FNV-1a's one a byte, whose chain of multiplies was a sixth of counting's time on one thread.
+# than FNV-1a's one a byte, whose chain of multiplies was a fifth of counting's time on one thread.
 # It need not be FNV-1a: nothing outside a table sees it (`hash_buckets` splits words by FNV-1a).
 _SEED = np.uint64(0x9E3779B97F4A7C15)
 _MIX = np.uint64(0xFF51AFD7ED558CCD)

@@ -512,10 +512,8 @@ def count_shards(
         if threads is None:
             threads = counting_threads(busy)
         check("threads", threads)  # 0 or -5 would count nothing, or all on one thread unasked
-        if reader is None:
-            reader = ShardReader(
-                shards, text_column, pretokenizer, compiled=compiled
-            )  # reads ahead as the engine loads
+        if reader is None:  # it reads ahead while the counters load the engine
+            reader = ShardReader(shards, text_column, pretokenizer, compiled=compiled)
         counters = [WordCounter(pretokenizer, compiled=compiled) for _ in range(threads)]
     except BaseException:
         if reader is not None:
