@@ -18,10 +18,10 @@ from bpe import storage
 from bpe.distributed.memory import scatter
 from bpe.engine.count import WordCounts
 from bpe.engine.resident import READER, release_code, release_memory
-from bpe.errors import BpeError, InputError
+from bpe.errors import BpeError, InputError, NotUtf8Error
 from bpe.inputs.readers import check_parquet
 from bpe.inputs.shard import Shard
-from bpe.pretokenize import Pretokenizer
+from bpe.pretokenize import PATTERNS, Pretokenizer
 from bpe.progress import estimate_text_bytes
 from bpe.training.counting import (
     CountStats,
@@ -49,9 +49,12 @@ def count_partition(
     no traceback for it (the client raises it); any other exception fails the task as usual."""
     use_system_allocator()
     counter = WordCounter(pretokenizer, holdout=shard_holdout(shard, holdout))
+    scanned = pretokenizer.name in PATTERNS  # a compiled scanner checks the UTF-8 as it decodes it
     try:
-        for batch in _partition_batches(shard, row_group, text_column):
+        for batch in _partition_batches(shard, row_group, text_column, check_utf8=not scanned):
             counter.add_arrow(batch)
+    except NotUtf8Error as found:  # read again, checked, for the file and rows the local engine names
+        return {"error": _checked_read_error(shard, row_group, text_column) or found}
     except BpeError as exc:
         return {"error": exc}
     counted = {
@@ -64,12 +67,24 @@ def count_partition(
     return counted
 
 
-def _partition_batches(shard: Shard, row_group: int | None, text_column: str):
+def _checked_read_error(shard: Shard, row_group: int | None, text_column: str) -> InputError | None:
+    """The error the partition's text gives when read with Arrow's check of its UTF-8, if any."""
+    try:
+        for _ in _partition_batches(shard, row_group, text_column):
+            pass
+    except InputError as exc:
+        return exc
+    return None
+
+
+def _partition_batches(shard: Shard, row_group: int | None, text_column: str, check_utf8: bool = True):
+    """The partition's documents in batches; `check_utf8=False`: Parquet's strings unchecked (see
+    `bpe.inputs.read.read_batches`)."""
     from bpe.inputs.read import read_batches
     from bpe.inputs.selection import select_rows
 
     if row_group is None:
-        for batch, _ in read_batches(shard, text_column):
+        for batch, _ in read_batches(shard, text_column, check_utf8=check_utf8):
             yield batch
         return
     import pyarrow as pa
@@ -85,7 +100,7 @@ def _partition_batches(shard: Shard, row_group: int | None, text_column: str):
             raise InputError(f"{shard.path}: unreadable near row {row} ({_first_line(exc)})") from None
         for chunk in column.chunks:
             try:
-                chunk.validate(full=True)
+                chunk.validate(full=check_utf8)
             except pa.ArrowInvalid as exc:
                 raise InputError(f"{shard.path}: rows {row}-{row + len(chunk) - 1}: {_first_line(exc)}") from None
             row += len(chunk)
