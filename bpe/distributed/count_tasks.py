@@ -21,11 +21,12 @@ from bpe.engine.resident import READER, release_code, release_memory
 from bpe.errors import BpeError, InputError, NotUtf8Error
 from bpe.inputs.readers import check_parquet
 from bpe.inputs.shard import Shard
-from bpe.pretokenize import PATTERNS, Pretokenizer
+from bpe.pretokenize import Pretokenizer
 from bpe.progress import estimate_text_bytes
 from bpe.training.counting import (
     CountStats,
     WordCounter,
+    checks_utf8,
     counts_from_arrow,
     shard_holdout,
     use_system_allocator,
@@ -49,9 +50,8 @@ def count_partition(
     no traceback for it (the client raises it); any other exception fails the task as usual."""
     use_system_allocator()
     counter = WordCounter(pretokenizer, holdout=shard_holdout(shard, holdout))
-    scanned = pretokenizer.name in PATTERNS  # a compiled scanner checks the UTF-8 as it decodes it
     try:
-        for batch in _partition_batches(shard, row_group, text_column, check_utf8=not scanned):
+        for batch in _partition_batches(shard, row_group, text_column, check_utf8=not checks_utf8(pretokenizer)):
             counter.add_arrow(batch)
     except NotUtf8Error as found:  # read again, checked, for the file and rows the local engine names
         return {"error": _checked_read_error(shard, row_group, text_column) or found}

@@ -155,7 +155,9 @@ class WordCounter:
             self._add_strings(array)
         except (NotUtf8Error, UnicodeDecodeError):  # from the scanner, or from Arrow making str
             row = first_not_utf8(array)
-            raise NotUtf8Error(0 if row is None else row, "a batch of documents") from None
+            if row is None:
+                raise
+            raise NotUtf8Error(row, "a batch of documents") from None
 
     def _add_strings(self, array: pa.LargeStringArray) -> None:
         self.stats.null_rows += array.null_count
@@ -253,6 +255,13 @@ class WordCounter:
         if self._python_counts:
             counts = WordCounts.combine([counts, WordCounts.from_dict(self.word_counts())])
         return counts
+
+
+def checks_utf8(pretokenizer: Pretokenizer, compiled: bool = True) -> bool:
+    """Whether a `WordCounter` counts with a compiled scanner, whose decoder refuses bytes that are
+    not UTF-8 (`NotUtf8Error`): its readers may then leave Parquet's strings unchecked
+    (`read_batches(check_utf8=False)`), a pass over the text saved."""
+    return compiled and pretokenizer.name in PATTERNS
 
 
 HOLDOUT_BUCKETS = 1_000_000
@@ -441,10 +450,10 @@ class ShardReader:
         self.shards = list(shards)
         self.text_column = text_column
         self.pretokenizer = pretokenizer
-        # Counted by a compiled scanner, which checks the bytes as it decodes them, Parquet's
-        # strings are not checked on the way (`read_batches`): a counter that finds some that are
-        # not UTF-8 has them found again, with their file and rows, by `not_utf8_error`.
-        self.check_utf8 = not (compiled and pretokenizer.name in PATTERNS)
+        # Counted by a compiled scanner, Parquet's strings are not checked on the way: a counter
+        # that finds some that are not UTF-8 has them found again, with their file and rows, by
+        # `not_utf8_error`.
+        self.check_utf8 = not checks_utf8(pretokenizer, compiled)
         self.batches: queue.Queue = queue.Queue()
         self.unread = ReadAhead()
         self.fingerprints: list[dict] = []
