@@ -27,8 +27,9 @@ COPY conf conf
 
 # Editable, so that deployments find their source in /app. The demo corpus and the compiled
 # kernels of both engines are built in (installing compiles nothing; `bpe warm` compiles every
-# kernel group into BPE_KERNEL_CACHE, a group per core at once), so that a fresh `docker compose
-# up` trains at once.
+# kernel group into BPE_KERNEL_CACHE, a group per core at once, and writes the package's bytecode,
+# which PYTHONDONTWRITEBYTECODE keeps Python from writing as the services run), so that a fresh
+# `docker compose up` trains at once.
 RUN pip install -c docker/constraints.txt -e '.[pipeline,s3]' \
     && python -c "from bpe.pipeline.demo import write_demo_corpus; write_demo_corpus('demo-data')" \
     && bpe warm \

@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 
+from bpe.cli.bytecode import bytecode_missing, write_bytecode
 from bpe.cli.count import COUNT, add_count_options
 from bpe.cli.declare import THREADS, Argument, Command, OneOf, add_command
 from bpe.cli.encode import run_decode, run_encode
@@ -101,7 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     if ours:
         signal.signal(signal.SIGINT, _on_ctrl_c)
     try:
-        return args.run(args) or 0
+        code = args.run(args) or 0
+        if bytecode_missing():  # Python writes none here: write it once, for the processes after this one
+            write_bytecode()
+        return code
     except KeyboardInterrupt:
         return _interrupted()
     except Exception as exc:
@@ -278,7 +282,8 @@ WARM = Command(
         Compile the kernels both engines use into the kernel cache (~/.cache/bpe/kernels, or
         $BPE_KERNEL_CACHE), a group per process on every core, and print what each group took.
         Installing compiles nothing, and a run compiles the groups it needs first; warm is for an
-        image's or a worker's cache, so that no run there compiles. GROUP names some of them.""",
+        image's or a worker's cache, so that no run there compiles. GROUP names some of them. It
+        also writes the package's bytecode where it is missing or older than its source.""",
     examples=["bpe warm", "bpe warm 'count cl100k' 'merge loop'", "BPE_KERNEL_CACHE=/cache/bpe bpe warm"],
     arguments=[
         Argument("groups", nargs="*", metavar="GROUP", help="kernel groups to compile (default: all; see --list)"),

@@ -1,4 +1,4 @@
-"""`bpe warm`: compile the kernels ahead of time, a group per process."""
+"""`bpe warm`: compile the kernels ahead of time, a group per process, and the package's bytecode."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import sys
 
 
 def run_warm(args: argparse.Namespace) -> int:
-    """Compile the kernel groups the cache lacks (every group, or those named) and say what each took."""
+    """Compile the kernel groups the cache lacks (every group, or those named) and say what each
+    took; write the package's bytecode where it is missing or stale (`write_bytecode`)."""
+    from bpe.cli.bytecode import write_bytecode
     from bpe.errors import SettingsError
     from bpe.training.warm import GROUPS, cache_dir, compile_ahead, missing
 
@@ -20,6 +22,7 @@ def run_warm(args: argparse.Namespace) -> int:
         for name in names:
             print(f"{name}\t{'not compiled' if name in lacking else 'compiled'}")
         return 0
+    write_bytecode()
     compiled = compile_ahead(names, say=lambda line: print(f"bpe: {line}", file=sys.stderr, flush=True))
     if compiled.groups:
         each = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in compiled.groups.items())
