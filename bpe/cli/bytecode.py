@@ -27,8 +27,14 @@ def bytecode_missing() -> bool:
 def write_bytecode() -> None:
     """Write the bytecode of this package's modules whose bytecode is missing or older than their
     source, where Python keeps it. A package that cannot be written to (a read-only install) is
-    left as it is: its processes compile as they start, as before."""
+    left as it is after one module tried: its processes compile as they start, as before, and no
+    run spends half a second compiling what it cannot keep."""
     import compileall
+    import py_compile
 
+    try:
+        py_compile.compile(str(PACKAGE_DIR / "__init__.py"), doraise=True)
+    except (OSError, py_compile.PyCompileError):
+        return
     with contextlib.suppress(OSError):
         compileall.compile_dir(str(PACKAGE_DIR), quiet=2)

@@ -68,3 +68,23 @@ def test_a_package_it_cannot_write_to_runs_as_before(tmp_path):
     assert done.stderr == ""
     assert (out / "merges.txt").exists()
     assert all((folder / "__pycache__").read_text() == "not a folder" for folder in folders)
+
+
+def test_a_package_it_cannot_write_to_is_tried_once_not_compiled_whole(tmp_path):
+    """Compiling every module only to fail at writing each would cost every run half a second."""
+    root = tmp_path / "install"
+    shutil.copytree(REPO / "bpe", root / "bpe", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "bpe" / "__pycache__").write_text("not a folder")
+    probe = (
+        "import py_compile\n"
+        "tried = []\n"
+        "compile_module = py_compile.compile\n"
+        "py_compile.compile = lambda *a, **k: tried.append(a[0]) or compile_module(*a, **k)\n"
+        "from bpe.cli.bytecode import write_bytecode\n"
+        "write_bytecode()\n"
+        "print(len(tried))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.split()[-1]) == 1
