@@ -2,9 +2,10 @@
 
 Python compiles a module's source at import and keeps the result in `__pycache__` beside it,
 unless PYTHONDONTWRITEBYTECODE (or `python -B`) says not to, as many images and CI machines do.
-There, every `bpe` process compiled its 60 or so modules from source as it started: a third of a
-second, a sixth of a 49 MB run on 2 cores. The `bpe` command writes the bytecode after its first
-run there (`write_bytecode`), and `bpe warm` does too; later processes load it.
+There, every `bpe` process compiled the modules it imports from source as it started (75 for a
+`bpe train`, 0.14 s of a profile in `compile()`): with the bytecode, a 1 KB `bpe train` takes
+0.84x the time. The `bpe` command writes it after its first run there (`write_bytecode`), and
+`bpe warm` does too; later processes load it.
 """
 
 from __future__ import annotations
