@@ -580,10 +580,10 @@ def _count_pieces(data, doc_offsets, scanner_id, classes, folds, table):
 # document `doc` on, and stops where the table is full, returning (doc, position, pieces counted),
 # doc == number of documents when all are done, position -1 when document doc is not UTF-8. It
 # works on borrowed views of its arrays (reference counts on every scanner call and table insert
-# cost two thirds of the time otherwise). Each
-# pattern's kernel passes its scanner (`piece_end`) and what it drops between pieces (`gap`) to the
-# inlined loop, so that its scanner alone is compiled into it: a switch over the patterns at every
-# piece cost half the time, and a switch on a constant compiled all five scanners into each kernel.
+# cost two thirds of the time otherwise). Each pattern's kernel passes its scanner (`piece_end`)
+# and what it drops between pieces (`gap`) to the inlined loop, so that its scanner alone is
+# compiled into it: a switch over the patterns at every piece cost half the time, and a switch on
+# a constant compiled all five scanners into each kernel.
 #
 # A piece is counted `PIECES_AHEAD` pieces after it is cut: its hash is taken as it is cut and its
 # slot asked of the processor (`prefetch`), so that the slot is in cache by the time the piece is
