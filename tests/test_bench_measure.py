@@ -1,5 +1,6 @@
-"""The benchmarks' measuring (bench/measure.py, bench/launch.py) and the sentencepiece peer
-(bench/peers.py): what `python -m bench.train` reports rests on them."""
+"""The benchmarks' measuring (bench/measure.py, bench/launch.py), the sentencepiece peer
+(bench/peers.py) and the floor of bench/limits.py: what `python -m bench.train` and
+`python -m bench.limits` report rests on them."""
 
 from __future__ import annotations
 
@@ -89,3 +90,13 @@ def test_sentencepiece_ends_early_on_a_corpus_too_small_for_its_vocabulary():
 
     model = sentencepiece_trained(["the cat sat on the mat\nthe dog sat on the log"], 2000, threads=1)
     assert 259 < spm.SentencePieceProcessor(model_proto=model).get_piece_size() < 2000
+
+
+def test_the_limits_floor_counts_reading_on_the_cores_that_split():
+    from bench.limits import split_floor
+
+    # 1 s of reading and 3 s of splitting on 2 cores fill both for 2 s; a reader with a core of
+    # its own would let it end at 1.5 s, which no run on 2 cores can do.
+    assert split_floor(1.0, 3.0, 2) == 2.0
+    assert split_floor(3.0, 1.0, 2) == 3.0  # one thread reads: never faster than the reading
+    assert split_floor(1.0, 3.0, 8) == 1.0
