@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from bpe.engine.prefetch import prefetch
+
 PAIR_SHIFT = np.int64(32)
 LOW32 = np.int64(0xFFFFFFFF)
 KEY_COLUMN = 0
@@ -53,12 +55,25 @@ def bucket_of(sketch, key):
     return np.int64(mixed(key) & np.uint64(len(sketch) - 1))
 
 
+@njit(inline="always")
+def _first_slot(table, key):
+    """The slot where the search for `key` starts."""
+    return mixed(key) & np.uint64(len(table) - 1)
+
+
 @njit
 def slot_of(table, key):
     """The slot holding `key`, or the empty slot where it would go (linear probing)."""
     mask = np.uint64(len(table) - 1)
-    i = mixed(key) & mask
+    i = _first_slot(table, key)
     stored = key + 1
     while table[i, KEY_COLUMN] != 0 and table[i, KEY_COLUMN] != stored:
         i = (i + np.uint64(1)) & mask
     return np.int64(i)
+
+
+@njit(inline="always")
+def fetch_slot_of(table, key):
+    """Ask the processor for the slot where the search for `key` starts (`prefetch`): a loop that
+    calls it some keys ahead of `slot_of` finds that slot in cache."""
+    prefetch(table, np.int64(_first_slot(table, key)))

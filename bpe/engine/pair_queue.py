@@ -71,7 +71,7 @@ from bpe.engine import (
 from bpe.engine.borrow import borrowed
 from bpe.engine.copying import copy_into, copy_rows_into
 from bpe.engine.interrupts import holds_interrupts
-from bpe.engine.pair_keys import KEY_COLUMN, most_pairs, slot_of, unpack
+from bpe.engine.pair_keys import KEY_COLUMN, fetch_slot_of, most_pairs, slot_of, unpack
 from bpe.engine.rules import MergeRules
 
 TIE_BREAK_CODES = {name: code for code, name in enumerate(TIE_BREAKS)}
@@ -477,6 +477,9 @@ def _with_top(state):
     return state
 
 
+DELTAS_AHEAD = 8  # deltas between asking for a pair's slot (`fetch_slot_of`) and adding to it
+
+
 @njit(cache=True)
 def queue_add_deltas(state, keys, deltas):
     """Add deltas (a key may come several times, from several word tables); push each pair whose
@@ -488,6 +491,8 @@ def queue_add_deltas(state, keys, deltas):
     slots = np.empty(len(keys), dtype=np.int64)
     before = np.empty(len(keys), dtype=np.int64)
     for i in range(len(keys)):
+        if i + DELTAS_AHEAD < len(keys):
+            fetch_slot_of(counts, keys[i + DELTAS_AHEAD])
         slot = slot_of(counts, keys[i])
         if counts[slot, KEY_COLUMN] == 0:
             counts[slot, KEY_COLUMN] = keys[i] + 1
