@@ -15,6 +15,8 @@ The parts, each in this process after a warm-up, on one thread:
            without choosing them: the merge loop's work less the queue's; with how many word
            rewrites that is (the sum over merges of the words each rewrites)
   loop     our merge loop on one thread (`learn_merges(threads=1)`): the merges applied and chosen
+  driver   the threaded loop's driver on one thread: each round chosen and every slice's count
+           differences added to the one pair queue, while the slices wait (`driver_seconds`)
   start    `bpe train` on 1 KB of the corpus's text with `--threads` (the engine's compiled path, not
            the small-input one), a process of its own: what a run pays whatever its size (Python,
            numba, the kernels from the cache, a tokenizer written)
@@ -39,7 +41,9 @@ merges) / C, printed beside what the goal (a superword run in at most 2x plain B
 run here) leaves the stage once everything else in the run is paid.
 
 Each floor is printed again with our counting (`count`) in place of the scanner alone: this design
-counts pieces in a hash table, and that work is as much a part of it as the split.
+counts pieces in a hash table, and that work is as much a part of it as the split. The plain run's
+third floor is this design's: start + max(read, (read + count) / C) + (index + merges) / C + driver
++ export, every part it cannot do without (`design_floor`).
 """
 
 from __future__ import annotations
@@ -158,6 +162,75 @@ def merge_work(counts, merges: np.ndarray) -> tuple[float, float, int]:
     return index, apply, rewrites(tokens, lengths, merges)
 
 
+def driver_seconds(counts, merges: np.ndarray, rules, slices: int) -> float:
+    """Seconds the threaded loop's driver works alone, on one thread, while the word slices wait:
+    choosing each round's merges and adding every slice's count differences to the one pair queue
+    (the rounds of `bpe.engine.merge.drive`, the words split in `slices` as the loop splits them).
+    The slices' own work (applying the merges, taking their differences) is left out: the floor
+    counts it in the merges applied. Each call from Python costs what the compiled loop does not
+    pay (about 25 µs of dispatch and Ctrl-C hold, measured on empty calls); that is taken off. The
+    merges must come out as `merges`, those of the run."""
+    from bpe.engine.merge import drive
+    from bpe.engine.pair_queue import PairQueue
+    from bpe.engine.spin_rounds import MAX_ROUND_MERGES
+    from bpe.engine.word_slices import split_tables
+
+    tables = split_tables(counts, slices)  # every pair indexed, as plain BPE's loop indexes them
+    queue = PairQueue(rules)
+    for table in tables:
+        queue.add(*table.take_deltas())
+    spent, calls = [0.0], [0]
+
+    def run_rounds(budget: int) -> tuple[np.ndarray, int]:
+        made: list[np.ndarray] = []
+        while budget > 0:
+            start = time.perf_counter()
+            batch = queue.next_round(min(budget, MAX_ROUND_MERGES))
+            spent[0] += time.perf_counter() - start
+            if not len(batch):
+                break
+            for table in tables:
+                keys, deltas = table.apply_and_take(np.ascontiguousarray(batch))
+                start = time.perf_counter()
+                queue.add(keys, deltas)
+                spent[0] += time.perf_counter() - start
+            calls[0] += 1 + len(tables)
+            made.append(batch)
+            budget -= len(batch)
+        return (np.concatenate(made) if made else np.zeros((0, 4), np.int64)), len(made)
+
+    batches, _, _ = drive(run_rounds, len(merges), None)
+    chosen = np.concatenate(batches)[:, :2] if batches else np.zeros((0, 2), np.int64)
+    assert np.array_equal(chosen, merges), "the driver's rounds chose other merges than the run"
+    return max(spent[0] - calls[0] * call_overhead(queue), 0.0)
+
+
+def call_overhead(queue) -> float:
+    """Seconds a call of a queue kernel costs from Python, on calls that do nothing (the least of
+    5 runs of 200)."""
+    keys, deltas = np.zeros(0, np.int64), np.zeros(0, np.int64)
+    queue.add(keys, deltas)
+    runs = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(200):
+            queue.add(keys, deltas)
+        runs.append((time.perf_counter() - start) / 200)
+    return min(runs)
+
+
+def design_floor(read: float, count: float, index: float, applied: float, driver: float, cores: int) -> float:
+    """The least time of this design's merge-independent work on `cores` cores, every part at its
+    one-thread cost and perfectly spread: reading and counting share the cores (`split_floor`),
+    the words are indexed and the merges applied on every core, and the driver works while the
+    slices wait. `start` and `export` come on top.
+
+    >>> design_floor(read=1.0, count=3.0, index=1.0, applied=4.0, driver=0.5, cores=2)
+    5.0
+    """
+    return split_floor(read, count, cores) + (index + applied) / cores + driver
+
+
 def rewrites(tokens: np.ndarray, lengths: np.ndarray, merges: np.ndarray) -> int:
     """The sum over merges of the words each rewrites: in each word, the distinct merges in the
     trees of its final tokens (a merge rewrites all its occurrences in a word at once)."""
@@ -227,6 +300,7 @@ def plain_limits(args, cores: int, shards: list[Path]) -> None:
     rules = MergeRules(DEFAULT["tie_break"], DEFAULT["min_frequency"], max_token_length=None, superwords=None)
     learn_merges(WordCounts.from_dict({b"abab": 2}), 2, rules)  # the queue's kernels loaded first
     loop_s = learn_merges(counted.counts, len(merges), rules, threads=1).seconds
+    driver_s = driver_seconds(counted.counts, merges, rules, cores)
     floor = split_floor(read, scanner_s, cores) + apply_s / cores
     start_s = start_seconds(args, cores)
     export_s = export_seconds(out_kept)
@@ -244,6 +318,7 @@ def plain_limits(args, cores: int, shards: list[Path]) -> None:
             ("index the words (word tables)", index_s, "every pair counted and listed"),
             ("apply the merges (word tables)", apply_s, f"{len(merges):,} merges, {words_rewritten:,} word rewrites"),
             ("merge loop: ours (`threads=1`)", loop_s, "the merges chosen and applied"),
+            (f"driver: rounds chosen, {cores} slices' differences added", driver_s, "while the slices wait"),
             ("start: `bpe train` on 1 KB, compiled path", start_s, "Python, numba, the kernels, the files"),
             ("export: the tokenizer's files", export_s, "every format and the manifest"),
         ],
@@ -266,12 +341,19 @@ def plain_limits(args, cores: int, shards: list[Path]) -> None:
         f"start + max(read, (read + count) / {cores}) + merges applied / {cores} + export = {counted_floor:.2f} s; "
         f"ours / that {ours['wall'] / counted_floor:.2f}x"
     )
+    design = start_s + design_floor(read, count_s, index_s, apply_s, driver_s, cores) + export_s
+    print(
+        f"this design's floor (unique words counted in a hash table, an inverted index, one driver holding the "
+        f"pair counts): start + max(read, (read + count) / {cores}) + (index + merges applied) / {cores} + driver "
+        f"+ export = {design:.2f} s; ours / that {ours['wall'] / design:.2f}x"
+    )
     for name, result in peers.items():
         goal = GOALS.get(name)
         print(
             f"{name}: {result['wall']:.2f} s wall; ours / {name} {ours['wall'] / result['wall']:.2f}x, "
             f"(start + floor + export) / {name} {with_fixed / result['wall']:.2f}x, "
-            f"with our counting {counted_floor / result['wall']:.2f}x"
+            f"with our counting {counted_floor / result['wall']:.2f}x, "
+            f"this design's floor {design / result['wall']:.2f}x"
             + (f", against the goal of {goal}x" if goal is not None else "")
         )
 

@@ -100,3 +100,31 @@ def test_the_limits_floor_counts_reading_on_the_cores_that_split():
     assert split_floor(1.0, 3.0, 2) == 2.0
     assert split_floor(3.0, 1.0, 2) == 3.0  # one thread reads: never faster than the reading
     assert split_floor(1.0, 3.0, 8) == 1.0
+
+
+def test_the_design_floor_adds_the_driver_whole_and_spreads_the_rest():
+    from bench.limits import design_floor
+
+    # The words' index and the merges applied run on every core; the driver works while the slices
+    # wait, so more cores never shorten it.
+    assert design_floor(read=1.0, count=3.0, index=1.0, applied=4.0, driver=0.5, cores=2) == 2.0 + 2.5 + 0.5
+    assert design_floor(read=1.0, count=3.0, index=1.0, applied=4.0, driver=0.5, cores=8) == 1.0 + 0.625 + 0.5
+
+
+def test_the_driver_is_timed_on_the_rounds_of_the_run_it_measures():
+    import numpy as np
+
+    from bench.limits import driver_seconds
+    from bpe.engine.count import WordCounts
+    from bpe.engine.merge import learn_merges
+    from bpe.engine.rules import MergeRules
+
+    words = {
+        f"{a}{b}{c}".encode(): 1 + (ord(a) * 7 + ord(b) * 3 + ord(c)) % 11 for a in "abcd" for b in "abc" for c in "xyz"
+    }
+    counts = WordCounts.from_dict(words)
+    rules = MergeRules("bytes", 1, max_token_length=None, superwords=None)
+    merges = learn_merges(counts, 20, rules, threads=2).merges
+    assert driver_seconds(counts, merges, rules, slices=2) >= 0.0
+    with pytest.raises(AssertionError, match="other merges"):
+        driver_seconds(counts, np.flipud(merges), rules, slices=2)
