@@ -17,6 +17,8 @@ The parts, each in this process after a warm-up, on one thread:
   loop     our merge loop on one thread (`learn_merges(threads=1)`): the merges applied and chosen
   driver   the threaded loop's driver on one thread: each round chosen and every slice's count
            differences added to the one pair queue, while the slices wait (`driver_seconds`)
+  sum      C counting threads' tables summed into the merge loop's C hash parts, on C threads
+           (`sum_seconds`)
   start    `bpe train` on 1 KB of the corpus's text with `--threads` (the engine's compiled path, not
            the small-input one), a process of its own: what a run pays whatever its size (Python,
            numba, the kernels from the cache, a tokenizer written)
@@ -42,8 +44,8 @@ run here) leaves the stage once everything else in the run is paid.
 
 Each floor is printed again with our counting (`count`) in place of the scanner alone: this design
 counts pieces in a hash table, and that work is as much a part of it as the split. The plain run's
-third floor is this design's: start + max(read, (read + count) / C) + (index + merges) / C + driver
-+ export, every part it cannot do without (`design_floor`).
+third floor is this design's: start + max(read, (read + count) / C) + sum + (index + merges) / C +
+driver + export, every part it cannot do without (`design_floor`).
 """
 
 from __future__ import annotations
@@ -219,16 +221,35 @@ def call_overhead(queue) -> float:
     return min(runs)
 
 
-def design_floor(read: float, count: float, index: float, applied: float, driver: float, cores: int) -> float:
-    """The least time of this design's merge-independent work on `cores` cores, every part at its
-    one-thread cost and perfectly spread: reading and counting share the cores (`split_floor`),
-    the words are indexed and the merges applied on every core, and the driver works while the
-    slices wait. `start` and `export` come on top.
+def design_floor(
+    read: float, count: float, summed: float, index: float, applied: float, driver: float, cores: int
+) -> float:
+    """The least time of this design's work on `cores` cores, every part at its one-thread cost
+    and perfectly spread: reading and counting share the cores (`split_floor`), the counting
+    threads' tables are summed (`summed`, measured on the cores already), the words are indexed
+    and the merges applied on every core, and the driver works while the slices wait. `start` and
+    `export` come on top.
 
-    >>> design_floor(read=1.0, count=3.0, index=1.0, applied=4.0, driver=0.5, cores=2)
-    5.0
+    >>> design_floor(read=1.0, count=3.0, summed=0.25, index=1.0, applied=4.0, driver=0.5, cores=2)
+    5.25
     """
-    return split_floor(read, count, cores) + (index + applied) / cores + driver
+    return split_floor(read, count, cores) + summed + (index + applied) / cores + driver
+
+
+def sum_seconds(shards: list[Path], pattern: str, cores: int) -> float:
+    """Seconds to sum `cores` counting threads' tables into the merge loop's `cores` hash parts
+    (`WordCounts.sum_by_hash`, a part on each core), as a run sums its counting threads'. Table k
+    counts every `cores`-th shard from shard k, as a counting thread takes about every
+    `cores`-th batch; no sum on one core."""
+    import bpe
+
+    if cores == 1 or len(shards) < cores:
+        return 0.0
+    tables = [
+        bpe.count(files=[str(s) for s in shards[k::cores]], pattern=pattern, threads=1).counts for k in range(cores)
+    ]
+    seconds, _ = timed(lambda: WordCounts.sum_by_hash(tables, cores))
+    return seconds
 
 
 def rewrites(tokens: np.ndarray, lengths: np.ndarray, merges: np.ndarray) -> int:
@@ -301,6 +322,7 @@ def plain_limits(args, cores: int, shards: list[Path]) -> None:
     learn_merges(WordCounts.from_dict({b"abab": 2}), 2, rules)  # the queue's kernels loaded first
     loop_s = learn_merges(counted.counts, len(merges), rules, threads=1).seconds
     driver_s = driver_seconds(counted.counts, merges, rules, cores)
+    sum_s = sum_seconds(shards, args.pattern, cores)
     floor = split_floor(read, scanner_s, cores) + apply_s / cores
     start_s = start_seconds(args, cores)
     export_s = export_seconds(out_kept)
@@ -319,6 +341,7 @@ def plain_limits(args, cores: int, shards: list[Path]) -> None:
             ("apply the merges (word tables)", apply_s, f"{len(merges):,} merges, {words_rewritten:,} word rewrites"),
             ("merge loop: ours (`threads=1`)", loop_s, "the merges chosen and applied"),
             (f"driver: rounds chosen, {cores} slices' differences added", driver_s, "while the slices wait"),
+            (f"sum: {cores} counting threads' tables into {cores} hash parts", sum_s, f"on {cores} threads"),
             ("start: `bpe train` on 1 KB, compiled path", start_s, "Python, numba, the kernels, the files"),
             ("export: the tokenizer's files", export_s, "every format and the manifest"),
         ],
@@ -341,11 +364,11 @@ def plain_limits(args, cores: int, shards: list[Path]) -> None:
         f"start + max(read, (read + count) / {cores}) + merges applied / {cores} + export = {counted_floor:.2f} s; "
         f"ours / that {ours['wall'] / counted_floor:.2f}x"
     )
-    design = start_s + design_floor(read, count_s, index_s, apply_s, driver_s, cores) + export_s
+    design = start_s + design_floor(read, count_s, sum_s, index_s, apply_s, driver_s, cores) + export_s
     print(
-        f"this design's floor (unique words counted in a hash table, an inverted index, one driver holding the "
-        f"pair counts): start + max(read, (read + count) / {cores}) + (index + merges applied) / {cores} + driver "
-        f"+ export = {design:.2f} s; ours / that {ours['wall'] / design:.2f}x"
+        f"this design's floor (unique words counted in a hash table on each thread and summed, an inverted index, "
+        f"one driver holding the pair counts): start + max(read, (read + count) / {cores}) + sum + (index + merges "
+        f"applied) / {cores} + driver + export = {design:.2f} s; ours / that {ours['wall'] / design:.2f}x"
     )
     for name, result in peers.items():
         goal = GOALS.get(name)
